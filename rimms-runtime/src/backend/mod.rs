@@ -1,0 +1,41 @@
+//! Backends: the devices a runtime can run kernels on.
+//!
+//! Each backend says which device it is, which memory its kernels use (the host's, or a space
+//! of its own with a link to the host), what it cannot do, and how its kernels run. Backends
+//! know nothing of coherence or of each other; the runtime puts them together.
+
+pub mod cpu;
+pub mod sim;
+
+use crate::runtime::Device;
+use crate::space::LinkModel;
+
+/// A memory space a backend brings with it.
+#[derive(Clone, Debug)]
+pub(crate) struct SpaceSpec {
+    pub name: String,
+    pub pool_bytes: usize,
+    /// The link to and from the host.
+    pub link: LinkModel,
+    /// Make copies over that link take the modelled time.
+    pub simulate: bool,
+}
+
+/// How a device's kernels are run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Executor {
+    /// Host code over host-addressable memory (the cpu, and sim devices on their own memory).
+    Host,
+}
+
+/// One device of a runtime.
+pub(crate) trait Backend: Send + Sync {
+    /// Which device this is.
+    fn device(&self) -> Device;
+    /// The space its kernels use if it is not the host's.
+    fn own_space(&self) -> Option<SpaceSpec>;
+    /// Refuses FFT sizes the device cannot transform, before anything moves.
+    fn check_fft(&self, points: usize) -> Result<(), String>;
+    /// How its kernels run.
+    fn executor(&self) -> Executor;
+}

@@ -1,0 +1,68 @@
+//! Simulated discrete devices: a memory of their own (a separate host allocation), the CPU's
+//! kernels run on it, real copies to and from it, optionally slowed to a modelled link.
+//!
+//! Every coherence test runs against sim devices: they have the one property that matters —
+//! bytes written in one space are not visible in another until copied — and can play a
+//! ZCU102- or PCIe-like platform on any machine.
+
+use super::{Backend, Executor, SpaceSpec};
+use crate::runtime::Device;
+use crate::space::LinkModel;
+
+/// How a simulated device looks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Its link to the host: used to rank copy sources, and to time copies if `simulate_link`.
+    pub link: LinkModel,
+    /// Make every copy to or from this device take the link's modelled time.
+    pub simulate_link: bool,
+    /// Size of its memory pool.
+    pub pool_bytes: usize,
+    /// Largest FFT it accepts, like an FPGA IP core limited to 2,048 points; `None` for no
+    /// limit.
+    pub max_fft_points: Option<usize>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            link: LinkModel::PCIE,
+            simulate_link: false,
+            pool_bytes: 256 << 20,
+            max_fft_points: None,
+        }
+    }
+}
+
+pub(crate) struct SimBackend {
+    pub index: u8,
+    pub config: SimConfig,
+}
+
+impl Backend for SimBackend {
+    fn device(&self) -> Device {
+        Device::Sim(self.index)
+    }
+
+    fn own_space(&self) -> Option<SpaceSpec> {
+        Some(SpaceSpec {
+            name: format!("sim{}", self.index),
+            pool_bytes: self.config.pool_bytes,
+            link: self.config.link,
+            simulate: self.config.simulate_link,
+        })
+    }
+
+    fn check_fft(&self, points: usize) -> Result<(), String> {
+        match self.config.max_fft_points {
+            Some(max) if points > max => Err(format!(
+                "{points}-point FFT exceeds this device's limit of {max} points"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn executor(&self) -> Executor {
+        Executor::Host
+    }
+}

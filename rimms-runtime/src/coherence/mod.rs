@@ -1,0 +1,329 @@
+//! The coherence protocol: per fragment, which spaces hold the newest bytes.
+//!
+//! This module is the whole state machine, kept in one place the way StarPU keeps its
+//! datawizard: it decides what must move and records what moved, and it never touches memory or
+//! a backend. The caller (the buffer layer) asks for a plan, carries out the copies and fills
+//! the plan lists, and only then commits it, so a copy that fails leaves the state as it was.
+//!
+//! Per fragment the state is a valid set, an owner (the space that wrote last) and a zero mark.
+//! The zero mark means "the contents are all zeros": a space that needs the bytes gets them by
+//! a fill in that space, never by a transfer, and the mark survives reads so every space can
+//! fill its own. Read copies stay valid (MSI), so data read on a device and then on the host
+//! is not copied to the device again.
+//!
+//! A per-buffer summary word makes the common case cheap: the spaces where *every* fragment is
+//! valid, the spaces where *any* fragment is valid, and whether any fragment carries the zero
+//! mark. A read of a resident buffer is then one load, one AND and one branch; a write to a
+//! buffer held only by the writer's space is one load, one compare and one branch.
+
+#[cfg(test)]
+mod tests;
+
+use crate::space::{SpaceId, SpaceSet, MAX_SPACES};
+use std::ops::Range;
+
+/// How a kernel (or a host view) uses an argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Reads the bytes; leaves them unchanged.
+    Read,
+    /// Reads and then changes the bytes.
+    ReadWrite,
+    /// Overwrites every byte without reading any (write-discard): nothing is copied in.
+    Write,
+}
+
+impl Access {
+    /// Whether the access changes the bytes.
+    pub fn writes(self) -> bool {
+        !matches!(self, Access::Read)
+    }
+}
+
+/// The coherence state of one fragment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragmentState {
+    /// Spaces holding the newest bytes.
+    pub valid: SpaceSet,
+    /// The space that wrote last (or first materialised a zero fragment); `None` for a
+    /// fragment that was never touched since allocation or reset.
+    pub owner: Option<SpaceId>,
+    /// The contents are all zeros: fresh or reset data.
+    pub zero: bool,
+}
+
+impl FragmentState {
+    const FRESH: FragmentState = FragmentState {
+        valid: SpaceSet::EMPTY,
+        owner: None,
+        zero: true,
+    };
+}
+
+const ANY_SHIFT: u32 = MAX_SPACES as u32;
+const ZERO_BIT: u64 = 1 << (2 * MAX_SPACES);
+
+/// Whether an access of `access` mode by `space` needs no work at all, judged from a buffer
+/// summary alone. This is the lock-free fast path: when it says yes, nothing moves and no
+/// state changes, whatever part of the buffer the access covers.
+#[inline(always)]
+pub(crate) fn resident(summary: u64, space: SpaceId, access: Access) -> bool {
+    let bit = u64::from(space.bit());
+    match access {
+        // Every fragment is valid in `space`.
+        Access::Read => summary & bit != 0,
+        // Every fragment is valid in `space` and nowhere else, and none is marked zero: a write
+        // leaves that state exactly as it is.
+        Access::ReadWrite | Access::Write => summary == bit | bit << ANY_SHIFT,
+    }
+}
+
+/// Which fragments a byte range touches, and whether its first and last fragments are only
+/// partly covered (a partial write of a fragment must keep the bytes it does not write).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FragmentSpan {
+    pub frags: Range<usize>,
+    pub first_partial: bool,
+    pub last_partial: bool,
+}
+
+impl FragmentSpan {
+    /// The span of `bytes` (non-empty, inside a buffer of `buffer_bytes`) with fragments of
+    /// `1 << shift` bytes. The buffer's last fragment may be short; covering up to the buffer's
+    /// end covers it fully.
+    pub(crate) fn of(bytes: Range<usize>, shift: u32, buffer_bytes: usize) -> FragmentSpan {
+        let frag = 1usize << shift;
+        let first = bytes.start >> shift;
+        let last = (bytes.end - 1) >> shift;
+        FragmentSpan {
+            frags: first..last + 1,
+            first_partial: bytes.start & (frag - 1) != 0,
+            last_partial: bytes.end < ((last + 1) << shift).min(buffer_bytes),
+        }
+    }
+
+    fn is_partial(&self, frag: usize) -> bool {
+        (frag == self.frags.start && self.first_partial)
+            || (frag + 1 == self.frags.end && self.last_partial)
+    }
+}
+
+/// A run of contiguous fragments to copy from one space: one copy, however many fragments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Move {
+    pub src: SpaceId,
+    pub frags: Range<usize>,
+}
+
+/// What an acquire must do before its access can run in `dst`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AcquirePlan {
+    pub dst: SpaceId,
+    pub moves: Vec<Move>,
+    /// Runs of zero-marked fragments to fill with zeros in `dst`.
+    pub fills: Vec<Range<usize>>,
+}
+
+impl AcquirePlan {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.moves.is_empty() && self.fills.is_empty()
+    }
+}
+
+/// The fragment table of one buffer, with per-space counts that keep the summary exact without
+/// rescanning the table.
+#[derive(Clone, Debug)]
+pub(crate) struct FragmentTable {
+    frags: Vec<FragmentState>,
+    valid_count: [u32; MAX_SPACES],
+    zero_count: usize,
+}
+
+impl FragmentTable {
+    /// `count` fresh fragments: zero, valid nowhere.
+    pub(crate) fn new(count: usize) -> FragmentTable {
+        FragmentTable {
+            frags: vec![FragmentState::FRESH; count],
+            valid_count: [0; MAX_SPACES],
+            zero_count: count,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.frags.len()
+    }
+
+    pub(crate) fn get(&self, frag: usize) -> Option<FragmentState> {
+        self.frags.get(frag).copied()
+    }
+
+    /// The summary word that [`resident`] reads.
+    pub(crate) fn summary(&self) -> u64 {
+        let total = self.frags.len() as u32;
+        let mut word = 0u64;
+        for (space, &count) in self.valid_count.iter().enumerate() {
+            if count == total {
+                word |= 1 << space;
+            }
+            if count > 0 {
+                word |= 1 << (space as u32 + ANY_SHIFT);
+            }
+        }
+        if self.zero_count > 0 {
+            word |= ZERO_BIT;
+        }
+        word
+    }
+
+    fn set(&mut self, frag: usize, new: FragmentState) {
+        let old = self.frags[frag];
+        let (gone, came) = (old.valid.0 & !new.valid.0, new.valid.0 & !old.valid.0);
+        for space in SpaceSet(gone).iter() {
+            self.valid_count[space.index()] -= 1;
+        }
+        for space in SpaceSet(came).iter() {
+            self.valid_count[space.index()] += 1;
+        }
+        self.zero_count = self.zero_count + usize::from(new.zero) - usize::from(old.zero);
+        self.frags[frag] = new;
+    }
+
+    /// What must move or be filled so that `access` over `span` can run in `dst`. `cost(src,
+    /// dst)` ranks sources; ties go to the lowest space id.
+    pub(crate) fn plan_acquire(
+        &self,
+        span: &FragmentSpan,
+        dst: SpaceId,
+        access: Access,
+        cost: impl Fn(SpaceId, SpaceId) -> u64,
+    ) -> AcquirePlan {
+        let mut plan = AcquirePlan {
+            dst,
+            moves: Vec::new(),
+            fills: Vec::new(),
+        };
+        for frag in span.frags.clone() {
+            let state = self.frags[frag];
+            let needs_bytes = access != Access::Write || span.is_partial(frag);
+            if !needs_bytes || state.valid.contains(dst) {
+                continue;
+            }
+            if state.zero || state.valid.is_empty() {
+                // A non-zero fragment is always valid somewhere; filling is the only safe
+                // reading of a table that broke that rule.
+                debug_assert!(state.zero, "fragment {frag} is valid nowhere but not zero");
+                match plan.fills.last_mut() {
+                    Some(run) if run.end == frag => run.end += 1,
+                    _ => plan.fills.push(frag..frag + 1),
+                }
+                continue;
+            }
+            let src = cheapest_source(state.valid, dst, &cost);
+            match plan.moves.last_mut() {
+                Some(m) if m.src == src && m.frags.end == frag => m.frags.end += 1,
+                _ => plan.moves.push(Move {
+                    src,
+                    frags: frag..frag + 1,
+                }),
+            }
+        }
+        plan
+    }
+
+    /// Records that the plan was carried out: its fragments are now valid in its space too.
+    pub(crate) fn commit_acquire(&mut self, plan: &AcquirePlan) {
+        let dst = plan.dst;
+        let runs = plan.moves.iter().map(|m| m.frags.clone());
+        for frag in runs.chain(plan.fills.iter().cloned()).flatten() {
+            let mut state = self.frags[frag];
+            state.valid = state.valid.with(dst);
+            if state.owner.is_none() {
+                state.owner = Some(dst);
+            }
+            self.set(frag, state);
+        }
+    }
+
+    /// Records a write by `space` over `frags`: it alone now holds the newest bytes.
+    pub(crate) fn mark_written(&mut self, frags: Range<usize>, space: SpaceId) {
+        for frag in frags {
+            self.set(
+                frag,
+                FragmentState {
+                    valid: SpaceSet::only(space),
+                    owner: Some(space),
+                    zero: false,
+                },
+            );
+        }
+    }
+
+    /// Records that a write by `space` over `frags` failed part-way: its copy can no longer be
+    /// trusted where another valid copy exists. Where `space` held the only copy, that copy is
+    /// all there is and stays.
+    pub(crate) fn mark_failed(&mut self, frags: Range<usize>, space: SpaceId) {
+        for frag in frags {
+            let mut state = self.frags[frag];
+            let others = SpaceSet(state.valid.0 & !space.bit());
+            if !others.is_empty() {
+                state.valid = others;
+                self.set(frag, state);
+            }
+        }
+    }
+
+    /// `hete_Reset`: every fragment becomes zero and valid nowhere; no byte moves.
+    pub(crate) fn reset(&mut self) {
+        *self = FragmentTable::new(self.frags.len());
+    }
+
+    /// Whether merging groups of `factor` fragments would lose track of data: a group whose
+    /// fragments share no valid space and are not all zero has to be gathered somewhere first.
+    pub(crate) fn merge_needs_gather(&self, factor: usize) -> bool {
+        self.frags.chunks(factor).any(|group| {
+            let common = group.iter().fold(u16::MAX, |acc, f| acc & f.valid.0);
+            common == 0 && !group.iter().all(|f| f.zero)
+        })
+    }
+
+    /// The table for fragments `factor` times larger (`factor` a power of two). Call only when
+    /// [`Self::merge_needs_gather`] is false.
+    pub(crate) fn merged(&self, factor: usize) -> FragmentTable {
+        let groups = self.frags.chunks(factor);
+        let mut table = FragmentTable::new(groups.len());
+        for (i, group) in groups.enumerate() {
+            let valid = SpaceSet(group.iter().fold(u16::MAX, |acc, f| acc & f.valid.0));
+            let zero = group.iter().all(|f| f.zero);
+            let owner = group[0].owner.filter(|o| group.iter().all(|f| f.owner == Some(*o)));
+            let owner = owner.or_else(|| valid.iter().next());
+            table.set(i, FragmentState { valid, owner, zero });
+        }
+        table
+    }
+
+    /// The table for fragments `factor` times smaller, `count` of them: each inherits the
+    /// state of the fragment it was part of.
+    pub(crate) fn split(&self, factor: usize, count: usize) -> FragmentTable {
+        let mut table = FragmentTable::new(count);
+        for i in 0..count {
+            table.set(i, self.frags[i / factor]);
+        }
+        table
+    }
+}
+
+fn cheapest_source(
+    valid: SpaceSet,
+    dst: SpaceId,
+    cost: &impl Fn(SpaceId, SpaceId) -> u64,
+) -> SpaceId {
+    let mut best: Option<(u64, SpaceId)> = None;
+    for src in valid.iter() {
+        let c = cost(src, dst);
+        if best.is_none_or(|(b, _)| c < b) {
+            best = Some((c, src));
+        }
+    }
+    // `valid` is non-empty (the caller checked), so a best source exists.
+    best.map_or(SpaceId::HOST, |(_, s)| s)
+}

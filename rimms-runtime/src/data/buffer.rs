@@ -1,0 +1,255 @@
+//! The untyped buffer behind every `HeteData`: its per-space blocks, its fragment table and the
+//! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
+
+use crate::coherence::{self, Access, FragmentSpan, FragmentState, FragmentTable};
+use crate::error::{Error, Result};
+use crate::runtime::Shared;
+use crate::space::{Block, SpaceId, MAX_SPACES};
+use crate::stats::Reason;
+use std::ops::Range;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub(crate) struct RawBuffer {
+    pub(crate) rt: Arc<Shared>,
+    bytes: usize,
+    /// log2 of the fragment size. Changes only through `refragment`, which the typed layer
+    /// calls with the buffer borrowed mutably, so no view can see it change.
+    frag_shift: AtomicU32,
+    /// See [`coherence::resident`]; written only under `inner`'s lock.
+    summary: AtomicU64,
+    /// Base address of this buffer's block in each space, null where it has none. Set under the
+    /// lock before the summary that makes it reachable from the fast path.
+    ptrs: [AtomicPtr<u8>; MAX_SPACES],
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    table: FragmentTable,
+    blocks: [Option<Block>; MAX_SPACES],
+}
+
+impl RawBuffer {
+    pub(crate) fn new(rt: Arc<Shared>, bytes: usize, frag_shift: u32) -> RawBuffer {
+        let count = bytes.div_ceil(1 << frag_shift);
+        RawBuffer {
+            rt,
+            bytes,
+            frag_shift: AtomicU32::new(frag_shift),
+            summary: AtomicU64::new(0),
+            ptrs: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            inner: Mutex::new(Inner {
+                table: FragmentTable::new(count),
+                blocks: [None; MAX_SPACES],
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every update under this lock commits only after its copies succeeded, and copies do
+        // not panic; a poisoned lock therefore guards a consistent table.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn shift(&self) -> u32 {
+        self.frag_shift.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn fragment_bytes(&self) -> usize {
+        1 << self.shift()
+    }
+
+    /// The fast path: no lock, no allocation.
+    #[inline(always)]
+    pub(crate) fn resident(&self, space: SpaceId, access: Access) -> bool {
+        coherence::resident(self.summary.load(Ordering::Acquire), space, access)
+    }
+
+    /// Address of byte `offset` of this buffer in `space`. Only meaningful after an acquire in
+    /// that space (or a resident check) succeeded.
+    pub(crate) fn ptr_in(&self, space: SpaceId, offset: usize) -> *mut u8 {
+        self.ptrs[space.index()]
+            .load(Ordering::Acquire)
+            .wrapping_add(offset)
+    }
+
+    /// Makes `span` usable by an `access` in `space`: allocates the block there if needed,
+    /// copies or fills what is missing, and records it. Returns whether any byte moved or was
+    /// filled. On error nothing changed but possibly a block that stays for later use.
+    pub(crate) fn acquire(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        access: Access,
+        reason: &Reason,
+    ) -> Result<bool> {
+        let mut inner = self.lock();
+        let block = self.ensure_block(&mut inner, space)?;
+        let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
+        let plan = inner
+            .table
+            .plan_acquire(&span, space, access, |src, dst| {
+                self.rt.link_cost(src, dst, 1 << self.shift())
+            });
+        if plan.is_empty() {
+            return Ok(false);
+        }
+        let shift = self.shift();
+        for m in &plan.moves {
+            let bytes = self.frag_bytes(m.frags.clone(), shift);
+            let src = inner.blocks[m.src.index()]
+                .ok_or_else(|| missing_block(&self.rt, m.src))?
+                .ptr();
+            self.rt
+                .copy(m.src, space, src, block.ptr(), bytes, &m.frags, reason)?;
+        }
+        for run in &plan.fills {
+            let bytes = self.frag_bytes(run.clone(), shift);
+            self.rt.fill_zero(space, block.ptr(), bytes);
+        }
+        inner.table.commit_acquire(&plan);
+        self.publish(&inner);
+        Ok(true)
+    }
+
+    /// Byte range of a run of fragments, clipped to the buffer.
+    fn frag_bytes(&self, frags: Range<usize>, shift: u32) -> Range<usize> {
+        (frags.start << shift)..(frags.end << shift).min(self.bytes)
+    }
+
+    fn ensure_block(&self, inner: &mut Inner, space: SpaceId) -> Result<Block> {
+        if let Some(block) = inner.blocks[space.index()] {
+            return Ok(block);
+        }
+        let block = self.rt.pool(space).alloc(self.bytes)?;
+        inner.blocks[space.index()] = Some(block);
+        self.ptrs[space.index()].store(block.ptr().as_ptr(), Ordering::Release);
+        Ok(block)
+    }
+
+    /// Records a completed write by `space` over the bytes `start..start+len`.
+    pub(crate) fn mark_written(&self, start: usize, len: usize, space: SpaceId) {
+        let mut inner = self.lock();
+        let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
+        inner.table.mark_written(span.frags, space);
+        self.publish(&inner);
+    }
+
+    /// Records a write by `space` that failed part-way.
+    pub(crate) fn mark_failed(&self, start: usize, len: usize, space: SpaceId) {
+        let mut inner = self.lock();
+        let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
+        inner.table.mark_failed(span.frags, space);
+        self.publish(&inner);
+    }
+
+    fn publish(&self, inner: &Inner) {
+        self.summary
+            .store(inner.table.summary(), Ordering::Release);
+    }
+
+    pub(crate) fn reset(&self) {
+        let mut inner = self.lock();
+        inner.table.reset();
+        self.publish(&inner);
+    }
+
+    pub(crate) fn fragment_state(&self, frag: usize) -> Option<FragmentState> {
+        self.lock().table.get(frag)
+    }
+
+    pub(crate) fn fragment_count(&self) -> usize {
+        self.lock().table.len()
+    }
+
+    /// Changes the fragment size to `1 << shift` bytes, gathering on the host first where a
+    /// merge would otherwise lose data.
+    pub(crate) fn refragment(&self, shift: u32) -> Result<()> {
+        let old = self.shift();
+        if shift > old && self.lock().table.merge_needs_gather(1 << (shift - old)) {
+            self.acquire(
+                0,
+                self.bytes,
+                SpaceId::HOST,
+                Access::Read,
+                &Reason::Refragment,
+            )?;
+        }
+        let mut inner = self.lock();
+        let count = self.bytes.div_ceil(1 << shift);
+        inner.table = if shift >= old {
+            inner.table.merged(1 << (shift - old))
+        } else {
+            inner.table.split(1 << (old - shift), count)
+        };
+        self.frag_shift.store(shift, Ordering::Relaxed);
+        self.publish(&inner);
+        Ok(())
+    }
+
+    /// Compares every valid copy of every fragment and names the first that differs.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let inner = self.lock();
+        let shift = self.shift();
+        for frag in 0..inner.table.len() {
+            let Some(state) = inner.table.get(frag) else {
+                break;
+            };
+            let range = self.frag_bytes(frag..frag + 1, shift);
+            let mut reference: Option<(SpaceId, &[u8])> = None;
+            for space in state.valid.iter() {
+                let Some(block) = inner.blocks[space.index()] else {
+                    continue;
+                };
+                // SAFETY: the range lies inside the buffer and the block holds the whole buffer.
+                // Writers need the buffer mutably, so none runs while `validate(&self)` reads.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(block.ptr().as_ptr().add(range.start), range.len())
+                };
+                let differs_from = if state.zero {
+                    bytes.iter().any(|&b| b != 0).then(|| "zero".to_string())
+                } else if let Some((first, expected)) = reference {
+                    (bytes != expected).then(|| self.rt.space_name(first).to_string())
+                } else {
+                    reference = Some((space, bytes));
+                    None
+                };
+                if let Some(first) = differs_from {
+                    return Err(Error::Diverged {
+                        fragment: frag,
+                        start: range.start,
+                        end: range.end,
+                        first,
+                        second: self.rt.space_name(space).to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn missing_block(rt: &Shared, space: SpaceId) -> Error {
+    Error::Transfer {
+        from: rt.space_name(space).to_string(),
+        to: "?".to_string(),
+        bytes: 0,
+        why: "the source space holds no block of this buffer".to_string(),
+    }
+}
+
+impl Drop for RawBuffer {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (space, block) in inner.blocks.iter_mut().enumerate() {
+            if let Some(block) = block.take() {
+                self.rt.pool(SpaceId(space as u8)).free(block);
+            }
+        }
+    }
+}

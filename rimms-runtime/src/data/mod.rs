@@ -1,0 +1,550 @@
+//! `HeteData<T>` (the paper's `hete_Data`) and its views.
+//!
+//! A buffer cannot be indexed directly: host code reads and writes through views that sync
+//! first (`host()`, `host_mut()`, `host_write()`), and kernels take the buffer or a view of a
+//! sub-range. Views follow Rust's borrow rules, so a host view cannot be held across a kernel
+//! call that writes the same buffer, and disjoint mutable views — split at fragment boundaries
+//! so that no fragment is shared — can go to different devices at once.
+
+mod buffer;
+
+pub(crate) use buffer::RawBuffer;
+
+use crate::coherence::{Access, FragmentState};
+use crate::error::{Error, Result};
+use crate::runtime::{Device, Runtime};
+use crate::space::SpaceId;
+use crate::stats::Reason;
+use bytemuck::Pod;
+use std::any::type_name;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+/// Fragment size a buffer gets unless `fragment()` says otherwise.
+pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
+
+/// A buffer of `len` elements of `T` managed by a runtime: allocated lazily in each memory space
+/// that uses it, tracked per fragment, freed on drop.
+#[doc(alias = "hete_Data")]
+pub struct HeteData<T: Pod> {
+    raw: RawBuffer,
+    len: usize,
+    _elem: PhantomData<T>,
+}
+
+/// A read-only view of a sub-range of a [`HeteData`].
+pub struct HeteSlice<'a, T: Pod> {
+    raw: &'a RawBuffer,
+    start: usize,
+    len: usize,
+    _elem: PhantomData<&'a [T]>,
+}
+
+/// A mutable view of a sub-range of a [`HeteData`]; its range covers whole fragments (except at
+/// the buffer's end), so no other mutable view shares a fragment with it.
+pub struct HeteSliceMut<'a, T: Pod> {
+    raw: &'a RawBuffer,
+    start: usize,
+    len: usize,
+    _elem: PhantomData<&'a mut [T]>,
+}
+
+impl<T: Pod> Clone for HeteSlice<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Pod> Copy for HeteSlice<'_, T> {}
+
+fn elem_size<T>() -> usize {
+    std::mem::size_of::<T>()
+}
+
+fn check_fragment<T>(bytes: usize) -> Result<u32> {
+    let why = if !bytes.is_power_of_two() {
+        Some("it must be a power of two")
+    } else if bytes % elem_size::<T>() != 0 {
+        Some("it must be a whole number of elements")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::FragmentSize {
+            bytes,
+            type_name: type_name::<T>(),
+            elem_size: elem_size::<T>(),
+            why,
+        }),
+        None => Ok(bytes.trailing_zeros()),
+    }
+}
+
+fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    if start >= end || end > len {
+        return Err(Error::OutOfBounds { start, end, len });
+    }
+    Ok((start, end - start))
+}
+
+impl<T: Pod> HeteData<T> {
+    /// A buffer of `len` zeros. No memory is touched until a space uses it, and reading zeros
+    /// anywhere costs a fill there, never a transfer.
+    #[doc(alias = "hete_Malloc")]
+    pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
+        let size = elem_size::<T>();
+        if len == 0 || size == 0 {
+            return Err(Error::EmptyBuffer {
+                type_name: type_name::<T>(),
+            });
+        }
+        let bytes = len
+            .checked_mul(size)
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or(Error::LengthOverflow {
+                len,
+                type_name: type_name::<T>(),
+                elem_size: size,
+            })?;
+        let granule = rt.shared().granule();
+        if std::mem::align_of::<T>() > granule {
+            return Err(Error::Alignment {
+                type_name: type_name::<T>(),
+                align: std::mem::align_of::<T>(),
+                granule,
+            });
+        }
+        let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
+        Ok(HeteData {
+            raw: RawBuffer::new(rt.shared().clone(), bytes, shift),
+            len,
+            _elem: PhantomData,
+        })
+    }
+
+    /// A buffer holding a copy of `values`, written on the host.
+    pub fn from_slice(rt: &Runtime, values: &[T]) -> Result<HeteData<T>> {
+        let mut data = HeteData::alloc(rt, values.len())?;
+        data.host_write()?.copy_from_slice(values);
+        Ok(data)
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: buffers have at least one element.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The whole buffer as a read-only view.
+    pub fn as_slice(&self) -> HeteSlice<'_, T> {
+        HeteSlice::new(&self.raw, 0, self.len)
+    }
+
+    /// The whole buffer as a mutable view.
+    pub fn as_slice_mut(&mut self) -> HeteSliceMut<'_, T> {
+        HeteSliceMut::new(&self.raw, 0, self.len)
+    }
+
+    /// Sets the tracking granularity to `bytes` (a power of two, a whole number of elements).
+    /// Smaller fragments let parts of the buffer live on different devices; larger ones make
+    /// the bookkeeping cheaper. Where merging fragments would combine data held in different
+    /// spaces, it is gathered on the host first.
+    #[doc(alias = "hete_Fragment")]
+    pub fn fragment(&mut self, bytes: usize) -> Result<()> {
+        let shift = check_fragment::<T>(bytes)?;
+        self.raw.refragment(shift)
+    }
+
+    /// The tracking granularity in bytes.
+    pub fn fragment_bytes(&self) -> usize {
+        self.raw.fragment_bytes()
+    }
+
+    /// Number of fragments.
+    pub fn fragment_count(&self) -> usize {
+        self.raw.fragment_count()
+    }
+
+    /// The coherence state of fragment `index`, or `None` past the end.
+    pub fn fragment_state(&self, index: usize) -> Option<FragmentState> {
+        self.raw.fragment_state(index)
+    }
+
+    /// Reads on the host: brings every fragment's newest bytes to host memory first.
+    #[doc(alias = "hete_Sync")]
+    pub fn host(&self) -> Result<&[T]> {
+        self.as_slice().host()
+    }
+
+    /// Reads and writes on the host: syncs first, then the host holds the only valid copy.
+    pub fn host_mut(&mut self) -> Result<&mut [T]> {
+        HeteSliceMut::new(&self.raw, 0, self.len).into_host_mut(Access::ReadWrite)
+    }
+
+    /// Overwrites on the host (write-discard): nothing is copied in, so the contents handed out
+    /// are unspecified and the caller must write every element.
+    pub fn host_write(&mut self) -> Result<&mut [T]> {
+        HeteSliceMut::new(&self.raw, 0, self.len).into_host_mut(Access::Write)
+    }
+
+    /// A host copy of the contents.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        Ok(self.host()?.to_vec())
+    }
+
+    /// A read-only view of `range`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<HeteSlice<'_, T>> {
+        self.as_slice().slice(range)
+    }
+
+    /// A mutable view of `range`; its ends must fall on fragment boundaries (or the buffer's
+    /// end).
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'_, T>> {
+        HeteSliceMut::new(&self.raw, 0, self.len).into_slice_mut(range)
+    }
+
+    /// Read-only views of consecutive pieces of `chunk` elements (the last may be shorter).
+    pub fn chunks(&self, chunk: usize) -> Result<Vec<HeteSlice<'_, T>>> {
+        self.as_slice().chunks(chunk)
+    }
+
+    /// Mutable views of consecutive pieces of `chunk` elements, each starting on a fragment
+    /// boundary.
+    pub fn chunks_mut(&mut self, chunk: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
+        HeteSliceMut::new(&self.raw, 0, self.len).into_chunks_mut(chunk)
+    }
+
+    /// Read-only views of the rows of a row-major matrix with rows of `row_len` elements.
+    pub fn rows(&self, row_len: usize) -> Result<Vec<HeteSlice<'_, T>>> {
+        self.as_slice().rows(row_len)
+    }
+
+    /// Mutable views of the rows of a row-major matrix with rows of `row_len` elements.
+    pub fn rows_mut(&mut self, row_len: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
+        check_rows(self.len, row_len)?;
+        self.chunks_mut(row_len)
+    }
+
+    /// Two mutable views, `..mid` and `mid..`; `mid` must fall on a fragment boundary.
+    pub fn split_at_mut(&mut self, mid: usize) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
+        HeteSliceMut::new(&self.raw, 0, self.len).into_split_at_mut(mid)
+    }
+
+    /// Makes the contents zero without freeing memory or moving a byte: the frame-loop reuse
+    /// pattern.
+    #[doc(alias = "hete_Reset")]
+    pub fn reset(&mut self) {
+        self.raw.reset();
+    }
+
+    /// Brings the newest bytes into `device`'s memory ahead of use.
+    #[doc(alias = "hete_Prefetch")]
+    pub fn prefetch(&self, device: Device) -> Result<()> {
+        let space = self.raw.rt.device_space(device)?;
+        self.raw
+            .acquire(0, self.raw.bytes(), space, Access::Read, &Reason::Prefetch)?;
+        Ok(())
+    }
+
+    /// Compares every valid copy of every fragment (and zero-marked copies against zero) and
+    /// names the first that differs: something wrote behind the runtime's back. Costs a pass
+    /// over every copy; meant for checked builds and tests.
+    #[doc(alias = "hete_Validate")]
+    pub fn validate(&self) -> Result<()> {
+        self.raw.validate()
+    }
+}
+
+impl<T: Pod> fmt::Debug for HeteData<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeteData")
+            .field("type", &type_name::<T>())
+            .field("len", &self.len)
+            .field("fragment_bytes", &self.fragment_bytes())
+            .finish()
+    }
+}
+
+fn check_rows(len: usize, row_len: usize) -> Result<()> {
+    if row_len == 0 || len % row_len != 0 {
+        return Err(Error::BadPieces {
+            len,
+            piece: row_len,
+            why: "the row length must be non-zero and divide the length",
+        });
+    }
+    Ok(())
+}
+
+fn check_chunk(len: usize, chunk: usize) -> Result<()> {
+    if chunk == 0 {
+        return Err(Error::BadPieces {
+            len,
+            piece: chunk,
+            why: "the chunk length must be non-zero",
+        });
+    }
+    Ok(())
+}
+
+impl<'a, T: Pod> HeteSlice<'a, T> {
+    fn new(raw: &'a RawBuffer, start: usize, len: usize) -> Self {
+        HeteSlice {
+            raw,
+            start,
+            len,
+            _elem: PhantomData,
+        }
+    }
+
+    pub(crate) fn raw(&self) -> &'a RawBuffer {
+        self.raw
+    }
+
+    /// First element of the view in its buffer.
+    pub fn offset(&self) -> usize {
+        self.start
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: views have at least one element.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub(crate) fn byte_range(&self) -> (usize, usize) {
+        (self.start * elem_size::<T>(), self.len * elem_size::<T>())
+    }
+
+    /// Reads on the host: syncs the fragments of this view first.
+    pub fn host(&self) -> Result<&'a [T]> {
+        let (start, len) = self.byte_range();
+        if !self.raw.resident(SpaceId::HOST, Access::Read) {
+            self.raw
+                .acquire(start, len, SpaceId::HOST, Access::Read, &Reason::Host)?;
+        }
+        // SAFETY: the host block holds the whole buffer, the range is inside it, `T` is Pod and
+        // the block is aligned to the pool granule (checked at alloc to cover `T`). The shared
+        // borrow of the view keeps writers away for `'a`.
+        Ok(unsafe {
+            std::slice::from_raw_parts(self.raw.ptr_in(SpaceId::HOST, start) as *const T, self.len)
+        })
+    }
+
+    /// A read-only view of `range` of this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<HeteSlice<'a, T>> {
+        let (start, len) = resolve(range, self.len)?;
+        Ok(HeteSlice::new(self.raw, self.start + start, len))
+    }
+
+    /// Read-only views of consecutive pieces of `chunk` elements (the last may be shorter).
+    pub fn chunks(&self, chunk: usize) -> Result<Vec<HeteSlice<'a, T>>> {
+        check_chunk(self.len, chunk)?;
+        Ok((0..self.len)
+            .step_by(chunk)
+            .map(|s| HeteSlice::new(self.raw, self.start + s, chunk.min(self.len - s)))
+            .collect())
+    }
+
+    /// Read-only views of rows of `row_len` elements.
+    pub fn rows(&self, row_len: usize) -> Result<Vec<HeteSlice<'a, T>>> {
+        check_rows(self.len, row_len)?;
+        self.chunks(row_len)
+    }
+}
+
+impl<'a, T: Pod> HeteSliceMut<'a, T> {
+    fn new(raw: &'a RawBuffer, start: usize, len: usize) -> Self {
+        HeteSliceMut {
+            raw,
+            start,
+            len,
+            _elem: PhantomData,
+        }
+    }
+
+    /// This view, read-only.
+    pub fn as_slice(&self) -> HeteSlice<'_, T> {
+        HeteSlice::new(self.raw, self.start, self.len)
+    }
+
+    /// A shorter-lived mutable view of the same range.
+    pub fn reborrow(&mut self) -> HeteSliceMut<'_, T> {
+        HeteSliceMut::new(self.raw, self.start, self.len)
+    }
+
+    /// First element of the view in its buffer.
+    pub fn offset(&self) -> usize {
+        self.start
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: views have at least one element.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Reads on the host.
+    pub fn host(&self) -> Result<&[T]> {
+        self.as_slice().host()
+    }
+
+    /// Reads and writes on the host: syncs first, then the host holds the only valid copy.
+    pub fn host_mut(&mut self) -> Result<&mut [T]> {
+        self.reborrow().into_host_mut(Access::ReadWrite)
+    }
+
+    /// Overwrites on the host (write-discard); the contents handed out are unspecified.
+    pub fn host_write(&mut self) -> Result<&mut [T]> {
+        self.reborrow().into_host_mut(Access::Write)
+    }
+
+    fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
+        let (start, len) = self.as_slice().byte_range();
+        if !self.raw.resident(SpaceId::HOST, access) {
+            self.raw
+                .acquire(start, len, SpaceId::HOST, access, &Reason::Host)?;
+            self.raw.mark_written(start, len, SpaceId::HOST);
+        }
+        // SAFETY: as in `HeteSlice::host`; the exclusive borrow of the view for `'a` (and its
+        // fragment-aligned range) keeps every other reader and writer of these bytes away.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(self.raw.ptr_in(SpaceId::HOST, start) as *mut T, self.len)
+        })
+    }
+
+    /// Checks that element `at` of this view starts a fragment or ends the buffer.
+    fn check_boundary(&self, at: usize) -> Result<()> {
+        let byte_offset = (self.start + at) * elem_size::<T>();
+        let fragment_bytes = self.raw.fragment_bytes();
+        if byte_offset % fragment_bytes != 0 && byte_offset != self.raw.bytes() {
+            return Err(Error::MisalignedSplit {
+                at: self.start + at,
+                byte_offset,
+                fragment_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// A mutable view of `range` of this view; its ends must fall on fragment boundaries.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'_, T>> {
+        self.reborrow().into_slice_mut(range)
+    }
+
+    fn into_slice_mut(self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'a, T>> {
+        let (start, len) = resolve(range, self.len)?;
+        self.check_boundary(start)?;
+        self.check_boundary(start + len)?;
+        Ok(HeteSliceMut::new(self.raw, self.start + start, len))
+    }
+
+    /// Two mutable views, `..mid` and `mid..`; `mid` must fall on a fragment boundary.
+    pub fn split_at_mut(&mut self, mid: usize) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
+        self.reborrow().into_split_at_mut(mid)
+    }
+
+    fn into_split_at_mut(self, mid: usize) -> Result<(HeteSliceMut<'a, T>, HeteSliceMut<'a, T>)> {
+        if mid == 0 || mid >= self.len {
+            return Err(Error::OutOfBounds {
+                start: mid,
+                end: mid,
+                len: self.len,
+            });
+        }
+        self.check_boundary(mid)?;
+        Ok((
+            HeteSliceMut::new(self.raw, self.start, mid),
+            HeteSliceMut::new(self.raw, self.start + mid, self.len - mid),
+        ))
+    }
+
+    /// Mutable views of consecutive pieces of `chunk` elements, each starting on a fragment
+    /// boundary.
+    pub fn chunks_mut(&mut self, chunk: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
+        self.reborrow().into_chunks_mut(chunk)
+    }
+
+    fn into_chunks_mut(self, chunk: usize) -> Result<Vec<HeteSliceMut<'a, T>>> {
+        check_chunk(self.len, chunk)?;
+        for s in (chunk..self.len).step_by(chunk) {
+            self.check_boundary(s)?;
+        }
+        Ok((0..self.len)
+            .step_by(chunk)
+            .map(|s| HeteSliceMut::new(self.raw, self.start + s, chunk.min(self.len - s)))
+            .collect())
+    }
+
+    /// Mutable views of rows of `row_len` elements.
+    pub fn rows_mut(&mut self, row_len: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
+        check_rows(self.len, row_len)?;
+        self.chunks_mut(row_len)
+    }
+}
+
+/// Something a kernel can read: a buffer or a view of one.
+pub trait Input<T: Pod> {
+    /// The range the kernel reads.
+    fn input(&self) -> HeteSlice<'_, T>;
+}
+
+/// Something a kernel can write: a buffer or a mutable view of one.
+pub trait Output<T: Pod> {
+    /// The range the kernel writes.
+    fn output(&mut self) -> HeteSliceMut<'_, T>;
+}
+
+impl<T: Pod> Input<T> for HeteData<T> {
+    fn input(&self) -> HeteSlice<'_, T> {
+        self.as_slice()
+    }
+}
+impl<T: Pod> Input<T> for HeteSlice<'_, T> {
+    fn input(&self) -> HeteSlice<'_, T> {
+        *self
+    }
+}
+impl<T: Pod> Input<T> for HeteSliceMut<'_, T> {
+    fn input(&self) -> HeteSlice<'_, T> {
+        self.as_slice()
+    }
+}
+impl<T: Pod> Output<T> for HeteData<T> {
+    fn output(&mut self) -> HeteSliceMut<'_, T> {
+        self.as_slice_mut()
+    }
+}
+impl<T: Pod> Output<T> for HeteSliceMut<'_, T> {
+    fn output(&mut self) -> HeteSliceMut<'_, T> {
+        self.reborrow()
+    }
+}
+
+impl<T: Pod> HeteSliceMut<'_, T> {
+    pub(crate) fn raw(&self) -> &RawBuffer {
+        self.raw
+    }
+}

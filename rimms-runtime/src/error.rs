@@ -1,0 +1,199 @@
+//! The one error type of RIMMS.
+//!
+//! Every fallible call returns [`Error`] and changes nothing when it fails: buffers keep their
+//! last valid copy, pools their allocations, stats their figures. Messages name what was wrong
+//! and where, so they can be shown to a user as they are.
+
+use std::io;
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in RIMMS.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A buffer of zero elements was requested.
+    #[error("cannot allocate an empty buffer of {type_name}: the length must be at least 1")]
+    EmptyBuffer {
+        /// Element type.
+        type_name: &'static str,
+    },
+
+    /// The requested length does not fit in memory addresses.
+    #[error("a buffer of {len} elements of {type_name} ({elem_size} bytes each) overflows the address space")]
+    LengthOverflow {
+        /// Requested elements.
+        len: usize,
+        /// Element type.
+        type_name: &'static str,
+        /// Bytes per element.
+        elem_size: usize,
+    },
+
+    /// A fragment size that is not a power of two or not a whole number of elements.
+    #[error("fragment size {bytes} bytes is invalid for {type_name} ({elem_size} bytes each): {why}")]
+    FragmentSize {
+        /// Requested fragment size.
+        bytes: usize,
+        /// Element type.
+        type_name: &'static str,
+        /// Bytes per element.
+        elem_size: usize,
+        /// What rule it broke.
+        why: &'static str,
+    },
+
+    /// An element type whose alignment the pools cannot honour.
+    #[error("{type_name} needs {align}-byte alignment, but pools hand out {granule}-byte granules")]
+    Alignment {
+        /// Element type.
+        type_name: &'static str,
+        /// Its alignment.
+        align: usize,
+        /// The pool granule.
+        granule: usize,
+    },
+
+    /// A range outside a buffer or view.
+    #[error("range {start}..{end} is out of bounds of a view of {len} elements")]
+    OutOfBounds {
+        /// Start of the requested range.
+        start: usize,
+        /// End of the requested range.
+        end: usize,
+        /// Elements in the view it was taken from.
+        len: usize,
+    },
+
+    /// A mutable split whose boundary falls inside a fragment, which two devices could then
+    /// write at once.
+    #[error("cannot split mutably at element {at}: byte offset {byte_offset} is inside a {fragment_bytes}-byte fragment; split at fragment boundaries or choose a smaller fragment size with `fragment()`")]
+    MisalignedSplit {
+        /// Element index of the split.
+        at: usize,
+        /// Its byte offset in the buffer.
+        byte_offset: usize,
+        /// The buffer's fragment size.
+        fragment_bytes: usize,
+    },
+
+    /// A chunk or row length of zero or one that does not divide the view.
+    #[error("cannot cut a view of {len} elements into pieces of {piece}: {why}")]
+    BadPieces {
+        /// Elements in the view.
+        len: usize,
+        /// Requested piece length.
+        piece: usize,
+        /// What rule it broke.
+        why: &'static str,
+    },
+
+    /// A device the runtime does not have.
+    #[error("device {device} is not present in this runtime (it has: {available})")]
+    NoDevice {
+        /// The device asked for.
+        device: String,
+        /// The devices it has.
+        available: String,
+    },
+
+    /// A buffer used with a runtime other than the one that allocated it.
+    #[error("argument `{arg}` of {api} belongs to another runtime")]
+    ForeignBuffer {
+        /// API name.
+        api: &'static str,
+        /// Argument name.
+        arg: &'static str,
+    },
+
+    /// Arguments whose shapes do not fit the API.
+    #[error("{api} on {device}: {what}")]
+    Shape {
+        /// API name.
+        api: &'static str,
+        /// Device it was called on.
+        device: String,
+        /// What does not fit.
+        what: String,
+    },
+
+    /// An operation the chosen device cannot do (an FFT size beyond an accelerator's limit).
+    #[error("{api} on {device} is not supported: {why}")]
+    Unsupported {
+        /// API name.
+        api: &'static str,
+        /// Device it was called on.
+        device: String,
+        /// Why not.
+        why: String,
+    },
+
+    /// A pool that cannot satisfy a request.
+    #[error("memory space {space} is exhausted: asked for {requested} bytes, {free} bytes free, largest free block {largest_free} bytes")]
+    PoolExhausted {
+        /// Space name.
+        space: String,
+        /// Bytes asked for (rounded up to granules).
+        requested: usize,
+        /// Bytes free in the pool.
+        free: usize,
+        /// Largest contiguous free block.
+        largest_free: usize,
+    },
+
+    /// The operating system refused to reserve a pool.
+    #[error("could not reserve {bytes} bytes for memory space {space}: {source}")]
+    Reserve {
+        /// Space name.
+        space: String,
+        /// Bytes asked for.
+        bytes: usize,
+        /// What the OS said.
+        source: io::Error,
+    },
+
+    /// A copy between spaces failed.
+    #[error("copy of {bytes} bytes from {from} to {to} failed: {why}")]
+    Transfer {
+        /// Source space.
+        from: String,
+        /// Destination space.
+        to: String,
+        /// Bytes in the copy.
+        bytes: usize,
+        /// Why.
+        why: String,
+    },
+
+    /// A kernel failed on its device; its outputs keep their last valid copy.
+    #[error("kernel {api} failed on {device}: {why}")]
+    Kernel {
+        /// API name.
+        api: &'static str,
+        /// Device.
+        device: String,
+        /// Why.
+        why: String,
+    },
+
+    /// `validate()` found two valid copies of a fragment that differ: something wrote to a
+    /// buffer behind the runtime's back.
+    #[error("fragment {fragment} (bytes {start}..{end}) differs between {first} and {second}, which should both hold its newest bytes")]
+    Diverged {
+        /// Fragment index.
+        fragment: usize,
+        /// First byte of the fragment.
+        start: usize,
+        /// End of the fragment.
+        end: usize,
+        /// One valid space.
+        first: String,
+        /// The space that differs from it.
+        second: String,
+    },
+
+    /// A runtime configuration that cannot work.
+    #[error("invalid runtime configuration: {0}")]
+    Config(String),
+}

@@ -1,0 +1,194 @@
+//! The dispatch core: pick the device, acquire, run, mark, count.
+//!
+//! The whole path for arguments that are already where the kernel runs is: per argument one
+//! ownership compare and one summary check (load, AND or compare, branch), then the kernel,
+//! then two relaxed counter bumps. No lock and no allocation: arguments travel in a
+//! fixed-size array.
+
+use crate::coherence::Access;
+use crate::data::RawBuffer;
+use crate::error::{Error, Result};
+use crate::kernel::Api;
+use crate::runtime::{Device, DeviceEntry, ExecMode, Runtime, Shared};
+use crate::space::{Block, SpaceId};
+use crate::stats::Reason;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// One managed argument of a call: a byte range of a buffer and how the kernel uses it.
+#[derive(Clone, Copy)]
+pub(crate) struct Arg<'a> {
+    pub name: &'static str,
+    pub raw: &'a RawBuffer,
+    pub start: usize,
+    pub len: usize,
+    pub access: Access,
+}
+
+/// Where the kernel finds an argument: `len` bytes at `ptr` in the device's space.
+#[derive(Clone, Copy)]
+pub(crate) struct ArgPtr {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+impl ArgPtr {
+    /// The argument as a slice of `T`.
+    ///
+    /// # Safety
+    /// The argument must have been acquired for reading in a host-addressable space, and no
+    /// other argument of the call may overlap it mutably.
+    pub(crate) unsafe fn slice<'k, T: bytemuck::Pod>(self) -> &'k [T] {
+        std::slice::from_raw_parts(self.ptr as *const T, self.len / std::mem::size_of::<T>())
+    }
+
+    /// The argument as a mutable slice of `T`.
+    ///
+    /// # Safety
+    /// As for [`Self::slice`], and the argument must be a written one (its view is borrowed
+    /// mutably by the caller, and its range covers whole fragments).
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice_mut<'k, T: bytemuck::Pod>(self) -> &'k mut [T] {
+        std::slice::from_raw_parts_mut(self.ptr as *mut T, self.len / std::mem::size_of::<T>())
+    }
+}
+
+impl Runtime {
+    /// Runs `body` on `device` with `args` acquired there. `body` gets the device entry and
+    /// where each argument sits.
+    pub(crate) fn launch<const N: usize>(
+        &self,
+        device: Device,
+        api: Api,
+        args: [Arg<'_>; N],
+        body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+    ) -> Result<()> {
+        let shared = self.shared();
+        let entry = shared.device(device)?;
+        for arg in &args {
+            if !Arc::ptr_eq(&arg.raw.rt, shared) {
+                return Err(Error::ForeignBuffer {
+                    api: api.name(),
+                    arg: arg.name,
+                });
+            }
+        }
+        match shared.mode {
+            ExecMode::Tracked => tracked(shared, entry, api, args, body),
+            ExecMode::Baseline if entry.space == SpaceId::HOST => {
+                tracked(shared, entry, api, args, body)
+            }
+            ExecMode::Baseline => baseline(shared, entry, api, args, body),
+        }
+    }
+}
+
+fn tracked<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: [Arg<'_>; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let space = entry.space;
+    let resident = args.map(|a| a.raw.resident(space, a.access));
+    let hit = resident.iter().all(|&r| r);
+    if !hit {
+        for (arg, _) in args.iter().zip(resident).filter(|(_, r)| !r) {
+            let reason = Reason::Kernel {
+                api: api.name(),
+                arg: arg.name,
+            };
+            arg.raw
+                .acquire(arg.start, arg.len, space, arg.access, &reason)?;
+        }
+    }
+    let ptrs = args.map(|a| ArgPtr {
+        ptr: a.raw.ptr_in(space, a.start),
+        len: a.len,
+    });
+    let outcome = body(entry, ptrs);
+    for (arg, resident) in args.iter().zip(resident) {
+        match (&outcome, arg.access.writes()) {
+            // A resident write leaves the state exactly as it is (see `coherence::resident`).
+            (Ok(()), true) if !resident => arg.raw.mark_written(arg.start, arg.len, space),
+            (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, space),
+            _ => {}
+        }
+    }
+    shared.counters.record_call(api.index(), hit);
+    outcome
+}
+
+/// CEDR's way: the data lives on the host; each call stages every argument through freshly
+/// allocated device memory.
+fn baseline<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: [Arg<'_>; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let space = entry.space;
+    let pool = shared.pool(space);
+    let mut temps: Vec<Block> = Vec::with_capacity(N);
+    let staged = (|| {
+        for arg in &args {
+            let reason = Reason::Kernel {
+                api: api.name(),
+                arg: arg.name,
+            };
+            let host_access = if arg.access == Access::Write {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            arg.raw
+                .acquire(arg.start, arg.len, SpaceId::HOST, host_access, &reason)?;
+            temps.push(pool.alloc(arg.len)?);
+        }
+        for (arg, temp) in args.iter().zip(&temps) {
+            if arg.access != Access::Write {
+                let host = host_ptr(arg);
+                let reason = Reason::Baseline {
+                    api: api.name(),
+                    arg: arg.name,
+                };
+                shared.copy(SpaceId::HOST, space, host, temp.ptr(), 0..arg.len, &(0..0), &reason)?;
+            }
+        }
+        let mut ptrs = [ArgPtr {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        }; N];
+        for ((p, arg), temp) in ptrs.iter_mut().zip(&args).zip(&temps) {
+            *p = ArgPtr {
+                ptr: temp.ptr().as_ptr(),
+                len: arg.len,
+            };
+        }
+        body(entry, ptrs)?;
+        for (arg, temp) in args.iter().zip(&temps) {
+            if arg.access.writes() {
+                let reason = Reason::Baseline {
+                    api: api.name(),
+                    arg: arg.name,
+                };
+                shared.copy(space, SpaceId::HOST, temp.ptr(), host_ptr(arg), 0..arg.len, &(0..0), &reason)?;
+                arg.raw.mark_written(arg.start, arg.len, SpaceId::HOST);
+            }
+        }
+        Ok(())
+    })();
+    for temp in temps {
+        pool.free(temp);
+    }
+    shared.counters.record_call(api.index(), false);
+    staged
+}
+
+fn host_ptr(arg: &Arg<'_>) -> NonNull<u8> {
+    let ptr = arg.raw.ptr_in(SpaceId::HOST, arg.start);
+    // The argument was acquired on the host just before, so its host block exists.
+    NonNull::new(ptr).unwrap_or(NonNull::dangling())
+}

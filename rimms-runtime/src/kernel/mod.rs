@@ -1,0 +1,15 @@
+//! Kernels: the API registry, the dispatch core and the built-in APIs.
+//!
+//! An API is a typed operation with one implementation per device kind. A call names its
+//! device; dispatch then acquires every argument in that device's space with the access mode
+//! the API's signature gives it (this is where data moves), runs the kernel, marks what it
+//! wrote, and counts the call. In baseline mode the same calls copy every argument in and out
+//! instead, as CEDR does.
+
+mod api;
+mod builtin;
+mod dispatch;
+mod ops;
+
+pub use api::Api;
+pub use ops::{FftDirection, ZipOp};

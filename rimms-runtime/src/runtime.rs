@@ -1,0 +1,429 @@
+//! The runtime: its devices, their memory spaces and pools, the link table, the counters.
+//!
+//! `Runtime` is a cheap handle (an `Arc`); buffers keep the shared part alive, so pools outlive
+//! every block carved from them whatever order things are dropped in.
+
+use crate::backend::cpu::kernels::FftPlans;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::sim::{SimBackend, SimConfig};
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::kernel::Api;
+use crate::space::{LinkModel, Pool, SpaceId, MAX_SPACES};
+use crate::stats::{trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats};
+use std::fmt;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A device that runs kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// The host CPU (always present).
+    Cpu,
+    /// Simulated discrete device `n`, in the order the builder added them.
+    Sim(u8),
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Sim(n) => write!(f, "sim{n}"),
+        }
+    }
+}
+
+/// How kernel calls treat their arguments.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExecMode {
+    /// RIMMS: data moves only when a kernel in another space needs it.
+    #[default]
+    Tracked,
+    /// CEDR's behaviour, the measured baseline: data lives on the host; every call on a device
+    /// with its own memory allocates device memory, copies every input in and every output
+    /// out, and frees it again.
+    Baseline,
+}
+
+/// Builds a [`Runtime`]: the CPU always, plus any number of sim devices.
+#[derive(Clone, Debug)]
+pub struct RuntimeBuilder {
+    host_pool_bytes: usize,
+    granule: usize,
+    sims: Vec<SimConfig>,
+    mode: ExecMode,
+    trace: Option<bool>,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder {
+            host_pool_bytes: 1 << 30,
+            granule: 4096,
+            sims: Vec::new(),
+            mode: ExecMode::Tracked,
+            trace: None,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// Size of the host pool (default 1 GiB of address space, committed as it is touched).
+    pub fn host_pool(mut self, bytes: usize) -> Self {
+        self.host_pool_bytes = bytes;
+        self
+    }
+
+    /// Allocation granule of every pool, a power of two (default 4 KiB).
+    pub fn granule(mut self, bytes: usize) -> Self {
+        self.granule = bytes;
+        self
+    }
+
+    /// Adds a simulated device; the first is `Device::Sim(0)`.
+    pub fn sim(mut self, config: SimConfig) -> Self {
+        self.sims.push(config);
+        self
+    }
+
+    /// Tracked (the default) or CEDR-like baseline.
+    pub fn mode(mut self, mode: ExecMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Emit one `tracing` event per transfer. Default: whether `RIMMS_TRACE=1`.
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = Some(on);
+        self
+    }
+
+    /// Reserves the pools and starts the devices.
+    pub fn build(self) -> Result<Runtime> {
+        if !self.granule.is_power_of_two() || self.granule < 64 {
+            return Err(Error::Config(format!(
+                "the pool granule must be a power of two of at least 64 bytes, got {}",
+                self.granule
+            )));
+        }
+        if self.sims.len() + 1 > MAX_SPACES {
+            return Err(Error::Config(format!(
+                "at most {} sim devices fit in one runtime, asked for {}",
+                MAX_SPACES - 1,
+                self.sims.len()
+            )));
+        }
+        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+        for (index, config) in self.sims.into_iter().enumerate() {
+            // At most MAX_SPACES - 1 sims (checked above), so the index fits in a u8.
+            backends.push(Box::new(SimBackend {
+                index: index as u8,
+                config,
+            }));
+        }
+        let mut spaces = vec![SpaceEntry {
+            name: "host".to_string(),
+            pool: Pool::new("host", self.host_pool_bytes, self.granule)?,
+            link: None,
+            simulate: false,
+        }];
+        let mut devices = Vec::with_capacity(backends.len());
+        for backend in backends {
+            let space = match backend.own_space() {
+                None => SpaceId::HOST,
+                Some(spec) => {
+                    spaces.push(SpaceEntry {
+                        pool: Pool::new(&spec.name, spec.pool_bytes, self.granule)?,
+                        name: spec.name,
+                        link: Some(spec.link),
+                        simulate: spec.simulate,
+                    });
+                    SpaceId((spaces.len() - 1) as u8)
+                }
+            };
+            devices.push(DeviceEntry { space, backend });
+        }
+        let trace = self
+            .trace
+            .unwrap_or_else(|| std::env::var("RIMMS_TRACE").is_ok_and(|v| v == "1"));
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                mode: self.mode,
+                granule: self.granule,
+                spaces,
+                devices,
+                counters: Counters::new(Api::BUILTIN.len()),
+                fft: FftPlans::new(),
+                trace,
+            }),
+        })
+    }
+}
+
+/// A RIMMS runtime. Cloning it is cheap and shares everything.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct SpaceEntry {
+    pub name: String,
+    pub pool: Pool,
+    /// Link to and from the host; `None` for the host itself.
+    pub link: Option<LinkModel>,
+    pub simulate: bool,
+}
+
+pub(crate) struct DeviceEntry {
+    pub space: SpaceId,
+    pub backend: Box<dyn Backend>,
+}
+
+pub(crate) struct Shared {
+    pub mode: ExecMode,
+    granule: usize,
+    spaces: Vec<SpaceEntry>,
+    devices: Vec<DeviceEntry>,
+    pub counters: Counters,
+    pub fft: FftPlans,
+    trace: bool,
+}
+
+impl Runtime {
+    /// A builder; `Runtime::builder().sim(SimConfig::default()).build()`.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// A runtime with the CPU only.
+    pub fn new() -> Result<Runtime> {
+        RuntimeBuilder::default().build()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The devices, CPU first.
+    pub fn devices(&self) -> Vec<Device> {
+        self.shared
+            .devices
+            .iter()
+            .map(|d| d.backend.device())
+            .collect()
+    }
+
+    /// Tracked or baseline.
+    pub fn mode(&self) -> ExecMode {
+        self.shared.mode
+    }
+
+    /// The memory space `device`'s kernels use.
+    pub fn space_of(&self, device: Device) -> Result<SpaceId> {
+        self.shared.device_space(device)
+    }
+
+    /// The name of `space` ("host", "sim0", …), as stats report it.
+    pub fn space_name(&self, space: SpaceId) -> &str {
+        self.shared.space_name(space)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let s = &*self.shared;
+        let mut links = Vec::new();
+        for (from, a) in s.spaces.iter().enumerate() {
+            for (to, b) in s.spaces.iter().enumerate() {
+                let (copies, bytes, time) = s.counters.link(from, to);
+                if copies > 0 {
+                    links.push(LinkStats {
+                        from: a.name.clone(),
+                        to: b.name.clone(),
+                        copies,
+                        bytes,
+                        time,
+                    });
+                }
+            }
+        }
+        let spaces = s
+            .spaces
+            .iter()
+            .enumerate()
+            .map(|(i, sp)| {
+                let usage = sp.pool.usage();
+                SpaceStats {
+                    name: sp.name.clone(),
+                    capacity: sp.pool.capacity(),
+                    in_use: usage.in_use,
+                    high_water: usage.high_water,
+                    allocations: usage.allocations,
+                    frees: usage.frees,
+                    zero_fills: s.counters.fills(i),
+                }
+            })
+            .collect();
+        let apis = Api::BUILTIN
+            .iter()
+            .filter_map(|api| {
+                let (calls, hits) = s.counters.api(api.index());
+                (calls > 0).then_some(ApiStats {
+                    name: api.name(),
+                    calls,
+                    hits,
+                    misses: calls - hits,
+                })
+            })
+            .collect();
+        Stats {
+            links,
+            spaces,
+            apis,
+        }
+    }
+
+    /// Zeroes the link, fill and API counters and sets each high-water mark to the current
+    /// use, so that one phase of a program can be measured alone.
+    pub fn reset_stats(&self) {
+        self.shared.counters.clear();
+        for sp in &self.shared.spaces {
+            sp.pool.reset_high_water();
+        }
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("devices", &self.devices())
+            .field("mode", &self.shared.mode)
+            .finish()
+    }
+}
+
+impl Shared {
+    pub(crate) fn granule(&self) -> usize {
+        self.granule
+    }
+
+    pub(crate) fn pool(&self, space: SpaceId) -> &Pool {
+        &self.spaces[space.index()].pool
+    }
+
+    pub(crate) fn space_name(&self, space: SpaceId) -> &str {
+        self.spaces
+            .get(space.index())
+            .map_or("?", |s| s.name.as_str())
+    }
+
+    #[inline]
+    pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
+        let index = match device {
+            Device::Cpu => 0,
+            Device::Sim(n) => 1 + usize::from(n),
+        };
+        match self.devices.get(index) {
+            Some(entry) if entry.backend.device() == device => Ok(entry),
+            _ => Err(Error::NoDevice {
+                device: device.to_string(),
+                available: self
+                    .devices
+                    .iter()
+                    .map(|d| d.backend.device().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    pub(crate) fn device_space(&self, device: Device) -> Result<SpaceId> {
+        Ok(self.device(device)?.space)
+    }
+
+    /// The link between two different spaces: a device's own link to and from the host, and
+    /// between two devices the slower of their host links (a peer copy through the same
+    /// switch).
+    fn link(&self, a: SpaceId, b: SpaceId) -> Option<(LinkModel, bool)> {
+        let (la, lb) = (&self.spaces[a.index()], &self.spaces[b.index()]);
+        let simulate = la.simulate || lb.simulate;
+        match (la.link, lb.link) {
+            (None, None) => None,
+            (Some(l), None) | (None, Some(l)) => Some((l, simulate)),
+            (Some(x), Some(y)) => {
+                let slower = if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) { x } else { y };
+                Some((slower, simulate))
+            }
+        }
+    }
+
+    /// Modelled cost of copying `bytes` from `src` to `dst`, for picking the cheapest source.
+    pub(crate) fn link_cost(&self, src: SpaceId, dst: SpaceId, bytes: usize) -> u64 {
+        self.link(src, dst).map_or(0, |(l, _)| l.cost_ns(bytes))
+    }
+
+    /// One copy of `len` bytes between two blocks in different spaces, counted and traced.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: NonNull<u8>,
+        dst: NonNull<u8>,
+        bytes: Range<usize>,
+        frags: &Range<usize>,
+        reason: &Reason,
+    ) -> Result<()> {
+        let started = Instant::now();
+        // SAFETY: both blocks hold the whole range (they were sized for the buffer or argument
+        // the range lies in) and belong to different allocations, so they do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr().add(bytes.start),
+                dst.as_ptr().add(bytes.start),
+                bytes.len(),
+            );
+        }
+        if let Some((link, true)) = self.link(from, to) {
+            wait_until(started + link.duration(bytes.len()));
+        }
+        self.counters
+            .record_copy(from.index(), to.index(), bytes.len(), started.elapsed());
+        if self.trace {
+            trace_transfer(
+                self.space_name(from),
+                self.space_name(to),
+                bytes.len(),
+                frags,
+                reason,
+            );
+        }
+        Ok(())
+    }
+
+    /// Fills `bytes` of a block in `space` with zeros: how zero-marked fragments materialise.
+    pub(crate) fn fill_zero(&self, space: SpaceId, base: NonNull<u8>, bytes: Range<usize>) {
+        // SAFETY: the block holds the whole buffer and the range lies inside it.
+        unsafe { std::ptr::write_bytes(base.as_ptr().add(bytes.start), 0, bytes.len()) };
+        self.counters.record_fill(space.index());
+    }
+}
+
+/// Holds the caller until `deadline`: spinning for the last stretch, since sleeps are far too
+/// coarse for microsecond link latencies.
+fn wait_until(deadline: Instant) {
+    const SPIN: Duration = Duration::from_micros(200);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! A space's pool: its region carved into granules by the NF allocator, plus the use figures
+//! that `Runtime::stats` reports.
+
+use super::region::Region;
+use crate::alloc::{NfAllocator, UnitAllocator};
+use crate::error::{Error, Result};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+/// A run of granules handed out by a pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Block {
+    first: usize,
+    granules: usize,
+    ptr: NonNull<u8>,
+}
+
+// SAFETY: a block is an address into a pool region that outlives it; moving the address between
+// threads is harmless, and access is governed by the buffer that owns the block.
+unsafe impl Send for Block {}
+unsafe impl Sync for Block {}
+
+impl Block {
+    pub(crate) fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PoolUse {
+    pub in_use: usize,
+    pub high_water: usize,
+    pub allocations: u64,
+    pub frees: u64,
+}
+
+pub(crate) struct Pool {
+    name: String,
+    region: Region,
+    granule: usize,
+    state: Mutex<(NfAllocator, PoolUse)>,
+}
+
+impl Pool {
+    pub(crate) fn new(name: &str, bytes: usize, granule: usize) -> Result<Pool> {
+        let granules = bytes / granule;
+        if granules == 0 {
+            return Err(Error::Config(format!(
+                "pool of space {name} must hold at least one granule of {granule} bytes, got {bytes} bytes"
+            )));
+        }
+        let region = Region::reserve(name, granules * granule)?;
+        Ok(Pool {
+            name: name.to_string(),
+            region,
+            granule,
+            state: Mutex::new((NfAllocator::with_capacity(granules), PoolUse::default())),
+        })
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.region.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (NfAllocator, PoolUse)> {
+        // A panic while holding this lock cannot leave the allocator half-updated: every update
+        // is validated before it changes anything. So a poisoned lock is safe to reuse.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A block of at least `bytes`; exhaustion names the space, the request and what is free.
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<Block> {
+        let granules = bytes.div_ceil(self.granule).max(1);
+        let mut guard = self.lock();
+        let (alloc, usage) = &mut *guard;
+        let Some(first) = alloc.alloc(granules) else {
+            return Err(Error::PoolExhausted {
+                space: self.name.clone(),
+                requested: granules * self.granule,
+                free: alloc.free_units() * self.granule,
+                largest_free: alloc.largest_free_run() * self.granule,
+            });
+        };
+        usage.in_use += granules * self.granule;
+        usage.high_water = usage.high_water.max(usage.in_use);
+        usage.allocations += 1;
+        // SAFETY: the allocator hands out runs inside [0, granules in region), so the offset is
+        // inside the region.
+        let ptr = unsafe { self.region.base().add(first * self.granule) };
+        Ok(Block {
+            first,
+            granules,
+            ptr,
+        })
+    }
+
+    pub(crate) fn free(&self, block: Block) {
+        let mut guard = self.lock();
+        let (alloc, usage) = &mut *guard;
+        // Blocks only come from `alloc` of this pool and are freed once (their owner is dropped),
+        // so a refusal here would be a runtime bug; it is logged rather than turned into a panic.
+        match alloc.free(block.first, block.granules) {
+            Ok(()) => {
+                usage.in_use -= block.granules * self.granule;
+                usage.frees += 1;
+            }
+            Err(e) => tracing::error!(space = %self.name, error = %e, "pool refused a free"),
+        }
+    }
+
+    pub(crate) fn usage(&self) -> PoolUse {
+        self.lock().1
+    }
+
+    pub(crate) fn reset_high_water(&self) {
+        let mut guard = self.lock();
+        guard.1.high_water = guard.1.in_use;
+    }
+}
