@@ -1,0 +1,359 @@
+//! Random programs against two independent models: a host-only model of the contents and a
+//! model of the coherence protocol that predicts every copy per link.
+//!
+//! The runtime has the CPU and two sim devices with different links: sim0 sits on a fast link,
+//! sim1 on a slow one. From those links the cheapest source of a fragment, derived by hand, is:
+//! into the host, sim0 before sim1; into sim0, the host before sim1; into sim1, the host before
+//! sim0 (equal cost, lower id). The protocol model below encodes that order directly.
+//!
+//! `RIMMS_PROPTEST_CASES` raises the case count (2,000 by default).
+
+use proptest::prelude::*;
+use rimms::{Complex32, Device, HeteData, LinkModel, Runtime, SimConfig, ZipOp};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const SPACES: [&str; 3] = ["host", "sim0", "sim1"];
+const DEVICES: [Device; 3] = [Device::Cpu, Device::Sim(0), Device::Sim(1)];
+
+/// Preferred sources for a copy into each space, best first.
+const SOURCE_ORDER: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]];
+
+fn runtime() -> Runtime {
+    let fast = LinkModel {
+        latency: Duration::from_micros(1),
+        bytes_per_second: 20e9,
+    };
+    let slow = LinkModel {
+        latency: Duration::from_micros(20),
+        bytes_per_second: 1e9,
+    };
+    let sim = |link| SimConfig {
+        link,
+        pool_bytes: 64 << 20,
+        ..SimConfig::default()
+    };
+    Runtime::builder()
+        .host_pool(64 << 20)
+        .sim(sim(fast))
+        .sim(sim(slow))
+        .build()
+        .expect("runtime")
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc { len: usize, frag_log2: u32 },
+    HostRead { buf: usize, a: usize, b: usize },
+    HostWrite { buf: usize, a: usize, b: usize, discard: bool, seed: i32 },
+    Scale { buf: usize, a: usize, b: usize, dev: usize, factor: usize },
+    Zip { x: usize, y: usize, out: usize, a: usize, b: usize, c: usize, dev: usize, op: usize },
+    Conj { x: usize, out: usize, a: usize, b: usize, dev: usize },
+    Prefetch { buf: usize, dev: usize },
+    Reset { buf: usize },
+    Drop { buf: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let idx = || 0usize..1 << 20;
+    prop_oneof![
+        2 => (1usize..1500, 3u32..14).prop_map(|(len, frag_log2)| Op::Alloc { len, frag_log2 }),
+        3 => (idx(), idx(), idx()).prop_map(|(buf, a, b)| Op::HostRead { buf, a, b }),
+        2 => (idx(), idx(), idx(), any::<bool>(), -50i32..50)
+            .prop_map(|(buf, a, b, discard, seed)| Op::HostWrite { buf, a, b, discard, seed }),
+        2 => (idx(), idx(), idx(), 0usize..3, 0usize..3)
+            .prop_map(|(buf, a, b, dev, factor)| Op::Scale { buf, a, b, dev, factor }),
+        3 => (idx(), idx(), idx(), idx(), idx(), idx(), 0usize..3, 0usize..4).prop_map(
+            |(x, y, out, a, b, c, dev, op)| Op::Zip { x, y, out, a, b, c, dev, op }
+        ),
+        2 => (idx(), idx(), idx(), idx(), 0usize..3)
+            .prop_map(|(x, out, a, b, dev)| Op::Conj { x, out, a, b, dev }),
+        1 => (idx(), 0usize..3).prop_map(|(buf, dev)| Op::Prefetch { buf, dev }),
+        1 => idx().prop_map(|buf| Op::Reset { buf }),
+        1 => idx().prop_map(|buf| Op::Drop { buf }),
+    ]
+}
+
+/// The model of one buffer: its true contents and, per fragment, where it is valid and
+/// whether it is zero.
+struct ModelBuf {
+    data: Vec<Complex32>,
+    frag_elems: usize,
+    valid: Vec<[bool; 3]>,
+    zero: Vec<bool>,
+}
+
+#[derive(Default)]
+struct Model {
+    bufs: Vec<ModelBuf>,
+    /// (from, to) → (copies, bytes)
+    links: BTreeMap<(usize, usize), (u64, u64)>,
+}
+
+impl ModelBuf {
+    fn frag_range(&self, start: usize, len: usize) -> std::ops::Range<usize> {
+        start / self.frag_elems..(start + len).div_ceil(self.frag_elems)
+    }
+
+    fn frag_bytes(&self, f: usize) -> u64 {
+        let end = ((f + 1) * self.frag_elems).min(self.data.len());
+        ((end - f * self.frag_elems) * 8) as u64
+    }
+}
+
+impl Model {
+    /// The protocol: read-acquire (`reads`) copies missing non-zero fragments from the
+    /// preferred valid source, one copy per run of neighbours with the same source; then a
+    /// write leaves `dst` the only holder.
+    fn access(&mut self, buf: usize, start: usize, len: usize, dst: usize, reads: bool, writes: bool) {
+        let b = &mut self.bufs[buf];
+        let frags = b.frag_range(start, len);
+        if reads {
+            let mut run: Option<(usize, usize)> = None; // (src, last frag)
+            for f in frags.clone() {
+                if b.valid[f][dst] {
+                    run = None;
+                    continue;
+                }
+                if b.zero[f] {
+                    b.valid[f][dst] = true;
+                    run = None;
+                    continue;
+                }
+                let src = SOURCE_ORDER[dst]
+                    .into_iter()
+                    .find(|&s| b.valid[f][s])
+                    .expect("a non-zero fragment is valid somewhere");
+                let entry = self.links.entry((src, dst)).or_default();
+                if run != Some((src, f.wrapping_sub(1))) {
+                    entry.0 += 1;
+                }
+                entry.1 += b.frag_bytes(f);
+                b.valid[f][dst] = true;
+                run = Some((src, f));
+            }
+        }
+        if writes {
+            for f in frags {
+                b.valid[f] = [false; 3];
+                b.valid[f][dst] = true;
+                b.zero[f] = false;
+            }
+        }
+    }
+}
+
+struct State {
+    rt: Runtime,
+    bufs: Vec<Option<HeteData<Complex32>>>,
+    model: Model,
+}
+
+impl State {
+    fn live(&self, pick: usize) -> Option<usize> {
+        let live: Vec<usize> = (0..self.bufs.len()).filter(|&i| self.bufs[i].is_some()).collect();
+        (!live.is_empty()).then(|| live[pick % live.len()])
+    }
+
+    /// Any non-empty element range of buffer `i`.
+    fn range(&self, i: usize, a: usize, b: usize) -> (usize, usize) {
+        let len = self.model.bufs[i].data.len();
+        let start = a % len;
+        (start, 1 + b % (len - start))
+    }
+
+    /// A non-empty range of whole fragments (the last may end at the buffer's end).
+    fn aligned(&self, i: usize, a: usize, b: usize) -> (usize, usize) {
+        let m = &self.model.bufs[i];
+        let frags = m.data.len().div_ceil(m.frag_elems);
+        let first = a % frags;
+        let count = 1 + b % (frags - first);
+        let start = first * m.frag_elems;
+        (start, ((first + count) * m.frag_elems).min(m.data.len()) - start)
+    }
+
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        match *op {
+            Op::Alloc { len, frag_log2 } => {
+                let mut data = HeteData::<Complex32>::alloc(&self.rt, len).expect("alloc");
+                data.fragment(1 << frag_log2).expect("fragment");
+                let frag_elems = (1usize << frag_log2) / 8;
+                let frags = len.div_ceil(frag_elems);
+                self.bufs.push(Some(data));
+                self.model.bufs.push(ModelBuf {
+                    data: vec![Complex32::new(0.0, 0.0); len],
+                    frag_elems,
+                    valid: vec![[false; 3]; frags],
+                    zero: vec![true; frags],
+                });
+            }
+            Op::HostRead { buf, a, b } => {
+                let Some(i) = self.live(buf) else { return Ok(()) };
+                let (start, len) = self.range(i, a, b);
+                let data = self.bufs[i].as_ref().expect("live");
+                let got = data.slice(start..start + len).expect("slice").host().expect("host");
+                self.model.access(i, start, len, 0, true, false);
+                prop_assert_eq!(got, &self.model.bufs[i].data[start..start + len]);
+            }
+            Op::HostWrite { buf, a, b, discard, seed } => {
+                let Some(i) = self.live(buf) else { return Ok(()) };
+                let (start, len) = self.aligned(i, a, b);
+                let data = self.bufs[i].as_mut().expect("live");
+                let mut view = data.slice_mut(start..start + len).expect("aligned view");
+                let host = if discard { view.host_write() } else { view.host_mut() }.expect("host");
+                let model = &mut self.model.bufs[i].data[start..start + len];
+                for (k, (h, m)) in host.iter_mut().zip(model.iter_mut()).enumerate() {
+                    let v = if discard {
+                        Complex32::new((seed + k as i32 % 7) as f32, (k % 5) as f32)
+                    } else {
+                        *m + Complex32::new(seed as f32, 1.0)
+                    };
+                    *h = if discard { v } else { *h + Complex32::new(seed as f32, 1.0) };
+                    *m = v;
+                }
+                self.model.access(i, start, len, 0, !discard, true);
+            }
+            Op::Scale { buf, a, b, dev, factor } => {
+                let Some(i) = self.live(buf) else { return Ok(()) };
+                let (start, len) = self.aligned(i, a, b);
+                let f = [Complex32::new(2.0, 0.0), Complex32::new(-1.0, 0.0), Complex32::new(0.0, 1.0)][factor];
+                let data = self.bufs[i].as_mut().expect("live");
+                let mut view = data.slice_mut(start..start + len).expect("aligned view");
+                self.rt.scale(DEVICES[dev], f, &mut view).expect("scale");
+                for v in &mut self.model.bufs[i].data[start..start + len] {
+                    *v = Complex32::new(v.re * f.re - v.im * f.im, v.re * f.im + v.im * f.re);
+                }
+                self.model.access(i, start, len, dev, true, true);
+            }
+            Op::Zip { x, y, out, a, b, c, dev, op } => {
+                let (Some(xi), Some(yi), Some(oi)) = (self.live(x), self.live(y), self.live(out)) else {
+                    return Ok(());
+                };
+                if oi == xi || oi == yi {
+                    return Ok(());
+                }
+                let (ostart, olen) = self.aligned(oi, c, 0);
+                let (xlen, ylen) = (self.model.bufs[xi].data.len(), self.model.bufs[yi].data.len());
+                if xlen < olen || ylen < olen {
+                    return Ok(());
+                }
+                let (xs, ys) = (a % (xlen - olen + 1), b % (ylen - olen + 1));
+                let zop = [ZipOp::Add, ZipOp::Sub, ZipOp::Mul, ZipOp::MulConj][op];
+                let mut bufs = std::mem::take(&mut self.bufs);
+                let mut outbuf = bufs[oi].take().expect("live");
+                {
+                    let xv = bufs[xi].as_ref().expect("live").slice(xs..xs + olen).expect("x");
+                    let yv = bufs[yi].as_ref().expect("live").slice(ys..ys + olen).expect("y");
+                    let mut ov = outbuf.slice_mut(ostart..ostart + olen).expect("out");
+                    self.rt.zip(DEVICES[dev], zop, &xv, &yv, &mut ov).expect("zip");
+                }
+                bufs[oi] = Some(outbuf);
+                self.bufs = bufs;
+                let result: Vec<Complex32> = (0..olen)
+                    .map(|k| {
+                        let (p, q) = (self.model.bufs[xi].data[xs + k], self.model.bufs[yi].data[ys + k]);
+                        match zop {
+                            ZipOp::Add => Complex32::new(p.re + q.re, p.im + q.im),
+                            ZipOp::Sub => Complex32::new(p.re - q.re, p.im - q.im),
+                            ZipOp::Mul => Complex32::new(p.re * q.re - p.im * q.im, p.re * q.im + p.im * q.re),
+                            _ => Complex32::new(p.re * q.re + p.im * q.im, p.im * q.re - p.re * q.im),
+                        }
+                    })
+                    .collect();
+                self.model.access(xi, xs, olen, dev, true, false);
+                self.model.access(yi, ys, olen, dev, true, false);
+                self.model.bufs[oi].data[ostart..ostart + olen].copy_from_slice(&result);
+                self.model.access(oi, ostart, olen, dev, false, true);
+            }
+            Op::Conj { x, out, a, b, dev } => {
+                let (Some(xi), Some(oi)) = (self.live(x), self.live(out)) else { return Ok(()) };
+                if xi == oi {
+                    return Ok(());
+                }
+                let (ostart, olen) = self.aligned(oi, b, usize::MAX);
+                let xlen = self.model.bufs[xi].data.len();
+                if xlen < olen {
+                    return Ok(());
+                }
+                let xs = a % (xlen - olen + 1);
+                let mut bufs = std::mem::take(&mut self.bufs);
+                let mut outbuf = bufs[oi].take().expect("live");
+                {
+                    let xv = bufs[xi].as_ref().expect("live").slice(xs..xs + olen).expect("x");
+                    let mut ov = outbuf.slice_mut(ostart..ostart + olen).expect("out");
+                    self.rt.conj(DEVICES[dev], &xv, &mut ov).expect("conj");
+                }
+                bufs[oi] = Some(outbuf);
+                self.bufs = bufs;
+                for k in 0..olen {
+                    let v = self.model.bufs[xi].data[xs + k];
+                    self.model.bufs[oi].data[ostart + k] = Complex32::new(v.re, -v.im);
+                }
+                self.model.access(xi, xs, olen, dev, true, false);
+                self.model.access(oi, ostart, olen, dev, false, true);
+            }
+            Op::Prefetch { buf, dev } => {
+                let Some(i) = self.live(buf) else { return Ok(()) };
+                self.bufs[i].as_ref().expect("live").prefetch(DEVICES[dev]).expect("prefetch");
+                let len = self.model.bufs[i].data.len();
+                self.model.access(i, 0, len, dev, true, false);
+            }
+            Op::Reset { buf } => {
+                let Some(i) = self.live(buf) else { return Ok(()) };
+                self.bufs[i].as_mut().expect("live").reset();
+                let m = &mut self.model.bufs[i];
+                m.data.iter_mut().for_each(|v| *v = Complex32::new(0.0, 0.0));
+                m.valid.iter_mut().for_each(|v| *v = [false; 3]);
+                m.zero.iter_mut().for_each(|z| *z = true);
+            }
+            Op::Drop { buf } => {
+                let Some(i) = self.live(buf) else { return Ok(()) };
+                self.bufs[i] = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("RIMMS_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn random_programs_match_both_models(ops in prop::collection::vec(op(), 1..40)) {
+        let rt = runtime();
+        let mut state = State { rt: rt.clone(), bufs: Vec::new(), model: Model::default() };
+        for op in &ops {
+            state.apply(op)?;
+        }
+        // Every live buffer reads back as the host-only model says.
+        for (i, data) in state.bufs.iter().enumerate() {
+            if let Some(data) = data {
+                prop_assert_eq!(data.host().expect("host"), &state.model.bufs[i].data[..]);
+                state.model.access(i, 0, state.model.bufs[i].data.len(), 0, true, false);
+            }
+        }
+        let stats = rt.stats();
+        for from in 0..3 {
+            for to in 0..3 {
+                let (copies, bytes) = state.model.links.get(&(from, to)).copied().unwrap_or_default();
+                prop_assert_eq!(
+                    (stats.copies(SPACES[from], SPACES[to]), stats.bytes(SPACES[from], SPACES[to])),
+                    (copies, bytes),
+                    "link {} -> {}", SPACES[from], SPACES[to]
+                );
+            }
+        }
+        drop(state);
+        for space in rt.stats().spaces {
+            prop_assert_eq!(space.in_use, 0, "pool {} is not empty after the last drop", space.name);
+            prop_assert_eq!(space.allocations, space.frees);
+        }
+    }
+}
