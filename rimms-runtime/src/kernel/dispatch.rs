@@ -92,15 +92,18 @@ fn tracked<const N: usize>(
 ) -> Result<()> {
     let space = entry.space;
     let resident = args.map(|a| a.raw.resident(space, a.access));
-    let hit = resident.iter().all(|&r| r);
-    if !hit {
+    // A hit is a call for which nothing moved or was filled.
+    let mut hit = true;
+    if !resident.iter().all(|&r| r) {
         for (arg, _) in args.iter().zip(resident).filter(|(_, r)| !r) {
             let reason = Reason::Kernel {
                 api: api.name(),
                 arg: arg.name,
             };
-            arg.raw
+            let moved = arg
+                .raw
                 .acquire(arg.start, arg.len, space, arg.access, &reason)?;
+            hit &= !moved;
         }
     }
     let ptrs = args.map(|a| ArgPtr {

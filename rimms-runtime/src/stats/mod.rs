@@ -140,7 +140,7 @@ pub struct ApiStats {
     pub name: &'static str,
     /// Calls made.
     pub calls: u64,
-    /// Calls whose arguments were all already where the kernel ran.
+    /// Calls for which nothing had to move or be filled.
     pub hits: u64,
     /// Calls that moved or filled something first.
     pub misses: u64,

@@ -1,0 +1,801 @@
+//! Host implementations of the built-in APIs (`fft`, `zip`, `conj`, `magnitude`, `fftshift`,
+//! `transpose`, `scale`, `gemm`) as plain functions over slices.
+//!
+//! They are shared by two backends: the **cpu** device runs them on host memory, and **sim**
+//! devices run them on their own (separately allocated) memory. So they know nothing of
+//! buffers, spaces or coherence: by the time one of them is called, dispatch has acquired every
+//! argument in the right space and validated lengths and sizes.
+//!
+//! The preconditions are still checked with `debug_assert!`, and every function walks its
+//! slices with iterators (`zip`, `chunks_exact`) or over a prefix it has first cut to a length
+//! consistent with the shape, so that a wrong length in a release build can neither index out
+//! of bounds nor touch memory it should not: the function then works on the longest consistent
+//! prefix (or on nothing) instead.
+//!
+//! Parallelism is rayon above a cut-off and a plain loop on the caller's thread below it, so
+//! the many tiny calls of a radar pipeline (2,305 per SAR frame) do not pay a thread hand-off
+//! that costs more than the work. Each cut-off is a named grain, the least work one rayon task
+//! gets: `ELEMENTWISE_GRAIN`, `FFT_GRAIN_POINTS`, `GEMM_GRAIN_MACS`. A call whose work
+//! fits in one grain runs sequentially; a larger one is split into tasks of about one grain.
+//! FFT plans are cached per (size, direction) in [`FftPlans`] and each FFT task allocates a
+//! single scratch buffer for all of its rows.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use num_complex::Complex32 as C32;
+use rayon::prelude::*;
+use rustfft::{Fft, FftPlanner};
+
+use crate::kernel::{FftDirection, ZipOp};
+
+/// Elements per rayon task for element-wise kernels, `fftshift` and `transpose`; calls with no
+/// more elements than this run on the caller's thread. 32 Ki complex elements are 256 KiB, which
+/// streams through in roughly 10–20 µs on one core: an order of magnitude more than rayon's
+/// hand-off (a few µs), so splitting below it costs more than it gains.
+const ELEMENTWISE_GRAIN: usize = 1 << 15;
+
+/// Points (rows × row length) per rayon task for batched FFTs, so a task holds a few rows of
+/// the sizes the applications use (4 rows of 1,024 points, 16 rows of 256). A 4 Ki-point batch
+/// takes tens of µs with rustfft's SIMD kernels, comfortably more than the hand-off.
+const FFT_GRAIN_POINTS: usize = 1 << 12;
+
+/// Complex multiply-adds per rayon task for `gemm` (whole output rows per task). 32 Ki complex
+/// MACs are ~128 Ki flops, tens of µs sequentially: small products stay on the caller's thread.
+const GEMM_GRAIN_MACS: usize = 1 << 15;
+
+/// Tile edge of the cache-blocked transpose: a 32 × 32 tile of complex f32 is 8 KiB on each
+/// side, so the source and destination tiles both sit in L1 while it is copied.
+const TRANSPOSE_TILE: usize = 32;
+
+/// Cached rustfft plans, one per (size, direction), shared by all threads of a runtime.
+pub struct FftPlans {
+    cache: Mutex<PlanCache>,
+}
+
+struct PlanCache {
+    planner: FftPlanner<f32>,
+    plans: HashMap<(usize, FftDirection), Arc<dyn Fft<f32>>>,
+}
+
+impl FftPlans {
+    /// An empty cache.
+    pub fn new() -> Self {
+        FftPlans {
+            cache: Mutex::new(PlanCache {
+                planner: FftPlanner::new(),
+                plans: HashMap::new(),
+            }),
+        }
+    }
+
+    /// The cached plan for `n` points in direction `dir`, created on first use.
+    pub fn plan(&self, n: usize, dir: FftDirection) -> Arc<dyn Fft<f32>> {
+        // Recovering from poisoning is safe: a panic while the lock is held can only come from
+        // inside the planner, before our insert; the map is only ever inserted into whole, and
+        // the planner's own state is a cache of finished plans, so both stay consistent.
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let PlanCache { planner, plans } = &mut *cache;
+        Arc::clone(plans.entry((n, dir)).or_insert_with(|| {
+            let rdir = match dir {
+                FftDirection::Forward => rustfft::FftDirection::Forward,
+                FftDirection::Inverse => rustfft::FftDirection::Inverse,
+            };
+            planner.plan_fft(n, rdir)
+        }))
+    }
+}
+
+impl Default for FftPlans {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for FftPlans {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys: Vec<_> = cache.plans.keys().copied().collect();
+        keys.sort_by_key(|&(n, dir)| (n, dir == FftDirection::Inverse));
+        f.debug_struct("FftPlans").field("plans", &keys).finish()
+    }
+}
+
+/// `s[start..]`, or an empty slice when `start` is past the end.
+fn tail<T>(s: &[T], start: usize) -> &[T] {
+    s.get(start..).unwrap_or_default()
+}
+
+/// `len` rounded down to whole rows of `row_len` (0 when `row_len` is 0).
+fn whole_rows(len: usize, row_len: usize) -> usize {
+    len.checked_rem(row_len).map_or(0, |rem| len - rem)
+}
+
+/// Runs `body(first_row, chunk)` over `out` cut into chunks of `rows_per_task` rows of
+/// `row_len` elements: one call on the caller's thread when a single chunk covers `out`,
+/// rayon tasks otherwise. `first_row` is the index of the chunk's first row in `out`. Only the
+/// last chunk may be shorter; bodies walk it with `chunks_exact`, so a partial row is ignored.
+fn for_row_chunks<U, F>(out: &mut [U], row_len: usize, rows_per_task: usize, body: F)
+where
+    U: Send,
+    F: Fn(usize, &mut [U]) + Sync,
+{
+    let rows_per_task = rows_per_task.max(1);
+    let chunk_len = row_len.saturating_mul(rows_per_task);
+    if chunk_len == 0 {
+        return;
+    }
+    if out.len() <= chunk_len {
+        body(0, out);
+    } else {
+        out.par_chunks_mut(chunk_len)
+            .enumerate()
+            .for_each(|(i, chunk)| body(i * rows_per_task, chunk));
+    }
+}
+
+/// Rows per task so that a task gets at least `grain` units of work at `work_per_row` each.
+fn rows_per_task(grain: usize, work_per_row: usize) -> usize {
+    (grain / work_per_row.max(1)).max(1)
+}
+
+/// The one element-wise driver: `body(start, chunk)` on `out` in chunks of
+/// [`ELEMENTWISE_GRAIN`] elements, `start` being the chunk's offset in `out`.
+fn elementwise<U, F>(out: &mut [U], body: F)
+where
+    U: Send,
+    F: Fn(usize, &mut [U]) + Sync,
+{
+    for_row_chunks(out, 1, ELEMENTWISE_GRAIN, body);
+}
+
+/// Batched FFT of the whole rows of `data`, after `fill(first_row, chunk)` has put the input
+/// of each task's rows into `chunk` (a no-op in place). One scratch buffer per task.
+fn fft_batch<F>(plans: &FftPlans, dir: FftDirection, n: usize, data: &mut [C32], fill: F)
+where
+    F: Fn(usize, &mut [C32]) + Sync,
+{
+    if n == 0 || data.is_empty() {
+        return;
+    }
+    let plan = plans.plan(n, dir);
+    let scale = match dir {
+        FftDirection::Forward => None,
+        FftDirection::Inverse => Some(1.0 / n as f32),
+    };
+    let rows = rows_per_task(FFT_GRAIN_POINTS, n);
+    for_row_chunks(data, n, rows, |first_row, chunk| {
+        fill(first_row, chunk);
+        let mut scratch = vec![C32::default(); plan.get_inplace_scratch_len()];
+        plan.process_with_scratch(chunk, &mut scratch);
+        if let Some(s) = scale {
+            chunk.iter_mut().for_each(|x| *x *= s);
+        }
+    });
+}
+
+/// Batched transform of every row of `n` points: `input.len() == output.len()`, a multiple of
+/// `n`. The inverse is scaled by 1/n.
+pub fn fft_rows(plans: &FftPlans, dir: FftDirection, n: usize, input: &[C32], output: &mut [C32]) {
+    debug_assert_eq!(
+        input.len(),
+        output.len(),
+        "fft_rows: input and output lengths differ"
+    );
+    debug_assert!(
+        input.len().checked_rem(n) == Some(0),
+        "fft_rows: length {} is not a multiple of n = {n}",
+        input.len()
+    );
+    let len = whole_rows(input.len().min(output.len()), n);
+    let output = output.get_mut(..len).unwrap_or_default();
+    // rustfft's out-of-place transforms may overwrite their input, which is shared here, so
+    // each task copies its rows into the output (keeping them in cache) and works in place.
+    fft_batch(plans, dir, n, output, |first_row, chunk| {
+        chunk
+            .iter_mut()
+            .zip(tail(input, first_row * n))
+            .for_each(|(o, &x)| *o = x);
+    });
+}
+
+/// Batched in-place transform of every row of `n` points: `data.len()` is a multiple of `n`.
+/// The inverse is scaled by 1/n.
+pub fn fft_rows_in_place(plans: &FftPlans, dir: FftDirection, n: usize, data: &mut [C32]) {
+    debug_assert!(
+        data.len().checked_rem(n) == Some(0),
+        "fft_rows_in_place: length {} is not a multiple of n = {n}",
+        data.len()
+    );
+    let len = whole_rows(data.len(), n);
+    let data = data.get_mut(..len).unwrap_or_default();
+    fft_batch(plans, dir, n, data, |_, _| {});
+}
+
+/// `out[i] = a[i] op b[i]`.
+pub fn zip(op: ZipOp, a: &[C32], b: &[C32], out: &mut [C32]) {
+    debug_assert!(
+        a.len() == out.len() && b.len() == out.len(),
+        "zip: lengths differ"
+    );
+    match op {
+        ZipOp::Add => zip_with(a, b, out, |x, y| x + y),
+        ZipOp::Sub => zip_with(a, b, out, |x, y| x - y),
+        ZipOp::Mul => zip_with(a, b, out, |x, y| x * y),
+        ZipOp::Div => zip_with(a, b, out, |x, y| x / y),
+        ZipOp::MulConj => zip_with(a, b, out, |x, y| x * y.conj()),
+    }
+}
+
+/// `out[i] = f(a[i], b[i])`, monomorphised per operation so the loop inlines `f`.
+fn zip_with(a: &[C32], b: &[C32], out: &mut [C32], f: impl Fn(C32, C32) -> C32 + Sync) {
+    elementwise(out, |start, out| {
+        for ((o, &x), &y) in out.iter_mut().zip(tail(a, start)).zip(tail(b, start)) {
+            *o = f(x, y);
+        }
+    });
+}
+
+/// `out[i] = conj(input[i])`.
+pub fn conj(input: &[C32], out: &mut [C32]) {
+    debug_assert_eq!(input.len(), out.len(), "conj: lengths differ");
+    elementwise(out, |start, out| {
+        for (o, x) in out.iter_mut().zip(tail(input, start)) {
+            *o = x.conj();
+        }
+    });
+}
+
+/// `out[i] = |input[i]|` (computed with `hypot`, so no overflow for large components).
+pub fn magnitude(input: &[C32], out: &mut [f32]) {
+    debug_assert_eq!(input.len(), out.len(), "magnitude: lengths differ");
+    elementwise(out, |start, out| {
+        for (o, x) in out.iter_mut().zip(tail(input, start)) {
+            *o = x.norm();
+        }
+    });
+}
+
+/// Swaps the halves of every row of `row_len`: `numpy.fft.fftshift` per row. For odd
+/// `row_len` it follows numpy's definition, `out[(i + row_len/2) % row_len] = input[i]`.
+pub fn fftshift_rows(row_len: usize, input: &[C32], out: &mut [C32]) {
+    debug_assert_eq!(input.len(), out.len(), "fftshift_rows: lengths differ");
+    debug_assert!(
+        input.len().checked_rem(row_len) == Some(0),
+        "fftshift_rows: length {} is not a multiple of row_len = {row_len}",
+        input.len()
+    );
+    if row_len == 0 {
+        return;
+    }
+    let half = row_len / 2;
+    let rows = rows_per_task(ELEMENTWISE_GRAIN, row_len);
+    for_row_chunks(out, row_len, rows, |first_row, out| {
+        let input = tail(input, first_row * row_len);
+        for (o, x) in out
+            .chunks_exact_mut(row_len)
+            .zip(input.chunks_exact(row_len))
+        {
+            // Rotate right by `half`: input[i] lands at (i + half) % row_len.
+            let (x_front, x_back) = x.split_at(row_len - half);
+            let (o_front, o_back) = o.split_at_mut(half);
+            o_front.copy_from_slice(x_back);
+            o_back.copy_from_slice(x_front);
+        }
+    });
+}
+
+/// `input` is `rows × cols` row-major; `out` becomes its transpose, `cols × rows` row-major.
+/// Cache-blocked in tiles of `TRANSPOSE_TILE`²; parallel over bands of output rows.
+pub fn transpose(rows: usize, cols: usize, input: &[C32], out: &mut [C32]) {
+    let len = rows.checked_mul(cols);
+    debug_assert!(
+        len == Some(input.len()) && len == Some(out.len()),
+        "transpose: {rows} × {cols} does not match lengths {} and {}",
+        input.len(),
+        out.len()
+    );
+    // From here on `input` and `out` hold exactly rows × cols elements, so every index below
+    // is in bounds by construction.
+    let (Some(input), Some(out)) = (
+        len.and_then(|len| input.get(..len)),
+        len.and_then(|len| out.get_mut(..len)),
+    ) else {
+        return;
+    };
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let band_len = TRANSPOSE_TILE * rows; // a band: TRANSPOSE_TILE output rows
+    let bands = rows_per_task(ELEMENTWISE_GRAIN, band_len);
+    for_row_chunks(out, band_len, bands, |first_band, out| {
+        let c0 = first_band * TRANSPOSE_TILE;
+        for r0 in (0..rows).step_by(TRANSPOSE_TILE) {
+            let r1 = (r0 + TRANSPOSE_TILE).min(rows);
+            for (c, out_row) in (c0..).zip(out.chunks_exact_mut(rows)) {
+                for (o, in_row) in out_row[r0..r1]
+                    .iter_mut()
+                    .zip(input[r0 * cols..].chunks_exact(cols))
+                {
+                    *o = in_row[c];
+                }
+            }
+        }
+    });
+}
+
+/// `data[i] *= factor`.
+pub fn scale(factor: C32, data: &mut [C32]) {
+    elementwise(data, |_, data| data.iter_mut().for_each(|x| *x *= factor));
+}
+
+/// `out (m × n) = a (m × k) · b (k × n)`, complex, row-major. Parallel over output rows.
+pub fn gemm(m: usize, k: usize, n: usize, a: &[C32], b: &[C32], out: &mut [C32]) {
+    debug_assert!(
+        m.checked_mul(k) == Some(a.len())
+            && k.checked_mul(n) == Some(b.len())
+            && m.checked_mul(n) == Some(out.len()),
+        "gemm: {m} × {k} · {k} × {n} does not match lengths {}, {}, {}",
+        a.len(),
+        b.len(),
+        out.len()
+    );
+    if n == 0 {
+        return;
+    }
+    if k == 0 {
+        out.fill(C32::default());
+        return;
+    }
+    let rows = rows_per_task(GEMM_GRAIN_MACS, k.saturating_mul(n));
+    for_row_chunks(out, n, rows, |first_row, out| {
+        let a = tail(a, first_row * k);
+        // i-p-j order: each output row accumulates rows of b scaled by a[i][p], so the
+        // innermost loop streams contiguous memory of b and out.
+        for (out_row, a_row) in out.chunks_exact_mut(n).zip(a.chunks_exact(k)) {
+            out_row.fill(C32::default());
+            for (&a_ip, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
+                for (o, &b_pj) in out_row.iter_mut().zip(b_row) {
+                    *o += a_ip * b_pj;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tiny deterministic xorshift64 generator.
+    struct Rng(u64);
+
+    impl Rng {
+        fn new(seed: u64) -> Self {
+            Rng(seed.max(1))
+        }
+
+        /// Uniform in [-1, 1).
+        fn f32(&mut self) -> f32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+
+        fn c32(&mut self) -> C32 {
+            C32::new(self.f32(), self.f32())
+        }
+
+        fn vec(&mut self, len: usize) -> Vec<C32> {
+            (0..len).map(|_| self.c32()).collect()
+        }
+    }
+
+    /// An f64 complex value as (re, im), for references computed independently of num-complex.
+    type D = (f64, f64);
+
+    fn d(z: C32) -> D {
+        (z.re as f64, z.im as f64)
+    }
+
+    fn abs_d((re, im): D) -> f64 {
+        re.hypot(im)
+    }
+
+    /// max |got − want| / max |want| over all elements.
+    fn rel_err(got: &[C32], want: &[D]) -> f64 {
+        assert_eq!(got.len(), want.len());
+        let diff = got
+            .iter()
+            .zip(want)
+            .map(|(&g, &(wr, wi))| abs_d((g.re as f64 - wr, g.im as f64 - wi)))
+            .fold(0.0, f64::max);
+        let scale = want.iter().copied().map(abs_d).fold(0.0, f64::max);
+        assert!(scale > 0.0, "reference is all zeros");
+        diff / scale
+    }
+
+    /// Naive O(n²) DFT of every row, in f64, with the 1/n scaling on the inverse.
+    fn dft_rows(dir: FftDirection, n: usize, x: &[C32]) -> Vec<D> {
+        let sign = match dir {
+            FftDirection::Forward => -1.0,
+            FftDirection::Inverse => 1.0,
+        };
+        let twiddle: Vec<D> = (0..n)
+            .map(|m| {
+                let t = sign * 2.0 * std::f64::consts::PI * m as f64 / n as f64;
+                (t.cos(), t.sin())
+            })
+            .collect();
+        let norm = match dir {
+            FftDirection::Forward => 1.0,
+            FftDirection::Inverse => 1.0 / n as f64,
+        };
+        let mut out = Vec::with_capacity(x.len());
+        for row in x.chunks_exact(n) {
+            for k in 0..n {
+                let (mut re, mut im) = (0.0, 0.0);
+                for (j, &v) in row.iter().enumerate() {
+                    let (vr, vi) = d(v);
+                    let (wr, wi) = twiddle[(j * k) % n];
+                    re += vr * wr - vi * wi;
+                    im += vr * wi + vi * wr;
+                }
+                out.push((re * norm, im * norm));
+            }
+        }
+        out
+    }
+
+    /// Row counts for `n`-point batches: the brief's 3 rows, and enough rows for 3 rayon tasks.
+    fn fft_batches(n: usize) -> [usize; 2] {
+        [3, 3 * rows_per_task(FFT_GRAIN_POINTS, n)]
+    }
+
+    const FFT_SIZES: [usize; 3] = [8, 64, 1024];
+
+    #[test]
+    fn fft_batch_sizes_cover_both_paths() {
+        // 3 rows of every size fit in one grain (sequential); the larger batch is split.
+        for n in FFT_SIZES {
+            let [small, large] = fft_batches(n);
+            assert!(
+                small * n <= FFT_GRAIN_POINTS,
+                "n = {n}: small batch parallel"
+            );
+            assert!(
+                large * n > FFT_GRAIN_POINTS,
+                "n = {n}: large batch not parallel"
+            );
+        }
+    }
+
+    #[test]
+    fn fft_matches_naive_dft() {
+        let plans = FftPlans::new();
+        let mut rng = Rng::new(0x5eed_f00d);
+        for n in FFT_SIZES {
+            for rows in fft_batches(n) {
+                let x = rng.vec(rows * n);
+                for dir in [FftDirection::Forward, FftDirection::Inverse] {
+                    let mut y = vec![C32::default(); x.len()];
+                    fft_rows(&plans, dir, n, &x, &mut y);
+                    let err = rel_err(&y, &dft_rows(dir, n, &x));
+                    assert!(err <= 1e-4, "{dir:?} n = {n} rows = {rows}: rel err {err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fft_inverse_of_forward_is_identity() {
+        let plans = FftPlans::new();
+        let mut rng = Rng::new(7);
+        for n in FFT_SIZES {
+            for rows in fft_batches(n) {
+                let x = rng.vec(rows * n);
+                let mut y = vec![C32::default(); x.len()];
+                let mut z = vec![C32::default(); x.len()];
+                fft_rows(&plans, FftDirection::Forward, n, &x, &mut y);
+                fft_rows(&plans, FftDirection::Inverse, n, &y, &mut z);
+                let want: Vec<D> = x.iter().copied().map(d).collect();
+                let err = rel_err(&z, &want);
+                assert!(err <= 1e-5, "n = {n} rows = {rows}: rel err {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn fft_in_place_matches_out_of_place() {
+        let plans = FftPlans::new();
+        let mut rng = Rng::new(99);
+        for n in FFT_SIZES {
+            for rows in fft_batches(n) {
+                let x = rng.vec(rows * n);
+                for dir in [FftDirection::Forward, FftDirection::Inverse] {
+                    let mut out = vec![C32::default(); x.len()];
+                    fft_rows(&plans, dir, n, &x, &mut out);
+                    let mut inplace = x.clone();
+                    fft_rows_in_place(&plans, dir, n, &mut inplace);
+                    let want: Vec<D> = out.iter().copied().map(d).collect();
+                    let err = rel_err(&inplace, &want);
+                    assert!(err <= 1e-6, "{dir:?} n = {n} rows = {rows}: rel err {err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fft_inverse_is_scaled_by_one_over_n() {
+        let plans = FftPlans::new();
+        for n in FFT_SIZES {
+            for rows in fft_batches(n) {
+                // The inverse of a unit impulse at bin 0 is 1/n everywhere (unscaled: 1).
+                let mut data = vec![C32::default(); rows * n];
+                data.iter_mut()
+                    .step_by(n)
+                    .for_each(|x| *x = C32::new(1.0, 0.0));
+                fft_rows_in_place(&plans, FftDirection::Inverse, n, &mut data);
+                let inv_n = 1.0 / n as f32;
+                for (i, x) in data.iter().enumerate() {
+                    assert!(
+                        (x.re - inv_n).abs() <= 1e-7 && x.im.abs() <= 1e-7,
+                        "n = {n}: element {i} is {x}, want {inv_n}"
+                    );
+                }
+                // The forward transform is not scaled: all ones → n at bin 0.
+                let ones = vec![C32::new(1.0, 0.0); rows * n];
+                let mut spec = vec![C32::default(); rows * n];
+                fft_rows(&plans, FftDirection::Forward, n, &ones, &mut spec);
+                for row in spec.chunks_exact(n) {
+                    assert!((row[0].re - n as f32).abs() <= 1e-3, "n = {n}: {}", row[0]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fft_plans_are_cached_per_size_and_direction() {
+        let plans = FftPlans::default();
+        let f = plans.plan(64, FftDirection::Forward);
+        assert!(Arc::ptr_eq(&f, &plans.plan(64, FftDirection::Forward)));
+        let i = plans.plan(64, FftDirection::Inverse);
+        assert!(!Arc::ptr_eq(&f, &i));
+        assert_eq!(i.fft_direction(), rustfft::FftDirection::Inverse);
+        assert_eq!(plans.plan(128, FftDirection::Forward).len(), 128);
+        assert_eq!(
+            format!("{plans:?}"),
+            "FftPlans { plans: [(64, Forward), (64, Inverse), (128, Forward)] }"
+        );
+    }
+
+    /// Lengths below and above the element-wise cut-off (the larger one with a ragged last task).
+    const ELEMENTWISE_LENS: [usize; 2] = [1000, 2 * ELEMENTWISE_GRAIN + 12_345];
+
+    #[test]
+    fn elementwise_lens_cover_both_paths() {
+        assert!(ELEMENTWISE_LENS[0] <= ELEMENTWISE_GRAIN);
+        assert!(ELEMENTWISE_LENS[1] > ELEMENTWISE_GRAIN);
+    }
+
+    /// The zip formula in f64 with explicit re/im arithmetic.
+    fn zip_ref(op: ZipOp, (ar, ai): D, (br, bi): D) -> D {
+        match op {
+            ZipOp::Add => (ar + br, ai + bi),
+            ZipOp::Sub => (ar - br, ai - bi),
+            ZipOp::Mul => (ar * br - ai * bi, ar * bi + ai * br),
+            ZipOp::Div => {
+                let den = br * br + bi * bi;
+                ((ar * br + ai * bi) / den, (ai * br - ar * bi) / den)
+            }
+            ZipOp::MulConj => (ar * br + ai * bi, ai * br - ar * bi),
+        }
+    }
+
+    #[test]
+    fn zip_matches_formula_for_every_op() {
+        let mut rng = Rng::new(1234);
+        for len in ELEMENTWISE_LENS {
+            let a = rng.vec(len);
+            // Keep |b| ≥ 0.25 so that division stays well conditioned.
+            let b: Vec<C32> = (0..len)
+                .map(|_| {
+                    let (re, im) = (rng.f32(), rng.f32());
+                    C32::new(re.signum() * (0.25 + re.abs()), im)
+                })
+                .collect();
+            for op in [
+                ZipOp::Add,
+                ZipOp::Sub,
+                ZipOp::Mul,
+                ZipOp::Div,
+                ZipOp::MulConj,
+            ] {
+                let mut out = vec![C32::default(); len];
+                zip(op, &a, &b, &mut out);
+                for (i, ((&o, &x), &y)) in out.iter().zip(&a).zip(&b).enumerate() {
+                    let (wr, wi) = zip_ref(op, d(x), d(y));
+                    let err = abs_d((o.re as f64 - wr, o.im as f64 - wi));
+                    assert!(
+                        err <= 1e-5 * (1.0 + abs_d((wr, wi))),
+                        "{op:?} len {len} [{i}]: {x} op {y} = {o}, want ({wr}, {wi})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conj_negates_imaginary_part() {
+        let mut rng = Rng::new(5);
+        for len in ELEMENTWISE_LENS {
+            let x = rng.vec(len);
+            let mut out = vec![C32::default(); len];
+            conj(&x, &mut out);
+            for (o, x) in out.iter().zip(&x) {
+                assert_eq!((o.re, o.im), (x.re, -x.im));
+            }
+        }
+    }
+
+    #[test]
+    fn magnitude_matches_f64_hypot() {
+        let mut rng = Rng::new(6);
+        for len in ELEMENTWISE_LENS {
+            let mut x = rng.vec(len);
+            x[0] = C32::new(3e30, -4e30); // would overflow as re² + im² in f32
+            let mut out = vec![0.0f32; len];
+            magnitude(&x, &mut out);
+            for (i, (&o, &x)) in out.iter().zip(&x).enumerate() {
+                let want = (x.re as f64).hypot(x.im as f64);
+                assert!(
+                    (o as f64 - want).abs() <= 1e-6 * want.max(1e-30),
+                    "[{i}] |{x}| = {o}, want {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn scale_multiplies_every_element() {
+        let mut rng = Rng::new(8);
+        let factor = C32::new(0.75, -2.5);
+        for len in ELEMENTWISE_LENS {
+            let x = rng.vec(len);
+            let mut data = x.clone();
+            scale(factor, &mut data);
+            for (i, (&o, &x)) in data.iter().zip(&x).enumerate() {
+                let (wr, wi) = zip_ref(ZipOp::Mul, d(x), d(factor));
+                let err = abs_d((o.re as f64 - wr, o.im as f64 - wi));
+                assert!(err <= 1e-6 * (1.0 + abs_d((wr, wi))), "[{i}]: {o}");
+            }
+        }
+    }
+
+    #[test]
+    fn fftshift_matches_numpy_on_small_rows() {
+        let row = |v: &[f32]| -> Vec<C32> { v.iter().map(|&r| C32::new(r, -r)).collect() };
+        // numpy.fft.fftshift([0, 1, 2, 3, 4]) == [3, 4, 0, 1, 2]; [0..6) → [3, 4, 5, 0, 1, 2].
+        let cases: [(&[f32], &[f32]); 2] = [
+            (&[0., 1., 2., 3., 4.], &[3., 4., 0., 1., 2.]),
+            (&[0., 1., 2., 3., 4., 5.], &[3., 4., 5., 0., 1., 2.]),
+        ];
+        for (input, want) in cases {
+            let mut out = vec![C32::default(); input.len()];
+            fftshift_rows(input.len(), &row(input), &mut out);
+            assert_eq!(out, row(want));
+        }
+    }
+
+    #[test]
+    fn fftshift_rows_matches_index_formula() {
+        let mut rng = Rng::new(11);
+        for row_len in [8, 7, 1] {
+            // Below the cut-off, and above it with a ragged last task.
+            let small = 5;
+            let large = 3 * rows_per_task(ELEMENTWISE_GRAIN, row_len) + 2;
+            assert!(small * row_len <= ELEMENTWISE_GRAIN && large * row_len > ELEMENTWISE_GRAIN);
+            for rows in [small, large] {
+                let x = rng.vec(rows * row_len);
+                let mut out = vec![C32::default(); x.len()];
+                fftshift_rows(row_len, &x, &mut out);
+                let mut want = vec![C32::default(); x.len()];
+                for r in 0..rows {
+                    for i in 0..row_len {
+                        want[r * row_len + (i + row_len / 2) % row_len] = x[r * row_len + i];
+                    }
+                }
+                assert!(out == want, "row_len {row_len}, rows {rows}");
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_matches_direct_indexing() {
+        let mut rng = Rng::new(12);
+        // Non-square shapes below the cut-off, then one above it (several bands, ragged edges).
+        let shapes = [(3, 5), (64, 33), (1, 7), (7, 1), (300, 129)];
+        const { assert!(300 * 129 > ELEMENTWISE_GRAIN && 64 * 33 <= ELEMENTWISE_GRAIN) };
+        for (rows, cols) in shapes {
+            let x = rng.vec(rows * cols);
+            let mut out = vec![C32::default(); x.len()];
+            transpose(rows, cols, &x, &mut out);
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(
+                        out[c * rows + r],
+                        x[r * cols + c],
+                        "{rows}×{cols} at ({r}, {c})"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The product by a triple loop in f64 with explicit re/im arithmetic.
+    fn gemm_ref(m: usize, k: usize, n: usize, a: &[C32], b: &[C32]) -> Vec<D> {
+        let mut out = vec![(0.0, 0.0); m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let (mut re, mut im) = (0.0, 0.0);
+                for p in 0..k {
+                    let (ar, ai) = d(a[i * k + p]);
+                    let (br, bi) = d(b[p * n + j]);
+                    re += ar * br - ai * bi;
+                    im += ar * bi + ai * br;
+                }
+                out[i * n + j] = (re, im);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn gemm_matches_triple_loop() {
+        let mut rng = Rng::new(13);
+        // The last shape has m·k·n = 84,000 MACs: several tasks of whole rows.
+        let shapes = [(7, 5, 3), (33, 17, 9), (1, 1, 1), (70, 40, 30)];
+        const { assert!(33 * 17 * 9 <= GEMM_GRAIN_MACS && 70 * 40 * 30 > 2 * GEMM_GRAIN_MACS) };
+        for (m, k, n) in shapes {
+            let a = rng.vec(m * k);
+            let b = rng.vec(k * n);
+            let mut out = vec![C32::new(9.0, 9.0); m * n]; // must be overwritten, not added to
+            gemm(m, k, n, &a, &b, &mut out);
+            let err = rel_err(&out, &gemm_ref(m, k, n, &a, &b));
+            assert!(err <= 1e-5, "{m}×{k}·{k}×{n}: rel err {err}");
+        }
+    }
+
+    #[test]
+    fn gemm_with_empty_inner_dimension_is_zero() {
+        let mut out = vec![C32::new(1.0, 1.0); 6];
+        gemm(2, 0, 3, &[], &[], &mut out);
+        assert!(out.iter().all(|&x| x == C32::default()));
+    }
+
+    /// Release builds only (the debug assertions fire first otherwise): wrong lengths must
+    /// neither panic nor write outside the given slices.
+    #[cfg(not(debug_assertions))]
+    #[test]
+    fn wrong_lengths_stay_in_bounds_in_release() {
+        let plans = FftPlans::new();
+        let x = Rng::new(3).vec(100);
+        let mut out = vec![C32::default(); 37];
+        let mut mag = vec![0.0f32; 37];
+        fft_rows(&plans, FftDirection::Forward, 8, &x, &mut out);
+        fft_rows(&plans, FftDirection::Forward, 0, &x, &mut out);
+        fft_rows_in_place(&plans, FftDirection::Inverse, 8, &mut out);
+        zip(ZipOp::Div, &x, &x[..10], &mut out);
+        conj(&x[..5], &mut out);
+        magnitude(&x, &mut mag);
+        fftshift_rows(8, &x, &mut out);
+        fftshift_rows(0, &x, &mut out);
+        transpose(10, 10, &x, &mut out);
+        transpose(usize::MAX, 2, &x, &mut out);
+        gemm(5, 4, 3, &x, &x[..7], &mut out);
+        gemm(5, 0, 3, &x, &x, &mut out);
+        scale(C32::new(2.0, 0.0), &mut out);
+    }
+}

@@ -1,0 +1,58 @@
+//! Independent references for the integration tests: a naive DFT in f64 and seeded signals.
+#![allow(dead_code)]
+
+use rimms::Complex32;
+
+/// Seeded values in [-1, 1) from a xorshift, so tests need no RNG crate.
+pub fn signal(len: usize, seed: u64) -> Vec<Complex32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    (0..len)
+        .map(|_| Complex32::new(next() as f32, next() as f32))
+        .collect()
+}
+
+/// Direct O(n²) DFT of every row of `n` points, in f64; inverse scaled by 1/n.
+pub fn dft_rows(x: &[Complex32], n: usize, inverse: bool) -> Vec<(f64, f64)> {
+    let sign = if inverse { 1.0 } else { -1.0 };
+    let scale = if inverse { 1.0 / n as f64 } else { 1.0 };
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(n) {
+        for k in 0..n {
+            let (mut re, mut im) = (0.0, 0.0);
+            for (j, v) in row.iter().enumerate() {
+                let angle = sign * 2.0 * std::f64::consts::PI * ((j * k) % n) as f64 / n as f64;
+                let (s, c) = angle.sin_cos();
+                re += v.re as f64 * c - v.im as f64 * s;
+                im += v.re as f64 * s + v.im as f64 * c;
+            }
+            out.push((re * scale, im * scale));
+        }
+    }
+    out
+}
+
+pub fn to_f64(x: &[Complex32]) -> Vec<(f64, f64)> {
+    x.iter().map(|v| (v.re as f64, v.im as f64)).collect()
+}
+
+pub fn to_c32(x: &[(f64, f64)]) -> Vec<Complex32> {
+    x.iter().map(|&(re, im)| Complex32::new(re as f32, im as f32)).collect()
+}
+
+/// Largest element error relative to the largest reference magnitude.
+pub fn rel_error(got: &[Complex32], want: &[(f64, f64)]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let peak = want.iter().map(|&(r, i)| r.hypot(i)).fold(0.0, f64::max);
+    let err = got
+        .iter()
+        .zip(want)
+        .map(|(g, &(r, i))| (g.re as f64 - r).hypot(g.im as f64 - i))
+        .fold(0.0, f64::max);
+    err / peak.max(f64::MIN_POSITIVE)
+}

@@ -1,0 +1,115 @@
+//! DESIGN.md's 2FFT and FZF chains on a sim device, in tracked and baseline modes: results
+//! against a direct DFT in f64, bytes moved asserted exactly.
+
+mod common;
+
+use common::{dft_rows, rel_error, signal, to_c32, to_f64};
+use rimms::{Complex32, Device, ExecMode, FftDirection, HeteData, Runtime, SimConfig, ZipOp};
+
+const N: usize = 256;
+const ROWS: usize = 4;
+const LEN: usize = N * ROWS;
+const BYTES: u64 = (LEN * 8) as u64;
+const DEV: Device = Device::Sim(0);
+
+fn runtime(mode: ExecMode) -> Runtime {
+    Runtime::builder()
+        .sim(SimConfig::default())
+        .mode(mode)
+        .build()
+        .expect("runtime")
+}
+
+/// FFT then inverse FFT on the device; returns the result and (bytes in, bytes out).
+fn two_fft(mode: ExecMode) -> (Vec<Complex32>, u64, u64, u64) {
+    let rt = runtime(mode);
+    let x = HeteData::from_slice(&rt, &signal(LEN, 1)).expect("x");
+    let mut spectrum = HeteData::alloc(&rt, LEN).expect("alloc");
+    let mut y = HeteData::alloc(&rt, LEN).expect("alloc");
+    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum).expect("fft");
+    rt.fft(DEV, FftDirection::Inverse, N, &spectrum, &mut y).expect("ifft");
+    let out = y.to_vec().expect("host");
+    let s = rt.stats();
+    (out, s.bytes("host", "sim0"), s.bytes("sim0", "host"), s.total_copies())
+}
+
+#[test]
+fn two_fft_returns_the_input_and_moves_the_minimum_when_tracked() {
+    let (y, to_dev, from_dev, copies) = two_fft(ExecMode::Tracked);
+    assert!(rel_error(&y, &to_f64(&signal(LEN, 1))) < 1e-4);
+    // x goes in once; only y comes back; the spectrum never leaves the device.
+    assert_eq!((to_dev, from_dev, copies), (BYTES, BYTES, 2));
+}
+
+#[test]
+fn two_fft_in_baseline_copies_every_argument_at_every_call() {
+    let (y, to_dev, from_dev, copies) = two_fft(ExecMode::Baseline);
+    assert!(rel_error(&y, &to_f64(&signal(LEN, 1))) < 1e-4);
+    // Each of the two calls copies its input in and its output out.
+    assert_eq!((to_dev, from_dev, copies), (2 * BYTES, 2 * BYTES, 4));
+}
+
+fn fzf(mode: ExecMode) -> (Vec<Complex32>, rimms::Stats) {
+    let rt = runtime(mode);
+    let x = HeteData::from_slice(&rt, &signal(LEN, 2)).expect("x");
+    let filter = HeteData::from_slice(&rt, &signal(LEN, 3)).expect("filter");
+    let mut spectrum = HeteData::alloc(&rt, LEN).expect("alloc");
+    let mut filtered = HeteData::alloc(&rt, LEN).expect("alloc");
+    let mut y = HeteData::alloc(&rt, LEN).expect("alloc");
+    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum).expect("fft");
+    rt.zip(DEV, ZipOp::Mul, &spectrum, &filter, &mut filtered).expect("zip");
+    rt.fft(DEV, FftDirection::Inverse, N, &filtered, &mut y).expect("ifft");
+    (y.to_vec().expect("host"), rt.stats())
+}
+
+fn fzf_reference() -> Vec<(f64, f64)> {
+    let spectrum = dft_rows(&signal(LEN, 2), N, false);
+    let filter = to_f64(&signal(LEN, 3));
+    let product: Vec<(f64, f64)> = spectrum
+        .iter()
+        .zip(&filter)
+        .map(|(&(a, b), &(c, d))| (a * c - b * d, a * d + b * c))
+        .collect();
+    dft_rows(&to_c32(&product), N, true)
+}
+
+#[test]
+fn fzf_matches_the_direct_dft_and_moves_the_minimum_when_tracked() {
+    let (y, s) = fzf(ExecMode::Tracked);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_eq!(s.bytes("host", "sim0"), 2 * BYTES, "x and the filter, once each");
+    assert_eq!(s.bytes("sim0", "host"), BYTES, "only y comes back");
+    assert_eq!(s.total_copies(), 3);
+    let fft = s.api("fft").expect("fft stats");
+    assert_eq!((fft.calls, fft.hits), (2, 1), "the inverse finds its input on the device");
+}
+
+#[test]
+fn fzf_in_baseline_moves_what_cedr_moves() {
+    let (y, s) = fzf(ExecMode::Baseline);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    // fft: x in, spectrum out; zip: spectrum and filter in, product out; ifft: product in, y out.
+    assert_eq!(s.bytes("host", "sim0"), 4 * BYTES);
+    assert_eq!(s.bytes("sim0", "host"), 3 * BYTES);
+    assert_eq!(s.total_copies(), 7);
+    // One device allocation per argument per call, all freed.
+    let sim = s.space("sim0").expect("sim0");
+    assert_eq!((sim.allocations, sim.frees, sim.in_use), (7, 7, 0));
+}
+
+#[test]
+fn fzf_on_the_cpu_moves_nothing() {
+    let rt = runtime(ExecMode::Tracked);
+    let x = HeteData::from_slice(&rt, &signal(LEN, 2)).expect("x");
+    let filter = HeteData::from_slice(&rt, &signal(LEN, 3)).expect("filter");
+    let (mut a, mut b, mut y) = (
+        HeteData::alloc(&rt, LEN).expect("alloc"),
+        HeteData::alloc(&rt, LEN).expect("alloc"),
+        HeteData::alloc(&rt, LEN).expect("alloc"),
+    );
+    rt.fft(Device::Cpu, FftDirection::Forward, N, &x, &mut a).expect("fft");
+    rt.zip(Device::Cpu, ZipOp::Mul, &a, &filter, &mut b).expect("zip");
+    rt.fft(Device::Cpu, FftDirection::Inverse, N, &b, &mut y).expect("ifft");
+    assert!(rel_error(y.host().expect("host"), &fzf_reference()) < 1e-4);
+    assert_eq!(rt.stats().total_copies(), 0);
+}
