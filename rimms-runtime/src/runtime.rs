@@ -128,6 +128,7 @@ impl RuntimeBuilder {
             pool: Pool::new("host", self.host_pool_bytes, self.granule)?,
             link: None,
             simulate: false,
+            fail_copies: false,
         }];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
@@ -139,6 +140,7 @@ impl RuntimeBuilder {
                         name: spec.name,
                         link: Some(spec.link),
                         simulate: spec.simulate,
+                        fail_copies: spec.fail_copies,
                     });
                     SpaceId((spaces.len() - 1) as u8)
                 }
@@ -174,6 +176,7 @@ pub(crate) struct SpaceEntry {
     /// Link to and from the host; `None` for the host itself.
     pub link: Option<LinkModel>,
     pub simulate: bool,
+    pub fail_copies: bool,
 }
 
 pub(crate) struct DeviceEntry {
@@ -375,6 +378,14 @@ impl Shared {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<()> {
+        if self.spaces[from.index()].fail_copies || self.spaces[to.index()].fail_copies {
+            return Err(Error::Transfer {
+                from: self.space_name(from).to_string(),
+                to: self.space_name(to).to_string(),
+                bytes: bytes.len(),
+                why: "injected copy fault".to_string(),
+            });
+        }
         let started = Instant::now();
         // SAFETY: both blocks hold the whole range (they were sized for the buffer or argument
         // the range lies in) and belong to different allocations, so they do not overlap.

@@ -19,6 +19,8 @@ pub(crate) struct SpaceSpec {
     pub link: LinkModel,
     /// Make copies over that link take the modelled time.
     pub simulate: bool,
+    /// Fault injection: every copy to or from this space fails.
+    pub fail_copies: bool,
 }
 
 /// How a device's kernels are run.
@@ -38,4 +40,7 @@ pub(crate) trait Backend: Send + Sync {
     fn check_fft(&self, points: usize) -> Result<(), String>;
     /// How its kernels run.
     fn executor(&self) -> Executor;
+    /// Reports how the kernel that just ran ended: where a real device reads its status
+    /// registers or stream error, and where a sim device injects a fault.
+    fn completion(&self) -> Result<(), String>;
 }

@@ -259,13 +259,13 @@ impl FragmentTable {
     }
 
     /// Records that a write by `space` over `frags` failed part-way: its copy can no longer be
-    /// trusted where another valid copy exists. Where `space` held the only copy, that copy is
-    /// all there is and stays.
+    /// trusted where another valid copy exists (or the zero mark can recreate it). Where
+    /// `space` held the only copy, that copy is all there is and stays.
     pub(crate) fn mark_failed(&mut self, frags: Range<usize>, space: SpaceId) {
         for frag in frags {
             let mut state = self.frags[frag];
             let others = SpaceSet(state.valid.0 & !space.bit());
-            if !others.is_empty() {
+            if !others.is_empty() || state.zero {
                 state.valid = others;
                 self.set(frag, state);
             }

@@ -175,6 +175,12 @@ fn a_failed_write_drops_the_untrusted_copy_unless_it_is_the_only_one() {
     assert_eq!(t.get(0), Some(state(&[HOST], Some(HOST), false)));
     t.mark_failed(0..2, HOST);
     assert_eq!(t.get(0), Some(state(&[HOST], Some(HOST), false)));
+    // Zero data can always be recreated by a fill: a failed write drops even the only copy.
+    let mut z = FragmentTable::new(1);
+    let plan = z.plan_acquire(&whole(1), DEV, Access::ReadWrite, flat);
+    z.commit_acquire(&plan);
+    z.mark_failed(0..1, DEV);
+    assert_eq!(z.get(0), Some(state(&[], Some(DEV), true)));
 }
 
 #[test]

@@ -279,6 +279,24 @@ impl<T: Pod> fmt::Debug for HeteData<T> {
     }
 }
 
+impl<T: Pod> fmt::Debug for HeteSlice<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeteSlice")
+            .field("offset", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<T: Pod> fmt::Debug for HeteSliceMut<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeteSliceMut")
+            .field("offset", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 fn check_rows(len: usize, row_len: usize) -> Result<()> {
     if row_len == 0 || len % row_len != 0 {
         return Err(Error::BadPieces {

@@ -110,7 +110,7 @@ fn tracked<const N: usize>(
         ptr: a.raw.ptr_in(space, a.start),
         len: a.len,
     });
-    let outcome = body(entry, ptrs);
+    let outcome = body(entry, ptrs).and_then(|()| completion(entry, api));
     for (arg, resident) in args.iter().zip(resident) {
         match (&outcome, arg.access.writes()) {
             // A resident write leaves the state exactly as it is (see `coherence::resident`).
@@ -171,6 +171,7 @@ fn baseline<const N: usize>(
             };
         }
         body(entry, ptrs)?;
+        completion(entry, api)?;
         for (arg, temp) in args.iter().zip(&temps) {
             if arg.access.writes() {
                 let reason = Reason::Baseline {
@@ -188,6 +189,14 @@ fn baseline<const N: usize>(
     }
     shared.counters.record_call(api.index(), false);
     staged
+}
+
+fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
+    entry.backend.completion().map_err(|why| Error::Kernel {
+        api: api.name(),
+        device: entry.backend.device().to_string(),
+        why,
+    })
 }
 
 fn host_ptr(arg: &Arg<'_>) -> NonNull<u8> {

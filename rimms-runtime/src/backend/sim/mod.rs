@@ -21,6 +21,11 @@ pub struct SimConfig {
     /// Largest FFT it accepts, like an FPGA IP core limited to 2,048 points; `None` for no
     /// limit.
     pub max_fft_points: Option<usize>,
+    /// Fault injection: every kernel on this device reports failure after it ran (its
+    /// outputs are then untrusted).
+    pub fail_kernels: bool,
+    /// Fault injection: every copy to or from this device fails.
+    pub fail_copies: bool,
 }
 
 impl Default for SimConfig {
@@ -30,6 +35,8 @@ impl Default for SimConfig {
             simulate_link: false,
             pool_bytes: 256 << 20,
             max_fft_points: None,
+            fail_kernels: false,
+            fail_copies: false,
         }
     }
 }
@@ -50,6 +57,7 @@ impl Backend for SimBackend {
             pool_bytes: self.config.pool_bytes,
             link: self.config.link,
             simulate: self.config.simulate_link,
+            fail_copies: self.config.fail_copies,
         })
     }
 
@@ -64,5 +72,13 @@ impl Backend for SimBackend {
 
     fn executor(&self) -> Executor {
         Executor::Host
+    }
+
+    fn completion(&self) -> Result<(), String> {
+        if self.config.fail_kernels {
+            Err("injected kernel fault".to_string())
+        } else {
+            Ok(())
+        }
     }
 }

@@ -1,0 +1,192 @@
+//! The protocol seen from outside: each transition through the public API, with the bytes and
+//! copies it must cost.
+
+mod common;
+
+use common::signal;
+use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig, SpaceSet, ZipOp};
+
+fn runtime() -> Runtime {
+    Runtime::builder()
+        .sim(SimConfig::default())
+        .sim(SimConfig::default())
+        .build()
+        .expect("runtime")
+}
+
+fn space(rt: &Runtime, d: Device) -> rimms::SpaceId {
+    rt.space_of(d).expect("device")
+}
+
+#[test]
+fn reading_fresh_data_on_a_device_fills_there_and_transfers_nothing() {
+    let rt = runtime();
+    let x = HeteData::<Complex32>::alloc(&rt, 4096).expect("alloc");
+    let mut y = HeteData::alloc(&rt, 4096).expect("alloc");
+    rt.conj(Device::Sim(0), &x, &mut y).expect("conj");
+    assert!(y.host().expect("host").iter().all(|v| *v == Complex32::new(0.0, 0.0)));
+    let s = rt.stats();
+    // Only y (written on sim0) comes back; x's zeros were filled on sim0, not sent.
+    assert_eq!(s.bytes("host", "sim0"), 0);
+    assert_eq!(s.bytes("sim0", "host"), 4096 * 8);
+    assert_eq!(s.space("sim0").expect("sim0").zero_fills, 1);
+    let st = x.fragment_state(0).expect("state");
+    assert!(st.zero && st.valid.contains(space(&rt, Device::Sim(0))));
+}
+
+#[test]
+fn write_discard_moves_nothing_even_over_newer_data_elsewhere() {
+    let rt = runtime();
+    let mut x = HeteData::from_slice(&rt, &signal(2048, 1)).expect("x");
+    rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut x).expect("scale");
+    rt.reset_stats();
+    // The newest bytes are on sim0; a host write-discard must not fetch them.
+    let fresh = signal(2048, 2);
+    x.host_write().expect("host").copy_from_slice(&fresh);
+    assert_eq!(rt.stats().total_copies(), 0);
+    assert_eq!(x.host().expect("host"), &fresh[..]);
+    assert_eq!(x.fragment_state(1).expect("state").valid, SpaceSet::only(rimms::SpaceId::HOST));
+}
+
+#[test]
+fn read_replicas_stay_valid_device_then_host_then_device_moves_once() {
+    let rt = runtime();
+    let x = HeteData::from_slice(&rt, &signal(1024, 3)).expect("x");
+    let mut y = HeteData::alloc(&rt, 1024).expect("y");
+    let mut z = HeteData::alloc(&rt, 1024).expect("z");
+    rt.conj(Device::Sim(0), &x, &mut y).expect("conj on sim0");
+    let _ = x.host().expect("host read");
+    rt.conj(Device::Sim(0), &x, &mut z).expect("conj on sim0 again");
+    let s = rt.stats();
+    assert_eq!(s.copies("host", "sim0"), 1, "x went to sim0 exactly once");
+    assert_eq!(s.bytes("host", "sim0"), 1024 * 8);
+    let both = SpaceSet::only(rimms::SpaceId::HOST).with(space(&rt, Device::Sim(0)));
+    assert_eq!(x.fragment_state(0).expect("state").valid, both);
+}
+
+#[test]
+fn device_written_data_read_on_host_then_device_again_moves_once_each_way() {
+    let rt = runtime();
+    let x = HeteData::from_slice(&rt, &signal(1024, 4)).expect("x");
+    let mut y = HeteData::alloc(&rt, 1024).expect("y");
+    let mut z = HeteData::alloc(&rt, 1024).expect("z");
+    rt.conj(Device::Sim(1), &x, &mut y).expect("y on sim1");
+    let _ = y.host().expect("host read");
+    rt.conj(Device::Sim(1), &y, &mut z).expect("read y on sim1 again");
+    let s = rt.stats();
+    assert_eq!(s.copies("sim1", "host"), 1);
+    assert_eq!(s.copies("host", "sim1"), 1, "only x; y is still valid on sim1");
+}
+
+#[test]
+fn contiguous_fragments_move_in_one_copy_and_gaps_split_copies() {
+    let rt = runtime();
+    let mut x = HeteData::from_slice(&rt, &signal(4096, 5)).expect("x");
+    x.fragment(1024).expect("fragment"); // 128 elements a fragment, 32 fragments
+    // Fragments 8..12 are rewritten on sim0; the rest stay host-only.
+    {
+        let mut mid = x.slice_mut(1024..1536).expect("view");
+        rt.scale(Device::Sim(0), Complex32::new(3.0, 0.0), &mut mid).expect("scale");
+    }
+    rt.reset_stats();
+    let mut y = HeteData::alloc(&rt, 4096).expect("y");
+    rt.conj(Device::Sim(1), &x, &mut y).expect("conj");
+    let s = rt.stats();
+    // Into sim1: host has 0..8 and 12..32 (two runs), sim0 has 8..12 (one run).
+    assert_eq!(s.copies("host", "sim1"), 2);
+    assert_eq!(s.bytes("host", "sim1"), (4096 - 512) * 8);
+    assert_eq!(s.copies("sim0", "sim1"), 1);
+    assert_eq!(s.bytes("sim0", "sim1"), 512 * 8);
+}
+
+#[test]
+fn rows_on_different_devices_move_only_the_rows_a_kernel_touches() {
+    let rt = runtime();
+    let rows = 8;
+    let n = 512; // 4 KiB a row: one fragment each
+    let mut x = HeteData::from_slice(&rt, &signal(rows * n, 6)).expect("x");
+    for (i, mut row) in x.rows_mut(n).expect("rows").into_iter().enumerate() {
+        let dev = if i % 2 == 0 { Device::Sim(0) } else { Device::Sim(1) };
+        rt.fft_in_place(dev, FftDirection::Forward, n, &mut row).expect("fft");
+    }
+    let s = rt.stats();
+    assert_eq!(s.bytes("host", "sim0"), (rows / 2 * n * 8) as u64);
+    assert_eq!(s.bytes("host", "sim1"), (rows / 2 * n * 8) as u64);
+    // Rows 0 and 2 back on the host: two rows' bytes from sim0, nothing else.
+    rt.reset_stats();
+    let _ = x.slice(0..3 * n).expect("view").host().expect("host");
+    let s = rt.stats();
+    assert_eq!(s.bytes("sim0", "host"), (2 * n * 8) as u64);
+    assert_eq!(s.bytes("sim1", "host"), (n * 8) as u64);
+}
+
+#[test]
+fn reset_zeroes_without_moving_or_freeing() {
+    let rt = runtime();
+    let mut x = HeteData::from_slice(&rt, &signal(1024, 7)).expect("x");
+    x.prefetch(Device::Sim(0)).expect("prefetch");
+    let before = rt.stats();
+    x.reset();
+    assert!(x.host().expect("host").iter().all(|v| *v == Complex32::new(0.0, 0.0)));
+    let after = rt.stats();
+    assert_eq!(after.total_copies(), before.total_copies());
+    assert_eq!(after.space("sim0").expect("sim0").in_use, before.space("sim0").expect("sim0").in_use);
+}
+
+#[test]
+fn prefetch_moves_ahead_and_the_kernel_then_hits() {
+    let rt = runtime();
+    let x = HeteData::from_slice(&rt, &signal(2048, 8)).expect("x");
+    let mut y = HeteData::alloc(&rt, 2048).expect("y");
+    y.prefetch(Device::Sim(0)).expect("prefetch y"); // zero: a fill, no transfer
+    x.prefetch(Device::Sim(0)).expect("prefetch x");
+    assert_eq!(rt.stats().bytes("host", "sim0"), 2048 * 8);
+    rt.conj(Device::Sim(0), &x, &mut y).expect("conj");
+    let conj = rt.stats().api("conj").cloned().expect("stats");
+    assert_eq!((conj.calls, conj.hits, conj.misses), (1, 1, 0));
+}
+
+#[test]
+fn owner_follows_the_last_writer() {
+    let rt = runtime();
+    let mut x = HeteData::from_slice(&rt, &signal(512, 9)).expect("x");
+    assert_eq!(x.fragment_state(0).expect("state").owner, Some(rimms::SpaceId::HOST));
+    rt.scale(Device::Sim(1), Complex32::new(1.0, 1.0), &mut x).expect("scale");
+    let st = x.fragment_state(0).expect("state");
+    assert_eq!(st.owner, Some(space(&rt, Device::Sim(1))));
+    assert!(!st.zero);
+}
+
+#[test]
+fn changing_the_fragment_size_keeps_contents_and_gathers_only_when_needed() {
+    let rt = runtime();
+    let data = signal(4096, 10);
+    let mut x = HeteData::from_slice(&rt, &data).expect("x");
+    x.fragment(512).expect("split");
+    assert_eq!(x.fragment_count(), 64);
+    {
+        let mut part = x.slice_mut(0..64).expect("first fragment");
+        rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut part).expect("scale");
+    }
+    rt.reset_stats();
+    x.fragment(8192).expect("merge");
+    // The first new fragment mixed sim0-only and host-only data: gathered on the host.
+    assert_eq!(rt.stats().bytes("sim0", "host"), 64 * 8);
+    let mut want = data.clone();
+    want[..64].iter_mut().for_each(|v| *v *= 2.0);
+    assert_eq!(x.host().expect("host"), &want[..]);
+    x.validate().expect("all copies agree");
+}
+
+#[test]
+fn validate_accepts_every_consistent_state() {
+    let rt = runtime();
+    let x = HeteData::from_slice(&rt, &signal(3000, 11)).expect("x");
+    let mut y = HeteData::alloc(&rt, 3000).expect("y");
+    y.validate().expect("fresh");
+    rt.zip(Device::Sim(0), ZipOp::Add, &x, &x, &mut y).expect("zip");
+    let _ = y.host().expect("host");
+    x.prefetch(Device::Sim(1)).expect("prefetch");
+    x.validate().expect("x on three spaces");
+    y.validate().expect("y on two");
+}
