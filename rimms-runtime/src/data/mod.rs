@@ -566,3 +566,42 @@ impl<T: Pod> HeteSliceMut<'_, T> {
         self.raw
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimConfig;
+    use num_complex::Complex32;
+
+    #[test]
+    fn validate_names_a_copy_changed_behind_the_runtimes_back() {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("runtime");
+        let values = vec![Complex32::new(1.0, 2.0); 1024];
+        let x = HeteData::from_slice(&rt, &values).expect("x");
+        x.prefetch(Device::Sim(0)).expect("prefetch");
+        x.validate().expect("both copies agree");
+        let sim = rt.space_of(Device::Sim(0)).expect("sim0");
+        // Fragment 1 starts at byte 4096: poke a byte of it in sim0's copy only.
+        // SAFETY: the sim0 block holds the whole 8 KiB buffer.
+        unsafe { *x.raw.ptr_in(sim, 4096 + 3) ^= 0xff };
+        let err = x.validate().unwrap_err();
+        assert!(
+            matches!(&err, Error::Diverged { fragment: 1, start: 4096, end: 8192, first, second }
+                if first == "host" && second == "sim0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn validate_checks_materialised_zeros() {
+        let rt = Runtime::new().expect("runtime");
+        let x = HeteData::<u32>::alloc(&rt, 16).expect("x");
+        x.host().expect("fill on the host");
+        // SAFETY: the host block holds the 64-byte buffer.
+        unsafe { *x.raw.ptr_in(SpaceId::HOST, 0) = 7 };
+        assert!(matches!(x.validate(), Err(Error::Diverged { fragment: 0, .. })));
+    }
+}
