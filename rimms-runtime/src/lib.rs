@@ -19,7 +19,7 @@ pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
-pub use kernel::{Api, FftDirection, ZipOp};
+pub use kernel::{Api, FftDirection, HostArg, KernelArg, ZipOp};
 pub use num_complex::Complex32;
 pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
 pub use space::{LinkModel, SpaceId, SpaceSet};

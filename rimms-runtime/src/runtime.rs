@@ -6,7 +6,7 @@
 use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::Backend;
+use crate::backend::{Backend, Executor};
 use crate::error::{Error, Result};
 use crate::kernel::Api;
 use crate::space::{LinkModel, Pool, SpaceId, MAX_SPACES};
@@ -145,7 +145,12 @@ impl RuntimeBuilder {
                     SpaceId((spaces.len() - 1) as u8)
                 }
             };
-            devices.push(DeviceEntry { space, backend });
+            devices.push(DeviceEntry {
+                device: backend.device(),
+                space,
+                executor: backend.executor(),
+                backend,
+            });
         }
         let trace = self
             .trace
@@ -179,8 +184,12 @@ pub(crate) struct SpaceEntry {
     pub fail_copies: bool,
 }
 
+/// A device as dispatch sees it: what the hot path needs is copied out of the backend once,
+/// so a call makes no virtual call before its kernel.
 pub(crate) struct DeviceEntry {
+    pub device: Device,
     pub space: SpaceId,
+    pub executor: Executor,
     pub backend: Box<dyn Backend>,
 }
 
@@ -214,7 +223,7 @@ impl Runtime {
         self.shared
             .devices
             .iter()
-            .map(|d| d.backend.device())
+            .map(|d| d.device)
             .collect()
     }
 
@@ -328,13 +337,13 @@ impl Shared {
             Device::Sim(n) => 1 + usize::from(n),
         };
         match self.devices.get(index) {
-            Some(entry) if entry.backend.device() == device => Ok(entry),
+            Some(entry) if entry.device == device => Ok(entry),
             _ => Err(Error::NoDevice {
                 device: device.to_string(),
                 available: self
                     .devices
                     .iter()
-                    .map(|d| d.backend.device().to_string())
+                    .map(|d| d.device.to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
             }),

@@ -71,6 +71,7 @@ impl RawBuffer {
 
     /// Address of byte `offset` of this buffer in `space`. Only meaningful after an acquire in
     /// that space (or a resident check) succeeded.
+    #[inline]
     pub(crate) fn ptr_in(&self, space: SpaceId, offset: usize) -> *mut u8 {
         self.ptrs[space.index()]
             .load(Ordering::Acquire)

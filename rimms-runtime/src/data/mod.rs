@@ -184,6 +184,13 @@ impl<T: Pod> HeteData<T> {
         self.raw.fragment_state(index)
     }
 
+    /// Whether an access of `access` mode in `space` would find the whole buffer in place and
+    /// need no work at all: the lock-free check every kernel call starts with.
+    #[inline]
+    pub fn is_resident(&self, space: SpaceId, access: Access) -> bool {
+        self.raw.resident(space, access)
+    }
+
     /// Reads on the host: brings every fragment's newest bytes to host memory first.
     #[doc(alias = "hete_Sync")]
     pub fn host(&self) -> Result<&[T]> {
@@ -561,8 +568,12 @@ impl<T: Pod> Output<T> for HeteSliceMut<'_, T> {
     }
 }
 
-impl<T: Pod> HeteSliceMut<'_, T> {
+impl<'a, T: Pod> HeteSliceMut<'a, T> {
     pub(crate) fn raw(&self) -> &RawBuffer {
+        self.raw
+    }
+
+    pub(crate) fn into_raw(self) -> &'a RawBuffer {
         self.raw
     }
 }

@@ -41,6 +41,16 @@ impl Api {
         Api { name, index }
     }
 
+    /// A program's own API, for [`crate::Runtime::launch_host`]. Its calls are not yet
+    /// counted per API (registration with counters comes with `#[rimms::api]`); its
+    /// transfers are, per link.
+    pub const fn custom(name: &'static str) -> Api {
+        Api {
+            name,
+            index: usize::MAX,
+        }
+    }
+
     /// The API's name.
     pub fn name(&self) -> &'static str {
         self.name

@@ -92,7 +92,7 @@ impl Runtime {
             write("output", &output, Access::Write),
         ];
         self.launch(device, Api::FFT, args, |dev, [x, y]: [ArgPtr; 2]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: `input` is read, `output` written and borrowed mutably by the caller,
                 // so they cannot overlap; both were acquired in the device's host-addressable
                 // space.
@@ -116,7 +116,7 @@ impl Runtime {
         self.check_fft(device, points, data.len())?;
         let args = [write("data", &data, Access::ReadWrite)];
         self.launch(device, Api::FFT, args, |dev, [x]: [ArgPtr; 1]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: the only argument, acquired read-write in a host-addressable space.
                 Executor::Host => unsafe {
                     kernels::fft_rows_in_place(&self.shared().fft, dir, points, x.slice_mut())
@@ -144,7 +144,7 @@ impl Runtime {
             write("out", &out, Access::Write),
         ];
         self.launch(device, Api::ZIP, args, |dev, [a, b, o]: [ArgPtr; 3]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: `out` is borrowed mutably by the caller, so it overlaps neither input.
                 Executor::Host => unsafe { kernels::zip(op, a.slice(), b.slice(), o.slice_mut()) },
             }
@@ -163,7 +163,7 @@ impl Runtime {
         same_len(Api::CONJ, device, ["input", "out"], [input.len(), out.len()])?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::CONJ, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: as in `zip`.
                 Executor::Host => unsafe { kernels::conj(x.slice(), o.slice_mut()) },
             }
@@ -182,7 +182,7 @@ impl Runtime {
         same_len(Api::MAGNITUDE, device, ["input", "out"], [input.len(), out.len()])?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::MAGNITUDE, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: as in `zip`.
                 Executor::Host => unsafe { kernels::magnitude(x.slice(), o.slice_mut()) },
             }
@@ -208,7 +208,7 @@ impl Runtime {
         )?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::FFTSHIFT, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: as in `zip`.
                 Executor::Host => unsafe {
                     kernels::fftshift_rows(row_len, x.slice(), o.slice_mut())
@@ -237,7 +237,7 @@ impl Runtime {
         )?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::TRANSPOSE, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: as in `zip`.
                 Executor::Host => unsafe {
                     kernels::transpose(rows, cols, x.slice(), o.slice_mut())
@@ -252,7 +252,7 @@ impl Runtime {
         let data = data.output();
         let args = [write("data", &data, Access::ReadWrite)];
         self.launch(device, Api::SCALE, args, |dev, [x]: [ArgPtr; 1]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: the only argument, acquired read-write.
                 Executor::Host => unsafe { kernels::scale(factor, x.slice_mut()) },
             }
@@ -285,7 +285,7 @@ impl Runtime {
         })?;
         let args = [read("a", &a), read("b", &b), write("c", &c, Access::Write)];
         self.launch(device, Api::GEMM, args, |dev, [a, b, o]: [ArgPtr; 3]| {
-            match dev.backend.executor() {
+            match dev.executor {
                 // SAFETY: as in `zip`.
                 Executor::Host => unsafe {
                     kernels::gemm(m, k, n, a.slice(), b.slice(), o.slice_mut())

@@ -92,9 +92,10 @@ fn tracked<const N: usize>(
 ) -> Result<()> {
     let space = entry.space;
     let resident = args.map(|a| a.raw.resident(space, a.access));
+    let all_resident = resident.iter().all(|&r| r);
     // A hit is a call for which nothing moved or was filled.
     let mut hit = true;
-    if !resident.iter().all(|&r| r) {
+    if !all_resident {
         for (arg, _) in args.iter().zip(resident).filter(|(_, r)| !r) {
             let reason = Reason::Kernel {
                 api: api.name(),
@@ -111,12 +112,15 @@ fn tracked<const N: usize>(
         len: a.len,
     });
     let outcome = body(entry, ptrs).and_then(|()| completion(entry, api));
-    for (arg, resident) in args.iter().zip(resident) {
-        match (&outcome, arg.access.writes()) {
-            // A resident write leaves the state exactly as it is (see `coherence::resident`).
-            (Ok(()), true) if !resident => arg.raw.mark_written(arg.start, arg.len, space),
-            (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, space),
-            _ => {}
+    // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
+    // call that found everything in place and succeeded has nothing to record.
+    if !all_resident || outcome.is_err() {
+        for (arg, resident) in args.iter().zip(resident) {
+            match (&outcome, arg.access.writes()) {
+                (Ok(()), true) if !resident => arg.raw.mark_written(arg.start, arg.len, space),
+                (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, space),
+                _ => {}
+            }
         }
     }
     shared.counters.record_call(api.index(), hit);
@@ -191,12 +195,16 @@ fn baseline<const N: usize>(
     staged
 }
 
+#[inline]
 fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
-    entry.backend.completion().map_err(|why| Error::Kernel {
-        api: api.name(),
-        device: entry.backend.device().to_string(),
-        why,
-    })
+    match entry.backend.completion() {
+        Ok(()) => Ok(()),
+        Err(why) => Err(Error::Kernel {
+            api: api.name(),
+            device: entry.device.to_string(),
+            why,
+        }),
+    }
 }
 
 fn host_ptr(arg: &Arg<'_>) -> NonNull<u8> {

@@ -8,8 +8,10 @@
 
 mod api;
 mod builtin;
+mod custom;
 mod dispatch;
 mod ops;
 
 pub use api::Api;
+pub use custom::{HostArg, KernelArg};
 pub use ops::{FftDirection, ZipOp};

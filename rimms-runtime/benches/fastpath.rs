@@ -1,0 +1,66 @@
+//! The cost of the fast path: the resident check alone, and a whole kernel dispatch whose three
+//! arguments are already where it runs (the kernel body does nothing, so what is timed is the
+//! runtime). Goal: dispatch at most 50 ns median.
+//!
+//! `cargo bench -p rimms-runtime --bench fastpath`
+
+use divan::{black_box, Bencher};
+use num_complex::Complex32;
+use rimms_runtime::{Access, Api, Device, HeteData, KernelArg, Runtime, SpaceId};
+
+fn main() {
+    divan::main();
+}
+
+fn resident_buffers(rt: &Runtime) -> [HeteData<Complex32>; 3] {
+    let make = || {
+        let mut x = HeteData::<Complex32>::alloc(rt, 1024).expect("alloc");
+        x.host_write().expect("host").fill(Complex32::new(1.0, 0.0));
+        x
+    };
+    [make(), make(), make()]
+}
+
+#[divan::bench]
+fn resident_check(bencher: Bencher) {
+    let rt = Runtime::new().expect("runtime");
+    let [x, ..] = resident_buffers(&rt);
+    bencher.bench_local(|| black_box(&x).is_resident(black_box(SpaceId::HOST), Access::Read));
+}
+
+#[divan::bench]
+fn dispatch_noop_three_resident_args(bencher: Bencher) {
+    let rt = Runtime::new().expect("runtime");
+    let [a, b, mut c] = resident_buffers(&rt);
+    const NOOP: Api = Api::custom("noop");
+    bencher.bench_local(|| {
+        rt.launch_host(
+            black_box(Device::Cpu),
+            NOOP,
+            [
+                KernelArg::read("a", &a),
+                KernelArg::read("b", &b),
+                KernelArg::write::<Complex32>("c", &mut c),
+            ],
+            |args| {
+                black_box(args);
+            },
+        )
+    });
+}
+
+#[divan::bench]
+fn dispatch_builtin_zip_one_element_resident(bencher: Bencher) {
+    let rt = Runtime::new().expect("runtime");
+    let x = HeteData::from_slice(&rt, &[Complex32::new(1.0, 2.0)]).expect("x");
+    let mut y = HeteData::from_slice(&rt, &[Complex32::new(0.0, 0.0)]).expect("y");
+    bencher.bench_local(|| {
+        rt.zip(
+            black_box(Device::Cpu),
+            rimms_runtime::ZipOp::Mul,
+            &x,
+            &x,
+            &mut y,
+        )
+    });
+}

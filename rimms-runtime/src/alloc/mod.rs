@@ -1,0 +1,115 @@
+//! Unit allocators: hand out runs of contiguous *units* from a pool of `capacity` units.
+//!
+//! A unit is whatever the pool decides it is (a fragment or granule, typically 4 KiB); the
+//! pool maps units to bytes and owns alignment. The allocators here only know unit indices,
+//! so the same code serves the host mmap pool, one big device allocation and the FPGA's
+//! u-dma-buf alike.
+//!
+//! Two implementations of [`UnitAllocator`] live here:
+//!
+//! - [`NfAllocator`], the node–fragment allocator the runtime uses;
+//! - [`BitsetAllocator`], a flat bitmap with a first-fit word scan, kept as the measured
+//!   baseline (`cargo bench -p rimms-runtime --bench alloc` runs both side by side).
+//!
+//! # Why the NF design
+//!
+//! The runtime allocates in frame loops: the same few sizes, again and again, on pools that
+//! may hold millions of fragments and are often nearly full. A flat bitmap scanned from unit 0
+//! gets slower exactly when it matters (a full pool means a long scan over allocated words),
+//! and its cost grows with the pool. NF keeps the per-call cost flat:
+//!
+//! - **Cache-line nodes.** Units are grouped in nodes of 512; a node's free map is 512 bits,
+//!   exactly one 64-byte cache line (`#[repr(C, align(64))]`). Finding or checking a run
+//!   inside a node touches one line, and nodes never share a line, so a node is the natural
+//!   unit of both search and (later) of per-node bookkeeping. The per-node header (free
+//!   count, an upper bound on the longest free run, the node's length) lives in a separate
+//!   dense array: the search reads headers of many nodes but maps of only the one it picks,
+//!   so keeping headers apart packs ten or more of them in a line instead of one.
+//! - **A summary level.** Two hierarchical bitsets over the nodes ("has room", "fully free"),
+//!   each with upper levels of one bit per non-zero word below. Finding the next node with
+//!   room, or the next fully free node, is a trailing-zero count per level: two levels cover
+//!   4,096 nodes (2 M units), three cover 262,144 nodes (128 M units), so the lookup is O(1)
+//!   in practice and never walks the node array.
+//! - **A roving next-fit cursor.** Searches start at the node of the last allocation and wrap.
+//!   In a frame loop that allocates and frees the same sizes, the node that just served a
+//!   request usually has room for the next one, so the summary lookup ends at its first word
+//!   and the node's map is already in cache. First-fit from 0 would instead keep re-scanning
+//!   the crowded front of the pool.
+//!
+//! # When NF refuses
+//!
+//! NF trades a little packing for speed: a run never straddles a node boundary unless it
+//! starts at one and uses whole free nodes. Precisely, `alloc(units)` returns `None` iff
+//!
+//! - `units == 0`, or
+//! - `1 <= units < 512` and no node holds `units` contiguous free units inside itself, or
+//! - `units >= 512` and there is no node `s` with `s * 512 + units <= capacity` such that the
+//!   `ceil(units / 512)` nodes `s, s + 1, ...` are all fully free (every unit of each, up to
+//!   `capacity`, free). The allocation marks exactly `units` units, so the tail of its last
+//!   node stays usable by smaller requests.
+//!
+//! [`BitsetAllocator`] refuses only when no run of `units` free units exists anywhere.
+//! Both report [`UnitAllocator::largest_free_run`] as the true longest free run of the pool,
+//! which for NF can exceed what it is willing to hand out in one piece.
+
+mod bitset;
+mod levels;
+mod nf;
+
+pub use bitset::BitsetAllocator;
+pub use nf::NfAllocator;
+
+/// Why a free was refused. A refused free changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FreeError {
+    /// A zero-length free: no allocation has zero units, so this is always a caller bug.
+    #[error("free of zero units at unit {start}")]
+    ZeroUnits { start: usize },
+    /// The range `start..start + units` does not lie inside the pool.
+    #[error("free of units {start}..{start}+{units} is outside the pool of {capacity} units")]
+    OutOfRange {
+        start: usize,
+        units: usize,
+        capacity: usize,
+    },
+    /// `unit` (the first such unit of the range) is already free: a double free, or a range
+    /// that was never allocated as a whole.
+    #[error("free of unit {unit}, which is not allocated")]
+    NotAllocated { unit: usize },
+}
+
+/// An allocator of contiguous runs of units from a fixed pool.
+pub trait UnitAllocator {
+    /// A pool of `capacity` units, all free.
+    fn with_capacity(capacity: usize) -> Self
+    where
+        Self: Sized;
+    /// First unit of `units` contiguous free units, now allocated; `None` if no such run
+    /// exists (then nothing changed). `units == 0` returns `None`.
+    fn alloc(&mut self, units: usize) -> Option<usize>;
+    /// Frees a run previously returned by `alloc` (exactly that run). A range that is out of
+    /// bounds or not fully allocated is refused with an error and changes nothing.
+    fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError>;
+    /// Number of units in the pool.
+    fn capacity(&self) -> usize;
+    /// Number of units currently free.
+    fn free_units(&self) -> usize;
+    /// Length of the longest free run (used to say "largest free block" in exhaustion
+    /// errors). May be O(capacity).
+    fn largest_free_run(&self) -> usize;
+}
+
+/// Validates the bounds of a free; shared so both allocators refuse in the same words.
+fn check_range(start: usize, units: usize, capacity: usize) -> Result<usize, FreeError> {
+    if units == 0 {
+        return Err(FreeError::ZeroUnits { start });
+    }
+    match start.checked_add(units) {
+        Some(end) if end <= capacity => Ok(end),
+        _ => Err(FreeError::OutOfRange {
+            start,
+            units,
+            capacity,
+        }),
+    }
+}

@@ -1,0 +1,521 @@
+//! The node–fragment (NF) allocator. The design and its refusal rule are described in the
+//! [module documentation](super).
+
+use super::bitset::{find_run, first_one_in, for_each_mask, longest_run, next_zero, run_start};
+use super::levels::Levels;
+use super::{check_range, FreeError, UnitAllocator};
+
+/// Units per node: one 64-byte cache line of free bits.
+const NODE_UNITS: usize = 512;
+const NODE_WORDS: usize = NODE_UNITS / 64;
+
+/// A node's free map, set = free. Aligned to a cache line so that a node's whole map is one
+/// line and no two nodes share one (no false sharing when the runtime later touches nodes
+/// from different threads, and one miss at most per node inspected).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct NodeMap([u64; NODE_WORDS]);
+
+/// Per-node bookkeeping, kept apart from the maps so the search can read many headers per
+/// cache line without pulling in maps it will not use.
+#[derive(Clone, Copy, Debug)]
+struct NodeHeader {
+    /// Free units in the node.
+    free: u16,
+    /// Units in the node: 512, except for a pool's partial last node.
+    len: u16,
+    /// An upper bound on the node's longest free run. Lowered to the exact value when a
+    /// search in the node fails, raised when a free merges runs; lets repeated multi-unit
+    /// searches skip nodes that are fragmented without rescanning their maps.
+    max_run: u16,
+    /// Bit `w` set iff word `w` of the map has a free unit. A single-unit alloc reads it
+    /// instead of testing the map's words in turn: that loop's exit depends on where the
+    /// last frees landed, and the branch mispredicts as often as not.
+    words: u8,
+}
+
+impl NodeHeader {
+    fn new(len: u16) -> Self {
+        let words = (usize::from(len).div_ceil(64) as u32).min(NODE_WORDS as u32);
+        Self {
+            free: len,
+            len,
+            max_run: len,
+            // A mask of the low `words` bits; at most 8 of them.
+            words: ((1u32 << words) - 1) as u8,
+        }
+    }
+}
+
+/// Which words of `map` have a free unit.
+#[inline]
+fn word_mask(map: &[u64; NODE_WORDS]) -> u8 {
+    map.iter()
+        .enumerate()
+        .fold(0u8, |m, (i, &w)| m | (u8::from(w != 0) << i))
+}
+
+/// Node–fragment allocator: 512-unit cache-line nodes, a hierarchical summary of which nodes
+/// have room or are fully free, and a next-fit cursor. See the [module docs](super).
+#[derive(Clone)]
+pub struct NfAllocator {
+    capacity: usize,
+    free: usize,
+    maps: Vec<NodeMap>,
+    headers: Vec<NodeHeader>,
+    /// Nodes with at least one free unit.
+    room: Levels,
+    /// Nodes whose every unit is free.
+    whole: Levels,
+    /// Node of the last allocation; searches start here and wrap.
+    cursor: usize,
+}
+
+impl std::fmt::Debug for NfAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NfAllocator")
+            .field("capacity", &self.capacity)
+            .field("free_units", &self.free)
+            .field("nodes", &self.headers.len())
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NfAllocator {
+    /// Books `n` units of `node` as taken (its bits and word mask already updated).
+    #[inline]
+    fn take(&mut self, node: usize, n: usize) {
+        let h = &mut self.headers[node];
+        let was_whole = h.free == h.len;
+        // `n <= free <= 512`: the bits were free, so the cast and subtraction are exact.
+        h.free -= n as u16;
+        if h.free == 0 || was_whole {
+            self.sync_summary(node);
+        }
+        self.free -= n;
+    }
+
+    /// Books `lo..hi` of `node` as given back (its bits and word mask already updated).
+    #[inline]
+    fn give(&mut self, node: usize, lo: usize, hi: usize) {
+        let h = &mut self.headers[node];
+        let was_empty = h.free == 0;
+        h.free += (hi - lo) as u16;
+        let whole = h.free == h.len;
+        if whole {
+            h.max_run = h.len;
+        } else if h.max_run < h.free {
+            // The freed run may have merged with its neighbours, and only that merged run
+            // can exceed the old bound. Only nodes where a multi-unit search failed get here.
+            self.raise_max_run(node, lo, hi);
+        }
+        if was_empty || whole {
+            self.sync_summary(node);
+        }
+        self.free += hi - lo;
+    }
+
+    /// Brings `room` and `whole` in line with `node`'s free count. Needed only when the count
+    /// reaches or leaves 0 or the node's length, which in steady state is rare: kept out of
+    /// line so the single-unit paths stay small.
+    #[cold]
+    #[inline(never)]
+    fn sync_summary(&mut self, node: usize) {
+        let h = self.headers[node];
+        if h.free == 0 {
+            self.room.remove(node);
+        } else {
+            self.room.insert(node);
+        }
+        if h.free == h.len {
+            self.whole.insert(node);
+        } else {
+            self.whole.remove(node);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn raise_max_run(&mut self, node: usize, lo: usize, hi: usize) {
+        let map = &self.maps[node].0;
+        // The run through `lo..hi`; at most NODE_UNITS long, so the cast is exact.
+        let merged = (next_zero(map, hi, NODE_UNITS) - run_start(map, lo)) as u16;
+        let h = &mut self.headers[node];
+        h.max_run = h.max_run.max(merged);
+    }
+
+    #[inline]
+    fn alloc_one(&mut self) -> Option<usize> {
+        // Next fit: the cursor's node usually still has room, and its header says so without
+        // a look at the summary.
+        match self.headers.get(self.cursor) {
+            Some(h) if h.free != 0 => self.take_one(self.cursor),
+            _ => self.alloc_one_elsewhere(),
+        }
+    }
+
+    /// The cursor's node is full: the summary finds the next node with room, wrapping.
+    #[inline(never)]
+    fn alloc_one_elsewhere(&mut self) -> Option<usize> {
+        let node = match self.room.next_set(self.cursor) {
+            Some(node) => node,
+            None => self.room.next_set(0)?,
+        };
+        self.cursor = node;
+        self.take_one(node)
+    }
+
+    /// Takes the lowest free unit of `node`, which has room.
+    #[inline]
+    fn take_one(&mut self, node: usize) -> Option<usize> {
+        let h = self.headers.get_mut(node)?;
+        // The node has room, so its word mask is non-zero and `w < NODE_WORDS`.
+        let w = h.words.trailing_zeros() as usize;
+        let word = self.maps.get_mut(node)?.0.get_mut(w)?;
+        let bit = word.trailing_zeros() as usize;
+        *word &= *word - 1;
+        h.words &= !(u8::from(*word == 0) << w);
+        self.take(node, 1);
+        Some(node * NODE_UNITS + w * 64 + bit)
+    }
+
+    /// Every request but a single unit.
+    #[inline(never)]
+    fn alloc_run(&mut self, units: usize) -> Option<usize> {
+        match units {
+            0 => None,
+            1 => self.alloc_one(),
+            u if u < NODE_UNITS => self.alloc_in_node(u),
+            u => self.alloc_nodes(u),
+        }
+    }
+
+    /// `2..NODE_UNITS` units from a single node.
+    fn alloc_in_node(&mut self, units: usize) -> Option<usize> {
+        let nodes = self.headers.len();
+        for (from, to) in [(self.cursor, nodes), (0, self.cursor)] {
+            let mut p = from;
+            while let Some(node) = self.room.next_set(p) {
+                if node >= to {
+                    break;
+                }
+                // `max_run <= free`, so this also skips nodes with too few free units.
+                if usize::from(self.headers[node].max_run) >= units {
+                    match find_run(&self.maps[node].0, units) {
+                        Ok(off) => {
+                            let map = &mut self.maps[node].0;
+                            for_each_mask(off, units, |w, m| map[w] &= !m);
+                            self.headers[node].words = word_mask(map);
+                            self.take(node, units);
+                            self.cursor = node;
+                            return Some(node * NODE_UNITS + off);
+                        }
+                        // Every run was measured: this is the node's exact longest run.
+                        Err(longest) => self.headers[node].max_run = longest as u16,
+                    }
+                }
+                p = node + 1;
+            }
+        }
+        None
+    }
+
+    /// `NODE_UNITS` or more units: whole free nodes from a node boundary.
+    fn alloc_nodes(&mut self, units: usize) -> Option<usize> {
+        let k = units.div_ceil(NODE_UNITS);
+        let nodes = self.headers.len();
+        for (from, to) in [(self.cursor, nodes), (0, self.cursor)] {
+            let mut p = from;
+            while let Some(s) = self.whole.next_set(p) {
+                // `s < nodes`, so `s * NODE_UNITS < capacity`; a later start fits even less.
+                if s >= to || self.capacity - s * NODE_UNITS < units {
+                    break;
+                }
+                let run = self.whole.run_len(s, k);
+                if run >= k {
+                    self.commit_nodes(s, units);
+                    return Some(s * NODE_UNITS);
+                }
+                // Node `s + run` is not fully free: resume after it.
+                p = s + run + 1;
+            }
+        }
+        None
+    }
+
+    /// Marks `units` units from the start of fully free node `s` as taken.
+    fn commit_nodes(&mut self, s: usize, units: usize) {
+        let mut left = units;
+        let mut node = s;
+        while left > 0 {
+            let n = left.min(NODE_UNITS);
+            let map = &mut self.maps[node].0;
+            for_each_mask(0, n, |w, m| map[w] &= !m);
+            self.headers[node].words = word_mask(map);
+            self.take(node, n);
+            left -= n;
+            node += 1;
+        }
+        self.cursor = node - 1;
+    }
+
+    /// Frees any range: the general (and error) path of `free`.
+    #[inline(never)]
+    fn free_range(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
+        let end = check_range(start, units, self.capacity)?;
+        let first = start / NODE_UNITS;
+        let last = (end - 1) / NODE_UNITS;
+        // The part of `start..end` inside `node`, as offsets in the node.
+        let chunk = |node: usize| {
+            let base = node * NODE_UNITS;
+            (start.max(base) - base, end.min(base + NODE_UNITS) - base)
+        };
+        // Validate every node before touching any, so a refused free changes nothing.
+        for node in first..=last {
+            let (lo, hi) = chunk(node);
+            if let Some(off) = first_one_in(&self.maps[node].0, lo, hi - lo) {
+                return Err(FreeError::NotAllocated {
+                    unit: node * NODE_UNITS + off,
+                });
+            }
+        }
+        for node in first..=last {
+            let (lo, hi) = chunk(node);
+            let map = &mut self.maps[node].0;
+            for_each_mask(lo, hi - lo, |w, m| map[w] |= m);
+            self.headers[node].words = word_mask(map);
+            self.give(node, lo, hi);
+        }
+        Ok(())
+    }
+}
+
+impl UnitAllocator for NfAllocator {
+    fn with_capacity(capacity: usize) -> Self {
+        let nodes = capacity.div_ceil(NODE_UNITS);
+        let mut maps = vec![NodeMap([u64::MAX; NODE_WORDS]); nodes];
+        let mut headers = vec![NodeHeader::new(NODE_UNITS as u16); nodes];
+        let tail = capacity % NODE_UNITS;
+        if tail != 0 {
+            // The partial last node: bits past `capacity` stay clear (not free) forever.
+            if let (Some(map), Some(h)) = (maps.last_mut(), headers.last_mut()) {
+                map.0 = [0; NODE_WORDS];
+                for_each_mask(0, tail, |w, m| map.0[w] |= m);
+                *h = NodeHeader::new(tail as u16);
+            }
+        }
+        Self {
+            capacity,
+            free: capacity,
+            maps,
+            headers,
+            room: Levels::new(nodes, true),
+            whole: Levels::new(nodes, true),
+            cursor: 0,
+        }
+    }
+
+    #[inline]
+    fn alloc(&mut self, units: usize) -> Option<usize> {
+        // Single units are the hot path: small enough to inline into the caller. The rest is
+        // out of line so its size does not weigh on it.
+        if units == 1 {
+            self.alloc_one()
+        } else {
+            self.alloc_run(units)
+        }
+    }
+
+    #[inline]
+    fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
+        if units == 1 && start < self.capacity {
+            // The hot path: one bit of one word.
+            let (node, off) = (start / NODE_UNITS, start % NODE_UNITS);
+            if let (Some(h), Some(map)) = (self.headers.get_mut(node), self.maps.get_mut(node)) {
+                let bit = 1u64 << (off % 64);
+                // `off < NODE_UNITS`, so `off / 64 < NODE_WORDS`.
+                let word = &mut map.0[off / 64];
+                if *word & bit != 0 {
+                    return Err(FreeError::NotAllocated { unit: start });
+                }
+                *word |= bit;
+                h.words |= 1 << (off / 64);
+                self.give(node, off, off + 1);
+                return Ok(());
+            }
+        }
+        self.free_range(start, units)
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn free_units(&self) -> usize {
+        self.free
+    }
+
+    fn largest_free_run(&self) -> usize {
+        // Node maps laid end to end are exactly the pool's bitmap (the partial last node's
+        // clear tail bits come last), so runs that cross node boundaries are counted whole.
+        longest_run(self.maps.iter().flat_map(|m| m.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Checks the summaries and headers against the maps.
+    fn check(a: &NfAllocator) {
+        let mut total = 0;
+        for (i, (m, h)) in a.maps.iter().zip(&a.headers).enumerate() {
+            let free: u32 = m.0.iter().map(|w| w.count_ones()).sum();
+            assert_eq!(free, u32::from(h.free), "node {i}");
+            assert_eq!(a.room.contains(i), h.free > 0, "node {i}");
+            assert_eq!(a.whole.contains(i), h.free == h.len, "node {i}");
+            assert!(usize::from(h.max_run) >= longest_run(m.0), "node {i}");
+            assert_eq!(h.words, word_mask(&m.0), "node {i}");
+            total += free as usize;
+        }
+        assert_eq!(total, a.free);
+    }
+
+    #[test]
+    fn node_map_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<NodeMap>(), 64);
+        assert_eq!(std::mem::align_of::<NodeMap>(), 64);
+    }
+
+    #[test]
+    fn capacity_not_a_multiple_of_512() {
+        let mut a = NfAllocator::with_capacity(700);
+        check(&a);
+        assert_eq!(a.largest_free_run(), 700);
+        // 600 units would need node 0 and node 1 fully free and 0 + 600 <= 700: fine.
+        assert_eq!(a.alloc(701), None);
+        assert_eq!(a.alloc(600), Some(0));
+        check(&a);
+        assert_eq!(a.free_units(), 100);
+        // The tail of node 1 (units 600..700) stays usable.
+        assert_eq!(a.alloc(100), Some(600));
+        assert_eq!(a.alloc(1), None);
+        check(&a);
+        assert_eq!(a.free(0, 600), Ok(()));
+        assert_eq!(a.free(600, 100), Ok(()));
+        check(&a);
+        // The cursor is on node 1, the partial node of 188 units: it serves 188 exactly; a
+        // run of 189 must wrap around to node 0.
+        assert_eq!(a.alloc(188), Some(512));
+        assert_eq!(a.alloc(189), Some(0));
+        check(&a);
+    }
+
+    #[test]
+    fn exact_fill_then_reuse() {
+        for cap in [1, 511, 512, 513, 1024, 1500] {
+            let mut a = NfAllocator::with_capacity(cap);
+            let got: Vec<usize> = (0..cap).map_while(|_| a.alloc(1)).collect();
+            assert_eq!(got.len(), cap);
+            assert_eq!(a.alloc(1), None);
+            assert_eq!(a.free_units(), 0);
+            assert_eq!(a.largest_free_run(), 0);
+            check(&a);
+            for u in got {
+                a.free(u, 1).unwrap();
+            }
+            check(&a);
+            assert_eq!(a.alloc(cap), Some(0));
+            assert_eq!(a.free_units(), 0);
+            a.free(0, cap).unwrap();
+            assert_eq!(a.largest_free_run(), cap);
+        }
+    }
+
+    #[test]
+    fn runs_of_513_span_two_nodes() {
+        let mut a = NfAllocator::with_capacity(2048);
+        assert_eq!(a.alloc(513), Some(0));
+        assert_eq!(a.alloc(513), Some(1024));
+        // Node 1 has 511 free units; node 3 too. Nothing fits 513 now.
+        assert_eq!(a.alloc(513), None);
+        assert_eq!(a.alloc(511), Some(1024 + 513));
+        assert_eq!(a.alloc(511), Some(513));
+        assert_eq!(a.free_units(), 2048 - 2 * 1024);
+        check(&a);
+        a.free(0, 513).unwrap();
+        check(&a);
+        assert_eq!(a.free(0, 513), Err(FreeError::NotAllocated { unit: 0 }));
+        assert_eq!(a.alloc(512), Some(0));
+    }
+
+    #[test]
+    fn runs_cross_words_inside_a_node() {
+        let mut a = NfAllocator::with_capacity(512);
+        assert_eq!(a.alloc(60), Some(0));
+        assert_eq!(a.alloc(10), Some(60));
+        assert_eq!(a.alloc(200), Some(70));
+        check(&a);
+        a.free(60, 10).unwrap();
+        assert_eq!(a.free(55, 10), Err(FreeError::NotAllocated { unit: 60 }));
+        // 60..70 (10 units) is too short for 11; 270..512 is next.
+        assert_eq!(a.alloc(11), Some(270));
+        assert_eq!(a.alloc(10), Some(60));
+        check(&a);
+    }
+
+    #[test]
+    fn refuses_runs_across_node_boundaries() {
+        let mut a = NfAllocator::with_capacity(1024);
+        assert_eq!(a.alloc(500), Some(0));
+        assert_eq!(a.alloc(12), Some(500));
+        a.free(500, 12).unwrap();
+        a.alloc(300).unwrap(); // node 1, 512..812
+        a.free(512, 300).unwrap();
+        assert_eq!(a.alloc(100), Some(512));
+        a.free(512, 100).unwrap();
+        // Free: 500..1024 is one run of 524 across the boundary, but no node holds 513 free
+        // units and node 0 is not fully free.
+        assert_eq!(a.largest_free_run(), 524);
+        assert_eq!(a.alloc(513), None);
+        assert_eq!(a.alloc(512), Some(512));
+    }
+
+    #[test]
+    fn invalid_frees_change_nothing() {
+        let mut a = NfAllocator::with_capacity(1100);
+        let x = a.alloc(600).unwrap();
+        let y = a.alloc(3).unwrap();
+        assert_eq!(
+            a.free(x + 590, 20),
+            Err(FreeError::NotAllocated { unit: 603 })
+        );
+        assert_eq!(
+            a.free(1099, 2),
+            Err(FreeError::OutOfRange {
+                start: 1099,
+                units: 2,
+                capacity: 1100
+            })
+        );
+        assert_eq!(a.free(5, 0), Err(FreeError::ZeroUnits { start: 5 }));
+        assert_eq!(a.free(1099, 1), Err(FreeError::NotAllocated { unit: 1099 }));
+        assert_eq!(a.free_units(), 1100 - 603);
+        check(&a);
+        a.free(y, 3).unwrap();
+        a.free(x, 600).unwrap();
+        assert_eq!(a.free_units(), 1100);
+        check(&a);
+    }
+
+    #[test]
+    fn empty_pool() {
+        let mut a = NfAllocator::with_capacity(0);
+        assert_eq!(a.alloc(1), None);
+        assert_eq!(a.alloc(2), None);
+        assert_eq!(a.alloc(600), None);
+        assert_eq!(a.largest_free_run(), 0);
+        assert!(a.free(0, 1).is_err());
+    }
+}
