@@ -386,6 +386,7 @@ mod tests {
     fn node_map_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<NodeMap>(), 64);
         assert_eq!(std::mem::align_of::<NodeMap>(), 64);
+        assert_eq!(std::mem::size_of::<NodeHeader>(), 8);
     }
 
     #[test]

@@ -1,0 +1,408 @@
+//! Both unit allocators against a plain model (`Vec<bool>`, true = free).
+//!
+//! One generic driver, [`exercise`], replays a random sequence of allocs, frees and invalid
+//! frees on an allocator and on the model and checks, after every step, that they agree:
+//! returned runs are in bounds, free in the model and exactly as long as asked; an alloc is
+//! refused exactly when the allocator's documented rule says so (first fit for the bitset, the
+//! node rule for NF, both evaluated on the model); a refused alloc or an invalid free changes
+//! nothing; `free_units` and `largest_free_run` match. Each sequence ends by freeing
+//! everything and checking the pool can be filled again, whole and unit by unit.
+//!
+//! Cases: `RIMMS_PROPTEST_CASES` (default 2000).
+
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use rimms_runtime::alloc::{BitsetAllocator, FreeError, NfAllocator, UnitAllocator};
+
+const NODE: usize = 512;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc(usize),
+    /// Free the live allocation at this index (modulo the number live).
+    Free(usize),
+    /// Free again an allocation freed earlier (skipped if its units were all reused).
+    DoubleFree(usize),
+    /// Free an arbitrary range (skipped if the model says it is a valid free).
+    FreeRange(usize, usize),
+    /// Free a live allocation grown by one unit at its end (`true`) or start (skipped if that
+    /// neighbour is allocated too).
+    FreeGrown(usize, bool),
+}
+
+/// Mostly small requests, some up to a node, a few spanning nodes.
+fn units() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        6 => 1..=4usize,
+        3 => 1..=64usize,
+        2 => 1..=NODE,
+        1 => 1..=1500usize,
+    ]
+}
+
+fn capacity() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => 1..=5000usize,
+        1 => (1..=9usize).prop_map(|k| k * NODE),
+        1 => 1..=40usize,
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => units().prop_map(Op::Alloc),
+        4 => any::<usize>().prop_map(Op::Free),
+        1 => any::<usize>().prop_map(Op::DoubleFree),
+        1 => (0..5200usize, 0..1600usize).prop_map(|(s, u)| Op::FreeRange(s, u)),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(i, end)| Op::FreeGrown(i, end)),
+    ]
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("RIMMS_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    ProptestConfig::with_cases(cases)
+}
+
+/// The model: one bool per unit, true = free.
+struct Model(Vec<bool>);
+
+impl Model {
+    fn free_units(&self) -> usize {
+        let (mut n, mut i) = (0, 0);
+        while i < self.0.len() {
+            if self.0[i] {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    fn longest_run(&self) -> usize {
+        longest_run(&self.0)
+    }
+
+    /// What a free of `start..start + units` must return.
+    fn expected_free(&self, start: usize, units: usize) -> Result<(), FreeError> {
+        let capacity = self.0.len();
+        if units == 0 {
+            return Err(FreeError::ZeroUnits { start });
+        }
+        let end = match start.checked_add(units) {
+            Some(end) if end <= capacity => end,
+            _ => {
+                return Err(FreeError::OutOfRange {
+                    start,
+                    units,
+                    capacity,
+                })
+            }
+        };
+        match (start..end).find(|&u| self.0[u]) {
+            Some(unit) => Err(FreeError::NotAllocated { unit }),
+            None => Ok(()),
+        }
+    }
+
+    fn set(&mut self, start: usize, units: usize, free: bool) {
+        self.0[start..start + units].fill(free);
+    }
+}
+
+// The model's scans are plain index loops on purpose: they run after every step, and tests
+// are built unoptimised, where each iterator adapter step is a function call.
+fn longest_run(units: &[bool]) -> usize {
+    let (mut best, mut cur, mut i) = (0, 0, 0);
+    while i < units.len() {
+        if units[i] {
+            cur += 1;
+            if cur > best {
+                best = cur;
+            }
+        } else {
+            cur = 0;
+        }
+        i += 1;
+    }
+    best
+}
+
+fn all_free(units: &[bool]) -> bool {
+    let mut i = 0;
+    while i < units.len() {
+        if !units[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The bitset's rule: refuse iff no run of `n` free units exists.
+fn bitset_refuses(m: &Model, n: usize) -> bool {
+    n == 0 || longest_run(&m.0) < n
+}
+
+/// NF's documented rule (see `rimms_runtime::alloc`): for `n < 512`, refuse iff no node holds
+/// a run of `n` inside itself; for `n >= 512`, refuse iff there is no node `s` with
+/// `s * 512 + n <= capacity` whose `ceil(n / 512)` nodes from `s` on are all fully free.
+fn nf_refuses(m: &Model, n: usize) -> bool {
+    let cap = m.0.len();
+    if n == 0 {
+        return true;
+    }
+    if n < NODE {
+        return !m.0.chunks(NODE).any(|node| longest_run(node) >= n);
+    }
+    let whole = |j: usize| all_free(&m.0[j * NODE..cap.min((j + 1) * NODE)]);
+    let k = n.div_ceil(NODE);
+    !(0..cap.div_ceil(NODE)).any(|s| s * NODE + n <= cap && (s..s + k).all(whole))
+}
+
+/// Where a run handed out by NF may lie: inside one node, or from a node boundary.
+fn nf_shape(start: usize, n: usize) -> bool {
+    if n < NODE {
+        start / NODE == (start + n - 1) / NODE
+    } else {
+        start % NODE == 0
+    }
+}
+
+fn any_shape(_: usize, _: usize) -> bool {
+    true
+}
+
+struct Rules {
+    refuses: fn(&Model, usize) -> bool,
+    shape: fn(usize, usize) -> bool,
+}
+
+const BITSET: Rules = Rules {
+    refuses: bitset_refuses,
+    shape: any_shape,
+};
+const NF: Rules = Rules {
+    refuses: nf_refuses,
+    shape: nf_shape,
+};
+
+fn agree<A: UnitAllocator>(a: &A, m: &Model, step: &str) -> Result<(), TestCaseError> {
+    prop_assert_eq!(a.capacity(), m.0.len(), "capacity after {}", step);
+    prop_assert_eq!(a.free_units(), m.free_units(), "free_units after {}", step);
+    prop_assert_eq!(
+        a.largest_free_run(),
+        m.longest_run(),
+        "largest_free_run after {}",
+        step
+    );
+    Ok(())
+}
+
+/// Allocates `n` on both; checks the result against the model and the rules.
+fn alloc_checked<A: UnitAllocator>(
+    a: &mut A,
+    m: &mut Model,
+    rules: &Rules,
+    n: usize,
+) -> Result<Option<usize>, TestCaseError> {
+    let refuse = (rules.refuses)(m, n);
+    match a.alloc(n) {
+        None => {
+            prop_assert!(refuse, "alloc({}) refused, but the rule says it fits", n);
+            Ok(None)
+        }
+        Some(start) => {
+            prop_assert!(!refuse, "alloc({}) = {} but the rule says refuse", n, start);
+            let end = start.checked_add(n);
+            prop_assert!(
+                end.is_some_and(|e| e <= m.0.len()),
+                "alloc({}) = {} is out of bounds",
+                n,
+                start
+            );
+            prop_assert!(
+                m.0[start..start + n].iter().all(|&f| f),
+                "alloc({}) = {} overlaps allocated units",
+                n,
+                start
+            );
+            prop_assert!(
+                (rules.shape)(start, n),
+                "alloc({}) = {} has a shape the rule forbids",
+                n,
+                start
+            );
+            m.set(start, n, false);
+            Ok(Some(start))
+        }
+    }
+}
+
+/// Tries a free the model says is invalid (skips it if valid) and checks it is refused.
+fn invalid_free<A: UnitAllocator>(
+    a: &mut A,
+    m: &Model,
+    start: usize,
+    units: usize,
+) -> Result<(), TestCaseError> {
+    let expected = m.expected_free(start, units);
+    if expected.is_ok() {
+        return Ok(());
+    }
+    prop_assert_eq!(a.free(start, units), expected, "free({}, {})", start, units);
+    Ok(())
+}
+
+/// The generic driver: runs `ops` on a pool of `cap` units and on the model.
+fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(), TestCaseError> {
+    let mut a = A::with_capacity(cap);
+    let mut m = Model(vec![true; cap]);
+    let mut live: Vec<(usize, usize)> = Vec::new();
+    let mut freed: Vec<(usize, usize)> = Vec::new();
+    agree(&a, &m, "with_capacity")?;
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Alloc(n) => {
+                if let Some(start) = alloc_checked(&mut a, &mut m, rules, n)? {
+                    live.push((start, n));
+                }
+            }
+            Op::Free(k) if !live.is_empty() => {
+                let (s, n) = live.swap_remove(k % live.len());
+                prop_assert_eq!(a.free(s, n), Ok(()), "free({}, {})", s, n);
+                m.set(s, n, true);
+                freed.push((s, n));
+            }
+            Op::DoubleFree(k) if !freed.is_empty() => {
+                let (s, n) = freed[k % freed.len()];
+                invalid_free(&mut a, &m, s, n)?;
+            }
+            Op::FreeRange(s, n) => invalid_free(&mut a, &m, s, n)?,
+            Op::FreeGrown(k, at_end) if !live.is_empty() => {
+                let (s, n) = live[k % live.len()];
+                if at_end {
+                    invalid_free(&mut a, &m, s, n + 1)?;
+                } else if s > 0 {
+                    invalid_free(&mut a, &m, s - 1, n + 1)?;
+                }
+            }
+            _ => {}
+        }
+        agree(&a, &m, &format!("op {i}: {op:?}"))?;
+    }
+
+    // Reuse: free everything, take the whole pool in one run, then unit by unit.
+    for (s, n) in live.drain(..) {
+        prop_assert_eq!(a.free(s, n), Ok(()), "final free({}, {})", s, n);
+        m.set(s, n, true);
+    }
+    agree(&a, &m, "freeing everything")?;
+    prop_assert_eq!(a.free_units(), cap);
+    prop_assert_eq!(a.alloc(cap), Some(0), "the whole empty pool in one run");
+    prop_assert_eq!(a.free_units(), 0);
+    prop_assert_eq!(a.alloc(1), None);
+    prop_assert_eq!(a.free(0, cap), Ok(()));
+    // While units are free a single unit always fits (both rules agree), so only the result
+    // is checked here: the rule's O(capacity) evaluation per unit would make this quadratic.
+    for _ in 0..cap {
+        let got = a.alloc(1);
+        prop_assert!(
+            got.is_some_and(|u| u < cap && m.0[u]),
+            "single units until the pool is full: got {:?}",
+            got
+        );
+        if let Some(u) = got {
+            m.0[u] = false;
+        }
+    }
+    prop_assert_eq!(a.alloc(1), None);
+    agree(&a, &m, "filling unit by unit")?;
+    for u in 0..cap {
+        prop_assert_eq!(a.free(u, 1), Ok(()));
+    }
+    m.set(0, cap, true);
+    agree(&a, &m, "freeing unit by unit")?;
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn nf_matches_model(cap in capacity(), ops in prop::collection::vec(op(), 1..80)) {
+        exercise::<NfAllocator>(cap, &ops, &NF)?;
+    }
+
+    #[test]
+    fn bitset_matches_model(cap in capacity(), ops in prop::collection::vec(op(), 1..80)) {
+        exercise::<BitsetAllocator>(cap, &ops, &BITSET)?;
+    }
+}
+
+/// The checks must be able to fail: an allocator with a known bug is caught.
+mod the_model_catches_bugs {
+    use super::*;
+
+    /// Forgets to mark the second unit of every 2-unit allocation as taken.
+    struct Leaky(BitsetAllocator);
+
+    impl UnitAllocator for Leaky {
+        fn with_capacity(capacity: usize) -> Self {
+            Leaky(BitsetAllocator::with_capacity(capacity))
+        }
+        fn alloc(&mut self, units: usize) -> Option<usize> {
+            let start = self.0.alloc(units)?;
+            if units == 2 {
+                let _ = self.0.free(start + 1, 1);
+            }
+            Some(start)
+        }
+        fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
+            self.0.free(start, units)
+        }
+        fn capacity(&self) -> usize {
+            self.0.capacity()
+        }
+        fn free_units(&self) -> usize {
+            self.0.free_units()
+        }
+        fn largest_free_run(&self) -> usize {
+            self.0.largest_free_run()
+        }
+    }
+
+    #[test]
+    fn a_leaky_allocator_fails() {
+        let ops = [Op::Alloc(2), Op::Alloc(1)];
+        assert!(exercise::<Leaky>(10, &ops, &BITSET).is_err());
+    }
+
+    #[test]
+    fn first_fit_breaks_the_nf_rule() {
+        // Units 500..524 are one free run across the node boundary: the bitset hands it out,
+        // which NF's rule forbids.
+        let ops = [Op::Alloc(500), Op::Alloc(24)];
+        assert!(exercise::<BitsetAllocator>(1024, &ops, &NF).is_err());
+        assert!(exercise::<NfAllocator>(1024, &ops, &NF).is_ok());
+    }
+
+    #[test]
+    fn nf_breaks_the_first_fit_rule() {
+        // Leaves 500..524 free across the node boundary (and 1004..1024): NF refuses 24
+        // units where first fit would find them.
+        let ops = [
+            Op::Alloc(500),
+            Op::Alloc(12),
+            Op::Alloc(12),
+            Op::Alloc(480),
+            Op::Free(1),
+            Op::Free(2),
+            Op::Alloc(24),
+        ];
+        assert!(exercise::<NfAllocator>(1024, &ops, &BITSET).is_err());
+        assert!(exercise::<NfAllocator>(1024, &ops, &NF).is_ok());
+    }
+}
