@@ -6,14 +6,23 @@
 use rimms::{Complex32, Device, ExecMode, FftDirection, HeteData, Runtime, SimConfig, ZipOp};
 
 fn fzf(mode: ExecMode) -> rimms::Result<()> {
-    let rt = Runtime::builder().sim(SimConfig::default()).mode(mode).build()?;
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .mode(mode)
+        .build()?;
     let (points, rows, frames) = (2048, 64, 10);
     let len = points * rows;
     let dev = Device::Sim(0);
-    let filter: Vec<Complex32> = (0..len).map(|i| Complex32::new(1.0 / (1 + i % points) as f32, 0.0)).collect();
+    let filter: Vec<Complex32> = (0..len)
+        .map(|i| Complex32::new(1.0 / (1 + i % points) as f32, 0.0))
+        .collect();
     let filter = HeteData::from_slice(&rt, &filter)?;
     let mut x = HeteData::alloc(&rt, len)?;
-    let (mut spectrum, mut filtered, mut y) = (HeteData::alloc(&rt, len)?, HeteData::alloc(&rt, len)?, HeteData::alloc(&rt, len)?);
+    let (mut spectrum, mut filtered, mut y) = (
+        HeteData::alloc(&rt, len)?,
+        HeteData::alloc(&rt, len)?,
+        HeteData::alloc(&rt, len)?,
+    );
     for frame in 0..frames {
         for (i, v) in x.host_write()?.iter_mut().enumerate() {
             *v = Complex32::new(((i + frame) % 17) as f32, 0.0);

@@ -19,7 +19,9 @@ fn runtime() -> Runtime {
 
 /// Everything observable about a buffer without moving data: its fragment states.
 fn states<T: bytemuck::Pod>(x: &HeteData<T>) -> Vec<FragmentState> {
-    (0..x.fragment_count()).map(|i| x.fragment_state(i).expect("state")).collect()
+    (0..x.fragment_count())
+        .map(|i| x.fragment_state(i).expect("state"))
+        .collect()
 }
 
 fn assert_unchanged(rt: &Runtime, before: &Stats) {
@@ -40,7 +42,10 @@ fn zero_length_is_refused() {
 fn overflowing_length_is_refused() {
     let rt = runtime();
     let err = HeteData::<Complex32>::alloc(&rt, usize::MAX / 4).unwrap_err();
-    assert!(matches!(err, Error::LengthOverflow { elem_size: 8, .. }), "{err}");
+    assert!(
+        matches!(err, Error::LengthOverflow { elem_size: 8, .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -49,10 +54,16 @@ fn fragment_sizes_must_be_powers_of_two_and_whole_elements() {
     let mut x = HeteData::from_slice(&rt, &signal(1024, 1)).expect("x");
     let before = (x.fragment_bytes(), states(&x));
     let err = x.fragment(3000).unwrap_err();
-    assert!(matches!(err, Error::FragmentSize { bytes: 3000, .. }), "{err}");
+    assert!(
+        matches!(err, Error::FragmentSize { bytes: 3000, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("power of two"));
     let err = x.fragment(4).unwrap_err();
-    assert!(err.to_string().contains("whole number of elements"), "{err}");
+    assert!(
+        err.to_string().contains("whole number of elements"),
+        "{err}"
+    );
     assert_eq!((x.fragment_bytes(), states(&x)), before);
     assert_eq!(x.host().expect("host"), &signal(1024, 1)[..]);
 }
@@ -64,23 +75,45 @@ fn element_types_the_pools_cannot_align_are_refused() {
     struct Page([u64; 1024]);
     let rt = runtime();
     let err = HeteData::<Page>::alloc(&rt, 1).unwrap_err();
-    assert!(matches!(err, Error::Alignment { align: 8192, granule: 4096, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Alignment {
+                align: 8192,
+                granule: 4096,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn an_fft_beyond_the_device_limit_is_refused_before_anything_moves() {
-    let rt = runtime_with(SimConfig { max_fft_points: Some(2048), ..SimConfig::default() });
+    let rt = runtime_with(SimConfig {
+        max_fft_points: Some(2048),
+        ..SimConfig::default()
+    });
     let x = HeteData::from_slice(&rt, &signal(4096, 2)).expect("x");
     let mut y = HeteData::from_slice(&rt, &signal(4096, 3)).expect("y");
     let (before, sx, sy) = (rt.stats(), states(&x), states(&y));
-    let err = rt.fft(Device::Sim(0), FftDirection::Forward, 4096, &x, &mut y).unwrap_err();
-    assert!(matches!(err, Error::Unsupported { api: "fft", .. }), "{err}");
-    assert!(err.to_string().contains("sim0") && err.to_string().contains("2048"), "{err}");
+    let err = rt
+        .fft(Device::Sim(0), FftDirection::Forward, 4096, &x, &mut y)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Unsupported { api: "fft", .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("sim0") && err.to_string().contains("2048"),
+        "{err}"
+    );
     assert_unchanged(&rt, &before);
     assert_eq!((states(&x), states(&y)), (sx, sy));
     assert_eq!(y.host().expect("host"), &signal(4096, 3)[..]);
     // The same size is fine on the CPU.
-    rt.fft(Device::Cpu, FftDirection::Forward, 4096, &x, &mut y).expect("cpu fft");
+    rt.fft(Device::Cpu, FftDirection::Forward, 4096, &x, &mut y)
+        .expect("cpu fft");
 }
 
 #[test]
@@ -89,9 +122,13 @@ fn fft_sizes_must_be_powers_of_two_and_divide_the_data() {
     let x = HeteData::from_slice(&rt, &signal(1000, 4)).expect("x");
     let mut y = HeteData::alloc(&rt, 1000).expect("y");
     let before = rt.stats();
-    let err = rt.fft(Device::Cpu, FftDirection::Forward, 1000, &x, &mut y).unwrap_err();
+    let err = rt
+        .fft(Device::Cpu, FftDirection::Forward, 1000, &x, &mut y)
+        .unwrap_err();
     assert!(err.to_string().contains("power of two"), "{err}");
-    let err = rt.fft(Device::Cpu, FftDirection::Forward, 512, &x, &mut y).unwrap_err();
+    let err = rt
+        .fft(Device::Cpu, FftDirection::Forward, 512, &x, &mut y)
+        .unwrap_err();
     assert!(err.to_string().contains("rows"), "{err}");
     assert_unchanged(&rt, &before);
 }
@@ -103,15 +140,29 @@ fn shapes_that_do_not_fit_are_refused_by_name() {
     let b = HeteData::from_slice(&rt, &signal(99, 6)).expect("b");
     let mut out = HeteData::<Complex32>::alloc(&rt, 100).expect("out");
     let before = rt.stats();
-    let err = rt.zip(Device::Sim(0), ZipOp::Add, &a, &b, &mut out).unwrap_err();
+    let err = rt
+        .zip(Device::Sim(0), ZipOp::Add, &a, &b, &mut out)
+        .unwrap_err();
     assert!(matches!(err, Error::Shape { api: "zip", .. }), "{err}");
     assert!(err.to_string().contains("`b` has 99"), "{err}");
     let err = rt.transpose(Device::Cpu, 7, 7, &a, &mut out).unwrap_err();
     assert!(err.to_string().contains("7 × 7"), "{err}");
-    let err = rt.gemm(Device::Cpu, 10, 10, 5, &a, &a, &mut out).unwrap_err();
-    assert!(err.to_string().contains("`b` has 100 elements, not 10 × 5"), "{err}");
+    let err = rt
+        .gemm(Device::Cpu, 10, 10, 5, &a, &a, &mut out)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("`b` has 100 elements, not 10 × 5"),
+        "{err}"
+    );
     assert_unchanged(&rt, &before);
-    assert_eq!(states(&out), vec![FragmentState { valid: rimms::SpaceSet::EMPTY, owner: None, zero: true }]);
+    assert_eq!(
+        states(&out),
+        vec![FragmentState {
+            valid: rimms::SpaceSet::EMPTY,
+            owner: None,
+            zero: true
+        }]
+    );
 }
 
 #[test]
@@ -121,7 +172,10 @@ fn an_absent_device_is_named_with_those_present() {
     let mut y = HeteData::alloc(&rt, 64).expect("y");
     let before = rt.stats();
     let err = rt.conj(Device::Sim(3), &x, &mut y).unwrap_err();
-    assert_eq!(err.to_string(), "device sim3 is not present in this runtime (it has: cpu, sim0)");
+    assert_eq!(
+        err.to_string(),
+        "device sim3 is not present in this runtime (it has: cpu, sim0)"
+    );
     let err = x.prefetch(Device::Sim(1)).unwrap_err();
     assert!(matches!(err, Error::NoDevice { .. }));
     assert_unchanged(&rt, &before);
@@ -129,14 +183,25 @@ fn an_absent_device_is_named_with_those_present() {
 
 #[test]
 fn exhausting_a_pool_names_the_space_and_changes_nothing() {
-    let rt = runtime_with(SimConfig { pool_bytes: 64 << 10, ..SimConfig::default() });
+    let rt = runtime_with(SimConfig {
+        pool_bytes: 64 << 10,
+        ..SimConfig::default()
+    });
     let big = HeteData::from_slice(&rt, &signal(16 * 1024, 8)).expect("128 KiB on the host");
     let mut out = HeteData::from_slice(&rt, &signal(16 * 1024, 9)).expect("out");
     let (before, sb, so) = (rt.stats(), states(&big), states(&out));
     let err = rt.conj(Device::Sim(0), &big, &mut out).unwrap_err();
     match &err {
-        Error::PoolExhausted { space, requested, free, .. } => {
-            assert_eq!((space.as_str(), *requested, *free), ("sim0", 128 << 10, 64 << 10));
+        Error::PoolExhausted {
+            space,
+            requested,
+            free,
+            ..
+        } => {
+            assert_eq!(
+                (space.as_str(), *requested, *free),
+                ("sim0", 128 << 10, 64 << 10)
+            );
         }
         other => panic!("expected exhaustion, got {other}"),
     }
@@ -148,20 +213,31 @@ fn exhausting_a_pool_names_the_space_and_changes_nothing() {
 
 #[test]
 fn the_host_pool_can_be_exhausted_too() {
-    let rt = Runtime::builder().host_pool(16 << 10).build().expect("runtime");
+    let rt = Runtime::builder()
+        .host_pool(16 << 10)
+        .build()
+        .expect("runtime");
     let mut x = HeteData::<Complex32>::alloc(&rt, 4096).expect("lazy: nothing allocated yet");
     let err = x.host_write().map(|_| ()).unwrap_err();
-    assert!(err.to_string().contains("memory space host is exhausted"), "{err}");
+    assert!(
+        err.to_string().contains("memory space host is exhausted"),
+        "{err}"
+    );
     assert!(x.fragment_state(0).expect("state").zero, "still fresh");
 }
 
 #[test]
 fn a_failed_copy_leaves_every_buffer_as_it_was() {
-    let rt = runtime_with(SimConfig { fail_copies: true, ..SimConfig::default() });
+    let rt = runtime_with(SimConfig {
+        fail_copies: true,
+        ..SimConfig::default()
+    });
     let x = HeteData::from_slice(&rt, &signal(2048, 10)).expect("x");
     let mut y = HeteData::from_slice(&rt, &signal(2048, 11)).expect("y");
     let (sx, sy) = (states(&x), states(&y));
-    let err = rt.zip(Device::Sim(0), ZipOp::Mul, &x, &x, &mut y).unwrap_err();
+    let err = rt
+        .zip(Device::Sim(0), ZipOp::Mul, &x, &x, &mut y)
+        .unwrap_err();
     assert!(matches!(err, Error::Transfer { .. }), "{err}");
     assert!(err.to_string().contains("host to sim0"), "{err}");
     assert_eq!((states(&x), states(&y)), (sx, sy));
@@ -171,9 +247,14 @@ fn a_failed_copy_leaves_every_buffer_as_it_was() {
 
 #[test]
 fn a_failed_kernel_keeps_the_last_valid_copy() {
-    let rt = runtime_with(SimConfig { fail_kernels: true, ..SimConfig::default() });
+    let rt = runtime_with(SimConfig {
+        fail_kernels: true,
+        ..SimConfig::default()
+    });
     let mut x = HeteData::from_slice(&rt, &signal(2048, 12)).expect("x");
-    let err = rt.scale(Device::Sim(0), Complex32::new(5.0, 0.0), &mut x).unwrap_err();
+    let err = rt
+        .scale(Device::Sim(0), Complex32::new(5.0, 0.0), &mut x)
+        .unwrap_err();
     assert!(matches!(err, Error::Kernel { api: "scale", .. }), "{err}");
     assert!(err.to_string().contains("sim0"), "{err}");
     // The sim0 copy was written by a kernel that failed: only the host copy counts.
@@ -187,12 +268,38 @@ fn a_failed_kernel_keeps_the_last_valid_copy() {
 fn views_out_of_bounds_or_misaligned_are_refused() {
     let rt = runtime();
     let mut x = HeteData::from_slice(&rt, &signal(2048, 13)).expect("x"); // 4 fragments of 512
-    assert!(matches!(x.slice(100..3000).unwrap_err(), Error::OutOfBounds { end: 3000, len: 2048, .. }));
-    assert!(matches!(x.slice(5..5).unwrap_err(), Error::OutOfBounds { .. }));
+    assert!(matches!(
+        x.slice(100..3000).unwrap_err(),
+        Error::OutOfBounds {
+            end: 3000,
+            len: 2048,
+            ..
+        }
+    ));
+    assert!(matches!(
+        x.slice(5..5).unwrap_err(),
+        Error::OutOfBounds { .. }
+    ));
     let err = x.slice_mut(0..100).unwrap_err();
-    assert!(matches!(err, Error::MisalignedSplit { at: 100, fragment_bytes: 4096, .. }), "{err}");
-    assert!(matches!(x.split_at_mut(700).unwrap_err(), Error::MisalignedSplit { .. }));
-    assert!(matches!(x.chunks_mut(100).unwrap_err(), Error::MisalignedSplit { .. }));
+    assert!(
+        matches!(
+            err,
+            Error::MisalignedSplit {
+                at: 100,
+                fragment_bytes: 4096,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        x.split_at_mut(700).unwrap_err(),
+        Error::MisalignedSplit { .. }
+    ));
+    assert!(matches!(
+        x.chunks_mut(100).unwrap_err(),
+        Error::MisalignedSplit { .. }
+    ));
     assert!(matches!(x.chunks(0).unwrap_err(), Error::BadPieces { .. }));
     assert!(matches!(x.rows(1000).unwrap_err(), Error::BadPieces { .. }));
     // Reads may take any range; aligned mutable splits work.
@@ -208,7 +315,10 @@ fn a_buffer_of_another_runtime_is_refused() {
     let mut y = HeteData::alloc(&rt, 64).expect("y");
     let before = rt.stats();
     let err = rt.conj(Device::Cpu, &x, &mut y).unwrap_err();
-    assert_eq!(err.to_string(), "argument `input` of conj belongs to another runtime");
+    assert_eq!(
+        err.to_string(),
+        "argument `input` of conj belongs to another runtime"
+    );
     assert_unchanged(&rt, &before);
 }
 
@@ -222,5 +332,9 @@ fn impossible_configurations_are_refused() {
     for _ in 0..16 {
         too_many = too_many.sim(SimConfig::default());
     }
-    assert!(too_many.build().unwrap_err().to_string().contains("at most 15 sim devices"));
+    assert!(too_many
+        .build()
+        .unwrap_err()
+        .to_string()
+        .contains("at most 15 sim devices"));
 }

@@ -24,7 +24,11 @@ fn reading_fresh_data_on_a_device_fills_there_and_transfers_nothing() {
     let x = HeteData::<Complex32>::alloc(&rt, 4096).expect("alloc");
     let mut y = HeteData::alloc(&rt, 4096).expect("alloc");
     rt.conj(Device::Sim(0), &x, &mut y).expect("conj");
-    assert!(y.host().expect("host").iter().all(|v| *v == Complex32::new(0.0, 0.0)));
+    assert!(y
+        .host()
+        .expect("host")
+        .iter()
+        .all(|v| *v == Complex32::new(0.0, 0.0)));
     let s = rt.stats();
     // Only y (written on sim0) comes back; x's zeros were filled on sim0, not sent.
     assert_eq!(s.bytes("host", "sim0"), 0);
@@ -38,14 +42,18 @@ fn reading_fresh_data_on_a_device_fills_there_and_transfers_nothing() {
 fn write_discard_moves_nothing_even_over_newer_data_elsewhere() {
     let rt = runtime();
     let mut x = HeteData::from_slice(&rt, &signal(2048, 1)).expect("x");
-    rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut x).expect("scale");
+    rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut x)
+        .expect("scale");
     rt.reset_stats();
     // The newest bytes are on sim0; a host write-discard must not fetch them.
     let fresh = signal(2048, 2);
     x.host_write().expect("host").copy_from_slice(&fresh);
     assert_eq!(rt.stats().total_copies(), 0);
     assert_eq!(x.host().expect("host"), &fresh[..]);
-    assert_eq!(x.fragment_state(1).expect("state").valid, SpaceSet::only(rimms::SpaceId::HOST));
+    assert_eq!(
+        x.fragment_state(1).expect("state").valid,
+        SpaceSet::only(rimms::SpaceId::HOST)
+    );
 }
 
 #[test]
@@ -56,7 +64,8 @@ fn read_replicas_stay_valid_device_then_host_then_device_moves_once() {
     let mut z = HeteData::alloc(&rt, 1024).expect("z");
     rt.conj(Device::Sim(0), &x, &mut y).expect("conj on sim0");
     let _ = x.host().expect("host read");
-    rt.conj(Device::Sim(0), &x, &mut z).expect("conj on sim0 again");
+    rt.conj(Device::Sim(0), &x, &mut z)
+        .expect("conj on sim0 again");
     let s = rt.stats();
     assert_eq!(s.copies("host", "sim0"), 1, "x went to sim0 exactly once");
     assert_eq!(s.bytes("host", "sim0"), 1024 * 8);
@@ -72,10 +81,15 @@ fn device_written_data_read_on_host_then_device_again_moves_once_each_way() {
     let mut z = HeteData::alloc(&rt, 1024).expect("z");
     rt.conj(Device::Sim(1), &x, &mut y).expect("y on sim1");
     let _ = y.host().expect("host read");
-    rt.conj(Device::Sim(1), &y, &mut z).expect("read y on sim1 again");
+    rt.conj(Device::Sim(1), &y, &mut z)
+        .expect("read y on sim1 again");
     let s = rt.stats();
     assert_eq!(s.copies("sim1", "host"), 1);
-    assert_eq!(s.copies("host", "sim1"), 1, "only x; y is still valid on sim1");
+    assert_eq!(
+        s.copies("host", "sim1"),
+        1,
+        "only x; y is still valid on sim1"
+    );
 }
 
 #[test]
@@ -83,10 +97,11 @@ fn contiguous_fragments_move_in_one_copy_and_gaps_split_copies() {
     let rt = runtime();
     let mut x = HeteData::from_slice(&rt, &signal(4096, 5)).expect("x");
     x.fragment(1024).expect("fragment"); // 128 elements a fragment, 32 fragments
-    // Fragments 8..12 are rewritten on sim0; the rest stay host-only.
+                                         // Fragments 8..12 are rewritten on sim0; the rest stay host-only.
     {
         let mut mid = x.slice_mut(1024..1536).expect("view");
-        rt.scale(Device::Sim(0), Complex32::new(3.0, 0.0), &mut mid).expect("scale");
+        rt.scale(Device::Sim(0), Complex32::new(3.0, 0.0), &mut mid)
+            .expect("scale");
     }
     rt.reset_stats();
     let mut y = HeteData::alloc(&rt, 4096).expect("y");
@@ -106,8 +121,13 @@ fn rows_on_different_devices_move_only_the_rows_a_kernel_touches() {
     let n = 512; // 4 KiB a row: one fragment each
     let mut x = HeteData::from_slice(&rt, &signal(rows * n, 6)).expect("x");
     for (i, mut row) in x.rows_mut(n).expect("rows").into_iter().enumerate() {
-        let dev = if i % 2 == 0 { Device::Sim(0) } else { Device::Sim(1) };
-        rt.fft_in_place(dev, FftDirection::Forward, n, &mut row).expect("fft");
+        let dev = if i % 2 == 0 {
+            Device::Sim(0)
+        } else {
+            Device::Sim(1)
+        };
+        rt.fft_in_place(dev, FftDirection::Forward, n, &mut row)
+            .expect("fft");
     }
     let s = rt.stats();
     assert_eq!(s.bytes("host", "sim0"), (rows / 2 * n * 8) as u64);
@@ -127,10 +147,17 @@ fn reset_zeroes_without_moving_or_freeing() {
     x.prefetch(Device::Sim(0)).expect("prefetch");
     let before = rt.stats();
     x.reset();
-    assert!(x.host().expect("host").iter().all(|v| *v == Complex32::new(0.0, 0.0)));
+    assert!(x
+        .host()
+        .expect("host")
+        .iter()
+        .all(|v| *v == Complex32::new(0.0, 0.0)));
     let after = rt.stats();
     assert_eq!(after.total_copies(), before.total_copies());
-    assert_eq!(after.space("sim0").expect("sim0").in_use, before.space("sim0").expect("sim0").in_use);
+    assert_eq!(
+        after.space("sim0").expect("sim0").in_use,
+        before.space("sim0").expect("sim0").in_use
+    );
 }
 
 #[test]
@@ -150,8 +177,12 @@ fn prefetch_moves_ahead_and_the_kernel_then_hits() {
 fn owner_follows_the_last_writer() {
     let rt = runtime();
     let mut x = HeteData::from_slice(&rt, &signal(512, 9)).expect("x");
-    assert_eq!(x.fragment_state(0).expect("state").owner, Some(rimms::SpaceId::HOST));
-    rt.scale(Device::Sim(1), Complex32::new(1.0, 1.0), &mut x).expect("scale");
+    assert_eq!(
+        x.fragment_state(0).expect("state").owner,
+        Some(rimms::SpaceId::HOST)
+    );
+    rt.scale(Device::Sim(1), Complex32::new(1.0, 1.0), &mut x)
+        .expect("scale");
     let st = x.fragment_state(0).expect("state");
     assert_eq!(st.owner, Some(space(&rt, Device::Sim(1))));
     assert!(!st.zero);
@@ -166,7 +197,8 @@ fn changing_the_fragment_size_keeps_contents_and_gathers_only_when_needed() {
     assert_eq!(x.fragment_count(), 64);
     {
         let mut part = x.slice_mut(0..64).expect("first fragment");
-        rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut part).expect("scale");
+        rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut part)
+            .expect("scale");
     }
     rt.reset_stats();
     x.fragment(8192).expect("merge");
@@ -184,7 +216,8 @@ fn validate_accepts_every_consistent_state() {
     let x = HeteData::from_slice(&rt, &signal(3000, 11)).expect("x");
     let mut y = HeteData::alloc(&rt, 3000).expect("y");
     y.validate().expect("fresh");
-    rt.zip(Device::Sim(0), ZipOp::Add, &x, &x, &mut y).expect("zip");
+    rt.zip(Device::Sim(0), ZipOp::Add, &x, &x, &mut y)
+        .expect("zip");
     let _ = y.host().expect("host");
     x.prefetch(Device::Sim(1)).expect("prefetch");
     x.validate().expect("x on three spaces");

@@ -26,11 +26,18 @@ fn two_fft(mode: ExecMode) -> (Vec<Complex32>, u64, u64, u64) {
     let x = HeteData::from_slice(&rt, &signal(LEN, 1)).expect("x");
     let mut spectrum = HeteData::alloc(&rt, LEN).expect("alloc");
     let mut y = HeteData::alloc(&rt, LEN).expect("alloc");
-    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum).expect("fft");
-    rt.fft(DEV, FftDirection::Inverse, N, &spectrum, &mut y).expect("ifft");
+    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum)
+        .expect("fft");
+    rt.fft(DEV, FftDirection::Inverse, N, &spectrum, &mut y)
+        .expect("ifft");
     let out = y.to_vec().expect("host");
     let s = rt.stats();
-    (out, s.bytes("host", "sim0"), s.bytes("sim0", "host"), s.total_copies())
+    (
+        out,
+        s.bytes("host", "sim0"),
+        s.bytes("sim0", "host"),
+        s.total_copies(),
+    )
 }
 
 #[test]
@@ -56,9 +63,12 @@ fn fzf(mode: ExecMode) -> (Vec<Complex32>, rimms::Stats) {
     let mut spectrum = HeteData::alloc(&rt, LEN).expect("alloc");
     let mut filtered = HeteData::alloc(&rt, LEN).expect("alloc");
     let mut y = HeteData::alloc(&rt, LEN).expect("alloc");
-    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum).expect("fft");
-    rt.zip(DEV, ZipOp::Mul, &spectrum, &filter, &mut filtered).expect("zip");
-    rt.fft(DEV, FftDirection::Inverse, N, &filtered, &mut y).expect("ifft");
+    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum)
+        .expect("fft");
+    rt.zip(DEV, ZipOp::Mul, &spectrum, &filter, &mut filtered)
+        .expect("zip");
+    rt.fft(DEV, FftDirection::Inverse, N, &filtered, &mut y)
+        .expect("ifft");
     (y.to_vec().expect("host"), rt.stats())
 }
 
@@ -77,11 +87,19 @@ fn fzf_reference() -> Vec<(f64, f64)> {
 fn fzf_matches_the_direct_dft_and_moves_the_minimum_when_tracked() {
     let (y, s) = fzf(ExecMode::Tracked);
     assert!(rel_error(&y, &fzf_reference()) < 1e-4);
-    assert_eq!(s.bytes("host", "sim0"), 2 * BYTES, "x and the filter, once each");
+    assert_eq!(
+        s.bytes("host", "sim0"),
+        2 * BYTES,
+        "x and the filter, once each"
+    );
     assert_eq!(s.bytes("sim0", "host"), BYTES, "only y comes back");
     assert_eq!(s.total_copies(), 3);
     let fft = s.api("fft").expect("fft stats");
-    assert_eq!((fft.calls, fft.hits), (2, 1), "the inverse finds its input on the device");
+    assert_eq!(
+        (fft.calls, fft.hits),
+        (2, 1),
+        "the inverse finds its input on the device"
+    );
 }
 
 #[test]
@@ -107,9 +125,12 @@ fn fzf_on_the_cpu_moves_nothing() {
         HeteData::alloc(&rt, LEN).expect("alloc"),
         HeteData::alloc(&rt, LEN).expect("alloc"),
     );
-    rt.fft(Device::Cpu, FftDirection::Forward, N, &x, &mut a).expect("fft");
-    rt.zip(Device::Cpu, ZipOp::Mul, &a, &filter, &mut b).expect("zip");
-    rt.fft(Device::Cpu, FftDirection::Inverse, N, &b, &mut y).expect("ifft");
+    rt.fft(Device::Cpu, FftDirection::Forward, N, &x, &mut a)
+        .expect("fft");
+    rt.zip(Device::Cpu, ZipOp::Mul, &a, &filter, &mut b)
+        .expect("zip");
+    rt.fft(Device::Cpu, FftDirection::Inverse, N, &b, &mut y)
+        .expect("ifft");
     assert!(rel_error(y.host().expect("host"), &fzf_reference()) < 1e-4);
     assert_eq!(rt.stats().total_copies(), 0);
 }

@@ -43,15 +43,56 @@ fn runtime() -> Runtime {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alloc { len: usize, frag_log2: u32 },
-    HostRead { buf: usize, a: usize, b: usize },
-    HostWrite { buf: usize, a: usize, b: usize, discard: bool, seed: i32 },
-    Scale { buf: usize, a: usize, b: usize, dev: usize, factor: usize },
-    Zip { x: usize, y: usize, out: usize, a: usize, b: usize, c: usize, dev: usize, op: usize },
-    Conj { x: usize, out: usize, a: usize, b: usize, dev: usize },
-    Prefetch { buf: usize, dev: usize },
-    Reset { buf: usize },
-    Drop { buf: usize },
+    Alloc {
+        len: usize,
+        frag_log2: u32,
+    },
+    HostRead {
+        buf: usize,
+        a: usize,
+        b: usize,
+    },
+    HostWrite {
+        buf: usize,
+        a: usize,
+        b: usize,
+        discard: bool,
+        seed: i32,
+    },
+    Scale {
+        buf: usize,
+        a: usize,
+        b: usize,
+        dev: usize,
+        factor: usize,
+    },
+    Zip {
+        x: usize,
+        y: usize,
+        out: usize,
+        a: usize,
+        b: usize,
+        c: usize,
+        dev: usize,
+        op: usize,
+    },
+    Conj {
+        x: usize,
+        out: usize,
+        a: usize,
+        b: usize,
+        dev: usize,
+    },
+    Prefetch {
+        buf: usize,
+        dev: usize,
+    },
+    Reset {
+        buf: usize,
+    },
+    Drop {
+        buf: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -105,7 +146,15 @@ impl Model {
     /// The protocol: read-acquire (`reads`) copies missing non-zero fragments from the
     /// preferred valid source, one copy per run of neighbours with the same source; then a
     /// write leaves `dst` the only holder.
-    fn access(&mut self, buf: usize, start: usize, len: usize, dst: usize, reads: bool, writes: bool) {
+    fn access(
+        &mut self,
+        buf: usize,
+        start: usize,
+        len: usize,
+        dst: usize,
+        reads: bool,
+        writes: bool,
+    ) {
         let b = &mut self.bufs[buf];
         let frags = b.frag_range(start, len);
         if reads {
@@ -151,7 +200,9 @@ struct State {
 
 impl State {
     fn live(&self, pick: usize) -> Option<usize> {
-        let live: Vec<usize> = (0..self.bufs.len()).filter(|&i| self.bufs[i].is_some()).collect();
+        let live: Vec<usize> = (0..self.bufs.len())
+            .filter(|&i| self.bufs[i].is_some())
+            .collect();
         (!live.is_empty()).then(|| live[pick % live.len()])
     }
 
@@ -169,7 +220,10 @@ impl State {
         let first = a % frags;
         let count = 1 + b % (frags - first);
         let start = first * m.frag_elems;
-        (start, ((first + count) * m.frag_elems).min(m.data.len()) - start)
+        (
+            start,
+            ((first + count) * m.frag_elems).min(m.data.len()) - start,
+        )
     }
 
     fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
@@ -188,19 +242,38 @@ impl State {
                 });
             }
             Op::HostRead { buf, a, b } => {
-                let Some(i) = self.live(buf) else { return Ok(()) };
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
                 let (start, len) = self.range(i, a, b);
                 let data = self.bufs[i].as_ref().expect("live");
-                let got = data.slice(start..start + len).expect("slice").host().expect("host");
+                let got = data
+                    .slice(start..start + len)
+                    .expect("slice")
+                    .host()
+                    .expect("host");
                 self.model.access(i, start, len, 0, true, false);
                 prop_assert_eq!(got, &self.model.bufs[i].data[start..start + len]);
             }
-            Op::HostWrite { buf, a, b, discard, seed } => {
-                let Some(i) = self.live(buf) else { return Ok(()) };
+            Op::HostWrite {
+                buf,
+                a,
+                b,
+                discard,
+                seed,
+            } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
                 let (start, len) = self.aligned(i, a, b);
                 let data = self.bufs[i].as_mut().expect("live");
                 let mut view = data.slice_mut(start..start + len).expect("aligned view");
-                let host = if discard { view.host_write() } else { view.host_mut() }.expect("host");
+                let host = if discard {
+                    view.host_write()
+                } else {
+                    view.host_mut()
+                }
+                .expect("host");
                 let model = &mut self.model.bufs[i].data[start..start + len];
                 for (k, (h, m)) in host.iter_mut().zip(model.iter_mut()).enumerate() {
                     let v = if discard {
@@ -208,15 +281,31 @@ impl State {
                     } else {
                         *m + Complex32::new(seed as f32, 1.0)
                     };
-                    *h = if discard { v } else { *h + Complex32::new(seed as f32, 1.0) };
+                    *h = if discard {
+                        v
+                    } else {
+                        *h + Complex32::new(seed as f32, 1.0)
+                    };
                     *m = v;
                 }
                 self.model.access(i, start, len, 0, !discard, true);
             }
-            Op::Scale { buf, a, b, dev, factor } => {
-                let Some(i) = self.live(buf) else { return Ok(()) };
+            Op::Scale {
+                buf,
+                a,
+                b,
+                dev,
+                factor,
+            } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
                 let (start, len) = self.aligned(i, a, b);
-                let f = [Complex32::new(2.0, 0.0), Complex32::new(-1.0, 0.0), Complex32::new(0.0, 1.0)][factor];
+                let f = [
+                    Complex32::new(2.0, 0.0),
+                    Complex32::new(-1.0, 0.0),
+                    Complex32::new(0.0, 1.0),
+                ][factor];
                 let data = self.bufs[i].as_mut().expect("live");
                 let mut view = data.slice_mut(start..start + len).expect("aligned view");
                 self.rt.scale(DEVICES[dev], f, &mut view).expect("scale");
@@ -225,15 +314,28 @@ impl State {
                 }
                 self.model.access(i, start, len, dev, true, true);
             }
-            Op::Zip { x, y, out, a, b, c, dev, op } => {
-                let (Some(xi), Some(yi), Some(oi)) = (self.live(x), self.live(y), self.live(out)) else {
+            Op::Zip {
+                x,
+                y,
+                out,
+                a,
+                b,
+                c,
+                dev,
+                op,
+            } => {
+                let (Some(xi), Some(yi), Some(oi)) = (self.live(x), self.live(y), self.live(out))
+                else {
                     return Ok(());
                 };
                 if oi == xi || oi == yi {
                     return Ok(());
                 }
                 let (ostart, olen) = self.aligned(oi, c, 0);
-                let (xlen, ylen) = (self.model.bufs[xi].data.len(), self.model.bufs[yi].data.len());
+                let (xlen, ylen) = (
+                    self.model.bufs[xi].data.len(),
+                    self.model.bufs[yi].data.len(),
+                );
                 if xlen < olen || ylen < olen {
                     return Ok(());
                 }
@@ -242,21 +344,38 @@ impl State {
                 let mut bufs = std::mem::take(&mut self.bufs);
                 let mut outbuf = bufs[oi].take().expect("live");
                 {
-                    let xv = bufs[xi].as_ref().expect("live").slice(xs..xs + olen).expect("x");
-                    let yv = bufs[yi].as_ref().expect("live").slice(ys..ys + olen).expect("y");
+                    let xv = bufs[xi]
+                        .as_ref()
+                        .expect("live")
+                        .slice(xs..xs + olen)
+                        .expect("x");
+                    let yv = bufs[yi]
+                        .as_ref()
+                        .expect("live")
+                        .slice(ys..ys + olen)
+                        .expect("y");
                     let mut ov = outbuf.slice_mut(ostart..ostart + olen).expect("out");
-                    self.rt.zip(DEVICES[dev], zop, &xv, &yv, &mut ov).expect("zip");
+                    self.rt
+                        .zip(DEVICES[dev], zop, &xv, &yv, &mut ov)
+                        .expect("zip");
                 }
                 bufs[oi] = Some(outbuf);
                 self.bufs = bufs;
                 let result: Vec<Complex32> = (0..olen)
                     .map(|k| {
-                        let (p, q) = (self.model.bufs[xi].data[xs + k], self.model.bufs[yi].data[ys + k]);
+                        let (p, q) = (
+                            self.model.bufs[xi].data[xs + k],
+                            self.model.bufs[yi].data[ys + k],
+                        );
                         match zop {
                             ZipOp::Add => Complex32::new(p.re + q.re, p.im + q.im),
                             ZipOp::Sub => Complex32::new(p.re - q.re, p.im - q.im),
-                            ZipOp::Mul => Complex32::new(p.re * q.re - p.im * q.im, p.re * q.im + p.im * q.re),
-                            _ => Complex32::new(p.re * q.re + p.im * q.im, p.im * q.re - p.re * q.im),
+                            ZipOp::Mul => {
+                                Complex32::new(p.re * q.re - p.im * q.im, p.re * q.im + p.im * q.re)
+                            }
+                            _ => {
+                                Complex32::new(p.re * q.re + p.im * q.im, p.im * q.re - p.re * q.im)
+                            }
                         }
                     })
                     .collect();
@@ -266,7 +385,9 @@ impl State {
                 self.model.access(oi, ostart, olen, dev, false, true);
             }
             Op::Conj { x, out, a, b, dev } => {
-                let (Some(xi), Some(oi)) = (self.live(x), self.live(out)) else { return Ok(()) };
+                let (Some(xi), Some(oi)) = (self.live(x), self.live(out)) else {
+                    return Ok(());
+                };
                 if xi == oi {
                     return Ok(());
                 }
@@ -279,7 +400,11 @@ impl State {
                 let mut bufs = std::mem::take(&mut self.bufs);
                 let mut outbuf = bufs[oi].take().expect("live");
                 {
-                    let xv = bufs[xi].as_ref().expect("live").slice(xs..xs + olen).expect("x");
+                    let xv = bufs[xi]
+                        .as_ref()
+                        .expect("live")
+                        .slice(xs..xs + olen)
+                        .expect("x");
                     let mut ov = outbuf.slice_mut(ostart..ostart + olen).expect("out");
                     self.rt.conj(DEVICES[dev], &xv, &mut ov).expect("conj");
                 }
@@ -293,21 +418,33 @@ impl State {
                 self.model.access(oi, ostart, olen, dev, false, true);
             }
             Op::Prefetch { buf, dev } => {
-                let Some(i) = self.live(buf) else { return Ok(()) };
-                self.bufs[i].as_ref().expect("live").prefetch(DEVICES[dev]).expect("prefetch");
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                self.bufs[i]
+                    .as_ref()
+                    .expect("live")
+                    .prefetch(DEVICES[dev])
+                    .expect("prefetch");
                 let len = self.model.bufs[i].data.len();
                 self.model.access(i, 0, len, dev, true, false);
             }
             Op::Reset { buf } => {
-                let Some(i) = self.live(buf) else { return Ok(()) };
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
                 self.bufs[i].as_mut().expect("live").reset();
                 let m = &mut self.model.bufs[i];
-                m.data.iter_mut().for_each(|v| *v = Complex32::new(0.0, 0.0));
+                m.data
+                    .iter_mut()
+                    .for_each(|v| *v = Complex32::new(0.0, 0.0));
                 m.valid.iter_mut().for_each(|v| *v = [false; 3]);
                 m.zero.iter_mut().for_each(|z| *z = true);
             }
             Op::Drop { buf } => {
-                let Some(i) = self.live(buf) else { return Ok(()) };
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
                 self.bufs[i] = None;
             }
         }
@@ -340,13 +477,13 @@ proptest! {
             }
         }
         let stats = rt.stats();
-        for from in 0..3 {
-            for to in 0..3 {
+        for (from, from_name) in SPACES.iter().enumerate() {
+            for (to, to_name) in SPACES.iter().enumerate() {
                 let (copies, bytes) = state.model.links.get(&(from, to)).copied().unwrap_or_default();
                 prop_assert_eq!(
-                    (stats.copies(SPACES[from], SPACES[to]), stats.bytes(SPACES[from], SPACES[to])),
+                    (stats.copies(from_name, to_name), stats.bytes(from_name, to_name)),
                     (copies, bytes),
-                    "link {} -> {}", SPACES[from], SPACES[to]
+                    "link {} -> {}", from_name, to_name
                 );
             }
         }

@@ -51,7 +51,8 @@ impl<S: tracing::Subscriber> Layer<S> for Collect {
 fn pipeline(rt: &Runtime) {
     let x = HeteData::from_slice(rt, &vec![Complex32::new(1.0, 0.0); 2048]).expect("x");
     let mut y = HeteData::alloc(rt, 2048).expect("y");
-    rt.fft(Device::Sim(0), FftDirection::Forward, 1024, &x, &mut y).expect("fft");
+    rt.fft(Device::Sim(0), FftDirection::Forward, 1024, &x, &mut y)
+        .expect("fft");
     let _ = y.host().expect("host");
 }
 
@@ -59,14 +60,28 @@ fn pipeline(rt: &Runtime) {
 fn every_transfer_is_one_event_with_its_reason() {
     let collect = Collect::default();
     let subscriber = tracing_subscriber::registry().with(collect.clone());
-    let rt = Runtime::builder().sim(SimConfig::default()).trace(true).build().expect("rt");
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .trace(true)
+        .build()
+        .expect("rt");
     tracing::subscriber::with_default(subscriber, || pipeline(&rt));
     let events = collect.0.lock().expect("lock").clone();
     let stats = rt.stats();
     assert_eq!(events.len() as u64, stats.total_copies());
-    assert_eq!(events.iter().map(|e| e.bytes).sum::<u64>(), stats.total_bytes());
-    assert_eq!((events[0].from.as_str(), events[0].to.as_str()), ("host", "sim0"));
-    assert!(events[0].reason.contains("kernel fft, argument input"), "{:?}", events[0]);
+    assert_eq!(
+        events.iter().map(|e| e.bytes).sum::<u64>(),
+        stats.total_bytes()
+    );
+    assert_eq!(
+        (events[0].from.as_str(), events[0].to.as_str()),
+        ("host", "sim0")
+    );
+    assert!(
+        events[0].reason.contains("kernel fft, argument input"),
+        "{:?}",
+        events[0]
+    );
     assert!(events[1].reason.contains("host view"), "{:?}", events[1]);
 }
 
@@ -74,7 +89,11 @@ fn every_transfer_is_one_event_with_its_reason() {
 fn tracing_off_emits_nothing() {
     let collect = Collect::default();
     let subscriber = tracing_subscriber::registry().with(collect.clone());
-    let rt = Runtime::builder().sim(SimConfig::default()).trace(false).build().expect("rt");
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .trace(false)
+        .build()
+        .expect("rt");
     tracing::subscriber::with_default(subscriber, || pipeline(&rt));
     assert!(collect.0.lock().expect("lock").is_empty());
     assert_eq!(rt.stats().total_copies(), 2);

@@ -34,15 +34,25 @@ pub fn mappings() -> Vec<(&'static str, Device, SimConfig)> {
         simulate_link: true,
         ..SimConfig::default()
     };
-    vec![("cpu", Device::Cpu, pcie.clone()), ("sim-pcie", Device::Sim(0), pcie)]
+    vec![
+        ("cpu", Device::Cpu, pcie.clone()),
+        ("sim-pcie", Device::Sim(0), pcie),
+    ]
 }
 
-fn measure(app: App, device: Device, sim: &SimConfig, mode: ExecMode, frames: usize) -> rimms::Result<Cell> {
+fn measure(
+    app: App,
+    device: Device,
+    sim: &SimConfig,
+    mode: ExecMode,
+    frames: usize,
+) -> rimms::Result<Cell> {
     let rt = Runtime::builder().sim(sim.clone()).mode(mode).build()?;
     // One warm-up frame so FFT plans and pools are in place, then measure.
     pipelines::run(&rt, app, device, 1)?;
     rt.reset_stats();
-    let allocations = |rt: &Runtime| -> u64 { rt.stats().spaces.iter().map(|s| s.allocations).sum() };
+    let allocations =
+        |rt: &Runtime| -> u64 { rt.stats().spaces.iter().map(|s| s.allocations).sum() };
     let before = allocations(&rt);
     let (mut times, checksum) = pipelines::run(&rt, app, device, frames)?;
     times.sort();
@@ -56,13 +66,29 @@ fn measure(app: App, device: Device, sim: &SimConfig, mode: ExecMode, frames: us
     })
 }
 
-pub fn run(frames: usize, apps: &[App], mut progress: impl FnMut(&str)) -> rimms::Result<Vec<Row>> {
+/// Runs the table; fails on a runtime error, or if the two modes disagree on a result.
+pub fn run(
+    frames: usize,
+    apps: &[App],
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for &app in apps {
         for (map, device, sim) in mappings() {
             progress(&format!("{} on {map}", app.name()));
-            let baseline = measure(app, device, &sim, ExecMode::Baseline, frames)?;
-            let rimms = measure(app, device, &sim, ExecMode::Tracked, frames)?;
+            let baseline = measure(app, device, &sim, ExecMode::Baseline, frames)
+                .map_err(|e| e.to_string())?;
+            let rimms =
+                measure(app, device, &sim, ExecMode::Tracked, frames).map_err(|e| e.to_string())?;
+            // Both modes run the same kernels on the same data: results must be identical.
+            if baseline.checksum != rimms.checksum {
+                return Err(format!(
+                    "{} on {map}: baseline and rimms results differ ({} vs {})",
+                    app.name(),
+                    baseline.checksum,
+                    rimms.checksum
+                ));
+            }
             let minimum_bytes = if device == Device::Cpu {
                 0
             } else {

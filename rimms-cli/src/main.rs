@@ -8,7 +8,11 @@ use pipelines::App;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "rimms", version, about = "RIMMS: runtime-integrated memory management for heterogeneous machines")]
+#[command(
+    name = "rimms",
+    version,
+    about = "RIMMS: runtime-integrated memory management for heterogeneous machines"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,7 +48,11 @@ fn main() -> ExitCode {
                 eprintln!("rimms bench: --frames must be at least 1");
                 return ExitCode::from(2);
             }
-            let apps = if app.is_empty() { App::ALL.to_vec() } else { app };
+            let apps = if app.is_empty() {
+                App::ALL.to_vec()
+            } else {
+                app
+            };
             let progress = |what: &str| {
                 if !json {
                     eprintln!("running {what} ...");

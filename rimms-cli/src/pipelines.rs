@@ -37,13 +37,20 @@ pub const ZIP_LEN: usize = 4096;
 fn frame_input(len: usize, frame: usize, salt: usize) -> impl Iterator<Item = Complex32> {
     (0..len).map(move |i| {
         let k = (i * 7 + frame * 13 + salt * 31) % 1009;
-        Complex32::new(k as f32 / 1009.0 - 0.5, ((k * 3) % 101) as f32 / 101.0 - 0.5)
+        Complex32::new(
+            k as f32 / 1009.0 - 0.5,
+            ((k * 3) % 101) as f32 / 101.0 - 0.5,
+        )
     })
 }
 
 fn fill(x: &mut HeteData<Complex32>, frame: usize, salt: usize) -> Result<()> {
     let len = x.len();
-    for (dst, v) in x.host_write()?.iter_mut().zip(frame_input(len, frame, salt)) {
+    for (dst, v) in x
+        .host_write()?
+        .iter_mut()
+        .zip(frame_input(len, frame, salt))
+    {
         *dst = v;
     }
     Ok(())

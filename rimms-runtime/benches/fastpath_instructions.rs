@@ -75,6 +75,10 @@ fn dispatch_noop_three_resident_args(state: (Runtime, [HeteData<Complex32>; 3]))
 
 library_benchmark_group!(
     name = fast_path,
-    benchmarks = [resident_check, harness_only, dispatch_noop_three_resident_args]
+    benchmarks = [
+        resident_check,
+        harness_only,
+        dispatch_noop_three_resident_args
+    ]
 );
 main!(library_benchmark_groups = fast_path);

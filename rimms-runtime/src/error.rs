@@ -32,7 +32,9 @@ pub enum Error {
     },
 
     /// A fragment size that is not a power of two or not a whole number of elements.
-    #[error("fragment size {bytes} bytes is invalid for {type_name} ({elem_size} bytes each): {why}")]
+    #[error(
+        "fragment size {bytes} bytes is invalid for {type_name} ({elem_size} bytes each): {why}"
+    )]
     FragmentSize {
         /// Requested fragment size.
         bytes: usize,
@@ -45,7 +47,9 @@ pub enum Error {
     },
 
     /// An element type whose alignment the pools cannot honour.
-    #[error("{type_name} needs {align}-byte alignment, but pools hand out {granule}-byte granules")]
+    #[error(
+        "{type_name} needs {align}-byte alignment, but pools hand out {granule}-byte granules"
+    )]
     Alignment {
         /// Element type.
         type_name: &'static str,

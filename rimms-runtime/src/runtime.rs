@@ -220,11 +220,7 @@ impl Runtime {
 
     /// The devices, CPU first.
     pub fn devices(&self) -> Vec<Device> {
-        self.shared
-            .devices
-            .iter()
-            .map(|d| d.device)
-            .collect()
+        self.shared.devices.iter().map(|d| d.device).collect()
     }
 
     /// Tracked or baseline.
@@ -364,7 +360,11 @@ impl Shared {
             (None, None) => None,
             (Some(l), None) | (None, Some(l)) => Some((l, simulate)),
             (Some(x), Some(y)) => {
-                let slower = if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) { x } else { y };
+                let slower = if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) {
+                    x
+                } else {
+                    y
+                };
                 Some((slower, simulate))
             }
         }

@@ -42,7 +42,9 @@ pub fn to_f64(x: &[Complex32]) -> Vec<(f64, f64)> {
 }
 
 pub fn to_c32(x: &[(f64, f64)]) -> Vec<Complex32> {
-    x.iter().map(|&(re, im)| Complex32::new(re as f32, im as f32)).collect()
+    x.iter()
+        .map(|&(re, im)| Complex32::new(re as f32, im as f32))
+        .collect()
 }
 
 /// Largest element error relative to the largest reference magnitude.

@@ -294,7 +294,9 @@ impl FragmentTable {
         for (i, group) in groups.enumerate() {
             let valid = SpaceSet(group.iter().fold(u16::MAX, |acc, f| acc & f.valid.0));
             let zero = group.iter().all(|f| f.zero);
-            let owner = group[0].owner.filter(|o| group.iter().all(|f| f.owner == Some(*o)));
+            let owner = group[0]
+                .owner
+                .filter(|o| group.iter().all(|f| f.owner == Some(*o)));
             let owner = owner.or_else(|| valid.iter().next());
             table.set(i, FragmentState { valid, owner, zero });
         }

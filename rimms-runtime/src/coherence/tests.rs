@@ -63,7 +63,13 @@ fn read_miss_copies_from_the_valid_space_and_keeps_it_valid() {
     let mut t = FragmentTable::new(2);
     access(&mut t, &whole(2), HOST, Access::Write);
     let plan = access(&mut t, &whole(2), DEV, Access::Read);
-    assert_eq!(plan.moves, vec![Move { src: HOST, frags: 0..2 }]);
+    assert_eq!(
+        plan.moves,
+        vec![Move {
+            src: HOST,
+            frags: 0..2
+        }]
+    );
     assert_eq!(t.get(0), Some(state(&[HOST, DEV], Some(HOST), false)));
 }
 
@@ -71,7 +77,9 @@ fn read_miss_copies_from_the_valid_space_and_keeps_it_valid() {
 fn read_hit_plans_nothing() {
     let mut t = FragmentTable::new(2);
     access(&mut t, &whole(2), DEV, Access::Write);
-    assert!(t.plan_acquire(&whole(2), DEV, Access::Read, flat).is_empty());
+    assert!(t
+        .plan_acquire(&whole(2), DEV, Access::Read, flat)
+        .is_empty());
 }
 
 #[test]
@@ -80,7 +88,13 @@ fn read_write_copies_in_then_leaves_the_writer_alone_valid() {
     access(&mut t, &whole(2), HOST, Access::Write);
     access(&mut t, &whole(2), OTHER, Access::Read);
     let plan = access(&mut t, &whole(2), DEV, Access::ReadWrite);
-    assert_eq!(plan.moves, vec![Move { src: HOST, frags: 0..2 }]);
+    assert_eq!(
+        plan.moves,
+        vec![Move {
+            src: HOST,
+            frags: 0..2
+        }]
+    );
     assert_eq!(t.get(1), Some(state(&[DEV], Some(DEV), false)));
 }
 
@@ -105,7 +119,16 @@ fn partial_write_is_a_read_write_for_the_partial_fragments_only() {
     let plan = t.plan_acquire(&span, DEV, Access::Write, flat);
     assert_eq!(
         plan.moves,
-        vec![Move { src: HOST, frags: 0..1 }, Move { src: HOST, frags: 3..4 }]
+        vec![
+            Move {
+                src: HOST,
+                frags: 0..1
+            },
+            Move {
+                src: HOST,
+                frags: 3..4
+            }
+        ]
     );
 }
 
@@ -114,9 +137,13 @@ fn the_cheapest_source_wins_and_ties_go_to_the_lowest_id() {
     let mut t = FragmentTable::new(1);
     access(&mut t, &whole(1), DEV, Access::Write);
     access(&mut t, &whole(1), OTHER, Access::Read);
-    let into_host = |cost: fn(SpaceId, SpaceId) -> u64| t.plan_acquire(&whole(1), HOST, Access::Read, cost);
+    let into_host =
+        |cost: fn(SpaceId, SpaceId) -> u64| t.plan_acquire(&whole(1), HOST, Access::Read, cost);
     assert_eq!(into_host(flat).moves[0].src, DEV);
-    assert_eq!(into_host(|s, _| if s == OTHER { 1 } else { 5 }).moves[0].src, OTHER);
+    assert_eq!(
+        into_host(|s, _| if s == OTHER { 1 } else { 5 }).moves[0].src,
+        OTHER
+    );
 }
 
 #[test]
@@ -124,7 +151,11 @@ fn neighbours_with_one_source_coalesce_and_others_split() {
     let mut t = FragmentTable::new(6);
     access(&mut t, &whole(6), HOST, Access::Write);
     // Fragments 2..4 now live on DEV only, 5 on OTHER only.
-    let span = |r: Range<usize>| FragmentSpan { frags: r, first_partial: false, last_partial: false };
+    let span = |r: Range<usize>| FragmentSpan {
+        frags: r,
+        first_partial: false,
+        last_partial: false,
+    };
     access(&mut t, &span(2..4), DEV, Access::Write);
     access(&mut t, &span(5..6), OTHER, Access::Write);
     // Fragment 1 is already valid on OTHER: it splits the host run.
@@ -133,9 +164,18 @@ fn neighbours_with_one_source_coalesce_and_others_split() {
     assert_eq!(
         plan.moves,
         vec![
-            Move { src: HOST, frags: 0..1 },
-            Move { src: DEV, frags: 2..4 },
-            Move { src: HOST, frags: 4..5 },
+            Move {
+                src: HOST,
+                frags: 0..1
+            },
+            Move {
+                src: DEV,
+                frags: 2..4
+            },
+            Move {
+                src: HOST,
+                frags: 4..5
+            },
         ]
     );
 }
@@ -155,7 +195,11 @@ fn the_summary_gives_the_fast_path_exactly() {
     assert!(resident(s, DEV, Access::Read) && resident(s, HOST, Access::Read));
     assert!(!resident(s, DEV, Access::Write));
     // One fragment elsewhere only: no whole-buffer read hit in DEV.
-    let one = FragmentSpan { frags: 1..2, first_partial: false, last_partial: false };
+    let one = FragmentSpan {
+        frags: 1..2,
+        first_partial: false,
+        last_partial: false,
+    };
     access(&mut t, &one, OTHER, Access::Write);
     assert!(!resident(t.summary(), DEV, Access::Read));
     // Zero-marked data materialised only in DEV: reads hit, writes must clear the mark.
@@ -189,19 +233,40 @@ fn reset_makes_everything_zero_without_moving() {
     access(&mut t, &whole(3), DEV, Access::Write);
     t.reset();
     assert_eq!(t.get(2), Some(state(&[], None, true)));
-    assert!(t.plan_acquire(&whole(3), HOST, Access::Read, flat).moves.is_empty());
+    assert!(t
+        .plan_acquire(&whole(3), HOST, Access::Read, flat)
+        .moves
+        .is_empty());
 }
 
 #[test]
 fn merging_takes_common_validity_and_asks_for_a_gather_when_there_is_none() {
     let mut t = FragmentTable::new(4);
     access(&mut t, &whole(4), HOST, Access::Write);
-    access(&mut t, &FragmentSpan { frags: 0..1, first_partial: false, last_partial: false }, DEV, Access::Read);
+    access(
+        &mut t,
+        &FragmentSpan {
+            frags: 0..1,
+            first_partial: false,
+            last_partial: false,
+        },
+        DEV,
+        Access::Read,
+    );
     assert!(!t.merge_needs_gather(2));
     let merged = t.merged(2);
     assert_eq!(merged.len(), 2);
     assert_eq!(merged.get(0), Some(state(&[HOST], Some(HOST), false)));
-    access(&mut t, &FragmentSpan { frags: 3..4, first_partial: false, last_partial: false }, DEV, Access::Write);
+    access(
+        &mut t,
+        &FragmentSpan {
+            frags: 3..4,
+            first_partial: false,
+            last_partial: false,
+        },
+        DEV,
+        Access::Write,
+    );
     assert!(t.merge_needs_gather(2), "fragments 2 and 3 share no space");
     // Zero fragments never need gathering.
     assert!(!FragmentTable::new(4).merge_needs_gather(4));
@@ -210,7 +275,16 @@ fn merging_takes_common_validity_and_asks_for_a_gather_when_there_is_none() {
 #[test]
 fn splitting_inherits_the_parent_state() {
     let mut t = FragmentTable::new(2);
-    access(&mut t, &FragmentSpan { frags: 1..2, first_partial: false, last_partial: false }, DEV, Access::Write);
+    access(
+        &mut t,
+        &FragmentSpan {
+            frags: 1..2,
+            first_partial: false,
+            last_partial: false,
+        },
+        DEV,
+        Access::Write,
+    );
     let split = t.split(4, 7);
     assert_eq!(split.len(), 7);
     assert_eq!(split.get(3), Some(state(&[], None, true)));
@@ -223,11 +297,19 @@ fn spans_know_their_partial_ends() {
     // 4 fragments of 16 bytes, the last only 8 bytes long (buffer of 56).
     assert_eq!(
         FragmentSpan::of(0..56, 4, 56),
-        FragmentSpan { frags: 0..4, first_partial: false, last_partial: false }
+        FragmentSpan {
+            frags: 0..4,
+            first_partial: false,
+            last_partial: false
+        }
     );
     assert_eq!(
         FragmentSpan::of(8..40, 4, 56),
-        FragmentSpan { frags: 0..3, first_partial: true, last_partial: true }
+        FragmentSpan {
+            frags: 0..3,
+            first_partial: true,
+            last_partial: true
+        }
     );
     let single = FragmentSpan::of(16..20, 4, 56);
     assert_eq!(single.frags, 1..2);

@@ -92,11 +92,9 @@ impl RawBuffer {
         let mut inner = self.lock();
         let block = self.ensure_block(&mut inner, space)?;
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
-        let plan = inner
-            .table
-            .plan_acquire(&span, space, access, |src, dst| {
-                self.rt.link_cost(src, dst, 1 << self.shift())
-            });
+        let plan = inner.table.plan_acquire(&span, space, access, |src, dst| {
+            self.rt.link_cost(src, dst, 1 << self.shift())
+        });
         if plan.is_empty() {
             return Ok(false);
         }
@@ -150,8 +148,7 @@ impl RawBuffer {
     }
 
     fn publish(&self, inner: &Inner) {
-        self.summary
-            .store(inner.table.summary(), Ordering::Release);
+        self.summary.store(inner.table.summary(), Ordering::Release);
     }
 
     pub(crate) fn reset(&self) {

@@ -247,7 +247,10 @@ impl<T: Pod> HeteData<T> {
     }
 
     /// Two mutable views, `..mid` and `mid..`; `mid` must fall on a fragment boundary.
-    pub fn split_at_mut(&mut self, mid: usize) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
         HeteSliceMut::new(&self.raw, 0, self.len).into_split_at_mut(mid)
     }
 
@@ -456,7 +459,10 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         // SAFETY: as in `HeteSlice::host`; the exclusive borrow of the view for `'a` (and its
         // fragment-aligned range) keeps every other reader and writer of these bytes away.
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.raw.ptr_in(SpaceId::HOST, start) as *mut T, self.len)
+            std::slice::from_raw_parts_mut(
+                self.raw.ptr_in(SpaceId::HOST, start) as *mut T,
+                self.len,
+            )
         })
     }
 
@@ -487,7 +493,10 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     }
 
     /// Two mutable views, `..mid` and `mid..`; `mid` must fall on a fragment boundary.
-    pub fn split_at_mut(&mut self, mid: usize) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
+    pub fn split_at_mut(
+        &mut self,
+        mid: usize,
+    ) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
         self.reborrow().into_split_at_mut(mid)
     }
 
@@ -613,6 +622,9 @@ mod tests {
         x.host().expect("fill on the host");
         // SAFETY: the host block holds the 64-byte buffer.
         unsafe { *x.raw.ptr_in(SpaceId::HOST, 0) = 7 };
-        assert!(matches!(x.validate(), Err(Error::Diverged { fragment: 0, .. })));
+        assert!(matches!(
+            x.validate(),
+            Err(Error::Diverged { fragment: 0, .. })
+        ));
     }
 }

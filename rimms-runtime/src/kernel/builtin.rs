@@ -58,9 +58,12 @@ fn same_len(api: Api, device: Device, names: [&str; 2], lens: [usize; 2]) -> Res
 
 impl Runtime {
     fn check_fft(&self, device: Device, points: usize, len: usize) -> Result<()> {
-        shape(Api::FFT, device, points.is_power_of_two() && points >= 2, || {
-            format!("the transform size must be a power of two of at least 2, got {points}")
-        })?;
+        shape(
+            Api::FFT,
+            device,
+            points.is_power_of_two() && points >= 2,
+            || format!("the transform size must be a power of two of at least 2, got {points}"),
+        )?;
         shape(Api::FFT, device, len % points == 0, || {
             format!("{len} elements are not a whole number of {points}-point rows")
         })?;
@@ -85,7 +88,12 @@ impl Runtime {
         output: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, output) = (input.input(), output.output());
-        same_len(Api::FFT, device, ["input", "output"], [input.len(), output.len()])?;
+        same_len(
+            Api::FFT,
+            device,
+            ["input", "output"],
+            [input.len(), output.len()],
+        )?;
         self.check_fft(device, points, input.len())?;
         let args = [
             read("input", &input),
@@ -160,7 +168,12 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        same_len(Api::CONJ, device, ["input", "out"], [input.len(), out.len()])?;
+        same_len(
+            Api::CONJ,
+            device,
+            ["input", "out"],
+            [input.len(), out.len()],
+        )?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::CONJ, args, |dev, [x, o]: [ArgPtr; 2]| {
             match dev.executor {
@@ -179,7 +192,12 @@ impl Runtime {
         out: &mut impl Output<f32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        same_len(Api::MAGNITUDE, device, ["input", "out"], [input.len(), out.len()])?;
+        same_len(
+            Api::MAGNITUDE,
+            device,
+            ["input", "out"],
+            [input.len(), out.len()],
+        )?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::MAGNITUDE, args, |dev, [x, o]: [ArgPtr; 2]| {
             match dev.executor {
@@ -199,12 +217,22 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        same_len(Api::FFTSHIFT, device, ["input", "out"], [input.len(), out.len()])?;
+        same_len(
+            Api::FFTSHIFT,
+            device,
+            ["input", "out"],
+            [input.len(), out.len()],
+        )?;
         shape(
             Api::FFTSHIFT,
             device,
             row_len > 0 && input.len() % row_len == 0,
-            || format!("{} elements are not a whole number of rows of {row_len}", input.len()),
+            || {
+                format!(
+                    "{} elements are not a whole number of rows of {row_len}",
+                    input.len()
+                )
+            },
         )?;
         let args = [read("input", &input), write("out", &out, Access::Write)];
         self.launch(device, Api::FFTSHIFT, args, |dev, [x, o]: [ArgPtr; 2]| {
@@ -228,7 +256,12 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        same_len(Api::TRANSPOSE, device, ["input", "out"], [input.len(), out.len()])?;
+        same_len(
+            Api::TRANSPOSE,
+            device,
+            ["input", "out"],
+            [input.len(), out.len()],
+        )?;
         shape(
             Api::TRANSPOSE,
             device,

@@ -7,8 +7,8 @@
 
 mod trace;
 
-pub(crate) use trace::Reason;
 pub(crate) use trace::trace_transfer;
+pub(crate) use trace::Reason;
 
 use crate::space::MAX_SPACES;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
