@@ -64,3 +64,19 @@ fn dispatch_builtin_zip_one_element_resident(bencher: Bencher) {
         )
     });
 }
+
+/// The floor under `dispatch_noop_three_resident_args`: the same argument construction and
+/// closure call with no runtime in between, so the difference is what dispatch costs.
+#[divan::bench]
+fn harness_three_args_no_dispatch(bencher: Bencher) {
+    let rt = Runtime::new().expect("runtime");
+    let [a, b, mut c] = resident_buffers(&rt);
+    bencher.bench_local(|| {
+        let args = [
+            KernelArg::read("a", &a),
+            KernelArg::read("b", &b),
+            KernelArg::write::<Complex32>("c", &mut c),
+        ];
+        black_box(args);
+    });
+}

@@ -1,38 +1,14 @@
 //! The built-in APIs as methods of [`Runtime`]: each checks its shapes, names its arguments
 //! with their access modes, and hands the device's implementation to the dispatch core.
 
-use super::dispatch::{Arg, ArgPtr};
+use super::dispatch::{ArgPtr, KernelArg};
 use super::{Api, FftDirection, ZipOp};
 use crate::backend::cpu::kernels;
 use crate::backend::Executor;
-use crate::coherence::Access;
-use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
+use crate::data::{Input, Output};
 use crate::error::{Error, Result};
 use crate::runtime::{Device, Runtime};
-use bytemuck::Pod;
 use num_complex::Complex32 as C32;
-
-fn read<'a, T: Pod>(name: &'static str, view: &HeteSlice<'a, T>) -> Arg<'a> {
-    let (start, len) = view.byte_range();
-    Arg {
-        name,
-        raw: view.raw(),
-        start,
-        len,
-        access: Access::Read,
-    }
-}
-
-fn write<'a, T: Pod>(name: &'static str, view: &'a HeteSliceMut<'_, T>, access: Access) -> Arg<'a> {
-    let (start, len) = view.as_slice().byte_range();
-    Arg {
-        name,
-        raw: view.raw(),
-        start,
-        len,
-        access,
-    }
-}
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.
 fn shape(api: Api, device: Device, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
@@ -87,7 +63,7 @@ impl Runtime {
         input: &impl Input<C32>,
         output: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, output) = (input.input(), output.output());
+        let (input, mut output) = (input.input(), output.output());
         same_len(
             Api::FFT,
             device,
@@ -96,8 +72,8 @@ impl Runtime {
         )?;
         self.check_fft(device, points, input.len())?;
         let args = [
-            read("input", &input),
-            write("output", &output, Access::Write),
+            KernelArg::read("input", &input),
+            KernelArg::write("output", &mut output),
         ];
         self.launch(device, Api::FFT, args, |dev, [x, y]: [ArgPtr; 2]| {
             match dev.executor {
@@ -120,9 +96,9 @@ impl Runtime {
         points: usize,
         data: &mut impl Output<C32>,
     ) -> Result<()> {
-        let data = data.output();
+        let mut data = data.output();
         self.check_fft(device, points, data.len())?;
-        let args = [write("data", &data, Access::ReadWrite)];
+        let args = [KernelArg::read_write("data", &mut data)];
         self.launch(device, Api::FFT, args, |dev, [x]: [ArgPtr; 1]| {
             match dev.executor {
                 // SAFETY: the only argument, acquired read-write in a host-addressable space.
@@ -143,13 +119,13 @@ impl Runtime {
         b: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (a, b, out) = (a.input(), b.input(), out.output());
+        let (a, b, mut out) = (a.input(), b.input(), out.output());
         same_len(Api::ZIP, device, ["a", "b"], [a.len(), b.len()])?;
         same_len(Api::ZIP, device, ["a", "out"], [a.len(), out.len()])?;
         let args = [
-            read("a", &a),
-            read("b", &b),
-            write("out", &out, Access::Write),
+            KernelArg::read("a", &a),
+            KernelArg::read("b", &b),
+            KernelArg::write("out", &mut out),
         ];
         self.launch(device, Api::ZIP, args, |dev, [a, b, o]: [ArgPtr; 3]| {
             match dev.executor {
@@ -167,14 +143,17 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, mut out) = (input.input(), out.output());
         same_len(
             Api::CONJ,
             device,
             ["input", "out"],
             [input.len(), out.len()],
         )?;
-        let args = [read("input", &input), write("out", &out, Access::Write)];
+        let args = [
+            KernelArg::read("input", &input),
+            KernelArg::write("out", &mut out),
+        ];
         self.launch(device, Api::CONJ, args, |dev, [x, o]: [ArgPtr; 2]| {
             match dev.executor {
                 // SAFETY: as in `zip`.
@@ -191,14 +170,17 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<f32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, mut out) = (input.input(), out.output());
         same_len(
             Api::MAGNITUDE,
             device,
             ["input", "out"],
             [input.len(), out.len()],
         )?;
-        let args = [read("input", &input), write("out", &out, Access::Write)];
+        let args = [
+            KernelArg::read("input", &input),
+            KernelArg::write("out", &mut out),
+        ];
         self.launch(device, Api::MAGNITUDE, args, |dev, [x, o]: [ArgPtr; 2]| {
             match dev.executor {
                 // SAFETY: as in `zip`.
@@ -216,7 +198,7 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, mut out) = (input.input(), out.output());
         same_len(
             Api::FFTSHIFT,
             device,
@@ -234,7 +216,10 @@ impl Runtime {
                 )
             },
         )?;
-        let args = [read("input", &input), write("out", &out, Access::Write)];
+        let args = [
+            KernelArg::read("input", &input),
+            KernelArg::write("out", &mut out),
+        ];
         self.launch(device, Api::FFTSHIFT, args, |dev, [x, o]: [ArgPtr; 2]| {
             match dev.executor {
                 // SAFETY: as in `zip`.
@@ -255,7 +240,7 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, mut out) = (input.input(), out.output());
         same_len(
             Api::TRANSPOSE,
             device,
@@ -268,7 +253,10 @@ impl Runtime {
             rows.checked_mul(cols) == Some(input.len()),
             || format!("{rows} × {cols} does not match {} elements", input.len()),
         )?;
-        let args = [read("input", &input), write("out", &out, Access::Write)];
+        let args = [
+            KernelArg::read("input", &input),
+            KernelArg::write("out", &mut out),
+        ];
         self.launch(device, Api::TRANSPOSE, args, |dev, [x, o]: [ArgPtr; 2]| {
             match dev.executor {
                 // SAFETY: as in `zip`.
@@ -282,8 +270,8 @@ impl Runtime {
 
     /// `data *= factor`, in place.
     pub fn scale(&self, device: Device, factor: C32, data: &mut impl Output<C32>) -> Result<()> {
-        let data = data.output();
-        let args = [write("data", &data, Access::ReadWrite)];
+        let mut data = data.output();
+        let args = [KernelArg::read_write("data", &mut data)];
         self.launch(device, Api::SCALE, args, |dev, [x]: [ArgPtr; 1]| {
             match dev.executor {
                 // SAFETY: the only argument, acquired read-write.
@@ -305,7 +293,7 @@ impl Runtime {
         b: &impl Input<C32>,
         c: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (a, b, c) = (a.input(), b.input(), c.output());
+        let (a, b, mut c) = (a.input(), b.input(), c.output());
         let fits = |x: usize, y: usize, len: usize| x.checked_mul(y) == Some(len);
         shape(Api::GEMM, device, fits(m, k, a.len()), || {
             format!("`a` has {} elements, not {m} × {k}", a.len())
@@ -316,7 +304,11 @@ impl Runtime {
         shape(Api::GEMM, device, fits(m, n, c.len()), || {
             format!("`c` has {} elements, not {m} × {n}", c.len())
         })?;
-        let args = [read("a", &a), read("b", &b), write("c", &c, Access::Write)];
+        let args = [
+            KernelArg::read("a", &a),
+            KernelArg::read("b", &b),
+            KernelArg::write("c", &mut c),
+        ];
         self.launch(device, Api::GEMM, args, |dev, [a, b, o]: [ArgPtr; 3]| {
             match dev.executor {
                 // SAFETY: as in `zip`.

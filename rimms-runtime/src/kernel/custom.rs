@@ -2,7 +2,7 @@
 //! `#[rimms::kernel]` expands to; until that macro exists it is also how a program calls a
 //! kernel of its own, and how the dispatch overhead is measured.
 
-use super::dispatch::{Arg, ArgPtr};
+use super::dispatch::{ArgPtr, KernelArg};
 use super::Api;
 use crate::backend::Executor;
 use crate::coherence::Access;
@@ -11,22 +11,18 @@ use crate::error::{Error, Result};
 use crate::runtime::{Device, Runtime};
 use bytemuck::Pod;
 
-/// One managed argument of a custom kernel, with its access mode.
-#[derive(Clone, Copy)]
-pub struct KernelArg<'a>(Arg<'a>);
-
 impl<'a> KernelArg<'a> {
     /// An argument the kernel only reads.
     pub fn read<T: Pod>(name: &'static str, view: &'a impl Input<T>) -> KernelArg<'a> {
         let view = view.input();
         let (start, len) = view.byte_range();
-        KernelArg(Arg {
+        KernelArg {
             name,
             raw: view.raw(),
             start,
             len,
             access: Access::Read,
-        })
+        }
     }
 
     /// An argument the kernel reads and changes.
@@ -46,13 +42,13 @@ impl<'a> KernelArg<'a> {
     ) -> KernelArg<'a> {
         let view = view.output();
         let (start, len) = view.as_slice().byte_range();
-        KernelArg(Arg {
+        KernelArg {
             name,
             raw: view.into_raw(),
             start,
             len,
             access,
-        })
+        }
     }
 }
 
@@ -92,7 +88,7 @@ impl Runtime {
         args: [KernelArg<'_>; N],
         body: impl FnOnce([HostArg; N]),
     ) -> Result<()> {
-        self.launch(device, api, args.map(|a| a.0), |dev, ptrs| {
+        self.launch(device, api, args, |dev, ptrs| {
             match dev.executor {
                 Executor::Host => body(ptrs.map(HostArg)),
             }

@@ -15,14 +15,15 @@ use crate::stats::Reason;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// One managed argument of a call: a byte range of a buffer and how the kernel uses it.
+/// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses
+/// it. Made with [`KernelArg::read`], [`KernelArg::read_write`] or [`KernelArg::write`].
 #[derive(Clone, Copy)]
-pub(crate) struct Arg<'a> {
-    pub name: &'static str,
-    pub raw: &'a RawBuffer,
-    pub start: usize,
-    pub len: usize,
-    pub access: Access,
+pub struct KernelArg<'a> {
+    pub(crate) name: &'static str,
+    pub(crate) raw: &'a RawBuffer,
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+    pub(crate) access: Access,
 }
 
 /// Where the kernel finds an argument: `len` bytes at `ptr` in the device's space.
@@ -60,7 +61,7 @@ impl Runtime {
         &self,
         device: Device,
         api: Api,
-        args: [Arg<'_>; N],
+        args: [KernelArg<'_>; N],
         body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.shared();
@@ -74,11 +75,11 @@ impl Runtime {
             }
         }
         match shared.mode {
-            ExecMode::Tracked => tracked(shared, entry, api, args, body),
+            ExecMode::Tracked => tracked(shared, entry, api, &args, body),
             ExecMode::Baseline if entry.space == SpaceId::HOST => {
-                tracked(shared, entry, api, args, body)
+                tracked(shared, entry, api, &args, body)
             }
-            ExecMode::Baseline => baseline(shared, entry, api, args, body),
+            ExecMode::Baseline => baseline(shared, entry, api, &args, body),
         }
     }
 }
@@ -87,16 +88,25 @@ fn tracked<const N: usize>(
     shared: &Shared,
     entry: &DeviceEntry,
     api: Api,
-    args: [Arg<'_>; N],
+    args: &[KernelArg<'_>; N],
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
+    const { assert!(N <= 32, "a kernel takes at most 32 managed arguments") };
     let space = entry.space;
-    let resident = args.map(|a| a.raw.resident(space, a.access));
-    let all_resident = resident.iter().all(|&r| r);
+    // Bit i set: argument i is not resident and must be acquired (and marked if written).
+    let mut missing = 0u32;
+    for (i, a) in args.iter().enumerate() {
+        if !a.raw.resident(space, a.access) {
+            missing |= 1 << i;
+        }
+    }
     // A hit is a call for which nothing moved or was filled.
     let mut hit = true;
-    if !all_resident {
-        for (arg, _) in args.iter().zip(resident).filter(|(_, r)| !r) {
+    if missing != 0 {
+        for (i, arg) in args.iter().enumerate() {
+            if missing & (1 << i) == 0 {
+                continue;
+            }
             let reason = Reason::Kernel {
                 api: api.name(),
                 arg: arg.name,
@@ -107,17 +117,19 @@ fn tracked<const N: usize>(
             hit &= !moved;
         }
     }
-    let ptrs = args.map(|a| ArgPtr {
-        ptr: a.raw.ptr_in(space, a.start),
-        len: a.len,
+    let ptrs = std::array::from_fn(|i| ArgPtr {
+        ptr: args[i].raw.ptr_in(space, args[i].start),
+        len: args[i].len,
     });
     let outcome = body(entry, ptrs).and_then(|()| completion(entry, api));
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
-    if !all_resident || outcome.is_err() {
-        for (arg, resident) in args.iter().zip(resident) {
+    if missing != 0 || outcome.is_err() {
+        for (i, arg) in args.iter().enumerate() {
             match (&outcome, arg.access.writes()) {
-                (Ok(()), true) if !resident => arg.raw.mark_written(arg.start, arg.len, space),
+                (Ok(()), true) if missing & (1 << i) != 0 => {
+                    arg.raw.mark_written(arg.start, arg.len, space)
+                }
                 (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, space),
                 _ => {}
             }
@@ -133,14 +145,14 @@ fn baseline<const N: usize>(
     shared: &Shared,
     entry: &DeviceEntry,
     api: Api,
-    args: [Arg<'_>; N],
+    args: &[KernelArg<'_>; N],
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
     let space = entry.space;
     let pool = shared.pool(space);
     let mut temps: Vec<Block> = Vec::with_capacity(N);
     let staged = (|| {
-        for arg in &args {
+        for arg in args {
             let reason = Reason::Kernel {
                 api: api.name(),
                 arg: arg.name,
@@ -176,7 +188,7 @@ fn baseline<const N: usize>(
             ptr: std::ptr::null_mut(),
             len: 0,
         }; N];
-        for ((p, arg), temp) in ptrs.iter_mut().zip(&args).zip(&temps) {
+        for ((p, arg), temp) in ptrs.iter_mut().zip(args).zip(&temps) {
             *p = ArgPtr {
                 ptr: temp.ptr().as_ptr(),
                 len: arg.len,
@@ -223,7 +235,7 @@ fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
     }
 }
 
-fn host_ptr(arg: &Arg<'_>) -> NonNull<u8> {
+fn host_ptr(arg: &KernelArg<'_>) -> NonNull<u8> {
     let ptr = arg.raw.ptr_in(SpaceId::HOST, arg.start);
     // The argument was acquired on the host just before, so its host block exists.
     NonNull::new(ptr).unwrap_or(NonNull::dangling())

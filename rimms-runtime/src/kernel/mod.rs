@@ -13,5 +13,6 @@ mod dispatch;
 mod ops;
 
 pub use api::Api;
-pub use custom::{HostArg, KernelArg};
+pub use custom::HostArg;
+pub use dispatch::KernelArg;
 pub use ops::{FftDirection, ZipOp};
