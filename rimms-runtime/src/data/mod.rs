@@ -254,6 +254,12 @@ impl<T: Pod> HeteData<T> {
         HeteSliceMut::new(&self.raw, 0, self.len).into_split_at_mut(mid)
     }
 
+    /// Frees the buffer's memory in every space now; the same as dropping it.
+    #[doc(alias = "hete_Free")]
+    pub fn free(self) {
+        drop(self);
+    }
+
     /// Makes the contents zero without freeing memory or moving a byte: the frame-loop reuse
     /// pattern.
     #[doc(alias = "hete_Reset")]
