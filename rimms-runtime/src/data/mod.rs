@@ -584,10 +584,6 @@ impl<T: Pod> Output<T> for HeteSliceMut<'_, T> {
 }
 
 impl<'a, T: Pod> HeteSliceMut<'a, T> {
-    pub(crate) fn raw(&self) -> &RawBuffer {
-        self.raw
-    }
-
     pub(crate) fn into_raw(self) -> &'a RawBuffer {
         self.raw
     }
