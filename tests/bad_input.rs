@@ -69,6 +69,17 @@ fn fragment_sizes_must_be_powers_of_two_and_whole_elements() {
 }
 
 #[test]
+fn element_sizes_that_cannot_fill_a_fragment_are_refused() {
+    let rt = runtime();
+    let err = HeteData::<[f32; 3]>::alloc(&rt, 10).unwrap_err();
+    assert!(
+        matches!(err, Error::FragmentSize { elem_size: 12, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("pad the type"), "{err}");
+}
+
+#[test]
 fn element_types_the_pools_cannot_align_are_refused() {
     #[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
     #[repr(C, align(8192))]

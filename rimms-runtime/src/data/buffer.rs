@@ -102,7 +102,7 @@ impl RawBuffer {
         for m in &plan.moves {
             let bytes = self.frag_bytes(m.frags.clone(), shift);
             let src = inner.blocks[m.src.index()]
-                .ok_or_else(|| missing_block(&self.rt, m.src))?
+                .ok_or_else(|| missing_block(&self.rt, m.src, space))?
                 .ptr();
             self.rt
                 .copy(m.src, space, src, block.ptr(), bytes, &m.frags, reason)?;
@@ -232,10 +232,12 @@ impl RawBuffer {
     }
 }
 
-fn missing_block(rt: &Shared, space: SpaceId) -> Error {
+/// A plan named a source that holds no block: the table and the blocks disagree, which only a
+/// runtime bug can cause; reported as a failed copy rather than a panic.
+fn missing_block(rt: &Shared, from: SpaceId, to: SpaceId) -> Error {
     Error::Transfer {
-        from: rt.space_name(space).to_string(),
-        to: "?".to_string(),
+        from: rt.space_name(from).to_string(),
+        to: rt.space_name(to).to_string(),
         bytes: 0,
         why: "the source space holds no block of this buffer".to_string(),
     }

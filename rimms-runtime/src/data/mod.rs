@@ -124,6 +124,14 @@ impl<T: Pod> HeteData<T> {
                 granule,
             });
         }
+        if !size.is_power_of_two() {
+            return Err(Error::FragmentSize {
+                bytes: DEFAULT_FRAGMENT_BYTES,
+                type_name: type_name::<T>(),
+                elem_size: size,
+                why: "fragments are a power of two bytes, which an element of this size cannot fill; pad the type to a power-of-two size",
+            });
+        }
         let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
         Ok(HeteData {
             raw: RawBuffer::new(rt.shared().clone(), bytes, shift),
