@@ -1,9 +1,10 @@
 //! A program's own kernel through `launch_host`, on a non-complex element type: the same
 //! acquire / run / mark path as the built-ins, counted per link.
 
-use rimms::{Api, Device, HeteData, KernelArg, Runtime, SimConfig};
+use rimms::{ApiDecl, Device, HeteData, KernelArg, Runtime, SimConfig};
 
-const ADD: Api = Api::custom("add_u32");
+static ADD: ApiDecl = ApiDecl::new("add_u32");
+static BUMP: ApiDecl = ApiDecl::new("bump");
 
 /// out[i] = a[i] + b[i] (wrapping), as a custom kernel on `device`.
 fn add(
@@ -15,7 +16,7 @@ fn add(
 ) -> rimms::Result<()> {
     rt.launch_host(
         device,
-        ADD,
+        &ADD,
         [
             KernelArg::read("a", a),
             KernelArg::read("b", b),
@@ -35,17 +36,12 @@ fn add(
 
 /// Increments in place, as a read-write custom kernel.
 fn bump(rt: &Runtime, device: Device, x: &mut HeteData<u32>) -> rimms::Result<()> {
-    rt.launch_host(
-        device,
-        Api::custom("bump"),
-        [KernelArg::read_write("x", x)],
-        |[x]| {
-            // SAFETY: the only argument, made from a `HeteData<u32>`.
-            unsafe { x.slice_mut::<u32>() }
-                .iter_mut()
-                .for_each(|v| *v = v.wrapping_add(1));
-        },
-    )
+    rt.launch_host(device, &BUMP, [KernelArg::read_write("x", x)], |[x]| {
+        // SAFETY: the only argument, made from a `HeteData<u32>`.
+        unsafe { x.slice_mut::<u32>() }
+            .iter_mut()
+            .for_each(|v| *v = v.wrapping_add(1));
+    })
 }
 
 #[test]

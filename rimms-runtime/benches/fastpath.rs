@@ -6,7 +6,7 @@
 
 use divan::{black_box, Bencher};
 use num_complex::Complex32;
-use rimms_runtime::{Access, Api, Device, HeteData, KernelArg, Runtime, SpaceId};
+use rimms_runtime::{Access, ApiDecl, Device, HeteData, KernelArg, Runtime, SpaceId};
 
 fn main() {
     divan::main();
@@ -32,11 +32,11 @@ fn resident_check(bencher: Bencher) {
 fn dispatch_noop_three_resident_args(bencher: Bencher) {
     let rt = Runtime::new().expect("runtime");
     let [a, b, mut c] = resident_buffers(&rt);
-    const NOOP: Api = Api::custom("noop");
+    static NOOP: ApiDecl = ApiDecl::new("noop");
     bencher.bench_local(|| {
         rt.launch_host(
             black_box(Device::Cpu),
-            NOOP,
+            &NOOP,
             [
                 KernelArg::read("a", &a),
                 KernelArg::read("b", &b),

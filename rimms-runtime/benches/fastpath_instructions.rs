@@ -7,7 +7,7 @@
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use num_complex::Complex32;
-use rimms_runtime::{Access, Api, Device, HeteData, KernelArg, Runtime, SpaceId};
+use rimms_runtime::{Access, ApiDecl, Device, HeteData, KernelArg, Runtime, SpaceId};
 use std::hint::black_box;
 
 /// The setup (not counted): a runtime and a buffer written on the host, so that the check
@@ -57,10 +57,10 @@ fn three_resident() -> (Runtime, [HeteData<Complex32>; 3]) {
 #[bench::noop(setup = three_resident, args = ())]
 fn dispatch_noop_three_resident_args(state: (Runtime, [HeteData<Complex32>; 3])) {
     let (rt, [a, b, mut c]) = state;
-    const NOOP: Api = Api::custom("noop");
+    static NOOP: ApiDecl = ApiDecl::new("noop");
     let outcome = rt.launch_host(
         black_box(Device::Cpu),
-        NOOP,
+        &NOOP,
         [
             KernelArg::read("a", &a),
             KernelArg::read("b", &b),

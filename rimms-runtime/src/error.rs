@@ -197,6 +197,17 @@ pub enum Error {
         second: String,
     },
 
+    /// No implementation of the API for the kind of device asked for.
+    #[error("{api} has no implementation for {device} (implemented for: {available})")]
+    NoImplementation {
+        /// API name.
+        api: &'static str,
+        /// Device asked for.
+        device: String,
+        /// Device kinds that implement it.
+        available: String,
+    },
+
     /// A runtime configuration that cannot work.
     #[error("invalid runtime configuration: {0}")]
     Config(String),

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod coherence;
 mod data;
 mod error;
+mod host_loop;
 pub mod kernel;
 mod runtime;
 pub mod space;
@@ -19,7 +20,26 @@ pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
-pub use kernel::{Api, FftDirection, HostArg, KernelArg, ZipOp};
+pub use kernel::{apis, Api, ApiDecl, FftDirection, HostArg, KernelArg, KernelCtx, ZipOp};
+pub use rimms_macros::{api, kernel, parallel_for};
+
+/// What the macros expand to. Not a stable API: use the macros.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::coherence::Access;
+    pub use crate::host_loop::{
+        check_loop_bounds, run_loop, LoopMut, LoopRead, LoopWrite, LOOP_CHUNK,
+    };
+    pub use crate::kernel::{
+        call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DeviceKind, KernelImpl,
+    };
+    pub use inventory;
+
+    /// Whether managed argument `i` of an API has access mode `mode` (for compile-time checks).
+    pub const fn mode_is(modes: &[Access], i: usize, mode: Access) -> bool {
+        i < modes.len() && modes[i] as u8 == mode as u8
+    }
+}
 pub use num_complex::Complex32;
 pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
 pub use space::{LinkModel, SpaceId, SpaceSet};

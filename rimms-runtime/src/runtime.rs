@@ -8,7 +8,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, Executor};
 use crate::error::{Error, Result};
-use crate::kernel::Api;
+use crate::kernel::registry::{registry, DeviceKind};
 use crate::space::{LinkModel, Pool, SpaceId, MAX_SPACES};
 use crate::stats::{trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats};
 use std::fmt;
@@ -24,6 +24,10 @@ pub enum Device {
     Cpu,
     /// Simulated discrete device `n`, in the order the builder added them.
     Sim(u8),
+    /// FPGA accelerator instance `n`.
+    Fpga(u8),
+    /// GPU `n`.
+    Gpu(u8),
 }
 
 impl fmt::Display for Device {
@@ -31,6 +35,8 @@ impl fmt::Display for Device {
         match self {
             Device::Cpu => f.write_str("cpu"),
             Device::Sim(n) => write!(f, "sim{n}"),
+            Device::Fpga(n) => write!(f, "fpga{n}"),
+            Device::Gpu(n) => write!(f, "gpu{n}"),
         }
     }
 }
@@ -155,13 +161,18 @@ impl RuntimeBuilder {
         let trace = self
             .trace
             .unwrap_or_else(|| std::env::var("RIMMS_TRACE").is_ok_and(|v| v == "1"));
+        let mut first_of_kind = [devices.len(); 4];
+        for (position, d) in devices.iter().enumerate().rev() {
+            first_of_kind[DeviceKind::of(d.device) as usize] = position;
+        }
         Ok(Runtime {
             shared: Arc::new(Shared {
+                first_of_kind,
                 mode: self.mode,
                 granule: self.granule,
                 spaces,
                 devices,
-                counters: Counters::new(Api::BUILTIN.len()),
+                counters: Counters::new(registry().api_count()),
                 fft: FftPlans::new(),
                 trace,
             }),
@@ -195,6 +206,8 @@ pub(crate) struct DeviceEntry {
 
 pub(crate) struct Shared {
     pub mode: ExecMode,
+    /// Position in `devices` of the first device of each kind (cpu, sim, fpga, gpu).
+    first_of_kind: [usize; 4],
     granule: usize,
     spaces: Vec<SpaceEntry>,
     devices: Vec<DeviceEntry>,
@@ -273,10 +286,12 @@ impl Runtime {
                 }
             })
             .collect();
-        let apis = Api::BUILTIN
+        let apis = registry()
+            .apis()
             .iter()
-            .filter_map(|api| {
-                let (calls, hits) = s.counters.api(api.index());
+            .enumerate()
+            .filter_map(|(index, api)| {
+                let (calls, hits) = s.counters.api(index);
                 (calls > 0).then_some(ApiStats {
                     name: api.name(),
                     calls,
@@ -328,11 +343,15 @@ impl Shared {
 
     #[inline]
     pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
-        let index = match device {
-            Device::Cpu => 0,
-            Device::Sim(n) => 1 + usize::from(n),
+        // Devices are stored kind by kind in `Device` order, so an instance is its kind's
+        // first position plus its number.
+        let (kind, n) = match device {
+            Device::Cpu => (0, 0),
+            Device::Sim(n) => (1, n),
+            Device::Fpga(n) => (2, n),
+            Device::Gpu(n) => (3, n),
         };
-        match self.devices.get(index) {
+        match self.devices.get(self.first_of_kind[kind] + usize::from(n)) {
             Some(entry) if entry.device == device => Ok(entry),
             _ => Err(Error::NoDevice {
                 device: device.to_string(),

@@ -453,6 +453,11 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         self.as_slice().host()
     }
 
+    /// The tracking granularity of the underlying buffer, in bytes.
+    pub fn fragment_bytes(&self) -> usize {
+        self.raw.fragment_bytes()
+    }
+
     /// Reads and writes on the host: syncs first, then the host holds the only valid copy.
     pub fn host_mut(&mut self) -> Result<&mut [T]> {
         self.reborrow().into_host_mut(Access::ReadWrite)
@@ -463,7 +468,7 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         self.reborrow().into_host_mut(Access::Write)
     }
 
-    fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
+    pub(crate) fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
         let (start, len) = self.as_slice().byte_range();
         if !self.raw.resident(SpaceId::HOST, access) {
             self.raw

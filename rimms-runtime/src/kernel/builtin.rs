@@ -1,29 +1,76 @@
-//! The built-in APIs as methods of [`Runtime`]: each checks its shapes, names its arguments
-//! with their access modes, and hands the device's implementation to the dispatch core.
+//! The built-in APIs: declared here with `#[rimms::api]` like any user API (implementations
+//! register per device kind, see `backend::cpu`), and offered as methods of [`Runtime`] that
+//! check shapes and device limits first, so a bad call is refused before anything moves.
 
-use super::dispatch::{ArgPtr, KernelArg};
-use super::{Api, FftDirection, ZipOp};
-use crate::backend::cpu::kernels;
-use crate::backend::Executor;
+use super::{FftDirection, KernelCtx, ZipOp};
 use crate::data::{Input, Output};
 use crate::error::{Error, Result};
 use crate::runtime::{Device, Runtime};
 use num_complex::Complex32 as C32;
 
+/// The built-in API declarations. Call them through the [`Runtime`] methods, which check
+/// shapes; implement them for a new device kind with
+/// `#[rimms::kernel(api = rimms::apis::fft, device = …)]`.
+pub mod apis {
+    use super::*;
+
+    /// Batched FFT over rows of `points`; inverse scaled by 1/N.
+    #[rimms_macros::api]
+    pub fn fft(
+        ctx: &KernelCtx,
+        dir: FftDirection,
+        points: usize,
+        input: &[C32],
+        #[out] output: &mut [C32],
+    );
+
+    /// Batched FFT over rows of `points`, in place.
+    #[rimms_macros::api]
+    pub fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]);
+
+    /// Element-wise `out = a op b`.
+    #[rimms_macros::api]
+    pub fn zip(op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]);
+
+    /// `out = conj(input)`.
+    #[rimms_macros::api]
+    pub fn conj(input: &[C32], #[out] out: &mut [C32]);
+
+    /// `out = |input|`.
+    #[rimms_macros::api]
+    pub fn magnitude(input: &[C32], #[out] out: &mut [f32]);
+
+    /// Swap of the halves of every row of `row_len`.
+    #[rimms_macros::api]
+    pub fn fftshift(row_len: usize, input: &[C32], #[out] out: &mut [C32]);
+
+    /// `out` (cols × rows) = transpose of `input` (rows × cols).
+    #[rimms_macros::api]
+    pub fn transpose(rows: usize, cols: usize, input: &[C32], #[out] out: &mut [C32]);
+
+    /// `data *= factor`.
+    #[rimms_macros::api]
+    pub fn scale(factor: C32, data: &mut [C32]);
+
+    /// `c` (m × n) = `a` (m × k) · `b` (k × n).
+    #[rimms_macros::api]
+    pub fn gemm(m: usize, k: usize, n: usize, a: &[C32], b: &[C32], #[out] c: &mut [C32]);
+}
+
 /// Refuses a call whose shapes do not fit, naming the API and the device.
-fn shape(api: Api, device: Device, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+fn shape(api: &'static str, device: Device, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if ok {
         Ok(())
     } else {
         Err(Error::Shape {
-            api: api.name(),
+            api,
             device: device.to_string(),
             what: what(),
         })
     }
 }
 
-fn same_len(api: Api, device: Device, names: [&str; 2], lens: [usize; 2]) -> Result<()> {
+fn same_len(api: &'static str, device: Device, names: [&str; 2], lens: [usize; 2]) -> Result<()> {
     shape(api, device, lens[0] == lens[1], || {
         format!(
             "`{}` has {} elements but `{}` has {}",
@@ -35,12 +82,12 @@ fn same_len(api: Api, device: Device, names: [&str; 2], lens: [usize; 2]) -> Res
 impl Runtime {
     fn check_fft(&self, device: Device, points: usize, len: usize) -> Result<()> {
         shape(
-            Api::FFT,
+            "fft",
             device,
             points.is_power_of_two() && points >= 2,
             || format!("the transform size must be a power of two of at least 2, got {points}"),
         )?;
-        shape(Api::FFT, device, len % points == 0, || {
+        shape("fft", device, len % points == 0, || {
             format!("{len} elements are not a whole number of {points}-point rows")
         })?;
         let entry = self.shared().device(device)?;
@@ -48,7 +95,7 @@ impl Runtime {
             .backend
             .check_fft(points)
             .map_err(|why| Error::Unsupported {
-                api: Api::FFT.name(),
+                api: "fft",
                 device: device.to_string(),
                 why,
             })
@@ -65,27 +112,13 @@ impl Runtime {
     ) -> Result<()> {
         let (input, mut output) = (input.input(), output.output());
         same_len(
-            Api::FFT,
+            "fft",
             device,
             ["input", "output"],
             [input.len(), output.len()],
         )?;
         self.check_fft(device, points, input.len())?;
-        let args = [
-            KernelArg::read("input", &input),
-            KernelArg::write("output", &mut output),
-        ];
-        self.launch(device, Api::FFT, args, |dev, [x, y]: [ArgPtr; 2]| {
-            match dev.executor {
-                // SAFETY: `input` is read, `output` written and borrowed mutably by the caller,
-                // so they cannot overlap; both were acquired in the device's host-addressable
-                // space.
-                Executor::Host => unsafe {
-                    kernels::fft_rows(&self.shared().fft, dir, points, x.slice(), y.slice_mut())
-                },
-            }
-            Ok(())
-        })
+        apis::fft(self, device, dir, points, &input, &mut output)
     }
 
     /// FFT of every row of `points` elements of `data`, in place.
@@ -98,16 +131,7 @@ impl Runtime {
     ) -> Result<()> {
         let mut data = data.output();
         self.check_fft(device, points, data.len())?;
-        let args = [KernelArg::read_write("data", &mut data)];
-        self.launch(device, Api::FFT, args, |dev, [x]: [ArgPtr; 1]| {
-            match dev.executor {
-                // SAFETY: the only argument, acquired read-write in a host-addressable space.
-                Executor::Host => unsafe {
-                    kernels::fft_rows_in_place(&self.shared().fft, dir, points, x.slice_mut())
-                },
-            }
-            Ok(())
-        })
+        apis::fft_in_place(self, device, dir, points, &mut data)
     }
 
     /// `out = a op b`, element-wise.
@@ -120,20 +144,9 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (a, b, mut out) = (a.input(), b.input(), out.output());
-        same_len(Api::ZIP, device, ["a", "b"], [a.len(), b.len()])?;
-        same_len(Api::ZIP, device, ["a", "out"], [a.len(), out.len()])?;
-        let args = [
-            KernelArg::read("a", &a),
-            KernelArg::read("b", &b),
-            KernelArg::write("out", &mut out),
-        ];
-        self.launch(device, Api::ZIP, args, |dev, [a, b, o]: [ArgPtr; 3]| {
-            match dev.executor {
-                // SAFETY: `out` is borrowed mutably by the caller, so it overlaps neither input.
-                Executor::Host => unsafe { kernels::zip(op, a.slice(), b.slice(), o.slice_mut()) },
-            }
-            Ok(())
-        })
+        same_len("zip", device, ["a", "b"], [a.len(), b.len()])?;
+        same_len("zip", device, ["a", "out"], [a.len(), out.len()])?;
+        apis::zip(self, device, op, &a, &b, &mut out)
     }
 
     /// `out = conj(input)`.
@@ -144,23 +157,8 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
-        same_len(
-            Api::CONJ,
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        let args = [
-            KernelArg::read("input", &input),
-            KernelArg::write("out", &mut out),
-        ];
-        self.launch(device, Api::CONJ, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.executor {
-                // SAFETY: as in `zip`.
-                Executor::Host => unsafe { kernels::conj(x.slice(), o.slice_mut()) },
-            }
-            Ok(())
-        })
+        same_len("conj", device, ["input", "out"], [input.len(), out.len()])?;
+        apis::conj(self, device, &input, &mut out)
     }
 
     /// `out = |input|`.
@@ -172,22 +170,12 @@ impl Runtime {
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
         same_len(
-            Api::MAGNITUDE,
+            "magnitude",
             device,
             ["input", "out"],
             [input.len(), out.len()],
         )?;
-        let args = [
-            KernelArg::read("input", &input),
-            KernelArg::write("out", &mut out),
-        ];
-        self.launch(device, Api::MAGNITUDE, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.executor {
-                // SAFETY: as in `zip`.
-                Executor::Host => unsafe { kernels::magnitude(x.slice(), o.slice_mut()) },
-            }
-            Ok(())
-        })
+        apis::magnitude(self, device, &input, &mut out)
     }
 
     /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).
@@ -200,13 +188,13 @@ impl Runtime {
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
         same_len(
-            Api::FFTSHIFT,
+            "fftshift",
             device,
             ["input", "out"],
             [input.len(), out.len()],
         )?;
         shape(
-            Api::FFTSHIFT,
+            "fftshift",
             device,
             row_len > 0 && input.len() % row_len == 0,
             || {
@@ -216,19 +204,7 @@ impl Runtime {
                 )
             },
         )?;
-        let args = [
-            KernelArg::read("input", &input),
-            KernelArg::write("out", &mut out),
-        ];
-        self.launch(device, Api::FFTSHIFT, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.executor {
-                // SAFETY: as in `zip`.
-                Executor::Host => unsafe {
-                    kernels::fftshift_rows(row_len, x.slice(), o.slice_mut())
-                },
-            }
-            Ok(())
-        })
+        apis::fftshift(self, device, row_len, &input, &mut out)
     }
 
     /// `out` (cols × rows) = transpose of `input` (rows × cols), both row-major.
@@ -242,43 +218,23 @@ impl Runtime {
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
         same_len(
-            Api::TRANSPOSE,
+            "transpose",
             device,
             ["input", "out"],
             [input.len(), out.len()],
         )?;
         shape(
-            Api::TRANSPOSE,
+            "transpose",
             device,
             rows.checked_mul(cols) == Some(input.len()),
             || format!("{rows} × {cols} does not match {} elements", input.len()),
         )?;
-        let args = [
-            KernelArg::read("input", &input),
-            KernelArg::write("out", &mut out),
-        ];
-        self.launch(device, Api::TRANSPOSE, args, |dev, [x, o]: [ArgPtr; 2]| {
-            match dev.executor {
-                // SAFETY: as in `zip`.
-                Executor::Host => unsafe {
-                    kernels::transpose(rows, cols, x.slice(), o.slice_mut())
-                },
-            }
-            Ok(())
-        })
+        apis::transpose(self, device, rows, cols, &input, &mut out)
     }
 
     /// `data *= factor`, in place.
     pub fn scale(&self, device: Device, factor: C32, data: &mut impl Output<C32>) -> Result<()> {
-        let mut data = data.output();
-        let args = [KernelArg::read_write("data", &mut data)];
-        self.launch(device, Api::SCALE, args, |dev, [x]: [ArgPtr; 1]| {
-            match dev.executor {
-                // SAFETY: the only argument, acquired read-write.
-                Executor::Host => unsafe { kernels::scale(factor, x.slice_mut()) },
-            }
-            Ok(())
-        })
+        apis::scale(self, device, factor, &mut data.output())
     }
 
     /// `c` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
@@ -295,28 +251,15 @@ impl Runtime {
     ) -> Result<()> {
         let (a, b, mut c) = (a.input(), b.input(), c.output());
         let fits = |x: usize, y: usize, len: usize| x.checked_mul(y) == Some(len);
-        shape(Api::GEMM, device, fits(m, k, a.len()), || {
+        shape("gemm", device, fits(m, k, a.len()), || {
             format!("`a` has {} elements, not {m} × {k}", a.len())
         })?;
-        shape(Api::GEMM, device, fits(k, n, b.len()), || {
+        shape("gemm", device, fits(k, n, b.len()), || {
             format!("`b` has {} elements, not {k} × {n}", b.len())
         })?;
-        shape(Api::GEMM, device, fits(m, n, c.len()), || {
+        shape("gemm", device, fits(m, n, c.len()), || {
             format!("`c` has {} elements, not {m} × {n}", c.len())
         })?;
-        let args = [
-            KernelArg::read("a", &a),
-            KernelArg::read("b", &b),
-            KernelArg::write("c", &mut c),
-        ];
-        self.launch(device, Api::GEMM, args, |dev, [a, b, o]: [ArgPtr; 3]| {
-            match dev.executor {
-                // SAFETY: as in `zip`.
-                Executor::Host => unsafe {
-                    kernels::gemm(m, k, n, a.slice(), b.slice(), o.slice_mut())
-                },
-            }
-            Ok(())
-        })
+        apis::gemm(self, device, m, k, n, &a, &b, &mut c)
     }
 }

@@ -1,15 +1,17 @@
-//! The generic kernel entry: any host function over managed arguments. This is what
-//! `#[rimms::kernel]` expands to; until that macro exists it is also how a program calls a
-//! kernel of its own, and how the dispatch overhead is measured.
+//! Kernel calls by hand: [`KernelArg`] constructors, [`HostArg`] accessors, and the two entries
+//! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
+//! an API whose implementation is looked up per device kind.
 
 use super::dispatch::{ArgPtr, KernelArg};
-use super::Api;
+use super::registry::{registry, ApiDecl, DeviceKind};
+use super::{Api, KernelCtx};
 use crate::backend::Executor;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
 use crate::error::{Error, Result};
 use crate::runtime::{Device, Runtime};
 use bytemuck::Pod;
+use std::any::Any;
 
 impl<'a> KernelArg<'a> {
     /// An argument the kernel only reads.
@@ -52,7 +54,7 @@ impl<'a> KernelArg<'a> {
     }
 }
 
-/// Where a custom kernel finds one argument.
+/// Where a kernel finds one argument.
 #[derive(Clone, Copy)]
 pub struct HostArg(ArgPtr);
 
@@ -79,20 +81,64 @@ impl HostArg {
 
 impl Runtime {
     /// Runs `body` on `device` as a kernel of `api`, with `args` acquired in the device's
-    /// memory first and written arguments marked after, exactly as the built-in APIs do. The
+    /// memory first and written arguments marked after, exactly as registered APIs do. The
     /// body gets the arguments in order.
     pub fn launch_host<const N: usize>(
         &self,
         device: Device,
-        api: Api,
+        api: &'static ApiDecl,
         args: [KernelArg<'_>; N],
         body: impl FnOnce([HostArg; N]),
     ) -> Result<()> {
-        self.launch(device, api, args, |dev, ptrs| {
-            match dev.executor {
-                Executor::Host => body(ptrs.map(HostArg)),
+        self.launch(device, Api::of(api), args, |dev, ptrs| match dev.executor {
+            Executor::Host => {
+                body(ptrs.map(HostArg));
+                Ok(())
             }
-            Ok::<(), Error>(())
         })
     }
+}
+
+/// Calls the implementation of `api` registered for `device`'s kind: what `#[rimms::api]`
+/// functions expand to. `run` gets the kernel context, the implementation (a `fn` pointer of
+/// the API's signature behind `dyn Any`) and the arguments.
+pub fn call_registered<const N: usize>(
+    rt: &Runtime,
+    device: Device,
+    api: &'static ApiDecl,
+    args: [KernelArg<'_>; N],
+    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), [HostArg; N]) -> Result<()>,
+) -> Result<()> {
+    let index = api.index();
+    let kind = DeviceKind::of(device);
+    let Some(implementation) = registry().implementation(index, kind) else {
+        return Err(Error::NoImplementation {
+            api: api.name(),
+            device: device.to_string(),
+            available: format!("{:?}", registry().kinds(index)),
+        });
+    };
+    rt.launch(device, Api::of(api), args, |dev, ptrs| match dev.executor {
+        Executor::Host => {
+            let ctx = KernelCtx {
+                device,
+                fft: &rt.shared().fft,
+            };
+            run(&ctx, implementation, ptrs.map(HostArg))
+        }
+    })
+}
+
+/// The registered implementation as the signature the caller was compiled against.
+pub fn downcast<F: Any>(
+    implementation: &'static (dyn Any + Send + Sync),
+    api: &ApiDecl,
+) -> Result<&'static F> {
+    implementation
+        .downcast_ref::<F>()
+        .ok_or_else(|| Error::Kernel {
+            api: api.name(),
+            device: String::new(),
+            why: "the registered implementation does not have the API's signature".to_string(),
+        })
 }

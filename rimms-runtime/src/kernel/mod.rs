@@ -8,11 +8,16 @@
 
 mod api;
 mod builtin;
+mod ctx;
 mod custom;
 mod dispatch;
 mod ops;
+pub(crate) mod registry;
 
 pub use api::Api;
-pub use custom::HostArg;
+pub use builtin::apis;
+pub use ctx::KernelCtx;
+pub use custom::{call_registered, downcast, HostArg};
 pub use dispatch::KernelArg;
 pub use ops::{FftDirection, ZipOp};
+pub use registry::{ApiDecl, ApiRegistration, ApiSpec, DeviceKind, KernelImpl};

@@ -29,3 +29,62 @@ impl Backend for CpuBackend {
         Ok(())
     }
 }
+
+/// The host implementations of the built-in APIs, registered for the CPU and for sim devices
+/// (which run the CPU's kernels on their own memory).
+mod implementations {
+    use super::kernels;
+    use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+    use num_complex::Complex32 as C32;
+
+    #[rimms_macros::kernel(api = apis::fft, device = [cpu, sim])]
+    fn fft(
+        ctx: &KernelCtx,
+        dir: FftDirection,
+        points: usize,
+        input: &[C32],
+        #[out] output: &mut [C32],
+    ) {
+        kernels::fft_rows(ctx.fft_plans(), dir, points, input, output);
+    }
+
+    #[rimms_macros::kernel(api = apis::fft_in_place, device = [cpu, sim])]
+    fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) {
+        kernels::fft_rows_in_place(ctx.fft_plans(), dir, points, data);
+    }
+
+    #[rimms_macros::kernel(api = apis::zip, device = [cpu, sim])]
+    fn zip(op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) {
+        kernels::zip(op, a, b, out);
+    }
+
+    #[rimms_macros::kernel(api = apis::conj, device = [cpu, sim])]
+    fn conj(input: &[C32], #[out] out: &mut [C32]) {
+        kernels::conj(input, out);
+    }
+
+    #[rimms_macros::kernel(api = apis::magnitude, device = [cpu, sim])]
+    fn magnitude(input: &[C32], #[out] out: &mut [f32]) {
+        kernels::magnitude(input, out);
+    }
+
+    #[rimms_macros::kernel(api = apis::fftshift, device = [cpu, sim])]
+    fn fftshift(row_len: usize, input: &[C32], #[out] out: &mut [C32]) {
+        kernels::fftshift_rows(row_len, input, out);
+    }
+
+    #[rimms_macros::kernel(api = apis::transpose, device = [cpu, sim])]
+    fn transpose(rows: usize, cols: usize, input: &[C32], #[out] out: &mut [C32]) {
+        kernels::transpose(rows, cols, input, out);
+    }
+
+    #[rimms_macros::kernel(api = apis::scale, device = [cpu, sim])]
+    fn scale(factor: C32, data: &mut [C32]) {
+        kernels::scale(factor, data);
+    }
+
+    #[rimms_macros::kernel(api = apis::gemm, device = [cpu, sim])]
+    fn gemm(m: usize, k: usize, n: usize, a: &[C32], b: &[C32], #[out] c: &mut [C32]) {
+        kernels::gemm(m, k, n, a, b, c);
+    }
+}

@@ -1,0 +1,269 @@
+//! `#[rimms::kernel]`: an implementation of a declared API for some device kinds, or a
+//! stand-alone kernel (an API of its own with one implementation and a caller).
+
+use crate::api::{api_items, decl_ident, spec_ident, Caller};
+use crate::paths;
+use crate::signature::{fn_pointer_type, read_params, spanned, Errors, Param};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, ToTokens};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{bracketed, parenthesized, Ident, ItemFn, LitInt, Path, Token};
+
+/// One `device = …` entry: a kind and, for a stand-alone kernel, an instance.
+struct DeviceSpec {
+    kind: Ident,
+    index: Option<LitInt>,
+}
+
+struct Args {
+    api: Option<Path>,
+    devices: Vec<DeviceSpec>,
+    device_span: Option<Span>,
+}
+
+const KINDS: [&str; 4] = ["cpu", "sim", "fpga", "gpu"];
+
+impl Parse for DeviceSpec {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let kind: Ident = input.parse()?;
+        if !KINDS.iter().any(|k| kind == k) {
+            return Err(syn::Error::new(
+                kind.span(),
+                format!("unknown device `{kind}`: expected one of cpu, sim, fpga, gpu"),
+            ));
+        }
+        let index = if input.peek(syn::token::Paren) {
+            let content;
+            parenthesized!(content in input);
+            Some(content.parse()?)
+        } else {
+            None
+        };
+        Ok(DeviceSpec { kind, index })
+    }
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut args = Args {
+            api: None,
+            devices: Vec::new(),
+            device_span: None,
+        };
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            input.parse::<Token![=]>()?;
+            if key == "api" {
+                args.api = Some(input.parse()?);
+            } else if key == "device" {
+                args.device_span = Some(key.span());
+                if input.peek(syn::token::Bracket) {
+                    let content;
+                    bracketed!(content in input);
+                    let list = Punctuated::<DeviceSpec, Token![,]>::parse_terminated(&content)?;
+                    args.devices.extend(list);
+                } else {
+                    args.devices.push(input.parse()?);
+                }
+            } else {
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!("unknown argument `{key}`: expected `api = NAME` and `device = cpu | sim | fpga | gpu`"),
+                ));
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(args)
+    }
+}
+
+fn kind_tokens(rimms: &TokenStream, kind: &Ident) -> TokenStream {
+    let variant = format_ident!("{}", capitalize(&kind.to_string()));
+    quote!(#rimms::__private::DeviceKind::#variant)
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut func: ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(e) => return e.to_compile_error(),
+    };
+    let args: Args = match syn::parse2(attr) {
+        Ok(a) => a,
+        Err(e) => return with_item(e.to_compile_error(), &item),
+    };
+    let mut errors = Errors::default();
+    if args.devices.is_empty() {
+        errors.at(
+            Span::call_site(),
+            "`#[rimms::kernel]` needs `device = cpu | sim | fpga | gpu` (or a list `[cpu, sim]`)",
+        );
+    }
+    let params = read_params(&mut func.sig, &mut errors);
+    let rimms = paths::rimms();
+    let expanded = match &args.api {
+        Some(api) => implementation(&rimms, &func, api, &args, &params, &mut errors),
+        None => standalone(&rimms, &mut func, &args, &params, &mut errors),
+    };
+    match errors.finish() {
+        Some(errors) => with_item(errors, &func.to_token_stream()),
+        None => expanded,
+    }
+}
+
+/// On error, the item is still emitted (without our attribute) so the user sees one message.
+fn with_item(errors: TokenStream, item: &TokenStream) -> TokenStream {
+    quote!(#errors #item)
+}
+
+/// `#[rimms::kernel(api = NAME, device = …)]`: check the signature against the API and
+/// register the function for each device kind.
+fn implementation(
+    rimms: &TokenStream,
+    func: &ItemFn,
+    api: &Path,
+    args: &Args,
+    params: &[Param],
+    errors: &mut Errors,
+) -> TokenStream {
+    for d in &args.devices {
+        if let Some(index) = &d.index {
+            errors.at(index.span(), "an implementation is registered for a kind of device, not one instance: write `device = sim`");
+        }
+    }
+    let (Some(last), true) = (api.segments.last(), !api.segments.is_empty()) else {
+        errors.at(
+            api.span(),
+            "expected the name of an API declared with `#[rimms::api]`",
+        );
+        return quote!();
+    };
+    let with_last = |ident: Ident| {
+        let mut path = api.clone();
+        if let Some(seg) = path.segments.last_mut() {
+            seg.ident = ident;
+        }
+        path
+    };
+    let spec = with_last(spec_ident(&last.ident));
+    let decl = with_last(decl_ident(&last.ident));
+    let name = &func.sig.ident;
+    let own_signature = fn_pointer_type(params);
+    let api_name = last.ident.to_string();
+    let mut checks = Vec::new();
+    let managed = params.iter().filter_map(|p| match p {
+        Param::Managed {
+            name, mode, span, ..
+        } => Some((name, mode, span)),
+        _ => None,
+    });
+    for (i, (arg, mode, span)) in managed.enumerate() {
+        let mode_tokens = mode.tokens(rimms);
+        let message = format!(
+            "kernel `{name}` does not match API `{api_name}`: its argument `{arg}` is {}, which the API declares differently",
+            mode.describe()
+        );
+        checks.push(spanned(
+            *span,
+            quote! {
+                if !#rimms::__private::mode_is(<#spec as #rimms::__private::ApiSpec>::MODES, #i, #mode_tokens) {
+                    ::core::panic!(#message);
+                }
+            },
+        ));
+    }
+    let signature_check = spanned(
+        name.span(),
+        quote! {
+            const _: <#spec as #rimms::__private::ApiSpec>::Signature = #name as #own_signature;
+        },
+    );
+    let registrations = args.devices.iter().map(|d| {
+        let kind = kind_tokens(rimms, &d.kind);
+        quote! {
+            #rimms::__private::inventory::submit! {
+                #rimms::__private::KernelImpl {
+                    api: &#decl,
+                    device: #kind,
+                    func: &(#name as <#spec as #rimms::__private::ApiSpec>::Signature),
+                }
+            }
+        }
+    });
+    quote! {
+        #func
+        #signature_check
+        const _: () = { #(#checks)* };
+        #(#registrations)*
+    }
+}
+
+/// `#[rimms::kernel(device = …)]` without `api`: the function becomes a kernel of its own.
+fn standalone(
+    rimms: &TokenStream,
+    func: &mut ItemFn,
+    args: &Args,
+    params: &[Param],
+    errors: &mut Errors,
+) -> TokenStream {
+    let [device] = args.devices.as_slice() else {
+        errors.at(
+            args.device_span.unwrap_or_else(Span::call_site),
+            "a stand-alone kernel runs on one device: write `device = sim` or `device = sim(1)`, or declare an API and implement it per kind",
+        );
+        return quote!();
+    };
+    let index: TokenStream = match &device.index {
+        Some(i) => quote!(#i),
+        None => quote!(0),
+    };
+    let device_expr = match device.kind.to_string().as_str() {
+        "cpu" => quote!(#rimms::Device::Cpu),
+        other => {
+            let variant = format_ident!("{}", capitalize(other));
+            quote!(#rimms::Device::#variant(#index))
+        }
+    };
+    let name = func.sig.ident.clone();
+    let body_name = format_ident!("__rimms_body_{}", name);
+    let kind = kind_tokens(rimms, &device.kind);
+    let spec = spec_ident(&name);
+    let decl = decl_ident(&name);
+    let items = api_items(
+        rimms,
+        &func.vis,
+        &name,
+        &func.attrs,
+        params,
+        Caller::Fixed(device_expr),
+    );
+    let mut body = func.clone();
+    body.sig.ident = body_name.clone();
+    body.vis = syn::Visibility::Inherited;
+    body.attrs.retain(|a| !a.path().is_ident("doc"));
+    quote! {
+        #items
+
+        #[doc(hidden)]
+        #[allow(clippy::too_many_arguments)]
+        #body
+
+        #rimms::__private::inventory::submit! {
+            #rimms::__private::KernelImpl {
+                api: &#decl,
+                device: #kind,
+                func: &(#body_name as <#spec as #rimms::__private::ApiSpec>::Signature),
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Reading a kernel or API signature: which parameters are managed buffers (and in which
+//! access mode), which pass by value, and whether the first asks for the kernel context.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, Pat, Signature, Type};
+
+/// How a managed argument is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    ReadWrite,
+    Write,
+}
+
+impl Mode {
+    pub fn tokens(self, rimms: &TokenStream) -> TokenStream {
+        match self {
+            Mode::Read => quote!(#rimms::__private::Access::Read),
+            Mode::ReadWrite => quote!(#rimms::__private::Access::ReadWrite),
+            Mode::Write => quote!(#rimms::__private::Access::Write),
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Mode::Read => "`&[T]` (read)",
+            Mode::ReadWrite => "`&mut [T]` (read-write)",
+            Mode::Write => "`#[out] &mut [T]` (write-discard)",
+        }
+    }
+}
+
+pub enum Param {
+    /// `ctx: &KernelCtx`, first only.
+    Ctx { ty: Type },
+    /// A slice argument tracked by the runtime.
+    Managed {
+        name: Ident,
+        elem: Type,
+        mode: Mode,
+        span: Span,
+    },
+    /// Passed by value.
+    Plain { name: Ident, ty: Type },
+}
+
+impl Param {
+    /// The parameter's type in the implementation's `fn` pointer type.
+    pub fn impl_type(&self) -> TokenStream {
+        match self {
+            Param::Ctx { ty } | Param::Plain { ty, .. } => ty.to_token_stream(),
+            Param::Managed { elem, mode, .. } => match mode {
+                Mode::Read => quote!(&[#elem]),
+                Mode::ReadWrite | Mode::Write => quote!(&mut [#elem]),
+            },
+        }
+    }
+}
+
+/// Collects errors so that an item reports all of them at once.
+#[derive(Default)]
+pub struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, message));
+    }
+
+    pub fn finish(self) -> Option<TokenStream> {
+        self.0.map(|e| e.to_compile_error())
+    }
+}
+
+fn is_kernel_ctx(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) => match &*r.elem {
+            Type::Path(p) => p
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "KernelCtx"),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Removes `#[out]` from the signature's parameters (it is ours, not the compiler's) and
+/// reads every parameter.
+pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
+    if let Some(g) = sig.generics.params.first() {
+        errors.at(
+            g.span(),
+            "kernels and APIs cannot be generic: the runtime registers one implementation per signature; write one function per element type",
+        );
+    }
+    if let Some(a) = &sig.asyncness {
+        errors.at(
+            a.span(),
+            "kernels cannot be async: a kernel call blocks until its outputs are marked",
+        );
+    }
+    let mut params = Vec::new();
+    let count = sig.inputs.len();
+    for (position, input) in sig.inputs.iter_mut().enumerate() {
+        let arg = match input {
+            FnArg::Receiver(r) => {
+                errors.at(
+                    r.span(),
+                    "kernels cannot take `self`: pass buffers and values as arguments",
+                );
+                continue;
+            }
+            FnArg::Typed(arg) => arg,
+        };
+        let out = arg.attrs.iter().position(|a| a.path().is_ident("out"));
+        let out_span = out.map(|i| arg.attrs[i].span());
+        if let Some(i) = out {
+            arg.attrs.remove(i);
+        }
+        let name = match &*arg.pat {
+            Pat::Ident(p) => p.ident.clone(),
+            other => {
+                errors.at(
+                    other.span(),
+                    "kernel parameters must be plain names, not patterns",
+                );
+                continue;
+            }
+        };
+        let ty = (*arg.ty).clone();
+        if let Type::Ptr(p) = &ty {
+            errors.at(
+                p.span(),
+                format!("raw pointer parameter `{name}`: a raw pointer escapes the runtime's tracking, so its data could be stale or moved; take `&[T]` to read or `&mut [T]` to write"),
+            );
+            continue;
+        }
+        if position == 0 && is_kernel_ctx(&ty) {
+            params.push(Param::Ctx { ty });
+            continue;
+        }
+        let slice = match &ty {
+            Type::Reference(r) => match &*r.elem {
+                Type::Slice(s) => Some((r.mutability.is_some(), (*s.elem).clone())),
+                _ => None,
+            },
+            _ => None,
+        };
+        match (slice, out_span) {
+            (Some((mutable, elem)), out) => {
+                let mode = match (mutable, out) {
+                    (false, None) => Mode::Read,
+                    (true, None) => Mode::ReadWrite,
+                    (true, Some(_)) => Mode::Write,
+                    (false, Some(span)) => {
+                        errors.at(span, format!("`#[out]` marks an argument the kernel overwrites, but `{name}` is `&[T]`; make it `&mut [T]`"));
+                        Mode::Read
+                    }
+                };
+                params.push(Param::Managed {
+                    name,
+                    elem,
+                    mode,
+                    span: arg.span(),
+                });
+            }
+            (None, Some(span)) => {
+                errors.at(span, format!("`#[out]` applies to `&mut [T]` buffer arguments only, and `{name}` is not one"));
+            }
+            (None, None) => params.push(Param::Plain { name, ty }),
+        }
+        let _ = count;
+    }
+    let managed: Vec<&Ident> = params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Managed { name, .. } => Some(name),
+            _ => None,
+        })
+        .collect();
+    if managed.is_empty() {
+        errors.at(
+            sig.ident.span(),
+            "a kernel needs at least one buffer argument (`&[T]`, `&mut [T]` or `#[out] &mut [T]`): without one there is nothing for the runtime to place",
+        );
+    }
+    params
+}
+
+/// `fn(types...)`: what every implementation must coerce to.
+pub fn fn_pointer_type(params: &[Param]) -> TokenStream {
+    let types = params.iter().map(Param::impl_type);
+    quote!(fn(#(#types),*))
+}
+
+/// A `quote_spanned!` helper to keep the span of a parameter on generated checks.
+pub fn spanned(span: Span, tokens: TokenStream) -> TokenStream {
+    quote_spanned!(span=> #tokens)
+}

@@ -1,0 +1,189 @@
+//! Which APIs exist and which device kinds implement them.
+//!
+//! `#[rimms::api]` declares an [`ApiDecl`] and `#[rimms::kernel(api = …, device = …)]`
+//! submits a [`KernelImpl`]; both register themselves with `inventory`, so an implementation
+//! in any crate of the program is found without a central list. The table is read once, into
+//! arrays indexed by API and device kind, so a call finds its implementation with two loads.
+
+use crate::coherence::Access;
+use crate::runtime::Device;
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The kinds of device an implementation can be written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The host CPU.
+    Cpu,
+    /// A simulated discrete device (runs host code on its own memory).
+    Sim,
+    /// An FPGA accelerator instance.
+    Fpga,
+    /// A GPU.
+    Gpu,
+}
+
+impl DeviceKind {
+    const COUNT: usize = 4;
+
+    fn slot(self) -> usize {
+        self as usize
+    }
+
+    /// The kind of `device`.
+    pub fn of(device: Device) -> DeviceKind {
+        match device {
+            Device::Cpu => DeviceKind::Cpu,
+            Device::Sim(_) => DeviceKind::Sim,
+            Device::Fpga(_) => DeviceKind::Fpga,
+            Device::Gpu(_) => DeviceKind::Gpu,
+        }
+    }
+}
+
+/// A declared API: its name and, once registered, its index in the per-API counters.
+pub struct ApiDecl {
+    name: &'static str,
+    /// Filled on first use from the registry; `usize::MAX` until then, and for APIs that were
+    /// never registered (which are then not counted per API).
+    index: AtomicUsize,
+}
+
+impl ApiDecl {
+    /// An API named `name`; register it with [`ApiRegistration`] to count its calls.
+    pub const fn new(name: &'static str) -> ApiDecl {
+        ApiDecl {
+            name,
+            index: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// The API's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Index in the per-API counters, or `usize::MAX` for an unregistered API.
+    #[inline]
+    pub(crate) fn index(&'static self) -> usize {
+        let index = self.index.load(Ordering::Relaxed);
+        if index != usize::MAX {
+            return index;
+        }
+        let index = registry().api_index(self).unwrap_or(usize::MAX);
+        self.index.store(index, Ordering::Relaxed);
+        index
+    }
+}
+
+impl std::fmt::Debug for ApiDecl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// What `#[rimms::api]` registers.
+pub struct ApiRegistration(pub &'static ApiDecl);
+
+/// What `#[rimms::kernel(api = …, device = …)]` registers: an implementation of `api` for one
+/// device kind, as a function pointer of the API's signature behind `dyn Any` (the call site
+/// downcasts it to the signature it was compiled against, so a mismatch is an error, never
+/// undefined behaviour).
+pub struct KernelImpl {
+    /// The API implemented.
+    pub api: &'static ApiDecl,
+    /// The device kind it runs on.
+    pub device: DeviceKind,
+    /// A `fn(...)` of the API's signature.
+    pub func: &'static (dyn Any + Send + Sync),
+}
+
+inventory::collect!(ApiRegistration);
+inventory::collect!(KernelImpl);
+
+/// The type-level description of an API that the macros generate and check against.
+pub trait ApiSpec {
+    /// The function-pointer type every host implementation must coerce to.
+    type Signature: Copy + 'static;
+    /// The access mode of each managed argument, in order.
+    const MODES: &'static [Access];
+    /// The declaration.
+    fn decl() -> &'static ApiDecl;
+}
+
+/// The registry, read once from inventory.
+pub(crate) struct Registry {
+    apis: Vec<&'static ApiDecl>,
+    by_address: HashMap<usize, usize>,
+    impls: Vec<[Option<&'static (dyn Any + Send + Sync)>; DeviceKind::COUNT]>,
+}
+
+pub(crate) fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut apis: Vec<&'static ApiDecl> = inventory::iter::<ApiRegistration>
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        apis.sort_by_key(|a| (a.name, *a as *const ApiDecl as usize));
+        apis.dedup_by_key(|a| *a as *const ApiDecl as usize);
+        let by_address: HashMap<usize, usize> = apis
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (*a as *const ApiDecl as usize, i))
+            .collect();
+        let mut impls = vec![[None; DeviceKind::COUNT]; apis.len()];
+        for k in inventory::iter::<KernelImpl> {
+            match by_address.get(&(k.api as *const ApiDecl as usize)) {
+                Some(&i) => impls[i][k.device.slot()] = Some(k.func),
+                None => tracing::warn!(api = k.api.name, "kernel for an unregistered API ignored"),
+            }
+        }
+        Registry {
+            apis,
+            by_address,
+            impls,
+        }
+    })
+}
+
+impl Registry {
+    pub(crate) fn api_count(&self) -> usize {
+        self.apis.len()
+    }
+
+    pub(crate) fn apis(&self) -> &[&'static ApiDecl] {
+        &self.apis
+    }
+
+    fn api_index(&self, api: &'static ApiDecl) -> Option<usize> {
+        self.by_address
+            .get(&(api as *const ApiDecl as usize))
+            .copied()
+    }
+
+    /// The implementation of API number `index` for `kind`.
+    #[inline]
+    pub(crate) fn implementation(
+        &self,
+        index: usize,
+        kind: DeviceKind,
+    ) -> Option<&'static (dyn Any + Send + Sync)> {
+        self.impls.get(index).and_then(|slots| slots[kind.slot()])
+    }
+
+    /// The device kinds that implement API number `index`.
+    pub(crate) fn kinds(&self, index: usize) -> Vec<DeviceKind> {
+        let all = [
+            DeviceKind::Cpu,
+            DeviceKind::Sim,
+            DeviceKind::Fpga,
+            DeviceKind::Gpu,
+        ];
+        all.into_iter()
+            .filter(|k| self.implementation(index, *k).is_some())
+            .collect()
+    }
+}
