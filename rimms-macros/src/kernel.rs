@@ -3,9 +3,9 @@
 
 use crate::api::{api_items, decl_ident, spec_ident, Caller};
 use crate::paths;
-use crate::signature::{fn_pointer_type, read_params, spanned, Errors, Param};
+use crate::signature::{read_params, Errors, Param};
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, ToTokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -158,7 +158,6 @@ fn implementation(
     let spec = with_last(spec_ident(&last.ident));
     let decl = with_last(decl_ident(&last.ident));
     let name = &func.sig.ident;
-    let own_signature = fn_pointer_type(params);
     let api_name = last.ident.to_string();
     let mut checks = Vec::new();
     let managed = params.iter().filter_map(|p| match p {
@@ -173,21 +172,20 @@ fn implementation(
             "kernel `{name}` does not match API `{api_name}`: its argument `{arg}` is {}, which the API declares differently",
             mode.describe()
         );
-        checks.push(spanned(
-            *span,
-            quote! {
-                if !#rimms::__private::mode_is(<#spec as #rimms::__private::ApiSpec>::MODES, #i, #mode_tokens) {
-                    ::core::panic!(#message);
-                }
-            },
-        ));
+        // One const item per argument, spanned on it, so a mismatch points at the argument.
+        checks.push(quote_spanned! {*span=>
+            const _: () = if !#rimms::__private::mode_is(<#spec as #rimms::__private::ApiSpec>::MODES, #i, #mode_tokens) {
+                ::core::panic!(#message);
+            };
+        });
     }
-    let signature_check = spanned(
-        name.span(),
-        quote! {
-            const _: <#spec as #rimms::__private::ApiSpec>::Signature = #name as #own_signature;
-        },
-    );
+    // The function must coerce to the API's signature; registering this constant (not the
+    // function) keeps a mismatch to one error.
+    let checked = format_ident!("__RIMMS_IMPL_{}", name);
+    let signature_check = quote! {
+        #[allow(non_upper_case_globals)]
+        const #checked: <#spec as #rimms::__private::ApiSpec>::Signature = #name;
+    };
     let registrations = args.devices.iter().map(|d| {
         let kind = kind_tokens(rimms, &d.kind);
         quote! {
@@ -195,7 +193,7 @@ fn implementation(
                 #rimms::__private::KernelImpl {
                     api: &#decl,
                     device: #kind,
-                    func: &(#name as <#spec as #rimms::__private::ApiSpec>::Signature),
+                    func: &#checked,
                 }
             }
         }
@@ -203,7 +201,7 @@ fn implementation(
     quote! {
         #func
         #signature_check
-        const _: () = { #(#checks)* };
+        #(#checks)*
         #(#registrations)*
     }
 }

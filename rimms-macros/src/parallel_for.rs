@@ -227,6 +227,13 @@ impl VisitMut for Rewrite<'_> {
     }
 }
 
+/// The expansion of a loop the macro refuses: the errors, in a block of the macro's type.
+fn failed(errors: Errors) -> TokenStream {
+    let rimms = paths::rimms();
+    let errors = errors.finish().unwrap_or_default();
+    quote!({ #errors ::core::result::Result::<(), #rimms::Error>::Ok(()) })
+}
+
 pub fn expand(input: TokenStream) -> TokenStream {
     let mut lp: ExprForLoop = match syn::parse2(input) {
         Ok(lp) => lp,
@@ -271,7 +278,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
                 other.span(),
                 "`parallel_for!` runs over a range of indices like `0..n`; to loop over items, index them: `for i in 0..v.len() { … v[i] … }`",
             );
-            return errors.finish().unwrap_or_default();
+            return failed(errors);
         }
     };
 
@@ -309,11 +316,11 @@ pub fn expand(input: TokenStream) -> TokenStream {
         errors: &mut errors,
     }
     .visit_block(&lp.body);
-    if let Some(errors) = errors.finish() {
-        return errors;
+    let rimms = paths::rimms();
+    if errors.has_any() {
+        return failed(errors);
     }
 
-    let rimms = paths::rimms();
     let mut prologue = Vec::new();
     for (name, u) in &uses {
         let buf = Ident::new(name, u.first_span.unwrap_or_else(Span::call_site));

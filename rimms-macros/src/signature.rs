@@ -2,7 +2,7 @@
 //! access mode), which pass by value, and whether the first asks for the kernel context.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned, ToTokens};
+use quote::{quote, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Pat, Signature, Type};
 
@@ -73,6 +73,10 @@ impl Errors {
 
     pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
         self.push(syn::Error::new(span, message));
+    }
+
+    pub fn has_any(&self) -> bool {
+        self.0.is_some()
     }
 
     pub fn finish(self) -> Option<TokenStream> {
@@ -201,9 +205,4 @@ pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
 pub fn fn_pointer_type(params: &[Param]) -> TokenStream {
     let types = params.iter().map(Param::impl_type);
     quote!(fn(#(#types),*))
-}
-
-/// A `quote_spanned!` helper to keep the span of a parameter on generated checks.
-pub fn spanned(span: Span, tokens: TokenStream) -> TokenStream {
-    quote_spanned!(span=> #tokens)
 }
