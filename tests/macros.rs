@@ -58,8 +58,15 @@ fn a_kernel_pipeline_across_cpu_and_two_sims_moves_the_minimum() {
     let s = rt.stats();
     let bytes = (n * 4) as u64;
     assert_eq!(s.bytes("sim1", "sim0"), bytes, "x to sim0");
-    assert_eq!(s.bytes("sim0", "host"), 2 * bytes, "x and y to the host, once each");
-    assert_eq!(s.bytes("host", "sim0") + s.bytes("host", "sim1") + s.bytes("sim1", "host"), 0);
+    assert_eq!(
+        s.bytes("sim0", "host"),
+        2 * bytes,
+        "x and y to the host, once each"
+    );
+    assert_eq!(
+        s.bytes("host", "sim0") + s.bytes("host", "sim1") + s.bytes("sim1", "host"),
+        0
+    );
     assert_eq!(s.total_copies(), 3);
     let api = s.api("axpy").expect("counted");
     assert_eq!((api.calls, api.hits), (2, 0));
@@ -134,7 +141,11 @@ fn parallel_for_between_device_kernels_syncs_each_buffer_once() {
     .expect("loop");
     let s = rt.stats();
     let bytes = (n * 4) as u64;
-    assert_eq!(s.copies("sim0", "host"), 2, "x and y, once each, not once per element");
+    assert_eq!(
+        s.copies("sim0", "host"),
+        2,
+        "x and y, once each, not once per element"
+    );
     assert_eq!(s.bytes("sim0", "host"), 2 * bytes);
     assert_eq!(s.total_copies(), 2);
     // y is host-owned after the loop: the next kernel on sim0 moves it back, once.
@@ -157,13 +168,26 @@ fn parallel_for_over_views_and_a_range_past_the_buffer() {
         .expect("loop over a view");
     }
     let after = v.to_vec().expect("host");
-    assert!(after[..1024].iter().zip(&before).all(|(a, b)| *a == *b * 2.0));
+    assert!(after[..1024]
+        .iter()
+        .zip(&before)
+        .all(|(a, b)| *a == *b * 2.0));
     assert_eq!(after[1024..], before[1024..]);
     // A range past the end is an error, not a panic, and nothing was written.
     let err = rimms::parallel_for!(for i in 0..4096 {
         v[i] = Complex32::new(0.0, 0.0);
     })
     .unwrap_err();
-    assert!(matches!(err, rimms::Error::OutOfBounds { end: 4096, len: 2048, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            rimms::Error::OutOfBounds {
+                end: 4096,
+                len: 2048,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert_eq!(v.to_vec().expect("host"), after);
 }

@@ -5,7 +5,9 @@
 //! at an index other than the loop variable, a read at another index of a buffer the loop also
 //! writes, a raw pointer taken from a buffer, `break` or `return` (iterations run
 //! independently). It then syncs each buffer once, before the loop, in the mode its use needs,
-//! and rewrites `x[i]` into unchecked access after one bounds check per buffer.
+//! checks the range against each buffer once, and runs the body over chunks of the range, each
+//! with its own slice of every buffer, so `x[i]` becomes unchecked access to a plain slice that
+//! the compiler can vectorise.
 
 use crate::paths;
 use crate::signature::Errors;
@@ -197,10 +199,19 @@ impl<'ast> Visit<'ast> for Escapes<'_> {
     }
 }
 
-/// Rewrites indexing of buffers into the synced host slices.
+/// Rewrites indexing of buffers into the synced host slices: at the loop variable into this
+/// chunk's part (unchecked: the whole range was checked before the loop), elsewhere into the
+/// whole buffer (checked, read-only).
 struct Rewrite<'a> {
-    index: &'a Ident,
     uses: &'a BTreeMap<String, Use>,
+}
+
+fn whole(name: &Ident) -> Ident {
+    format_ident!("__rimms_{}", name, span = name.span())
+}
+
+fn part(name: &Ident) -> Ident {
+    format_ident!("__rimms_part_{}", name, span = name.span())
 }
 
 impl VisitMut for Rewrite<'_> {
@@ -213,16 +224,18 @@ impl VisitMut for Rewrite<'_> {
         let Some(u) = self.uses.get(&name.to_string()) else {
             return;
         };
-        let local = format_ident!("__rimms_{}", name, span = name.span());
         let index = &ix.index;
-        let i = self.index;
-        *expr = if u.written {
-            // Writes and reads of a written buffer are only ever at the loop index (checked).
-            syn::parse_quote!((*unsafe { #local.slot(#i) }))
-        } else if u.only_at_loop_index && is_loop_index(index, i) {
-            syn::parse_quote!((*unsafe { #local.get_unchecked(#i) }))
+        *expr = if u.only_at_loop_index {
+            let part = part(&name);
+            let accessor = if u.written {
+                quote!(get_unchecked_mut)
+            } else {
+                quote!(get_unchecked)
+            };
+            syn::parse_quote!((*unsafe { #part.#accessor(#index - __rimms_lo) }))
         } else {
-            syn::parse_quote!(#local[#index])
+            let whole = whole(&name);
+            syn::parse_quote!(#whole[#index])
         };
     }
 }
@@ -322,50 +335,59 @@ pub fn expand(input: TokenStream) -> TokenStream {
     }
 
     let mut prologue = Vec::new();
+    let mut parts = Vec::new();
     for (name, u) in &uses {
         let buf = Ident::new(name, u.first_span.unwrap_or_else(Span::call_site));
-        let local = format_ident!("__rimms_{}", buf, span = buf.span());
+        let (whole, part) = (whole(&buf), part(&buf));
         let label = name.as_str();
         if u.written {
             let reads = u.read;
             prologue.push(quote! {
-                let #local = {
+                let #whole = {
                     use #rimms::__private::LoopWrite as _;
                     (#buf).__rimms_loop_write(#reads, &__rimms_range)?
                 };
-                #rimms::__private::check_loop_bounds(#label, #local.len(), &__rimms_range)?;
-                __rimms_chunk = __rimms_chunk.min(#local.chunk());
+                #rimms::__private::check_loop_bounds(#label, #whole.len(), &__rimms_range)?;
+                __rimms_chunk = __rimms_chunk.min(#whole.chunk());
+            });
+            parts.push(quote! {
+                // SAFETY: chunks are disjoint and inside the checked range.
+                let #part: &mut [_] = unsafe { #whole.part(__rimms_sub.clone()) };
             });
         } else {
             prologue.push(quote! {
-                let #local: &[_] = {
+                let #whole: &[_] = {
                     use #rimms::__private::LoopRead as _;
                     (#buf).__rimms_loop_read()?
                 };
             });
             if u.only_at_loop_index {
                 prologue.push(quote! {
-                    #rimms::__private::check_loop_bounds(#label, #local.len(), &__rimms_range)?;
+                    #rimms::__private::check_loop_bounds(#label, #whole.len(), &__rimms_range)?;
+                });
+                parts.push(quote! {
+                    let #part: &[_] = &#whole[__rimms_sub.clone()];
                 });
             }
         }
     }
-    Rewrite {
-        index: &index,
-        uses: &uses,
-    }
-    .visit_block_mut(&mut lp.body);
+    Rewrite { uses: &uses }.visit_block_mut(&mut lp.body);
     let body = &lp.body;
     quote! {
         (|| -> #rimms::Result<()> {
             let __rimms_range: ::core::ops::Range<usize> = (#start)..(#end);
             let mut __rimms_chunk: usize = #rimms::__private::LOOP_CHUNK;
             #(#prologue)*
-            // SAFETY (of the `unsafe` blocks in the rewritten body): every unchecked index is
-            // the loop variable, inside the range that was bounds-checked against the buffer
-            // above; written buffers are touched only at the loop variable, which no two
-            // iterations share.
-            #rimms::__private::run_loop(__rimms_range, __rimms_chunk, |#index: usize| #body);
+            #rimms::__private::run_loop(__rimms_range.clone(), __rimms_chunk, |__rimms_sub: ::core::ops::Range<usize>| {
+                let __rimms_lo = __rimms_sub.start;
+                #(#parts)*
+                // SAFETY (of the unchecked accesses in the rewritten body): each is at the
+                // loop variable, inside this chunk, whose part was cut from a buffer checked
+                // against the whole range above.
+                for #index in __rimms_sub {
+                    #body
+                }
+            });
             ::core::result::Result::Ok(())
         })()
     }

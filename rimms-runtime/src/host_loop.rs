@@ -20,13 +20,19 @@ use std::ops::Range;
 /// element-wise steps.
 pub const LOOP_CHUNK: usize = 1 << 14;
 
-/// Runs `body` for every index of `range`, on rayon in tasks of at least `chunk` iterations.
-pub fn run_loop(range: Range<usize>, chunk: usize, body: impl Fn(usize) + Sync + Send) {
+/// Runs `body` over `range` cut into consecutive sub-ranges of `chunk` indices (the last may be
+/// shorter): on the calling thread when one chunk covers it, on rayon otherwise. Each call gets
+/// a disjoint sub-range, which is what lets the body take `&mut` slices of its part of every
+/// written buffer.
+pub fn run_loop(range: Range<usize>, chunk: usize, body: impl Fn(Range<usize>) + Sync + Send) {
     let chunk = chunk.max(1);
     if range.len() <= chunk {
-        range.for_each(body);
+        body(range);
     } else {
-        range.into_par_iter().with_min_len(chunk).for_each(body);
+        let (start, end) = (range.start, range.end);
+        (0..range.len().div_ceil(chunk))
+            .into_par_iter()
+            .for_each(|c| body(start + c * chunk..(start + (c + 1) * chunk).min(end)));
     }
 }
 
@@ -128,7 +134,7 @@ impl<T, const N: usize> LoopWrite<T> for [T; N] {
     }
 }
 
-/// A written buffer shared by the iterations of a loop, one element per index.
+/// A written buffer shared by the tasks of a loop, one disjoint part per task.
 pub struct LoopMut<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -136,8 +142,8 @@ pub struct LoopMut<'a, T> {
     _borrow: PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: a LoopMut hands out `&mut T` only through `slot`, whose contract is that each index
-// is used by one iteration; the elements may then be sent to and changed from any thread.
+// SAFETY: a LoopMut hands out `&mut` only through `part`, whose contract is that each range is
+// used by one task; the elements may then be sent to and changed from any thread.
 unsafe impl<T: Send> Send for LoopMut<'_, T> {}
 unsafe impl<T: Send> Sync for LoopMut<'_, T> {}
 
@@ -166,13 +172,13 @@ impl<'a, T> LoopMut<'a, T> {
         self.chunk
     }
 
-    /// Element `i`.
+    /// Elements `range` as a slice.
     ///
     /// # Safety
-    /// `i < len`, and no other live reference to element `i` exists (each iteration uses only
-    /// its own index).
+    /// `range` lies inside `0..len`, and no other live reference to any of its elements exists
+    /// (the loop hands each chunk to one task).
     #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slot(&self, i: usize) -> &mut T {
-        &mut *self.ptr.add(i)
+    pub unsafe fn part(&self, range: Range<usize>) -> &mut [T] {
+        std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len())
     }
 }
