@@ -35,3 +35,8 @@
 //! `rimms-macros`) are implementation details.
 
 pub use rimms_runtime::*;
+
+/// The README's example is compiled and run as a doc test, so it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
