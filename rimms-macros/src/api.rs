@@ -146,7 +146,7 @@ pub fn api_items(
                 &#decl,
                 [#(#kernel_args),*],
                 move |__rimms_ctx, __rimms_impl, [#(#bound),*]| {
-                    let __rimms_f = #rimms::__private::downcast::<#signature>(__rimms_impl, &#decl)?;
+                    let __rimms_f = #rimms::__private::downcast::<#signature>(__rimms_impl, &#decl, __rimms_ctx)?;
                     // SAFETY: each argument was made from a buffer of the element type named
                     // here; written ones come from `&mut` views, which the borrow checker keeps
                     // apart from every other argument, and whole fragments keep them apart

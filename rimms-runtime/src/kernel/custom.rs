@@ -129,16 +129,17 @@ pub fn call_registered<const N: usize>(
     })
 }
 
-/// The registered implementation as the signature the caller was compiled against.
+/// The registered implementation as the signature the caller was compiled against. The
+/// macros check signatures at compile time, so a mismatch here means two APIs were registered
+/// under one declaration by hand.
 pub fn downcast<F: Any>(
     implementation: &'static (dyn Any + Send + Sync),
     api: &ApiDecl,
+    ctx: &KernelCtx<'_>,
 ) -> Result<&'static F> {
-    implementation
-        .downcast_ref::<F>()
-        .ok_or_else(|| Error::Kernel {
-            api: api.name(),
-            device: String::new(),
-            why: "the registered implementation does not have the API's signature".to_string(),
-        })
+    implementation.downcast_ref::<F>().ok_or_else(|| Error::Kernel {
+        api: api.name(),
+        device: ctx.device().to_string(),
+        why: "the registered implementation does not have the API's signature".to_string(),
+    })
 }
