@@ -223,3 +223,44 @@ fn validate_accepts_every_consistent_state() {
     x.validate().expect("x on three spaces");
     y.validate().expect("y on two");
 }
+
+#[test]
+fn host_code_and_cpu_kernels_use_host_mapped_memory_in_place() {
+    // sim0 stands for a device whose memory the CPU also maps (an integrated GPU, a
+    // u-dma-buf): data it wrote is read by the host and by CPU kernels where it is.
+    let rt = Runtime::builder()
+        .sim(SimConfig {
+            host_mapped: true,
+            ..SimConfig::default()
+        })
+        .build()
+        .expect("runtime");
+    let x = HeteData::from_slice(&rt, &signal(4096, 12)).expect("x");
+    let mut y = HeteData::alloc(&rt, 4096).expect("y");
+    rt.conj(Device::Sim(0), &x, &mut y).expect("y on sim0");
+    rt.reset_stats();
+    let read: Vec<Complex32> = y.host().expect("in place").to_vec();
+    let mut z = HeteData::alloc(&rt, 4096).expect("z");
+    rt.conj(Device::Cpu, &y, &mut z)
+        .expect("cpu kernel reads y in place");
+    assert_eq!(
+        rt.stats().total_copies(),
+        0,
+        "nothing copied: the host reads sim0's memory"
+    );
+    assert_eq!(z.host().expect("z"), &signal(4096, 12)[..]);
+    assert_eq!(
+        read.iter().map(|v| v.conj()).collect::<Vec<_>>(),
+        signal(4096, 12)
+    );
+    // A host write in place keeps sim0 the only holder: the next sim0 kernel moves nothing.
+    y.host_mut().expect("in place")[0] = Complex32::new(7.0, 7.0);
+    assert_eq!(
+        y.fragment_state(0).expect("state").valid,
+        SpaceSet::only(space(&rt, Device::Sim(0)))
+    );
+    rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut y)
+        .expect("scale");
+    assert_eq!(rt.stats().total_copies(), 0);
+    assert_eq!(y.host().expect("host")[0], Complex32::new(14.0, 14.0));
+}

@@ -9,7 +9,7 @@ use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, Executor};
 use crate::error::{Error, Result};
 use crate::kernel::registry::{registry, DeviceKind};
-use crate::space::{LinkModel, Pool, SpaceId, MAX_SPACES};
+use crate::space::{LinkModel, Pool, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::{trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats};
 use std::fmt;
 use std::ops::Range;
@@ -135,6 +135,7 @@ impl RuntimeBuilder {
             link: None,
             simulate: false,
             fail_copies: false,
+            host_mapped: true,
         }];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
@@ -147,6 +148,7 @@ impl RuntimeBuilder {
                         link: Some(spec.link),
                         simulate: spec.simulate,
                         fail_copies: spec.fail_copies,
+                        host_mapped: spec.host_mapped,
                     });
                     SpaceId((spaces.len() - 1) as u8)
                 }
@@ -154,6 +156,7 @@ impl RuntimeBuilder {
             devices.push(DeviceEntry {
                 device: backend.device(),
                 space,
+                reaches: SpaceSet::EMPTY,
                 executor: backend.executor(),
                 backend,
             });
@@ -161,6 +164,14 @@ impl RuntimeBuilder {
         let trace = self
             .trace
             .unwrap_or_else(|| std::env::var("RIMMS_TRACE").is_ok_and(|v| v == "1"));
+        let host_mapped = spaces
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.host_mapped && *i != SpaceId::HOST.index())
+            .fold(SpaceSet::EMPTY, |set, (i, _)| set.with(SpaceId(i as u8)));
+        for d in devices.iter_mut().filter(|d| d.space == SpaceId::HOST) {
+            d.reaches = host_mapped;
+        }
         let mut first_of_kind = [devices.len(); 4];
         for (position, d) in devices.iter().enumerate().rev() {
             first_of_kind[DeviceKind::of(d.device) as usize] = position;
@@ -168,6 +179,7 @@ impl RuntimeBuilder {
         Ok(Runtime {
             shared: Arc::new(Shared {
                 first_of_kind,
+                host_mapped,
                 mode: self.mode,
                 granule: self.granule,
                 spaces,
@@ -193,13 +205,19 @@ pub(crate) struct SpaceEntry {
     pub link: Option<LinkModel>,
     pub simulate: bool,
     pub fail_copies: bool,
+    /// The CPU reaches this space in place (always true of the host itself).
+    pub host_mapped: bool,
 }
 
 /// A device as dispatch sees it: what the hot path needs is copied out of the backend once,
 /// so a call makes no virtual call before its kernel.
 pub(crate) struct DeviceEntry {
     pub device: Device,
+    /// Where data moves when this device needs it.
     pub space: SpaceId,
+    /// Other spaces its kernels can use in place when the data is already valid there: for
+    /// the CPU, every host-mapped space.
+    pub reaches: SpaceSet,
     pub executor: Executor,
     pub backend: Box<dyn Backend>,
 }
@@ -208,6 +226,8 @@ pub(crate) struct Shared {
     pub mode: ExecMode,
     /// Position in `devices` of the first device of each kind (cpu, sim, fpga, gpu).
     first_of_kind: [usize; 4],
+    /// Spaces besides the host that host code reaches in place.
+    pub host_mapped: SpaceSet,
     granule: usize,
     spaces: Vec<SpaceEntry>,
     devices: Vec<DeviceEntry>,

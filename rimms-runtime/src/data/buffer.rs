@@ -4,7 +4,7 @@
 use crate::coherence::{self, Access, FragmentSpan, FragmentState, FragmentTable};
 use crate::error::{Error, Result};
 use crate::runtime::Shared;
-use crate::space::{Block, SpaceId, MAX_SPACES};
+use crate::space::{Block, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::Reason;
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -67,6 +67,34 @@ impl RawBuffer {
     #[inline(always)]
     pub(crate) fn resident(&self, space: SpaceId, access: Access) -> bool {
         coherence::resident(self.summary.load(Ordering::Acquire), space, access)
+    }
+
+    /// The first space of `spaces` where an access of `access` mode needs no work (one
+    /// summary load for all of them).
+    #[inline]
+    pub(crate) fn resident_in(&self, spaces: SpaceSet, access: Access) -> Option<SpaceId> {
+        let summary = self.summary.load(Ordering::Acquire);
+        spaces
+            .iter()
+            .find(|&s| coherence::resident(summary, s, access))
+    }
+
+    /// Where host code accesses bytes `start..start+len` with `access`: in place where the
+    /// host or a host-mapped space holds the whole buffer as the access needs, otherwise in
+    /// host memory after an acquire (and, for a write, a mark). Both happen here, so a host
+    /// view is one call.
+    pub(crate) fn host_space(&self, start: usize, len: usize, access: Access) -> Result<SpaceId> {
+        if self.resident(SpaceId::HOST, access) {
+            return Ok(SpaceId::HOST);
+        }
+        if let Some(space) = self.resident_in(self.rt.host_mapped, access) {
+            return Ok(space);
+        }
+        self.acquire(start, len, SpaceId::HOST, access, &Reason::Host)?;
+        if access.writes() {
+            self.mark_written(start, len, SpaceId::HOST);
+        }
+        Ok(SpaceId::HOST)
     }
 
     /// Address of byte `offset` of this buffer in `space`. Only meaningful after an acquire in

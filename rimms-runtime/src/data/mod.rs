@@ -376,18 +376,16 @@ impl<'a, T: Pod> HeteSlice<'a, T> {
         (self.start * elem_size::<T>(), self.len * elem_size::<T>())
     }
 
-    /// Reads on the host: syncs the fragments of this view first.
+    /// Reads on the host: syncs the fragments of this view first (or reads them in place in a
+    /// host-mapped space that holds all of them).
     pub fn host(&self) -> Result<&'a [T]> {
         let (start, len) = self.byte_range();
-        if !self.raw.resident(SpaceId::HOST, Access::Read) {
-            self.raw
-                .acquire(start, len, SpaceId::HOST, Access::Read, &Reason::Host)?;
-        }
-        // SAFETY: the host block holds the whole buffer, the range is inside it, `T` is Pod and
-        // the block is aligned to the pool granule (checked at alloc to cover `T`). The shared
-        // borrow of the view keeps writers away for `'a`.
+        let space = self.raw.host_space(start, len, Access::Read)?;
+        // SAFETY: the space's block holds the whole buffer, the range is inside it, `T` is Pod
+        // and the block is aligned to the pool granule (checked at alloc to cover `T`). The
+        // shared borrow of the view keeps writers away for `'a`.
         Ok(unsafe {
-            std::slice::from_raw_parts(self.raw.ptr_in(SpaceId::HOST, start) as *const T, self.len)
+            std::slice::from_raw_parts(self.raw.ptr_in(space, start) as *const T, self.len)
         })
     }
 
@@ -470,18 +468,11 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 
     pub(crate) fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
         let (start, len) = self.as_slice().byte_range();
-        if !self.raw.resident(SpaceId::HOST, access) {
-            self.raw
-                .acquire(start, len, SpaceId::HOST, access, &Reason::Host)?;
-            self.raw.mark_written(start, len, SpaceId::HOST);
-        }
+        let space = self.raw.host_space(start, len, access)?;
         // SAFETY: as in `HeteSlice::host`; the exclusive borrow of the view for `'a` (and its
         // fragment-aligned range) keeps every other reader and writer of these bytes away.
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(
-                self.raw.ptr_in(SpaceId::HOST, start) as *mut T,
-                self.len,
-            )
+            std::slice::from_raw_parts_mut(self.raw.ptr_in(space, start) as *mut T, self.len)
         })
     }
 

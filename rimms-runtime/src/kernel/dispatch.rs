@@ -93,11 +93,18 @@ fn tracked<const N: usize>(
 ) -> Result<()> {
     const { assert!(N <= 32, "a kernel takes at most 32 managed arguments") };
     let space = entry.space;
+    // Where each argument is used: the device's own space, or another it reaches in place
+    // (the CPU and a host-mapped space) when the data is already valid there as needed.
+    let mut spaces = [space; N];
     // Bit i set: argument i is not resident and must be acquired (and marked if written).
     let mut missing = 0u32;
     for (i, a) in args.iter().enumerate() {
-        if !a.raw.resident(space, a.access) {
-            missing |= 1 << i;
+        if a.raw.resident(space, a.access) {
+            continue;
+        }
+        match a.raw.resident_in(entry.reaches, a.access) {
+            Some(other) => spaces[i] = other,
+            None => missing |= 1 << i,
         }
     }
     // A hit is a call for which nothing moved or was filled.
@@ -118,7 +125,7 @@ fn tracked<const N: usize>(
         }
     }
     let ptrs = std::array::from_fn(|i| ArgPtr {
-        ptr: args[i].raw.ptr_in(space, args[i].start),
+        ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
         len: args[i].len,
     });
     let outcome = body(entry, ptrs).and_then(|()| completion(entry, api));
@@ -130,7 +137,7 @@ fn tracked<const N: usize>(
                 (Ok(()), true) if missing & (1 << i) != 0 => {
                     arg.raw.mark_written(arg.start, arg.len, space)
                 }
-                (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, space),
+                (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
                 _ => {}
             }
         }

@@ -26,6 +26,9 @@ pub struct SimConfig {
     pub fail_kernels: bool,
     /// Fault injection: every copy to or from this device fails.
     pub fail_copies: bool,
+    /// Its memory is also mapped into the host, as on an integrated GPU sharing DRAM: host code
+    /// and CPU kernels then use data valid there in place instead of copying it.
+    pub host_mapped: bool,
 }
 
 impl Default for SimConfig {
@@ -37,6 +40,7 @@ impl Default for SimConfig {
             max_fft_points: None,
             fail_kernels: false,
             fail_copies: false,
+            host_mapped: false,
         }
     }
 }
@@ -58,6 +62,7 @@ impl Backend for SimBackend {
             link: self.config.link,
             simulate: self.config.simulate_link,
             fail_copies: self.config.fail_copies,
+            host_mapped: self.config.host_mapped,
         })
     }
 
