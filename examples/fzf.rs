@@ -12,7 +12,10 @@ const ROWS: usize = 64;
 const FRAMES: usize = 10;
 
 fn fzf(mode: ExecMode) -> rimms::Result<()> {
-    let rt = Runtime::builder().sim(SimConfig::default()).mode(mode).build()?;
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .mode(mode)
+        .build()?;
     let len = POINTS * ROWS;
     let dev = Device::Sim(0);
     let mut filter = HeteData::<Complex32>::alloc(&rt, len)?;

@@ -7,7 +7,10 @@
 use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
 
 fn main() -> rimms::Result<()> {
-    let rt = Runtime::builder().sim(SimConfig::default()).sim(SimConfig::default()).build()?;
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .sim(SimConfig::default())
+        .build()?;
     let (points, rows) = (512, 16); // 4 KiB a row: one fragment each
     let len = points * rows;
     let mut x = HeteData::<Complex32>::alloc(&rt, len)?;
@@ -28,7 +31,10 @@ fn main() -> rimms::Result<()> {
     let worst = error.host()?.iter().copied().fold(0.0, f32::max);
     println!("largest round-trip error: {worst:.2e}");
     for link in rt.stats().links {
-        println!("{} -> {}: {} copies, {} bytes", link.from, link.to, link.copies, link.bytes);
+        println!(
+            "{} -> {}: {} copies, {} bytes",
+            link.from, link.to, link.copies, link.bytes
+        );
     }
     Ok(())
 }

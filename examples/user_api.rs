@@ -44,11 +44,22 @@ fn main() -> rimms::Result<()> {
     hann(&rt, Device::Cpu, row_len, &mut a)?;
     hann(&rt, Device::Sim(0), row_len, &mut b)?;
     let (a, b) = (a.to_vec()?, b.to_vec()?);
-    let max_diff = a.iter().zip(&b).map(|(x, y)| (x - y).norm()).fold(0.0, f32::max);
+    let max_diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).norm())
+        .fold(0.0, f32::max);
     println!("cpu and sim implementations agree within {max_diff:.1e}");
-    println!("middle weight {:.3}, edge weight {:.3}", a[row_len / 2].re, a[0].re);
+    println!(
+        "middle weight {:.3}, edge weight {:.3}",
+        a[row_len / 2].re,
+        a[0].re
+    );
     for link in rt.stats().links {
-        println!("{} -> {}: {} copies, {} bytes", link.from, link.to, link.copies, link.bytes);
+        println!(
+            "{} -> {}: {} copies, {} bytes",
+            link.from, link.to, link.copies, link.bytes
+        );
     }
     Ok(())
 }

@@ -21,6 +21,9 @@ pub(crate) struct SpaceSpec {
     pub simulate: bool,
     /// Fault injection: every copy to or from this space fails.
     pub fail_copies: bool,
+    /// The CPU can read and write this memory in place (a u-dma-buf region, the shared DRAM of
+    /// an integrated GPU), so host access to data valid here needs no copy.
+    pub host_mapped: bool,
 }
 
 /// How a device's kernels are run.

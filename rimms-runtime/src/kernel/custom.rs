@@ -137,9 +137,11 @@ pub fn downcast<F: Any>(
     api: &ApiDecl,
     ctx: &KernelCtx<'_>,
 ) -> Result<&'static F> {
-    implementation.downcast_ref::<F>().ok_or_else(|| Error::Kernel {
-        api: api.name(),
-        device: ctx.device().to_string(),
-        why: "the registered implementation does not have the API's signature".to_string(),
-    })
+    implementation
+        .downcast_ref::<F>()
+        .ok_or_else(|| Error::Kernel {
+            api: api.name(),
+            device: ctx.device().to_string(),
+            why: "the registered implementation does not have the API's signature".to_string(),
+        })
 }
