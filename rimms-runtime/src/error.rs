@@ -211,4 +211,17 @@ pub enum Error {
     /// A runtime configuration that cannot work.
     #[error("invalid runtime configuration: {0}")]
     Config(String),
+
+    // ---- The FPGA backend (`backend::fpga`) ----
+    /// An FPGA accelerator, its AXI DMA engine or its u-dma-buf memory failed, or a request was
+    /// refused before anything started. `fault` says which of these it was and carries the
+    /// details (the channel and error bit, the file, the bytes received); the output range keeps
+    /// its previous contents unless the fault says otherwise.
+    #[error("{device}: {fault}")]
+    Fpga {
+        /// The accelerator instance or u-dma-buf device (`fft0`, `udmabuf0`).
+        device: String,
+        /// What went wrong.
+        fault: crate::backend::fpga::FpgaFault,
+    },
 }

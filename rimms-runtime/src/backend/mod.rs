@@ -5,6 +5,7 @@
 //! know nothing of coherence or of each other; the runtime puts them together.
 
 pub mod cpu;
+pub mod fpga;
 pub mod sim;
 
 use crate::runtime::Device;

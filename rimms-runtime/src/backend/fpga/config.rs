@@ -1,0 +1,403 @@
+//! The board configuration: which u-dma-buf devices, which accelerators, where their registers
+//! are, their limits, and how long a wait may last.
+//!
+//! Everything device-specific comes from this file, so the same driver runs on a ZCU102-like
+//! board (`/dev/mem` at the addresses of the block design, `/sys` for u-dma-buf) and against the
+//! emulator (files in a temporary folder). The format is TOML; `docs/board-example.toml` is a
+//! commented example for a 2-FFT + 2-ZIP board. Unknown keys are refused (a typo is an error,
+//! not a silent default) and every error names the key and the file.
+//!
+//! ```toml
+//! poll_timeout_ms = 200            # bound on every wait for the hardware
+//!
+//! [[udmabuf]]
+//! name = "udmabuf0"                # /dev/udmabuf0, /sys/class/u-dma-buf/udmabuf0
+//! dev_root = "/dev"                # default
+//! sysfs_root = "/sys"              # default
+//! cache = "cached"                 # cached (explicit sync) | uncached (O_SYNC)
+//! sync = "packed"                  # packed | attributes
+//!
+//! [[accelerator]]
+//! kind = "fft"                     # fft | zip
+//! name = "fft0"
+//! memory = "udmabuf0"              # the u-dma-buf its DMA reads and writes
+//! control = { path = "/dev/mem", offset = 0xA000_0000 }
+//! dma = { path = "/dev/mem", offset = 0xA001_0000 }
+//! max_points = 2048
+//! ```
+//!
+//! Relative paths are taken from the configuration file's folder when it is loaded with
+//! [`BoardConfig::load`].
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::axi_dma::{DmaLimits, S2MM_LENGTH};
+use super::fft_ip::{FFT_MAX_POINTS, FFT_MIN_POINTS};
+use super::udmabuf::{CacheMode, SyncMethod};
+use super::zip_ip::{ZIP_DEFAULT_MAX_ELEMS, ZIP_OP_REG};
+use crate::{Error, Result};
+
+/// What an accelerator instance computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccelKind {
+    /// The FFT core.
+    Fft,
+    /// The ZIP core.
+    Zip,
+}
+
+impl std::fmt::Display for AccelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AccelKind::Fft => "fft",
+            AccelKind::Zip => "zip",
+        })
+    }
+}
+
+fn default_timeout_ms() -> u64 {
+    200
+}
+fn default_dev_root() -> PathBuf {
+    PathBuf::from("/dev")
+}
+fn default_sysfs_root() -> PathBuf {
+    PathBuf::from("/sys")
+}
+fn default_page_len() -> usize {
+    0x1000
+}
+fn default_length_bits() -> u32 {
+    26
+}
+fn default_address_bits() -> u32 {
+    32
+}
+
+/// A whole board.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardConfig {
+    /// Bound on every wait for the hardware (reset, start, completion), in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub poll_timeout_ms: u64,
+    /// The u-dma-buf devices (`[[udmabuf]]` tables).
+    #[serde(rename = "udmabuf")]
+    pub udmabufs: Vec<UdmabufConfig>,
+    /// The accelerator instances (`[[accelerator]]` tables), in device order: the n-th is
+    /// `fpga(n)`.
+    #[serde(rename = "accelerator", default)]
+    pub accelerators: Vec<AcceleratorConfig>,
+}
+
+/// One u-dma-buf device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdmabufConfig {
+    /// Device name: `/dev/<name>` and the sysfs folder `<name>`.
+    pub name: String,
+    /// Folder holding the device node.
+    #[serde(default = "default_dev_root")]
+    pub dev_root: PathBuf,
+    /// The sysfs root (`class/u-dma-buf/<name>` or `class/udmabuf/<name>` below it).
+    #[serde(default = "default_sysfs_root")]
+    pub sysfs_root: PathBuf,
+    /// Cached with explicit maintenance, or uncached.
+    #[serde(default)]
+    pub cache: CacheMode,
+    /// How maintenance is asked for.
+    #[serde(default)]
+    pub sync: SyncMethod,
+    /// Expected size in bytes; when given, sysfs must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Where one control block's registers are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterBlock {
+    /// The file to map: `/dev/mem`, `/dev/uioN`, or an emulator page file.
+    pub path: PathBuf,
+    /// Byte offset in it: the physical address for `/dev/mem`, N × page size for UIO map N.
+    #[serde(default)]
+    pub offset: u64,
+    /// Bytes to map.
+    #[serde(default = "default_page_len")]
+    pub len: usize,
+}
+
+/// One accelerator instance: a core and its AXI DMA.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceleratorConfig {
+    /// FFT or ZIP.
+    pub kind: AccelKind,
+    /// Instance name, unique on the board.
+    pub name: String,
+    /// Name of the u-dma-buf its DMA uses.
+    pub memory: String,
+    /// The core's control page.
+    pub control: RegisterBlock,
+    /// The AXI DMA's register page.
+    pub dma: RegisterBlock,
+    /// FFT only: largest transform (power of two, 8..=2048; default 2048).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_points: Option<usize>,
+    /// FFT only: offset of the configuration register in the control page (default 0x00).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_offset: Option<usize>,
+    /// ZIP only: most complex elements per call (default 4096).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_elems: Option<usize>,
+    /// Width of the DMA's LENGTH field (8..=26, default 26).
+    #[serde(default = "default_length_bits")]
+    pub dma_length_bits: u32,
+    /// The DMA's address width (32..=64, default 32).
+    #[serde(default = "default_address_bits")]
+    pub dma_address_bits: u32,
+}
+
+impl AcceleratorConfig {
+    /// The DMA limits it configures.
+    pub fn dma_limits(&self) -> DmaLimits {
+        DmaLimits {
+            length_bits: self.dma_length_bits,
+            address_bits: self.dma_address_bits,
+        }
+    }
+
+    /// Largest FFT (default 2048).
+    pub fn fft_max_points(&self) -> usize {
+        self.max_points.unwrap_or(FFT_MAX_POINTS)
+    }
+
+    /// Largest ZIP in complex elements (default 4096).
+    pub fn zip_max_elems(&self) -> usize {
+        self.max_elems.unwrap_or(ZIP_DEFAULT_MAX_ELEMS)
+    }
+}
+
+impl BoardConfig {
+    /// Parses and checks a configuration; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
+        let cfg: BoardConfig =
+            toml::from_str(text).map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        cfg.validate(origin)?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and checks a configuration file; relative paths in it are resolved
+    /// against the file's folder.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("{}: cannot read: {e}", path.display())))?;
+        let mut cfg = Self::from_toml_str(&text, &path.display().to_string())?;
+        if let Some(dir) = path.parent() {
+            cfg.resolve_relative(dir);
+        }
+        Ok(cfg)
+    }
+
+    /// The configuration as TOML.
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string_pretty(self).map_err(|e| Error::Config(format!("cannot write TOML: {e}")))
+    }
+
+    /// The bound on every wait.
+    pub fn poll_timeout(&self) -> Duration {
+        Duration::from_millis(self.poll_timeout_ms)
+    }
+
+    fn resolve_relative(&mut self, dir: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        for u in &mut self.udmabufs {
+            fix(&mut u.dev_root);
+            fix(&mut u.sysfs_root);
+        }
+        for a in &mut self.accelerators {
+            fix(&mut a.control.path);
+            fix(&mut a.dma.path);
+        }
+    }
+
+    /// Checks what serde cannot: names unique and resolvable, limits within the hardware's.
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let bad = |key: String, why: String| Err(Error::Config(format!("{origin}: {key}: {why}")));
+        if self.poll_timeout_ms == 0 {
+            return bad("poll_timeout_ms".into(), "must be at least 1".into());
+        }
+        if self.udmabufs.is_empty() {
+            return bad(
+                "udmabuf".into(),
+                "at least one [[udmabuf]] is needed".into(),
+            );
+        }
+        let mut names = HashSet::new();
+        for (i, u) in self.udmabufs.iter().enumerate() {
+            if u.name.is_empty() || u.name.contains('/') {
+                return bad(
+                    format!("udmabuf[{i}].name"),
+                    format!("{:?} is not a device name", u.name),
+                );
+            }
+            if !names.insert(u.name.as_str()) {
+                return bad(
+                    format!("udmabuf[{i}].name"),
+                    format!("{:?} appears twice", u.name),
+                );
+            }
+        }
+        let mut accel_names = HashSet::new();
+        for (i, a) in self.accelerators.iter().enumerate() {
+            let key = |k: &str| format!("accelerator[{i}].{k}");
+            if a.name.is_empty() || !accel_names.insert(a.name.as_str()) {
+                return bad(
+                    key("name"),
+                    format!("{:?} is empty or appears twice", a.name),
+                );
+            }
+            if !names.contains(a.memory.as_str()) {
+                return bad(
+                    key("memory"),
+                    format!("no [[udmabuf]] is named {:?}", a.memory),
+                );
+            }
+            if !(8..=26).contains(&a.dma_length_bits) {
+                return bad(
+                    key("dma_length_bits"),
+                    format!("{} is not in 8..=26", a.dma_length_bits),
+                );
+            }
+            if !(32..=64).contains(&a.dma_address_bits) {
+                return bad(
+                    key("dma_address_bits"),
+                    format!("{} is not in 32..=64", a.dma_address_bits),
+                );
+            }
+            for (k, block, min) in [("dma", &a.dma, S2MM_LENGTH + 4), ("control", &a.control, 4)] {
+                if block.len < min || block.len % 4 != 0 {
+                    return bad(
+                        format!("{}.len", key(k)),
+                        format!("{} bytes cannot hold the block's registers (at least {min}, a multiple of 4)", block.len),
+                    );
+                }
+            }
+            match a.kind {
+                AccelKind::Fft => {
+                    if a.max_elems.is_some() {
+                        return bad(key("max_elems"), "applies to zip accelerators only".into());
+                    }
+                    let n = a.fft_max_points();
+                    if !n.is_power_of_two() || !(FFT_MIN_POINTS..=FFT_MAX_POINTS).contains(&n) {
+                        return bad(
+                            key("max_points"),
+                            format!(
+                                "{n} is not a power of two in {FFT_MIN_POINTS}..={FFT_MAX_POINTS}"
+                            ),
+                        );
+                    }
+                    let off = a.config_offset.unwrap_or(0);
+                    if off % 4 != 0 || off + 4 > a.control.len {
+                        return bad(
+                            key("config_offset"),
+                            format!("{off:#x} is not an aligned register inside the control page"),
+                        );
+                    }
+                }
+                AccelKind::Zip => {
+                    if a.max_points.is_some() {
+                        return bad(key("max_points"), "applies to fft accelerators only".into());
+                    }
+                    if a.config_offset.is_some() {
+                        return bad(
+                            key("config_offset"),
+                            "applies to fft accelerators only".into(),
+                        );
+                    }
+                    let n = a.zip_max_elems();
+                    if n == 0 || n > (1 << 24) {
+                        return bad(key("max_elems"), format!("{n} is not in 1..=16777216"));
+                    }
+                    if a.control.len < ZIP_OP_REG + 4 {
+                        return bad(
+                            key("control.len"),
+                            format!(
+                                "{} bytes cannot hold the op register at {ZIP_OP_REG:#x}",
+                                a.control.len
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        [[udmabuf]]
+        name = "udmabuf0"
+
+        [[accelerator]]
+        kind = "zip"
+        name = "zip0"
+        memory = "udmabuf0"
+        control = { path = "/dev/mem", offset = 0xA002_0000 }
+        dma = { path = "/dev/mem", offset = 0xA003_0000 }
+    "#;
+
+    #[test]
+    fn defaults_fill_in() {
+        let c = BoardConfig::from_toml_str(MINIMAL, "minimal").unwrap();
+        assert_eq!(c.poll_timeout(), Duration::from_millis(200));
+        assert_eq!(c.udmabufs[0].dev_root, PathBuf::from("/dev"));
+        assert_eq!(c.udmabufs[0].cache, CacheMode::Cached);
+        assert_eq!(c.udmabufs[0].sync, SyncMethod::Packed);
+        let a = &c.accelerators[0];
+        assert_eq!(
+            (a.kind, a.zip_max_elems(), a.dma.len),
+            (AccelKind::Zip, 4096, 4096)
+        );
+        assert_eq!(a.control.offset, 0xA002_0000);
+        assert_eq!(a.dma_limits(), DmaLimits::default());
+        // Round trip through TOML.
+        let again = BoardConfig::from_toml_str(&c.to_toml().unwrap(), "again").unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = |text: &str| {
+            BoardConfig::from_toml_str(text, "t.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        let m = e(&MINIMAL.replace("memory = \"udmabuf0\"", "memory = \"udmabuf9\""));
+        assert!(
+            m.contains("accelerator[0].memory") && m.contains("udmabuf9"),
+            "{m}"
+        );
+        let m = e(&MINIMAL.replace("kind = \"zip\"", "kind = \"fft\"\n max_points = 4096"));
+        assert!(m.contains("accelerator[0].max_points"), "{m}");
+        let m = e(&MINIMAL.replace("kind = \"zip\"", "kind = \"gemm\""));
+        assert!(m.contains("gemm") && m.contains("t.toml"), "{m}");
+        let m = e(&MINIMAL.replace("name = \"zip0\"", "name = \"zip0\"\n colour = 3"));
+        assert!(m.contains("colour"), "{m}");
+        let m = e(&format!("poll_timeout_ms = 0\n{MINIMAL}"));
+        assert!(m.contains("poll_timeout_ms"), "{m}");
+    }
+}

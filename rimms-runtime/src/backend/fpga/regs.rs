@@ -1,0 +1,189 @@
+//! One page of memory-mapped control registers.
+//!
+//! An AXI block's registers appear at a physical address. Userspace reaches them by mapping a
+//! page of `/dev/mem` at that address (opened `O_SYNC`, so the mapping is uncached device
+//! memory), or map N of a UIO device (offset N × page size); the emulator hands out a plain
+//! file of one page instead. [`RegisterPage`] owns that mapping and is the only place in the
+//! backend that turns it into pointers: every access is a 32-bit `read_volatile` /
+//! `write_volatile` at a bounds- and alignment-checked offset.
+//!
+//! Each write is preceded and each read followed by a full fence (as Linux's `writel` /
+//! `readl` carry barriers): data the CPU wrote to the u-dma-buf is visible before the register
+//! write that starts a DMA, and the emulator, which runs on another core and sees the page as
+//! ordinary shared memory, sees a block's writes in program order.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+use nix::fcntl::OFlag;
+
+use super::fault::{file_error, FpgaFault};
+use crate::Result;
+
+/// A mapped register page.
+#[derive(Debug)]
+pub struct RegisterPage {
+    device: String,
+    path: PathBuf,
+    offset: u64,
+    map: MmapRaw,
+    len: usize,
+}
+
+impl RegisterPage {
+    /// Maps `len` bytes of `path` at byte `offset` (a physical address for `/dev/mem`, N × page
+    /// size for map N of a UIO device, 0 for an emulator page file). `device` names the block
+    /// in errors. `len` must be a non-zero multiple of 4.
+    pub fn open(device: &str, path: &Path, offset: u64, len: usize) -> Result<Self> {
+        if len == 0 || len % 4 != 0 {
+            return Err(file_error(
+                device,
+                path,
+                format!("register page length {len} is not a non-zero multiple of 4"),
+            ));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(OFlag::O_SYNC.bits())
+            .open(path)
+            .map_err(|e| file_error(device, path, format!("cannot open register page: {e}")))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| file_error(device, path, format!("cannot stat: {e}")))?;
+        // A regular file must cover the page, or an access past its end raises SIGBUS.
+        if meta.is_file() && meta.len() < offset.saturating_add(len as u64) {
+            return Err(file_error(
+                device,
+                path,
+                format!(
+                    "file has {} bytes, too short for a {len}-byte register page at offset {offset:#x}",
+                    meta.len()
+                ),
+            ));
+        }
+        let map = MmapOptions::new()
+            .offset(offset)
+            .len(len)
+            .map_raw(&file)
+            .map_err(|e| {
+                file_error(
+                    device,
+                    path,
+                    format!("mmap of {len} bytes at offset {offset:#x} failed: {e}"),
+                )
+            })?;
+        Ok(Self {
+            device: device.to_owned(),
+            path: path.to_owned(),
+            offset,
+            map,
+            len,
+        })
+    }
+
+    /// The block's name, as used in errors.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The file mapped.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The offset in that file (the physical address for `/dev/mem`).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: empty pages are refused at open.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn check(&self, off: usize) -> Result<*mut u32> {
+        let why = if off % 4 != 0 {
+            "not 4-byte aligned"
+        } else if off.checked_add(4).is_none_or(|end| end > self.len) {
+            "outside the page"
+        } else {
+            // SAFETY: `off + 4 <= len`, so the pointer stays inside the mapping.
+            return Ok(unsafe { self.map.as_mut_ptr().add(off) }.cast::<u32>());
+        };
+        Err(FpgaFault::Register {
+            offset: off,
+            len: self.len,
+            why,
+        }
+        .on(&self.device))
+    }
+
+    /// Reads the 32-bit register at byte offset `off`.
+    pub fn read32(&self, off: usize) -> Result<u32> {
+        let p = self.check(off)?;
+        // SAFETY: `p` is inside the mapping (checked), 4-byte aligned (the mapping is page
+        // aligned and `off % 4 == 0`), and the mapping lives as long as `self`.
+        let v = unsafe { p.read_volatile() };
+        fence(Ordering::SeqCst);
+        Ok(v)
+    }
+
+    /// Writes `value` to the 32-bit register at byte offset `off`.
+    pub fn write32(&self, off: usize, value: u32) -> Result<()> {
+        let p = self.check(off)?;
+        fence(Ordering::SeqCst);
+        // SAFETY: as in `read32`.
+        unsafe { p.write_volatile(value) };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn offsets_are_checked_and_values_land_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("page");
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        let page = RegisterPage::open("blk", &path, 0, 4096).unwrap();
+        page.write32(0x58, 0xDEAD_BEEF).unwrap();
+        assert_eq!(page.read32(0x58).unwrap(), 0xDEAD_BEEF);
+        for bad in [0x59, 4096, 4094, usize::MAX - 1] {
+            match page.read32(bad) {
+                Err(Error::Fpga {
+                    fault: FpgaFault::Register { offset, .. },
+                    ..
+                }) => assert_eq!(offset, bad),
+                other => panic!("offset {bad:#x}: {other:?}"),
+            }
+            assert!(page.write32(bad, 1).is_err());
+        }
+        drop(page);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[0x58..0x5C], &0xDEAD_BEEFu32.to_ne_bytes());
+    }
+
+    #[test]
+    fn a_short_file_or_bad_length_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("page");
+        std::fs::write(&path, vec![0u8; 100]).unwrap();
+        let e = RegisterPage::open("blk", &path, 0, 4096).unwrap_err();
+        assert!(e.to_string().contains("too short"), "{e}");
+        assert!(RegisterPage::open("blk", &path, 0, 6).is_err());
+        let e = RegisterPage::open("blk", &dir.path().join("none"), 0, 4096).unwrap_err();
+        assert!(e.to_string().contains("none"), "{e}");
+    }
+}
