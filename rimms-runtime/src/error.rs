@@ -212,6 +212,24 @@ pub enum Error {
     #[error("invalid runtime configuration: {0}")]
     Config(String),
 
+    // ---- The CUDA backend (`backend::cuda`) ----
+    /// A GPU was required but none is usable: no driver library, no device, or a library the
+    /// backend needs (NVRTC, cuFFT) is missing.
+    #[error("no GPU: {why}")]
+    NoGpu {
+        /// Why there is none, as the probe found it.
+        why: String,
+    },
+
+    /// A CUDA driver, NVRTC or cuFFT call failed.
+    #[error("CUDA {what} failed: {why}")]
+    Cuda {
+        /// The call and what it was for (with the device and sizes).
+        what: String,
+        /// The error CUDA reported.
+        why: String,
+    },
+
     // ---- The FPGA backend (`backend::fpga`) ----
     /// An FPGA accelerator, its AXI DMA engine or its u-dma-buf memory failed, or a request was
     /// refused before anything started. `fault` says which of these it was and carries the

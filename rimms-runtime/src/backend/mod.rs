@@ -5,6 +5,8 @@
 //! know nothing of coherence or of each other; the runtime puts them together.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod fpga;
 pub mod sim;
 

@@ -1,0 +1,203 @@
+//! The clean "no GPU" path of the CUDA backend: on a machine without a driver or a device,
+//! the probe says so with a reason, `CudaBackend::new` is `Ok(None)`, and nothing panics or
+//! aborts. Runs everywhere: where a GPU is present, the same path is forced in a child
+//! process with `RIMMS_NO_GPU=1`.
+#![cfg(feature = "cuda")]
+
+use rimms_runtime::backend::cuda::{self, CudaBackend, MemoryConfig, Probe};
+use rimms_runtime::Error;
+use std::process::Command;
+
+/// Set in the child processes this test starts.
+const CHILD_ENV: &str = "RIMMS_CUDA_NO_GPU_CHILD";
+
+#[test]
+fn probe_and_backend_agree_in_process() {
+    let detailed = cuda::probe_detailed().expect("the probe never fails without a broken driver");
+    let libs = cuda::libraries();
+    match detailed {
+        Probe::NoGpu(why) => {
+            assert!(!why.trim().is_empty(), "a no-GPU answer carries a reason");
+            assert_eq!(cuda::probe().unwrap(), None);
+            assert_eq!(cuda::no_gpu_reason().as_deref(), Some(why.as_str()));
+            let backend = CudaBackend::new(0, 1 << 20).expect("no GPU is not an error");
+            assert!(backend.is_none());
+            match CudaBackend::require(0, MemoryConfig::new(1 << 20)) {
+                Err(Error::NoGpu { why: required }) => {
+                    assert_eq!(required, why);
+                    let shown = Error::NoGpu { why: required }.to_string();
+                    assert!(shown.starts_with("no GPU: "), "{shown}");
+                }
+                other => panic!("require without a GPU: {other:?}"),
+            }
+            println!("no GPU here, as expected: {why} (libraries: {libs:?})");
+        }
+        Probe::Found(info) => {
+            assert!(!info.devices.is_empty());
+            assert!(libs.driver);
+            println!(
+                "this machine has {} GPU(s); the no-GPU path is checked in a child process",
+                info.devices.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_missing_index_is_no_gpu_not_an_error() {
+    // Whatever the machine has, it does not have 4096 GPUs.
+    assert!(CudaBackend::new(4096, 1 << 20).unwrap().is_none());
+    match CudaBackend::require(4096, MemoryConfig::new(1 << 20)) {
+        Err(Error::NoGpu { why }) => assert!(!why.is_empty()),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The body the child processes run; does nothing in a normal test run.
+#[test]
+fn child_body() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    if let Err(e) = cuda::probe() {
+        println!("CHILD-RESULT error: {e}");
+        return;
+    }
+    let reason = cuda::no_gpu_reason();
+    let backend = CudaBackend::new(0, 1 << 20);
+    match (&reason, &backend) {
+        (Some(why), Ok(None)) => println!("CHILD-RESULT no GPU: {why}"),
+        (None, Ok(Some(_))) => println!("CHILD-RESULT GPU found"),
+        _ => println!(
+            "CHILD-RESULT inconsistent: {reason:?} / {:?}",
+            backend.map(|b| b.is_some())
+        ),
+    }
+}
+
+fn run_child(extra_env: &[(&str, &str)]) -> String {
+    run_child_with(extra_env, false)
+}
+
+/// Runs `child_body` in a new process; `may_panic_caught`: the child may print a panic that
+/// the backend caught (a library missing a symbol), as long as it still exits normally.
+fn run_child_with(extra_env: &[(&str, &str)], may_panic_caught: bool) -> String {
+    let exe = std::env::current_exe().expect("the test binary knows its path");
+    let mut cmd = Command::new(exe);
+    cmd.args(["child_body", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .env_remove(cuda::NO_GPU_ENV);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the child process starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // An abort (SIGABRT) or a panic both show here: no exit code 0.
+    assert!(
+        out.status.success(),
+        "child exited with {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        may_panic_caught || !stderr.contains("panicked"),
+        "the child panicked somewhere:\n{stderr}"
+    );
+    stdout
+        .lines()
+        .find_map(|l| {
+            l.split_once("CHILD-RESULT ")
+                .map(|(_, r)| r.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("the child printed no result:\n{stdout}"))
+}
+
+#[test]
+fn child_process_neither_panics_nor_aborts() {
+    let natural = run_child(&[]);
+    assert!(!natural.starts_with("inconsistent"), "{natural}");
+    if cuda::probe().ok().flatten().is_none() {
+        assert!(natural.starts_with("no GPU: "), "{natural}");
+    }
+    let forced = run_child(&[(cuda::NO_GPU_ENV, "1")]);
+    assert_eq!(forced, format!("no GPU: {}=1 is set", cuda::NO_GPU_ENV));
+}
+
+/// Builds a stand-in `libcuda.so` from C source with the system C compiler, in its own
+/// folder; `None` where there is no compiler.
+fn fake_driver(name: &str, source: &str) -> Option<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("rimms-fake-cuda-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let c = dir.join("fake.c");
+    std::fs::write(&c, source).ok()?;
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join("libcuda.so"))
+        .arg(&c)
+        .status()
+        .ok()?;
+    status.success().then_some(dir)
+}
+
+/// Drivers that load but cannot serve: one with no device, one with zero devices, one
+/// missing every symbol. Each gives "no GPU" or an error in a child process that exits
+/// normally: nothing aborts and no panic escapes.
+#[test]
+fn stand_in_drivers_give_answers_not_aborts() {
+    let cases = [
+        (
+            "no-device",
+            "int cuInit(unsigned int f) { (void)f; return 100; }\n",
+            "no GPU: the CUDA driver is installed but reports no device",
+        ),
+        (
+            "zero-devices",
+            "int cuInit(unsigned int f) { (void)f; return 0; }\n\
+             int cuDeviceGetCount(int *n) { *n = 0; return 0; }\n",
+            "no GPU: the CUDA driver is installed but sees no device",
+        ),
+        (
+            "no-symbols",
+            "int rimms_nothing_here;\n",
+            "error: CUDA device enumeration failed",
+        ),
+    ];
+    for (name, source, expect) in cases {
+        let Some(dir) = fake_driver(name, source) else {
+            println!("skipped: no C compiler to build a stand-in libcuda");
+            return;
+        };
+        let path = match std::env::var("LD_LIBRARY_PATH") {
+            Ok(old) if !old.is_empty() => format!("{}:{old}", dir.display()),
+            _ => dir.display().to_string(),
+        };
+        let got = run_child_with(&[("LD_LIBRARY_PATH", &path)], name == "no-symbols");
+        assert!(got.starts_with(expect), "{name}: {got}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The built-in kernels compile with NVRTC wherever `libnvrtc` can be loaded, GPU or not.
+#[test]
+fn kernels_compile_where_nvrtc_is_present() {
+    if !cuda::libraries().nvrtc {
+        println!("skipped: no libnvrtc to compile the kernels with");
+        return;
+    }
+    let ptx = cuda::kernel_ptx().unwrap_or_else(|e| panic!("{e}"));
+    for name in [
+        "rimms_zip",
+        "rimms_conj",
+        "rimms_magnitude",
+        "rimms_scale",
+        "rimms_fftshift_rows",
+        "rimms_transpose",
+        "rimms_gemm",
+    ] {
+        assert!(
+            ptx.contains(&format!(".entry {name}(")),
+            "{name} missing from the PTX"
+        );
+    }
+    println!("the built-in kernels compile: {} bytes of PTX", ptx.len());
+}
