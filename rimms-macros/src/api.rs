@@ -4,7 +4,7 @@ use crate::paths;
 use crate::signature::{fn_pointer_type, read_params, Errors, Mode, Param};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
-use syn::{Attribute, ForeignItemFn, Ident, Visibility};
+use syn::{Attribute, ForeignItemFn, Ident, ReturnType, Visibility};
 
 /// The hidden items that stand for an API named `name`, next to its function.
 pub fn spec_ident(name: &Ident) -> Ident {
@@ -45,6 +45,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         &decl.sig.ident,
         &decl.attrs,
         &params,
+        &decl.sig.output,
         Caller::AnyDevice,
     )
 }
@@ -64,12 +65,19 @@ pub fn api_items(
     name: &Ident,
     attrs: &[Attribute],
     params: &[Param],
+    output: &ReturnType,
     caller: Caller,
 ) -> TokenStream {
     let spec = spec_ident(name);
     let decl = decl_ident(name);
     let name_str = name.to_string();
-    let signature = fn_pointer_type(params);
+    let signature = fn_pointer_type(params, output);
+    // An implementation that can fail returns the runtime's `Result`; its error becomes the
+    // call's.
+    let propagate = match output {
+        ReturnType::Default => quote!(),
+        ReturnType::Type(..) => quote!(?),
+    };
     let modes = params.iter().filter_map(|p| match p {
         Param::Managed { mode, .. } => Some(mode.tokens(rimms)),
         _ => None,
@@ -151,7 +159,7 @@ pub fn api_items(
                     // here; written ones come from `&mut` views, which the borrow checker keeps
                     // apart from every other argument, and whole fragments keep them apart
                     // from other calls.
-                    __rimms_f(#(#call_args),*);
+                    __rimms_f(#(#call_args),*)#propagate;
                     ::core::result::Result::Ok(())
                 },
             )

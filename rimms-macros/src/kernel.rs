@@ -243,6 +243,7 @@ fn standalone(
         &name,
         &func.attrs,
         params,
+        &func.sig.output,
         Caller::Fixed(device_expr),
     );
     let mut body = func.clone();

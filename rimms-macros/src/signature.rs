@@ -4,7 +4,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, Pat, Signature, Type};
+use syn::{FnArg, Ident, Pat, ReturnType, Signature, Type};
 
 /// How a managed argument is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,8 +201,10 @@ pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
     params
 }
 
-/// `fn(types...)`: what every implementation must coerce to.
-pub fn fn_pointer_type(params: &[Param]) -> TokenStream {
+/// `fn(types...) [-> R]`: what every implementation must coerce to. An API that can fail
+/// (a device that reports faults) returns a `rimms::Result<()>`, and so must its
+/// implementations.
+pub fn fn_pointer_type(params: &[Param], output: &ReturnType) -> TokenStream {
     let types = params.iter().map(Param::impl_type);
-    quote!(fn(#(#types),*))
+    quote!(fn(#(#types),*) #output)
 }

@@ -16,6 +16,7 @@ mod runtime;
 pub mod space;
 pub mod stats;
 
+pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};

@@ -5,6 +5,7 @@
 
 use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
+use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, Executor};
 use crate::error::{Error, Result};
@@ -59,6 +60,7 @@ pub struct RuntimeBuilder {
     host_pool_bytes: usize,
     granule: usize,
     sims: Vec<SimConfig>,
+    fpga: Option<FpgaSource>,
     mode: ExecMode,
     trace: Option<bool>,
 }
@@ -69,6 +71,7 @@ impl Default for RuntimeBuilder {
             host_pool_bytes: 1 << 30,
             granule: 4096,
             sims: Vec::new(),
+            fpga: None,
             mode: ExecMode::Tracked,
             trace: None,
         }
@@ -91,6 +94,14 @@ impl RuntimeBuilder {
     /// Adds a simulated device; the first is `Device::Sim(0)`.
     pub fn sim(mut self, config: SimConfig) -> Self {
         self.sims.push(config);
+        self
+    }
+
+    /// Adds the accelerators of an FPGA board (or of the emulator) as devices `fpga(0)`,
+    /// `fpga(1)`, … in configuration order, sharing their u-dma-buf as one memory space.
+    /// `FpgaSource::from_env()` picks a configured board, else the emulator.
+    pub fn fpga(mut self, source: FpgaSource) -> Self {
+        self.fpga = Some(source);
         self
     }
 
@@ -129,6 +140,12 @@ impl RuntimeBuilder {
                 config,
             }));
         }
+        let fpga = self.fpga.map(FpgaParts::open).transpose()?;
+        if let Some(parts) = &fpga {
+            for device in parts.backends() {
+                backends.push(Box::new(device));
+            }
+        }
         let mut spaces = vec![SpaceEntry {
             name: "host".to_string(),
             pool: Pool::new("host", self.host_pool_bytes, self.granule)?,
@@ -141,9 +158,23 @@ impl RuntimeBuilder {
         for backend in backends {
             let space = match backend.own_space() {
                 None => SpaceId::HOST,
+                // Several devices may share one space (FPGA instances on one u-dma-buf).
+                Some(spec) if spaces.iter().any(|s| s.name == spec.name) => {
+                    let index = spaces.iter().position(|s| s.name == spec.name);
+                    SpaceId(index.unwrap_or(0) as u8)
+                }
                 Some(spec) => {
+                    if spaces.len() == MAX_SPACES {
+                        return Err(Error::Config(format!(
+                            "at most {MAX_SPACES} memory spaces fit in one runtime"
+                        )));
+                    }
+                    let pool = match spec.memory {
+                        Some(memory) => Pool::mapped(&spec.name, memory, self.granule)?,
+                        None => Pool::new(&spec.name, spec.pool_bytes, self.granule)?,
+                    };
                     spaces.push(SpaceEntry {
-                        pool: Pool::new(&spec.name, spec.pool_bytes, self.granule)?,
+                        pool,
                         name: spec.name,
                         link: Some(spec.link),
                         simulate: spec.simulate,
@@ -187,6 +218,7 @@ impl RuntimeBuilder {
                 counters: Counters::new(registry().api_count()),
                 fft: FftPlans::new(),
                 trace,
+                _fpga: fpga,
             }),
         })
     }
@@ -234,6 +266,9 @@ pub(crate) struct Shared {
     pub counters: Counters,
     pub fft: FftPlans,
     trace: bool,
+    /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
+    /// after the pools that use its memory.
+    _fpga: Option<FpgaParts>,
 }
 
 impl Runtime {

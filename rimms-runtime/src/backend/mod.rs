@@ -10,8 +10,10 @@ pub mod cuda;
 pub mod fpga;
 pub mod sim;
 
+use crate::kernel::ZipOp;
 use crate::runtime::Device;
-use crate::space::LinkModel;
+use crate::space::{LinkModel, MappedMemory};
+use std::any::Any;
 
 /// A memory space a backend brings with it.
 #[derive(Clone, Debug)]
@@ -24,6 +26,9 @@ pub(crate) struct SpaceSpec {
     pub simulate: bool,
     /// Fault injection: every copy to or from this space fails.
     pub fail_copies: bool,
+    /// Memory the backend already mapped for this space (a u-dma-buf); `None` reserves an
+    /// anonymous region of `pool_bytes`. Devices whose specs name the same space share it.
+    pub memory: Option<MappedMemory>,
     /// The CPU can read and write this memory in place (a u-dma-buf region, the shared DRAM of
     /// an integrated GPU), so host access to data valid here needs no copy.
     pub host_mapped: bool,
@@ -44,8 +49,18 @@ pub(crate) trait Backend: Send + Sync {
     fn own_space(&self) -> Option<SpaceSpec>;
     /// Refuses FFT sizes the device cannot transform, before anything moves.
     fn check_fft(&self, points: usize) -> Result<(), String>;
+    /// Refuses ZIPs the device cannot do (an operation its core lacks, a length over its
+    /// limit), before anything moves.
+    fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), String> {
+        Ok(())
+    }
     /// How its kernels run.
     fn executor(&self) -> Executor;
+    /// What its kernels reach through [`crate::KernelCtx::device_handle`] (an FPGA's
+    /// accelerator driver); `None` for devices whose kernels need nothing more than memory.
+    fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
+        None
+    }
     /// Reports how the kernel that just ran ended: where a real device reads its status
     /// registers or stream error, and where a sim device injects a fault.
     fn completion(&self) -> Result<(), String>;

@@ -10,7 +10,8 @@ use num_complex::Complex32 as C32;
 
 /// The built-in API declarations. Call them through the [`Runtime`] methods, which check
 /// shapes; implement them for a new device kind with
-/// `#[rimms::kernel(api = rimms::apis::fft, device = …)]`.
+/// `#[rimms::kernel(api = rimms::apis::fft, device = …)]`. Every one takes the kernel context
+/// (device drivers reach their hardware through it) and can fail (devices report faults).
 pub mod apis {
     use super::*;
 
@@ -22,39 +23,69 @@ pub mod apis {
         points: usize,
         input: &[C32],
         #[out] output: &mut [C32],
-    );
+    ) -> Result<()>;
 
     /// Batched FFT over rows of `points`, in place.
     #[rimms_macros::api]
-    pub fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]);
+    pub fn fft_in_place(
+        ctx: &KernelCtx,
+        dir: FftDirection,
+        points: usize,
+        data: &mut [C32],
+    ) -> Result<()>;
 
     /// Element-wise `out = a op b`.
     #[rimms_macros::api]
-    pub fn zip(op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]);
+    pub fn zip(
+        ctx: &KernelCtx,
+        op: ZipOp,
+        a: &[C32],
+        b: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()>;
 
     /// `out = conj(input)`.
     #[rimms_macros::api]
-    pub fn conj(input: &[C32], #[out] out: &mut [C32]);
+    pub fn conj(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [C32]) -> Result<()>;
 
     /// `out = |input|`.
     #[rimms_macros::api]
-    pub fn magnitude(input: &[C32], #[out] out: &mut [f32]);
+    pub fn magnitude(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()>;
 
     /// Swap of the halves of every row of `row_len`.
     #[rimms_macros::api]
-    pub fn fftshift(row_len: usize, input: &[C32], #[out] out: &mut [C32]);
+    pub fn fftshift(
+        ctx: &KernelCtx,
+        row_len: usize,
+        input: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()>;
 
     /// `out` (cols × rows) = transpose of `input` (rows × cols).
     #[rimms_macros::api]
-    pub fn transpose(rows: usize, cols: usize, input: &[C32], #[out] out: &mut [C32]);
+    pub fn transpose(
+        ctx: &KernelCtx,
+        rows: usize,
+        cols: usize,
+        input: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()>;
 
     /// `data *= factor`.
     #[rimms_macros::api]
-    pub fn scale(factor: C32, data: &mut [C32]);
+    pub fn scale(ctx: &KernelCtx, factor: C32, data: &mut [C32]) -> Result<()>;
 
     /// `c` (m × n) = `a` (m × k) · `b` (k × n).
     #[rimms_macros::api]
-    pub fn gemm(m: usize, k: usize, n: usize, a: &[C32], b: &[C32], #[out] c: &mut [C32]);
+    pub fn gemm(
+        ctx: &KernelCtx,
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[C32],
+        b: &[C32],
+        #[out] c: &mut [C32],
+    ) -> Result<()>;
 }
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.
@@ -146,6 +177,15 @@ impl Runtime {
         let (a, b, mut out) = (a.input(), b.input(), out.output());
         same_len("zip", device, ["a", "b"], [a.len(), b.len()])?;
         same_len("zip", device, ["a", "out"], [a.len(), out.len()])?;
+        self.shared()
+            .device(device)?
+            .backend
+            .check_zip(op, a.len())
+            .map_err(|why| Error::Unsupported {
+                api: "zip",
+                device: device.to_string(),
+                why,
+            })?;
         apis::zip(self, device, op, &a, &b, &mut out)
     }
 

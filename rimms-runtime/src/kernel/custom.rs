@@ -123,6 +123,7 @@ pub fn call_registered<const N: usize>(
             let ctx = KernelCtx {
                 device,
                 fft: &rt.shared().fft,
+                handle: dev.backend.handle(),
             };
             run(&ctx, implementation, ptrs.map(HostArg))
         }

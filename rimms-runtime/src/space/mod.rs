@@ -11,6 +11,7 @@ mod region;
 
 pub use link::LinkModel;
 pub(crate) use pool::{Block, Pool};
+pub use region::MappedMemory;
 
 use std::fmt;
 

@@ -1,7 +1,7 @@
 //! A space's pool: its region carved into granules by the NF allocator, plus the use figures
 //! that `Runtime::stats` reports.
 
-use super::region::Region;
+use super::region::{MappedMemory, Region};
 use crate::alloc::{NfAllocator, UnitAllocator};
 use crate::error::{Error, Result};
 use std::ptr::NonNull;
@@ -43,13 +43,32 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub(crate) fn new(name: &str, bytes: usize, granule: usize) -> Result<Pool> {
-        let granules = bytes / granule;
-        if granules == 0 {
+        let granules = Self::granules(name, bytes, granule)?;
+        Self::over(name, Region::reserve(name, granules * granule)?, granule)
+    }
+
+    /// A pool over memory a backend mapped; its base must be granule aligned.
+    pub(crate) fn mapped(name: &str, memory: MappedMemory, granule: usize) -> Result<Pool> {
+        if memory.base.as_ptr() as usize % granule != 0 {
             return Err(Error::Config(format!(
-                "pool of space {name} must hold at least one granule of {granule} bytes, got {bytes} bytes"
+                "memory of space {name} is not aligned to the {granule}-byte pool granule"
             )));
         }
-        let region = Region::reserve(name, granules * granule)?;
+        Self::granules(name, memory.len, granule)?;
+        Self::over(name, Region::Mapped(memory), granule)
+    }
+
+    fn granules(name: &str, bytes: usize, granule: usize) -> Result<usize> {
+        match bytes / granule {
+            0 => Err(Error::Config(format!(
+                "pool of space {name} must hold at least one granule of {granule} bytes, got {bytes} bytes"
+            ))),
+            granules => Ok(granules),
+        }
+    }
+
+    fn over(name: &str, region: Region, granule: usize) -> Result<Pool> {
+        let granules = region.len() / granule;
         Ok(Pool {
             name: name.to_string(),
             region,

@@ -1,16 +1,48 @@
-//! The bytes behind a pool: one anonymous mapping reserved up front.
+//! The bytes behind a pool: an anonymous mapping reserved up front, or memory a backend
+//! already mapped (a u-dma-buf region).
 //!
 //! Reserving once and carving buffers out of it is what keeps `alloc` free of system calls on
-//! the hot path. The mapping is lazily committed by the kernel, so a large reservation costs
-//! only the pages that are touched.
+//! the hot path. An anonymous mapping is lazily committed by the kernel, so a large
+//! reservation costs only the pages that are touched.
 
 use crate::error::{Error, Result};
 use memmap2::MmapMut;
+use std::any::Any;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
-/// A host-addressable region of `len` bytes, page aligned, zero on first touch.
-pub(crate) struct Region {
-    map: MmapMut,
+/// Host-addressable memory that a backend maps and keeps alive: `len` bytes at `base`, valid
+/// while `owner` lives.
+#[derive(Clone)]
+pub struct MappedMemory {
+    /// First byte.
+    pub base: NonNull<u8>,
+    /// Bytes available to the pool.
+    pub len: usize,
+    /// Keeps the mapping alive as long as any pool uses it.
+    pub owner: Arc<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for MappedMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedMemory")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+// SAFETY: the memory is a shared mapping owned by `owner` (Send + Sync); who reads and writes
+// which bytes is governed by the pool and the buffers, as for an anonymous mapping.
+unsafe impl Send for MappedMemory {}
+unsafe impl Sync for MappedMemory {}
+
+/// A host-addressable region of `len` bytes.
+pub(crate) enum Region {
+    /// Reserved by the pool: page aligned, zero on first touch.
+    Anonymous(MmapMut),
+    /// Mapped by a backend.
+    Mapped(MappedMemory),
 }
 
 impl Region {
@@ -20,15 +52,24 @@ impl Region {
             bytes: len,
             source,
         })?;
-        Ok(Region { map })
+        Ok(Region::Anonymous(map))
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        match self {
+            Region::Anonymous(map) => map.len(),
+            Region::Mapped(m) => m.len,
+        }
     }
 
     pub(crate) fn base(&self) -> NonNull<u8> {
-        // The mapping is never empty (pools refuse a zero size), and mmap never returns null.
-        NonNull::new(self.map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
+        match self {
+            // The mapping is never empty (pools refuse a zero size), and mmap never returns
+            // null.
+            Region::Anonymous(map) => {
+                NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
+            }
+            Region::Mapped(m) => m.base,
+        }
     }
 }

@@ -34,6 +34,7 @@ impl Backend for CpuBackend {
 /// (which run the CPU's kernels on their own memory).
 mod implementations {
     use super::kernels;
+    use crate::error::Result;
     use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
     use num_complex::Complex32 as C32;
 
@@ -44,47 +45,86 @@ mod implementations {
         points: usize,
         input: &[C32],
         #[out] output: &mut [C32],
-    ) {
+    ) -> Result<()> {
         kernels::fft_rows(ctx.fft_plans(), dir, points, input, output);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::fft_in_place, device = [cpu, sim])]
-    fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) {
+    fn fft_in_place(
+        ctx: &KernelCtx,
+        dir: FftDirection,
+        points: usize,
+        data: &mut [C32],
+    ) -> Result<()> {
         kernels::fft_rows_in_place(ctx.fft_plans(), dir, points, data);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::zip, device = [cpu, sim])]
-    fn zip(op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) {
+    fn zip(
+        _ctx: &KernelCtx,
+        op: ZipOp,
+        a: &[C32],
+        b: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()> {
         kernels::zip(op, a, b, out);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::conj, device = [cpu, sim])]
-    fn conj(input: &[C32], #[out] out: &mut [C32]) {
+    fn conj(_ctx: &KernelCtx, input: &[C32], #[out] out: &mut [C32]) -> Result<()> {
         kernels::conj(input, out);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::magnitude, device = [cpu, sim])]
-    fn magnitude(input: &[C32], #[out] out: &mut [f32]) {
+    fn magnitude(_ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()> {
         kernels::magnitude(input, out);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::fftshift, device = [cpu, sim])]
-    fn fftshift(row_len: usize, input: &[C32], #[out] out: &mut [C32]) {
+    fn fftshift(
+        _ctx: &KernelCtx,
+        row_len: usize,
+        input: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()> {
         kernels::fftshift_rows(row_len, input, out);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::transpose, device = [cpu, sim])]
-    fn transpose(rows: usize, cols: usize, input: &[C32], #[out] out: &mut [C32]) {
+    fn transpose(
+        _ctx: &KernelCtx,
+        rows: usize,
+        cols: usize,
+        input: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()> {
         kernels::transpose(rows, cols, input, out);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::scale, device = [cpu, sim])]
-    fn scale(factor: C32, data: &mut [C32]) {
+    fn scale(_ctx: &KernelCtx, factor: C32, data: &mut [C32]) -> Result<()> {
         kernels::scale(factor, data);
+        Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::gemm, device = [cpu, sim])]
-    fn gemm(m: usize, k: usize, n: usize, a: &[C32], b: &[C32], #[out] c: &mut [C32]) {
+    fn gemm(
+        _ctx: &KernelCtx,
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[C32],
+        b: &[C32],
+        #[out] c: &mut [C32],
+    ) -> Result<()> {
         kernels::gemm(m, k, n, a, b, c);
+        Ok(())
     }
 }

@@ -33,6 +33,7 @@
 pub mod axi_dma;
 pub mod board;
 pub mod config;
+mod device;
 pub mod emulator;
 mod fault;
 pub mod fft_ip;
@@ -43,6 +44,8 @@ pub mod zip_ip;
 pub use axi_dma::{AxiDma, Channel, DmaErrorBit};
 pub use board::{Accelerator, FpgaBoard};
 pub use config::{AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig};
+pub(crate) use device::FpgaParts;
+pub use device::{FpgaSource, BOARD_ENV};
 pub use emulator::{Emulator, EmulatorLayout, InjectedFault, SyncRecord};
 pub use fault::FpgaFault;
 pub use fft_ip::FftIp;

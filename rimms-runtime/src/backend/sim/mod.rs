@@ -63,6 +63,7 @@ impl Backend for SimBackend {
             simulate: self.config.simulate_link,
             fail_copies: self.config.fail_copies,
             host_mapped: self.config.host_mapped,
+            memory: None,
         })
     }
 

@@ -1,0 +1,220 @@
+//! The board as runtime devices: every accelerator instance is a device `fpga(n)`, all of them
+//! sharing their u-dma-buf as one memory space that the CPU maps too. The built-in `fft`,
+//! `fft_in_place` and `zip` APIs run on them; the kernels hand the accelerators offsets into
+//! that space, so data an FPGA kernel uses never leaves it.
+
+use super::board::{Accelerator, FpgaBoard};
+use super::config::BoardConfig;
+use super::emulator::{Emulator, EmulatorLayout};
+use crate::backend::{Backend, Executor, SpaceSpec};
+use crate::error::{Error, Result};
+use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+use crate::runtime::Device;
+use crate::space::{LinkModel, MappedMemory};
+use num_complex::Complex32 as C32;
+use std::any::Any;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where a runtime's FPGA devices come from.
+#[derive(Clone, Debug)]
+pub enum FpgaSource {
+    /// A real board (or an emulator another process runs), described by its configuration.
+    Board(BoardConfig),
+    /// The register-level emulator, started on a thread for this runtime.
+    Emulated(EmulatorLayout),
+}
+
+/// Environment variable naming a board configuration file for [`FpgaSource::from_env`].
+pub const BOARD_ENV: &str = "RIMMS_FPGA_BOARD";
+
+impl FpgaSource {
+    /// The board named by `RIMMS_FPGA_BOARD`, else the emulator with a ZCU102-like layout
+    /// (2 FFT + 2 ZIP cores) and a 64 MiB u-dma-buf: so a program runs on a board where one is
+    /// configured and everywhere else too.
+    pub fn from_env() -> Result<FpgaSource> {
+        match std::env::var_os(BOARD_ENV) {
+            Some(path) => Ok(FpgaSource::Board(BoardConfig::load(&PathBuf::from(path))?)),
+            None => Ok(FpgaSource::Emulated(Self::default_layout())),
+        }
+    }
+
+    /// The emulated board `from_env` falls back to.
+    pub fn default_layout() -> EmulatorLayout {
+        let mut layout = EmulatorLayout::zcu102_like();
+        for u in &mut layout.udmabufs {
+            u.size = 64 << 20;
+        }
+        layout
+    }
+}
+
+/// What a runtime keeps of its board: the opened board and, when emulated, the emulator and
+/// its files. Dropped after the pools that use the board's memory.
+pub(crate) struct FpgaParts {
+    pub board: Arc<FpgaBoard>,
+    _emulator: Option<(Emulator, tempfile::TempDir)>,
+}
+
+impl FpgaParts {
+    pub(crate) fn open(source: FpgaSource) -> Result<FpgaParts> {
+        match source {
+            FpgaSource::Board(config) => Ok(FpgaParts {
+                board: Arc::new(FpgaBoard::open(&config)?),
+                _emulator: None,
+            }),
+            FpgaSource::Emulated(layout) => {
+                let dir = tempfile::Builder::new()
+                    .prefix("rimms-fpga-emu")
+                    .tempdir()
+                    .map_err(|e| {
+                        Error::Config(format!("cannot create the emulator's folder: {e}"))
+                    })?;
+                let emulator = Emulator::start(dir.path(), &layout)?;
+                let board = Arc::new(FpgaBoard::open(emulator.config())?);
+                Ok(FpgaParts {
+                    board,
+                    _emulator: Some((emulator, dir)),
+                })
+            }
+        }
+    }
+
+    /// One backend per accelerator instance, in configuration order.
+    pub(crate) fn backends(&self) -> Vec<FpgaDevice> {
+        (0..self.board.accelerators().len())
+            .map(|index| FpgaDevice {
+                index,
+                board: Arc::clone(&self.board),
+            })
+            .collect()
+    }
+}
+
+/// One accelerator instance as a runtime device.
+pub(crate) struct FpgaDevice {
+    index: usize,
+    board: Arc<FpgaBoard>,
+}
+
+impl FpgaDevice {
+    fn accelerator(&self) -> &Accelerator {
+        // `index` comes from enumerating the board's accelerators, which never change.
+        &self.board.accelerators()[self.index]
+    }
+}
+
+impl Backend for FpgaDevice {
+    fn device(&self) -> Device {
+        Device::Fpga(self.index as u8)
+    }
+
+    fn own_space(&self) -> Option<SpaceSpec> {
+        let acc = self.accelerator();
+        let memory = acc.memory();
+        let name = memory.name().to_string();
+        let range = self.board.pool_range(&name).unwrap_or(0..0);
+        Some(SpaceSpec {
+            pool_bytes: range.len(),
+            // A CPU copy into memory the FPGA reads: Zynq-like bandwidth for ranking sources.
+            link: LinkModel::ZYNQ_HP,
+            simulate: false,
+            fail_copies: false,
+            host_mapped: true,
+            memory: Some(MappedMemory {
+                // SAFETY of the offset: the pool range lies inside the mapping.
+                base: unsafe { memory.base().add(range.start) },
+                len: range.len(),
+                owner: Arc::clone(&self.board) as Arc<dyn Any + Send + Sync>,
+            }),
+            name,
+        })
+    }
+
+    fn check_fft(&self, points: usize) -> std::result::Result<(), String> {
+        self.accelerator()
+            .check_fft(points)
+            .map_err(|e| e.to_string())
+    }
+
+    fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), String> {
+        self.accelerator()
+            .check_zip(op, elements)
+            .map_err(|e| e.to_string())
+    }
+
+    fn executor(&self) -> Executor {
+        // The kernels run on the calling thread: they program the accelerator and wait.
+        Executor::Host
+    }
+
+    fn completion(&self) -> std::result::Result<(), String> {
+        // Each accelerator call waits for its DMA and reports faults itself.
+        Ok(())
+    }
+
+    fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
+        Some(self.accelerator())
+    }
+}
+
+/// The accelerator a kernel runs on, and the byte offset of a slice in its u-dma-buf.
+fn accelerator<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c Accelerator> {
+    ctx.device_handle::<Accelerator>()
+        .ok_or_else(|| Error::Kernel {
+            api: "fpga",
+            device: ctx.device().to_string(),
+            why: "not an FPGA accelerator".to_string(),
+        })
+}
+
+fn offset_of(acc: &Accelerator, data: &[C32]) -> Result<usize> {
+    let base = acc.memory().base().as_ptr() as usize;
+    let addr = data.as_ptr() as usize;
+    match addr.checked_sub(base) {
+        Some(offset) if offset + std::mem::size_of_val(data) <= acc.memory().len() => Ok(offset),
+        _ => Err(Error::Kernel {
+            api: "fpga",
+            device: acc.name().to_string(),
+            why: "an argument does not lie in the accelerator's u-dma-buf".to_string(),
+        }),
+    }
+}
+
+#[rimms_macros::kernel(api = apis::fft, device = fpga)]
+fn fft(
+    ctx: &KernelCtx,
+    dir: FftDirection,
+    points: usize,
+    input: &[C32],
+    #[out] output: &mut [C32],
+) -> Result<()> {
+    let acc = accelerator(ctx)?;
+    let batch = input.len() / points;
+    acc.fft(
+        dir,
+        points,
+        batch,
+        offset_of(acc, input)?,
+        offset_of(acc, output)?,
+    )
+}
+
+#[rimms_macros::kernel(api = apis::fft_in_place, device = fpga)]
+fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
+    let acc = accelerator(ctx)?;
+    let offset = offset_of(acc, data)?;
+    acc.fft(dir, points, data.len() / points, offset, offset)
+}
+
+#[rimms_macros::kernel(api = apis::zip, device = fpga)]
+fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
+    let acc = accelerator(ctx)?;
+    acc.zip(
+        op,
+        out.len(),
+        offset_of(acc, a)?,
+        offset_of(acc, b)?,
+        offset_of(acc, out)?,
+    )
+}

@@ -1,0 +1,269 @@
+//! The FPGA backend through the runtime, against the register-level emulator: FZF with FFT and
+//! ZIP on the accelerators and the paper's CPU-FPGA split, in tracked and baseline mode, with
+//! the copies counted; limits and faults refused or reported with the data intact; and the
+//! emulator as a separate process driven by the runtime in this one.
+
+mod common;
+
+use common::{dft_rows, rel_error, signal, to_c32, to_f64};
+use rimms::backend::fpga::emulator::{config_file, run_standalone};
+use rimms::backend::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
+use rimms::{Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const N: usize = 256;
+const ROWS: usize = 4;
+const LEN: usize = N * ROWS;
+const BYTES: u64 = (LEN * 8) as u64;
+/// The ZCU102-like layout: fft0, fft1, zip0, zip1.
+const FFT0: Device = Device::Fpga(0);
+const FFT1: Device = Device::Fpga(1);
+const ZIP0: Device = Device::Fpga(2);
+const UDMABUF: &str = "udmabuf0";
+
+fn runtime(mode: ExecMode) -> Runtime {
+    Runtime::builder()
+        .fpga(FpgaSource::Emulated(FpgaSource::default_layout()))
+        .mode(mode)
+        .build()
+        .expect("runtime with an emulated board")
+}
+
+fn fzf_reference() -> Vec<(f64, f64)> {
+    let spectrum = dft_rows(&signal(LEN, 2), N, false);
+    let filter = to_f64(&signal(LEN, 3));
+    let product: Vec<(f64, f64)> = spectrum
+        .iter()
+        .zip(&filter)
+        .map(|(&(a, b), &(c, d))| (a * c - b * d, a * d + b * c))
+        .collect();
+    dft_rows(&to_c32(&product), N, true)
+}
+
+/// FFT on `fft`, ZIP (multiply by the filter) on `zip`, inverse FFT on `ifft`.
+fn fzf(rt: &Runtime, fft: Device, zip: Device, ifft: Device) -> Vec<rimms::Complex32> {
+    let x = HeteData::from_slice(rt, &signal(LEN, 2)).expect("x");
+    let filter = HeteData::from_slice(rt, &signal(LEN, 3)).expect("filter");
+    let (mut spectrum, mut product, mut y) = (
+        HeteData::alloc(rt, LEN).expect("alloc"),
+        HeteData::alloc(rt, LEN).expect("alloc"),
+        HeteData::alloc(rt, LEN).expect("alloc"),
+    );
+    rt.fft(fft, FftDirection::Forward, N, &x, &mut spectrum)
+        .expect("fft");
+    rt.zip(zip, ZipOp::Mul, &spectrum, &filter, &mut product)
+        .expect("zip");
+    rt.fft(ifft, FftDirection::Inverse, N, &product, &mut y)
+        .expect("ifft");
+    y.to_vec().expect("host")
+}
+
+#[test]
+fn fzf_on_the_fpga_copies_only_the_inputs_in_when_tracked() {
+    let rt = runtime(ExecMode::Tracked);
+    let y = fzf(&rt, FFT0, ZIP0, FFT1);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    let s = rt.stats();
+    // x and the filter go into the u-dma-buf once each; spectrum and product never leave it;
+    // the host reads y where the FPGA wrote it (cache maintenance, no copy).
+    assert_eq!(
+        (s.copies("host", UDMABUF), s.bytes("host", UDMABUF)),
+        (2, 2 * BYTES)
+    );
+    assert_eq!(s.copies(UDMABUF, "host"), 0);
+    assert_eq!(s.total_copies(), 2);
+}
+
+#[test]
+fn fzf_on_the_fpga_in_baseline_stages_every_argument_like_cedr() {
+    let rt = runtime(ExecMode::Baseline);
+    let y = fzf(&rt, FFT0, ZIP0, FFT1);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    let s = rt.stats();
+    // fft: x in, spectrum out; zip: spectrum and filter in, product out; ifft: product in, y out.
+    assert_eq!(
+        (s.copies("host", UDMABUF), s.bytes("host", UDMABUF)),
+        (4, 4 * BYTES)
+    );
+    assert_eq!(
+        (s.copies(UDMABUF, "host"), s.bytes(UDMABUF, "host")),
+        (3, 3 * BYTES)
+    );
+    let pool = s.space(UDMABUF).expect("u-dma-buf pool");
+    assert_eq!((pool.allocations, pool.in_use), (7, 0));
+}
+
+#[test]
+fn fft_on_the_fpga_zip_on_the_cpu_the_papers_split() {
+    let tracked = runtime(ExecMode::Tracked);
+    let y = fzf(&tracked, FFT0, Device::Cpu, FFT1);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    let s = tracked.stats();
+    // x in; the CPU reads the spectrum in place in the u-dma-buf and writes the product in
+    // host memory, which the inverse FFT then needs: one copy in; y is read in place.
+    assert_eq!(
+        (s.copies("host", UDMABUF), s.bytes("host", UDMABUF)),
+        (2, 2 * BYTES)
+    );
+    assert_eq!(s.copies(UDMABUF, "host"), 0);
+
+    let baseline = runtime(ExecMode::Baseline);
+    let y = fzf(&baseline, FFT0, Device::Cpu, FFT1);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    let s = baseline.stats();
+    // Each FFT stages its input in and its output out; the CPU ZIP copies nothing.
+    assert_eq!(
+        (s.copies("host", UDMABUF), s.copies(UDMABUF, "host")),
+        (2, 2)
+    );
+    assert_eq!(
+        s.bytes("host", UDMABUF) + s.bytes(UDMABUF, "host"),
+        4 * BYTES
+    );
+}
+
+#[test]
+fn sizes_and_operations_the_cores_lack_are_refused_before_anything_moves() {
+    let rt = runtime(ExecMode::Tracked);
+    let x = HeteData::from_slice(&rt, &signal(4096, 5)).expect("x");
+    let mut y = HeteData::alloc(&rt, 4096).expect("y");
+    let err = rt
+        .fft(FFT0, FftDirection::Forward, 4096, &x, &mut y)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Unsupported { api: "fft", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("fpga0"), "{err}");
+    let err = rt.zip(ZIP0, ZipOp::MulConj, &x, &x, &mut y).unwrap_err();
+    assert!(
+        matches!(err, Error::Unsupported { api: "zip", .. }),
+        "{err}"
+    );
+    let err = rt.zip(FFT0, ZipOp::Mul, &x, &x, &mut y).unwrap_err();
+    assert!(
+        matches!(err, Error::Unsupported { .. }),
+        "a ZIP on an FFT core: {err}"
+    );
+    let err = rt.conj(FFT0, &x, &mut y).unwrap_err();
+    assert!(
+        matches!(err, Error::NoImplementation { api: "conj", .. }),
+        "{err}"
+    );
+    assert_eq!(rt.stats().total_copies(), 0);
+    // The CPU does the same FFT.
+    rt.fft(Device::Cpu, FftDirection::Forward, 4096, &x, &mut y)
+        .expect("cpu");
+}
+
+#[test]
+fn an_accelerator_fault_is_reported_and_the_data_keeps_its_last_valid_copy() {
+    let dir = tempfile::tempdir().expect("dir");
+    let emulator = Emulator::start(dir.path(), &FpgaSource::default_layout()).expect("emulator");
+    let rt = Runtime::builder()
+        .fpga(FpgaSource::Board(emulator.config().clone()))
+        .build()
+        .expect("runtime");
+    let mut x = HeteData::from_slice(&rt, &signal(LEN, 6)).expect("x");
+    emulator
+        .inject(
+            "fft0",
+            InjectedFault::DmaError {
+                channel: Channel::S2mm,
+                bit: DmaErrorBit::Slave,
+            },
+        )
+        .expect("inject");
+    let started = Instant::now();
+    let err = rt
+        .fft_in_place(FFT0, FftDirection::Forward, N, &mut x)
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "bounded wait");
+    assert!(matches!(err, Error::Fpga { .. }), "{err}");
+    assert!(err.to_string().to_lowercase().contains("slave"), "{err}");
+    // The host copy is the last valid one: the u-dma-buf copy the failed kernel touched is no
+    // longer trusted, and the data reads back unchanged.
+    assert_eq!(x.host().expect("host"), &signal(LEN, 6)[..]);
+    // The engine recovers: the next call succeeds.
+    rt.fft_in_place(FFT0, FftDirection::Forward, N, &mut x)
+        .expect("after the fault");
+    let want = dft_rows(&signal(LEN, 6), N, false);
+    assert!(rel_error(x.host().expect("host"), &want) < 1e-4);
+    drop((x, rt));
+    emulator.stop();
+}
+
+const CHILD_ENV: &str = "RIMMS_FPGA_RUNTIME_EMU_CHILD";
+
+/// The emulator process's body when this binary is re-executed as it; a no-op otherwise.
+#[test]
+fn emulator_process() {
+    let Some(dir) = std::env::var_os(CHILD_ENV).map(PathBuf::from) else {
+        return;
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, dir) = (Arc::clone(&stop), dir.clone());
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            while !dir.join("stop").exists() && t.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::Release);
+        })
+    };
+    run_standalone(&dir, &FpgaSource::default_layout(), &stop).expect("emulator");
+    watcher.join().expect("watcher");
+}
+
+fn wait_for(path: &Path) -> bool {
+    let t = Instant::now();
+    while !path.exists() {
+        if t.elapsed() > Duration::from_secs(20) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+#[test]
+fn the_runtime_drives_an_emulator_in_another_process() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "--exact",
+            "emulator_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("emulator process");
+    let ready = wait_for(&config_file(dir.path()));
+    let outcome = ready.then(|| {
+        let config = BoardConfig::load(&config_file(dir.path())).expect("board.toml");
+        let rt = Runtime::builder()
+            .fpga(FpgaSource::Board(config))
+            .build()
+            .expect("runtime on the other process's board");
+        let y = fzf(&rt, FFT0, ZIP0, FFT1);
+        (rel_error(&y, &fzf_reference()), rt.stats().total_copies())
+    });
+    std::fs::write(dir.path().join("stop"), b"").expect("stop file");
+    let t = Instant::now();
+    while child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let (error, copies) = outcome.expect("the emulator process wrote its board.toml");
+    assert!(error < 1e-4);
+    assert_eq!(copies, 2);
+}
