@@ -51,6 +51,9 @@ fn with_runtime(
         HeteData::alloc(&rt, LEN)?,
         HeteData::alloc(&rt, LEN)?,
     );
+    // Frames and the CPU's product are written where the accelerators read them.
+    x.place(FFT)?;
+    product.place(IFFT)?;
     let mut times = Vec::new();
     let mut peak = 0.0;
     for frame in 0..frames + 1 {

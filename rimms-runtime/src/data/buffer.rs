@@ -7,7 +7,9 @@ use crate::runtime::Shared;
 use crate::space::{Block, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::Reason;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+const NO_HOME: u8 = u8::MAX;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub(crate) struct RawBuffer {
@@ -16,6 +18,11 @@ pub(crate) struct RawBuffer {
     /// log2 of the fragment size. Changes only through `refragment`, which the typed layer
     /// calls with the buffer borrowed mutably, so no view can see it change.
     frag_shift: AtomicU32,
+    /// Where the buffer lives when it has a choice (its placement): set by a hint, or by the
+    /// first space that writes it. Host code and CPU kernels write a buffer whose home is a
+    /// host-mapped space there, so the device that owns that space needs no copy. `NO_HOME`
+    /// until then.
+    home: AtomicU8,
     /// See [`coherence::resident`]; written only under `inner`'s lock.
     summary: AtomicU64,
     /// Base address of this buffer's block in each space, null where it has none. Set under the
@@ -36,6 +43,7 @@ impl RawBuffer {
             rt,
             bytes,
             frag_shift: AtomicU32::new(frag_shift),
+            home: AtomicU8::new(NO_HOME),
             summary: AtomicU64::new(0),
             ptrs: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             inner: Mutex::new(Inner {
@@ -90,11 +98,12 @@ impl RawBuffer {
         if let Some(space) = self.resident_in(self.rt.host_mapped, access) {
             return Ok(space);
         }
-        self.acquire(start, len, SpaceId::HOST, access, &Reason::Host)?;
+        let target = self.target(SpaceId::HOST, self.rt.host_mapped);
+        self.acquire(start, len, target, access, &Reason::Host)?;
         if access.writes() {
-            self.mark_written(start, len, SpaceId::HOST);
+            self.mark_written(start, len, target);
         }
-        Ok(SpaceId::HOST)
+        Ok(target)
     }
 
     /// Address of byte `offset` of this buffer in `space`. Only meaningful after an acquire in
@@ -159,8 +168,28 @@ impl RawBuffer {
         Ok(block)
     }
 
+    /// The space an access by a device that reaches `reach` (besides its own space `own`)
+    /// should bring data into: the buffer's home if the device reaches it, else its own.
+    #[inline]
+    pub(crate) fn target(&self, own: SpaceId, reach: SpaceSet) -> SpaceId {
+        match self.home.load(Ordering::Relaxed) {
+            NO_HOME => own,
+            home if reach.contains(SpaceId(home)) => SpaceId(home),
+            _ => own,
+        }
+    }
+
+    /// Sets the placement hint.
+    pub(crate) fn set_home(&self, space: SpaceId) {
+        self.home.store(space.0, Ordering::Relaxed);
+    }
+
     /// Records a completed write by `space` over the bytes `start..start+len`.
     pub(crate) fn mark_written(&self, start: usize, len: usize, space: SpaceId) {
+        // The first writer places a buffer that has no hint.
+        let _ = self
+            .home
+            .compare_exchange(NO_HOME, space.0, Ordering::Relaxed, Ordering::Relaxed);
         let mut inner = self.lock();
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
         inner.table.mark_written(span.frags, space);

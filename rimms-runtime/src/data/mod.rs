@@ -275,6 +275,14 @@ impl<T: Pod> HeteData<T> {
         self.raw.reset();
     }
 
+    /// Places the buffer in `device`'s memory: host code and CPU kernels that write it write
+    /// it there when the CPU can reach that memory (an FPGA's u-dma-buf), so the device then
+    /// reads it without a copy. Without a hint a buffer lives where it is first written.
+    pub fn place(&self, device: Device) -> Result<()> {
+        self.raw.set_home(self.raw.rt.device_space(device)?);
+        Ok(())
+    }
+
     /// Brings the newest bytes into `device`'s memory ahead of use.
     #[doc(alias = "hete_Prefetch")]
     pub fn prefetch(&self, device: Device) -> Result<()> {

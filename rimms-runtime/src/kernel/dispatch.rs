@@ -104,7 +104,10 @@ fn tracked<const N: usize>(
         }
         match a.raw.resident_in(entry.reaches, a.access) {
             Some(other) => spaces[i] = other,
-            None => missing |= 1 << i,
+            None => {
+                missing |= 1 << i;
+                spaces[i] = a.raw.target(space, entry.reaches);
+            }
         }
     }
     // A hit is a call for which nothing moved or was filled.
@@ -120,7 +123,7 @@ fn tracked<const N: usize>(
             };
             let moved = arg
                 .raw
-                .acquire(arg.start, arg.len, space, arg.access, &reason)?;
+                .acquire(arg.start, arg.len, spaces[i], arg.access, &reason)?;
             hit &= !moved;
         }
     }
@@ -135,7 +138,7 @@ fn tracked<const N: usize>(
         for (i, arg) in args.iter().enumerate() {
             match (&outcome, arg.access.writes()) {
                 (Ok(()), true) if missing & (1 << i) != 0 => {
-                    arg.raw.mark_written(arg.start, arg.len, space)
+                    arg.raw.mark_written(arg.start, arg.len, spaces[i])
                 }
                 (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
                 _ => {}
