@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{dft_rows, rel_error, signal, to_c32, to_f64};
+use common::{dft_rows, rel_error, signal};
 use rimms::backend::fpga::emulator::{config_file, run_standalone};
 use rimms::backend::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
 use rimms::{Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
@@ -33,32 +33,12 @@ fn runtime(mode: ExecMode) -> Runtime {
 }
 
 fn fzf_reference() -> Vec<(f64, f64)> {
-    let spectrum = dft_rows(&signal(LEN, 2), N, false);
-    let filter = to_f64(&signal(LEN, 3));
-    let product: Vec<(f64, f64)> = spectrum
-        .iter()
-        .zip(&filter)
-        .map(|(&(a, b), &(c, d))| (a * c - b * d, a * d + b * c))
-        .collect();
-    dft_rows(&to_c32(&product), N, true)
+    common::fzf_reference(LEN, N)
 }
 
 /// FFT on `fft`, ZIP (multiply by the filter) on `zip`, inverse FFT on `ifft`.
 fn fzf(rt: &Runtime, fft: Device, zip: Device, ifft: Device) -> Vec<rimms::Complex32> {
-    let x = HeteData::from_slice(rt, &signal(LEN, 2)).expect("x");
-    let filter = HeteData::from_slice(rt, &signal(LEN, 3)).expect("filter");
-    let (mut spectrum, mut product, mut y) = (
-        HeteData::alloc(rt, LEN).expect("alloc"),
-        HeteData::alloc(rt, LEN).expect("alloc"),
-        HeteData::alloc(rt, LEN).expect("alloc"),
-    );
-    rt.fft(fft, FftDirection::Forward, N, &x, &mut spectrum)
-        .expect("fft");
-    rt.zip(zip, ZipOp::Mul, &spectrum, &filter, &mut product)
-        .expect("zip");
-    rt.fft(ifft, FftDirection::Inverse, N, &product, &mut y)
-        .expect("ifft");
-    y.to_vec().expect("host")
+    common::fzf(rt, [fft, zip, ifft], LEN, N)
 }
 
 #[test]

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{dft_rows, rel_error, signal, to_c32, to_f64};
-use rimms::{Complex32, Device, ExecMode, FftDirection, HeteData, Runtime, SimConfig, ZipOp};
+use common::{rel_error, signal, to_f64};
+use rimms::{Complex32, Device, ExecMode, FftDirection, HeteData, Runtime, SimConfig};
 
 const N: usize = 256;
 const ROWS: usize = 4;
@@ -58,29 +58,12 @@ fn two_fft_in_baseline_copies_every_argument_at_every_call() {
 
 fn fzf(mode: ExecMode) -> (Vec<Complex32>, rimms::Stats) {
     let rt = runtime(mode);
-    let x = HeteData::from_slice(&rt, &signal(LEN, 2)).expect("x");
-    let filter = HeteData::from_slice(&rt, &signal(LEN, 3)).expect("filter");
-    let mut spectrum = HeteData::alloc(&rt, LEN).expect("alloc");
-    let mut filtered = HeteData::alloc(&rt, LEN).expect("alloc");
-    let mut y = HeteData::alloc(&rt, LEN).expect("alloc");
-    rt.fft(DEV, FftDirection::Forward, N, &x, &mut spectrum)
-        .expect("fft");
-    rt.zip(DEV, ZipOp::Mul, &spectrum, &filter, &mut filtered)
-        .expect("zip");
-    rt.fft(DEV, FftDirection::Inverse, N, &filtered, &mut y)
-        .expect("ifft");
-    (y.to_vec().expect("host"), rt.stats())
+    let y = common::fzf(&rt, [DEV; 3], LEN, N);
+    (y, rt.stats())
 }
 
 fn fzf_reference() -> Vec<(f64, f64)> {
-    let spectrum = dft_rows(&signal(LEN, 2), N, false);
-    let filter = to_f64(&signal(LEN, 3));
-    let product: Vec<(f64, f64)> = spectrum
-        .iter()
-        .zip(&filter)
-        .map(|(&(a, b), &(c, d))| (a * c - b * d, a * d + b * c))
-        .collect();
-    dft_rows(&to_c32(&product), N, true)
+    common::fzf_reference(LEN, N)
 }
 
 #[test]
@@ -118,19 +101,7 @@ fn fzf_in_baseline_moves_what_cedr_moves() {
 #[test]
 fn fzf_on_the_cpu_moves_nothing() {
     let rt = runtime(ExecMode::Tracked);
-    let x = HeteData::from_slice(&rt, &signal(LEN, 2)).expect("x");
-    let filter = HeteData::from_slice(&rt, &signal(LEN, 3)).expect("filter");
-    let (mut a, mut b, mut y) = (
-        HeteData::alloc(&rt, LEN).expect("alloc"),
-        HeteData::alloc(&rt, LEN).expect("alloc"),
-        HeteData::alloc(&rt, LEN).expect("alloc"),
-    );
-    rt.fft(Device::Cpu, FftDirection::Forward, N, &x, &mut a)
-        .expect("fft");
-    rt.zip(Device::Cpu, ZipOp::Mul, &a, &filter, &mut b)
-        .expect("zip");
-    rt.fft(Device::Cpu, FftDirection::Inverse, N, &b, &mut y)
-        .expect("ifft");
-    assert!(rel_error(y.host().expect("host"), &fzf_reference()) < 1e-4);
+    let y = common::fzf(&rt, [Device::Cpu; 3], LEN, N);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
     assert_eq!(rt.stats().total_copies(), 0);
 }

@@ -58,3 +58,41 @@ pub fn rel_error(got: &[Complex32], want: &[(f64, f64)]) -> f64 {
         .fold(0.0, f64::max);
     err / peak.max(f64::MIN_POSITIVE)
 }
+
+/// The FZF chain of DESIGN.md in f64 with direct DFTs: rows of `n` points of
+/// `signal(len, 2)`, multiplied by `signal(len, 3)`, transformed back.
+pub fn fzf_reference(len: usize, n: usize) -> Vec<(f64, f64)> {
+    let spectrum = dft_rows(&signal(len, 2), n, false);
+    let filter = to_f64(&signal(len, 3));
+    let product: Vec<(f64, f64)> = spectrum
+        .iter()
+        .zip(&filter)
+        .map(|(&(a, b), &(c, d))| (a * c - b * d, a * d + b * c))
+        .collect();
+    dft_rows(&to_c32(&product), n, true)
+}
+
+/// FZF through the runtime on `signal(len, 2)` with the filter `signal(len, 3)`: FFT on
+/// `devices[0]`, ZIP on `devices[1]`, inverse FFT on `devices[2]`; returns the result.
+pub fn fzf(
+    rt: &rimms::Runtime,
+    devices: [rimms::Device; 3],
+    len: usize,
+    n: usize,
+) -> Vec<Complex32> {
+    use rimms::{FftDirection, HeteData, ZipOp};
+    let x = HeteData::from_slice(rt, &signal(len, 2)).expect("x");
+    let filter = HeteData::from_slice(rt, &signal(len, 3)).expect("filter");
+    let (mut spectrum, mut product, mut y) = (
+        HeteData::alloc(rt, len).expect("alloc"),
+        HeteData::alloc(rt, len).expect("alloc"),
+        HeteData::alloc(rt, len).expect("alloc"),
+    );
+    rt.fft(devices[0], FftDirection::Forward, n, &x, &mut spectrum)
+        .expect("fft");
+    rt.zip(devices[1], ZipOp::Mul, &spectrum, &filter, &mut product)
+        .expect("zip");
+    rt.fft(devices[2], FftDirection::Inverse, n, &product, &mut y)
+        .expect("ifft");
+    y.to_vec().expect("host")
+}
