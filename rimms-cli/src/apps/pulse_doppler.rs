@@ -84,7 +84,8 @@ impl Output {
     /// CEDR's formulas at Doppler bin `z`, range bin `x`.
     pub fn from_bins(z: usize, x: usize) -> Output {
         let (a, b) = (z as f64 + 1.0, x as f64 + 1.0);
-        let half = ((M + 1) / 2) as f64;
+        // CEDR's integer halving ⌊(m+1)/2⌋, which is ⌈m/2⌉.
+        let half = M.div_ceil(2) as f64;
         Output {
             doppler_shift_hz: (a - half) / (M - 1) as f64 / PRI,
             time_delay_s: (b - N as f64) / (N - 1) as f64 * PRI,
