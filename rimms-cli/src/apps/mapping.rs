@@ -51,14 +51,6 @@ impl Mapping {
         }
     }
 
-    /// Whether some step runs on a device with memory of its own, so that data must cross a
-    /// link at all.
-    pub fn offloads(self) -> bool {
-        [Step::Fft, Step::Zip, Step::Aux]
-            .iter()
-            .any(|&s| self.device(s) != Device::Cpu)
-    }
-
     /// A runtime with the devices this mapping uses; `sim` configures the simulated card.
     pub fn runtime(self, mode: ExecMode, sim: &SimConfig) -> rimms::Result<Runtime> {
         let builder = Runtime::builder().mode(mode);
