@@ -1,8 +1,8 @@
-//! `rimms bench`: every pipeline on every mapping this machine has, in baseline (CEDR) and
-//! tracked (RIMMS) mode, as a table of medians, speedups and bytes moved.
+//! `rimms bench`: apps on every mapping this machine has, in baseline (CEDR), rimms and native
+//! mode, as a table of medians, speedups and bytes moved.
 
-use crate::pipelines::{self, App};
-use rimms::{Device, ExecMode, LinkModel, Runtime, SimConfig};
+use crate::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source};
+use rimms::{LinkModel, SimConfig};
 use std::time::Duration;
 
 /// One row of the table.
@@ -12,6 +12,8 @@ pub struct Row {
     pub map: &'static str,
     pub baseline: Cell,
     pub rimms: Cell,
+    pub native: Cell,
+    /// What must cross: the bytes the native code moves (its inputs in once, results out).
     pub minimum_bytes: u64,
 }
 
@@ -22,51 +24,48 @@ pub struct Cell {
     pub bytes: u64,
     pub copies: u64,
     pub allocations: u64,
-    pub checksum: f64,
+    pub result: AppResult,
 }
 
 /// The mappings available here: the CPU alone, and a simulated PCIe-attached device whose
 /// copies take the modelled time (the stand-in for a GPU or FPGA card until those backends
 /// land).
-pub fn mappings() -> Vec<(&'static str, Device, SimConfig)> {
+pub fn mappings() -> Vec<(&'static str, Mapping, SimConfig)> {
     let pcie = SimConfig {
         link: LinkModel::PCIE,
         simulate_link: true,
         ..SimConfig::default()
     };
     vec![
-        ("cpu", Device::Cpu, pcie.clone()),
-        ("sim-pcie", Device::Sim(0), pcie),
+        ("cpu", Mapping::Cpu, pcie.clone()),
+        ("sim-pcie", Mapping::Sim, pcie),
     ]
 }
 
 fn measure(
     app: App,
-    device: Device,
+    mapping: Mapping,
     sim: &SimConfig,
-    mode: ExecMode,
+    mode: Mode,
     frames: usize,
-) -> rimms::Result<Cell> {
-    let rt = Runtime::builder().sim(sim.clone()).mode(mode).build()?;
-    // One warm-up frame so FFT plans and pools are in place, then measure.
-    pipelines::run(&rt, app, device, 1)?;
-    rt.reset_stats();
-    let allocations =
-        |rt: &Runtime| -> u64 { rt.stats().spaces.iter().map(|s| s.allocations).sum() };
-    let before = allocations(&rt);
-    let (mut times, checksum) = pipelines::run(&rt, app, device, frames)?;
-    times.sort();
-    let stats = rt.stats();
+) -> Result<Cell, String> {
+    let opts = Options {
+        sim: sim.clone(),
+        ..Options::new(mode, mapping).frames(frames)
+    };
+    let run = apps::run(app, &Source::Generated(Scenario::default()), &opts)
+        .map_err(|e| e.to_string())?
+        .run;
     Ok(Cell {
-        median: times[times.len() / 2],
-        bytes: stats.total_bytes(),
-        copies: stats.total_copies(),
-        allocations: allocations(&rt) - before,
-        checksum,
+        median: run.median(),
+        bytes: run.total_bytes(),
+        copies: run.links.iter().map(|l| l.copies).sum(),
+        allocations: run.allocations,
+        result: run.result,
     })
 }
 
-/// Runs the table; fails on a runtime error, or if the two modes disagree on a result.
+/// Runs the table; fails on an error, or if the modes disagree on a result.
 pub fn run(
     frames: usize,
     apps: &[App],
@@ -74,32 +73,29 @@ pub fn run(
 ) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for &app in apps {
-        for (map, device, sim) in mappings() {
+        for (map, mapping, sim) in mappings() {
             progress(&format!("{} on {map}", app.name()));
-            let baseline = measure(app, device, &sim, ExecMode::Baseline, frames)
-                .map_err(|e| e.to_string())?;
-            let rimms =
-                measure(app, device, &sim, ExecMode::Tracked, frames).map_err(|e| e.to_string())?;
-            // Both modes run the same kernels on the same data: results must be identical.
-            if baseline.checksum != rimms.checksum {
-                return Err(format!(
-                    "{} on {map}: baseline and rimms results differ ({} vs {})",
-                    app.name(),
-                    baseline.checksum,
-                    rimms.checksum
-                ));
+            let baseline = measure(app, mapping, &sim, Mode::Baseline, frames)?;
+            let rimms = measure(app, mapping, &sim, Mode::Rimms, frames)?;
+            let native = measure(app, mapping, &sim, Mode::Native, frames)?;
+            // All modes run the same kernels on the same data: results must be identical.
+            for (mode, cell) in [("rimms", &rimms), ("native", &native)] {
+                if cell.result != baseline.result {
+                    return Err(format!(
+                        "{} on {map}: baseline and {mode} results differ ({:?} vs {:?})",
+                        app.name(),
+                        baseline.result,
+                        cell.result
+                    ));
+                }
             }
-            let minimum_bytes = if device == Device::Cpu {
-                0
-            } else {
-                pipelines::minimum_bytes(app, frames)
-            };
             rows.push(Row {
                 app,
                 map,
+                minimum_bytes: native.bytes,
                 baseline,
                 rimms,
-                minimum_bytes,
+                native,
             });
         }
     }
@@ -117,17 +113,18 @@ fn mib(bytes: u64) -> f64 {
 pub fn table(rows: &[Row], frames: usize) -> String {
     let mut out = format!(
         "{frames} frames per cell; times are the median frame; bytes are totals over the frames\n\n\
-         {:<6} {:<9} {:>12} {:>10} {:>8} {:>14} {:>12} {:>12} {:>11} {:>11}\n",
-        "app", "map", "baseline ms", "rimms ms", "speedup", "baseline MiB", "rimms MiB",
-        "minimum MiB", "allocs base", "allocs rimms"
+         {:<13} {:<9} {:>12} {:>10} {:>10} {:>8} {:>14} {:>12} {:>12} {:>11} {:>11}\n",
+        "app", "map", "baseline ms", "rimms ms", "native ms", "speedup", "baseline MiB",
+        "rimms MiB", "minimum MiB", "allocs base", "allocs rimms"
     );
     for r in rows {
         out += &format!(
-            "{:<6} {:<9} {:>12.3} {:>10.3} {:>7.2}x {:>14.2} {:>12.2} {:>12.2} {:>11} {:>11}\n",
+            "{:<13} {:<9} {:>12.3} {:>10.3} {:>10.3} {:>7.2}x {:>14.2} {:>12.2} {:>12.2} {:>11} {:>11}\n",
             r.app.name(),
             r.map,
             ms(r.baseline.median),
             ms(r.rimms.median),
+            ms(r.native.median),
             r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64(),
             mib(r.baseline.bytes),
             mib(r.rimms.bytes),
@@ -141,27 +138,27 @@ pub fn table(rows: &[Row], frames: usize) -> String {
 
 pub fn json(rows: &[Row], frames: usize) -> String {
     let cell = |c: &Cell| {
-        format!(
-            "{{\"median_ms\":{:.6},\"bytes\":{},\"copies\":{},\"allocations\":{}}}",
-            ms(c.median),
-            c.bytes,
-            c.copies,
-            c.allocations
-        )
+        serde_json::json!({
+            "median_ms": ms(c.median),
+            "bytes": c.bytes,
+            "copies": c.copies,
+            "allocations": c.allocations,
+        })
     };
-    let items: Vec<String> = rows
+    let items: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
-            format!(
-                "{{\"app\":\"{}\",\"map\":\"{}\",\"frames\":{frames},\"baseline\":{},\"rimms\":{},\"minimum_bytes\":{},\"speedup\":{:.4}}}",
-                r.app.name(),
-                r.map,
-                cell(&r.baseline),
-                cell(&r.rimms),
-                r.minimum_bytes,
-                r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64()
-            )
+            serde_json::json!({
+                "app": r.app.name(),
+                "map": r.map,
+                "frames": frames,
+                "baseline": cell(&r.baseline),
+                "rimms": cell(&r.rimms),
+                "native": cell(&r.native),
+                "minimum_bytes": r.minimum_bytes,
+                "speedup": r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64(),
+            })
         })
         .collect();
-    format!("[{}]", items.join(","))
+    serde_json::Value::Array(items).to_string()
 }

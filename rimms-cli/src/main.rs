@@ -1,10 +1,10 @@
-//! The `rimms` command: benchmark the pipelines on the devices this machine has.
-
-mod bench;
-mod pipelines;
+//! The `rimms` command: run an application, or benchmark them on the devices this machine has.
 
 use clap::{Parser, Subcommand};
-use pipelines::App;
+use rimms::{LinkModel, SimConfig};
+use rimms_cli::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source};
+use rimms_cli::bench;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -20,18 +20,122 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Every pipeline on every mapping available here, baseline (CEDR) against tracked (RIMMS).
+    /// Run one application and print its result (next to the truth for generated input).
+    Run(RunArgs),
+    /// Apps on every mapping available here: baseline (CEDR), rimms and native.
     Bench {
         /// Frames per cell (the median frame is reported).
         #[arg(long, default_value_t = 40)]
         frames: usize,
-        /// Only these pipelines.
+        /// Only these apps (default: 2fft, fzf, zip3x).
         #[arg(long, value_enum)]
         app: Vec<App>,
         /// Print one JSON array instead of the table.
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The application.
+    #[arg(value_enum)]
+    app: App,
+    /// baseline (copy at every call, as CEDR), rimms (tracked) or native (hand-written).
+    #[arg(long, value_enum, default_value = "rimms")]
+    mode: Mode,
+    /// Where the steps run; `sim` is a simulated card behind a modelled PCIe link.
+    #[arg(long, value_enum, default_value = "cpu")]
+    map: Mapping,
+    /// Frames to run; the median frame time is reported.
+    #[arg(long, default_value_t = 10)]
+    frames: usize,
+    /// Read CEDR's input files from this folder instead of generating input.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// SAR: write the magnitude image here as text, one row a line.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the generated noise.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Generated input: the injected delay in samples (correlator, pulse-doppler).
+    #[arg(long)]
+    delay: Option<usize>,
+    /// Generated input: the target's Doppler bin offset, -64 … 63 (pulse-doppler).
+    #[arg(long, allow_negative_numbers = true)]
+    doppler_bin: Option<i32>,
+}
+
+fn run_app(args: &RunArgs) -> Result<(), String> {
+    if args.out.is_some() && args.app != App::Sar {
+        return Err("--out writes SAR's image; other apps have none".to_string());
+    }
+    let source = match &args.input {
+        Some(dir) => {
+            if args.delay.is_some() || args.doppler_bin.is_some() {
+                return Err("--delay and --doppler-bin shape generated input; with --input the files decide".to_string());
+            }
+            Source::Cedr(dir.clone())
+        }
+        None => Source::Generated(Scenario {
+            seed: args.seed,
+            delay: args.delay,
+            doppler_bin: args.doppler_bin,
+        }),
+    };
+    let opts = Options {
+        sim: SimConfig {
+            link: LinkModel::PCIE,
+            simulate_link: true,
+            ..SimConfig::default()
+        },
+        ..Options::new(args.mode, args.map).frames(args.frames)
+    };
+    let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;
+    let run = &outcome.run;
+    if let (Some(path), AppResult::Sar(sar)) = (&args.out, &run.result) {
+        sar.write_image(path).map_err(|e| e.to_string())?;
+    }
+    if args.json {
+        println!("{}", run.to_json());
+        return Ok(());
+    }
+    println!(
+        "{} ({} on {}, {} frames, median {:.3} ms): {}",
+        run.app.name(),
+        run.mode.name(),
+        run.mapping.name(),
+        run.frames(),
+        run.median().as_secs_f64() * 1e3,
+        outcome.result_line
+    );
+    if let Some(truth) = &outcome.truth_line {
+        println!("{truth}");
+    }
+    let links: Vec<String> = run
+        .links
+        .iter()
+        .map(|l| {
+            format!(
+                "{} -> {}: {} copies, {} bytes",
+                l.from, l.to, l.copies, l.bytes
+            )
+        })
+        .collect();
+    println!(
+        "moved: {}; allocations: {}",
+        if links.is_empty() {
+            "nothing".to_string()
+        } else {
+            links.join("; ")
+        },
+        run.allocations
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -43,13 +147,20 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
+        Command::Run(args) => match run_app(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rimms run: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Bench { frames, app, json } => {
             if frames == 0 {
                 eprintln!("rimms bench: --frames must be at least 1");
                 return ExitCode::from(2);
             }
             let apps = if app.is_empty() {
-                App::ALL.to_vec()
+                vec![App::TwoFft, App::Fzf, App::Zip3x]
             } else {
                 app
             };

@@ -1,0 +1,77 @@
+//! The one error type of the applications: everything `rimms::Error` says, plus what can be
+//! wrong with an app's input (a file that cannot be read, a line that does not parse, a
+//! parameter out of range). Messages name the file, the line and, where it helps, the column,
+//! so they can be shown to a user as they are.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// What went wrong running an application.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppError {
+    /// The runtime refused or failed a call.
+    #[error(transparent)]
+    Runtime(#[from] rimms::Error),
+
+    /// An input file that cannot be opened or read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        source: io::Error,
+    },
+
+    /// An output file that cannot be written.
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        source: io::Error,
+    },
+
+    /// An input file whose contents do not fit the format.
+    #[error("{place}: {what}")]
+    Malformed {
+        /// File, and line and column where known.
+        place: Place,
+        /// What is wrong there.
+        what: String,
+    },
+
+    /// A parameter out of its range (a delay longer than the signal, zero frames).
+    #[error("invalid parameter: {0}")]
+    Param(String),
+
+    /// An option this app or mapping does not take.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Where in an input file something is wrong: `file`, `file:line` or `file:line:column`
+/// (both 1-based, the column counting characters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The file.
+    pub path: PathBuf,
+    /// The line, if the problem is on one.
+    pub line: Option<usize>,
+    /// The column, if the problem is at one spot of the line.
+    pub column: Option<usize>,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,393 @@
+//! The applications of DESIGN.md as library code: the three small chains the RIMMS paper
+//! measures (2FFT, FZF, zip3x) and three radar applications (correlator, pulse Doppler, SAR
+//! range-Doppler).
+//!
+//! Each app is ordinary Rust written once against the runtime's API: allocate buffers, call
+//! kernels on the device the [`Mapping`] names for each step, read the result on the host. The
+//! `baseline` and `rimms` modes run that same code on a runtime built in the matching
+//! [`rimms::ExecMode`], so the only difference between them is what the runtime does with the
+//! data; `native` is a hand-written version of the same computation with plain vectors and
+//! explicit minimal copies, the floor both are compared with.
+//!
+//! Inputs are generated with a known truth (seeded), or read from CEDR's files. Every run
+//! reports the last frame's result, the frame times, the bytes per link and the allocations
+//! ([`Run`]); the `rimms` command prints them.
+
+pub mod correlator;
+mod error;
+pub mod fzf;
+pub mod input;
+pub mod mapping;
+mod native;
+pub mod pulse_doppler;
+pub mod report;
+pub mod sar;
+pub mod two_fft;
+pub mod zip3x;
+
+pub use error::{AppError, Place};
+pub use mapping::{Mapping, Step};
+pub use report::{AppResult, Checksum, Link, Run};
+
+use native::Native;
+use rimms::{Complex32, ExecMode, HeteData, HeteSlice, HeteSliceMut, Runtime, SimConfig};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// An application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum App {
+    /// FFT then inverse FFT.
+    #[value(name = "2fft")]
+    TwoFft,
+    /// FFT, multiply by a filter, inverse FFT.
+    Fzf,
+    /// Two independent multiplies, then the sum of their results.
+    Zip3x,
+    /// Radar correlator: the delay of a chirp in noise.
+    Correlator,
+    /// Pulse Doppler: a target's range and Doppler shift from 128 pulses.
+    PulseDoppler,
+    /// SAR image formation, range-Doppler algorithm.
+    Sar,
+}
+
+impl App {
+    /// Every app.
+    pub const ALL: [App; 6] = [
+        App::TwoFft,
+        App::Fzf,
+        App::Zip3x,
+        App::Correlator,
+        App::PulseDoppler,
+        App::Sar,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            App::TwoFft => "2fft",
+            App::Fzf => "fzf",
+            App::Zip3x => "zip3x",
+            App::Correlator => "correlator",
+            App::PulseDoppler => "pulse-doppler",
+            App::Sar => "sar",
+        }
+    }
+}
+
+/// How an app's data is managed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Mode {
+    /// CEDR's behaviour: every call on a device copies its inputs in and its outputs out.
+    Baseline,
+    /// RIMMS: data moves only when a kernel in another memory needs it.
+    Rimms,
+    /// Hand-written code with the fewest copies for the mapping: the floor.
+    Native,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Baseline, Mode::Rimms, Mode::Native];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Baseline => "baseline",
+            Mode::Rimms => "rimms",
+            Mode::Native => "native",
+        }
+    }
+}
+
+/// How to run an app.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Baseline, rimms or native.
+    pub mode: Mode,
+    /// Where each step runs.
+    pub mapping: Mapping,
+    /// Frames to run (at least 1); the result is the last frame's.
+    pub frames: usize,
+    /// The simulated card of the `sim` mapping.
+    pub sim: SimConfig,
+}
+
+impl Options {
+    /// One frame in `mode` on `mapping`, with a default (unthrottled) simulated card.
+    pub fn new(mode: Mode, mapping: Mapping) -> Options {
+        Options {
+            mode,
+            mapping,
+            frames: 1,
+            sim: SimConfig::default(),
+        }
+    }
+
+    /// The same options with `frames` frames.
+    pub fn frames(mut self, frames: usize) -> Options {
+        self.frames = frames;
+        self
+    }
+}
+
+/// Where an app's input comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// Generated with a known truth.
+    Generated(Scenario),
+    /// Read from CEDR's files in this folder.
+    Cedr(PathBuf),
+}
+
+/// The knobs of the generated inputs; `None` takes the app's default.
+#[derive(Clone, Debug, Default)]
+pub struct Scenario {
+    /// Seed of the noise.
+    pub seed: u64,
+    /// Injected delay in samples (correlator, pulse Doppler).
+    pub delay: Option<usize>,
+    /// Doppler bin offset of the target, −64 … 63 (pulse Doppler).
+    pub doppler_bin: Option<i32>,
+}
+
+/// A run and, for a generated input, what the result should be.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The run.
+    pub run: Run<AppResult>,
+    /// A line describing the result.
+    pub result_line: String,
+    /// A line describing the truth the input was generated with, if it was.
+    pub truth_line: Option<String>,
+}
+
+/// Runs `app` on input from `source` with `opts`.
+pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppError> {
+    let scenario = match source {
+        Source::Generated(s) => Some(s),
+        Source::Cedr(_) => None,
+    };
+    let no_files = |app: App| {
+        AppError::Unsupported(format!(
+            "{} generates its own input; CEDR files exist only for pulse-doppler and sar",
+            app.name()
+        ))
+    };
+    let knobs_unused =
+        |what: &str| AppError::Unsupported(format!("{} takes no {what}", app.name()));
+    if let Some(s) = scenario {
+        if s.delay.is_some() && !matches!(app, App::Correlator | App::PulseDoppler) {
+            return Err(knobs_unused("delay"));
+        }
+        if s.doppler_bin.is_some() && app != App::PulseDoppler {
+            return Err(knobs_unused("Doppler bin"));
+        }
+    }
+    match (app, source) {
+        (App::TwoFft | App::Fzf | App::Zip3x | App::Correlator, Source::Cedr(_)) => {
+            Err(no_files(app))
+        }
+        (App::TwoFft, _) => chain(two_fft::run(
+            &two_fft::Input::generate(two_fft::Params::default()),
+            opts,
+        )?),
+        (App::Fzf, _) => chain(fzf::run(&fzf::generate(fzf::Params::default()), opts)?),
+        (App::Zip3x, _) => chain(zip3x::run(&zip3x::Input::generate(zip3x::LEN), opts)?),
+        (App::Correlator, Source::Generated(s)) => {
+            let params = correlator::Params {
+                delay: s.delay.unwrap_or(correlator::Params::default().delay),
+                seed: s.seed,
+            };
+            let (input, truth) = correlator::generate(&params)?;
+            let run = correlator::run(&input, opts)?;
+            Ok(Outcome {
+                result_line: correlator::describe(&run.result),
+                truth_line: Some(format!("truth: {}", correlator::describe(&truth))),
+                run: run.map(AppResult::Correlator),
+            })
+        }
+        (App::PulseDoppler, _) => {
+            let (input, truth) = match source {
+                Source::Cedr(dir) => (pulse_doppler::Input::load(dir)?, None),
+                Source::Generated(s) => {
+                    let defaults = pulse_doppler::Params::default();
+                    let params = pulse_doppler::Params {
+                        delay: s.delay.unwrap_or(defaults.delay),
+                        doppler_bin: s.doppler_bin.unwrap_or(defaults.doppler_bin),
+                        seed: s.seed,
+                    };
+                    let (input, truth) = pulse_doppler::generate(&params)?;
+                    (input, Some(truth))
+                }
+            };
+            let run = pulse_doppler::run(&input, opts)?;
+            Ok(Outcome {
+                result_line: pulse_doppler::describe(&run.result),
+                truth_line: truth.map(|t| t.describe()),
+                run: run.map(AppResult::PulseDoppler),
+            })
+        }
+        (App::Sar, _) => {
+            let (input, truth) = match source {
+                Source::Cedr(dir) => (sar::Input::load(dir)?, None),
+                Source::Generated(_) => {
+                    let scene = sar::Scene::default();
+                    (sar::Input::simulate(&scene), Some(scene))
+                }
+            };
+            let run = sar::run(&input, opts)?;
+            Ok(Outcome {
+                result_line: sar::describe(&run.result),
+                truth_line: truth.map(|scene| scene.describe()),
+                run: run.map(AppResult::Sar),
+            })
+        }
+    }
+}
+
+fn chain(run: Run<Checksum>) -> Result<Outcome, AppError> {
+    Ok(Outcome {
+        result_line: format!("checksum Σ|y| = {:.6e}", run.result.checksum),
+        truth_line: None,
+        run: run.map(AppResult::Chain),
+    })
+}
+
+/// One frame of an app, set up and ready to run again and again.
+pub(crate) type Frame<'a, R> = Box<dyn FnMut() -> Result<R, AppError> + 'a>;
+
+/// An app's computation in its two forms: on the runtime (baseline and rimms run this same
+/// code) and hand-written native. Each sets up its buffers and returns the frame to repeat.
+pub(crate) trait Pipeline {
+    /// What a frame computes.
+    type Output;
+    /// Which app this is.
+    fn app(&self) -> App;
+    /// The frame on a runtime, every step on the device `map` names for it.
+    fn managed<'a>(
+        &'a self,
+        rt: &'a Runtime,
+        map: Mapping,
+    ) -> Result<Frame<'a, Self::Output>, AppError>;
+    /// The frame as hand-written code on `dev`.
+    fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Self::Output>, AppError>;
+}
+
+/// Runs `opts.frames` frames of `pipeline` in `opts.mode`, timing each, and collects the
+/// figures of the whole run (setup included: constants uploaded once are part of the cost).
+pub(crate) fn execute<P: Pipeline>(
+    pipeline: &P,
+    opts: &Options,
+) -> Result<Run<P::Output>, AppError> {
+    if opts.frames == 0 {
+        return Err(AppError::Param("--frames must be at least 1".to_string()));
+    }
+    let (frame_times, result, links, allocations) = match opts.mode {
+        Mode::Native => {
+            let dev = Native::new(opts.mapping, &opts.sim);
+            let (times, result) = time_frames(pipeline.native(&dev)?, opts.frames)?;
+            (times, result, dev.links(), dev.allocations())
+        }
+        Mode::Baseline | Mode::Rimms => {
+            let exec = if opts.mode == Mode::Baseline {
+                ExecMode::Baseline
+            } else {
+                ExecMode::Tracked
+            };
+            let rt = opts.mapping.runtime(exec, &opts.sim)?;
+            let (times, result) = time_frames(pipeline.managed(&rt, opts.mapping)?, opts.frames)?;
+            let stats = rt.stats();
+            let links = stats
+                .links
+                .iter()
+                .map(|l| Link {
+                    from: l.from.clone(),
+                    to: l.to.clone(),
+                    copies: l.copies,
+                    bytes: l.bytes,
+                })
+                .collect();
+            let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
+            (times, result, links, allocations)
+        }
+    };
+    Ok(Run {
+        app: pipeline.app(),
+        mode: opts.mode,
+        mapping: opts.mapping,
+        frame_times,
+        links,
+        allocations,
+        result,
+    })
+}
+
+fn time_frames<R>(mut frame: Frame<'_, R>, frames: usize) -> Result<(Vec<Duration>, R), AppError> {
+    let mut times = Vec::with_capacity(frames);
+    let mut last = None;
+    for _ in 0..frames {
+        let start = Instant::now();
+        let result = frame()?;
+        times.push(start.elapsed());
+        last = Some(result);
+    }
+    last.map(|r| (times, r))
+        .ok_or_else(|| AppError::Param("--frames must be at least 1".to_string()))
+}
+
+/// A `rows` × `row_len` complex matrix whose rows can be written by separate kernel calls:
+/// its fragments are no larger than a row (rows of 4 KiB or more keep the default).
+pub(crate) fn alloc_rows(
+    rt: &Runtime,
+    rows: usize,
+    row_len: usize,
+) -> rimms::Result<HeteData<Complex32>> {
+    let mut m = HeteData::alloc(rt, rows * row_len)?;
+    let row_bytes = row_len * std::mem::size_of::<Complex32>();
+    if row_bytes < m.fragment_bytes() {
+        m.fragment(row_bytes)?;
+    }
+    Ok(m)
+}
+
+/// Calls `call(row_in, row_out)` for every row of `row_len` elements of `input` and `output`:
+/// the one-call-per-row formulation of CEDR's applications.
+pub(crate) fn each_row(
+    input: &HeteData<Complex32>,
+    output: &mut HeteData<Complex32>,
+    row_len: usize,
+    mut call: impl FnMut(
+        &HeteSlice<'_, Complex32>,
+        &mut HeteSliceMut<'_, Complex32>,
+    ) -> rimms::Result<()>,
+) -> rimms::Result<()> {
+    debug_assert_eq!(input.len(), output.len(), "each_row: shapes differ");
+    let rows_in = input.rows(row_len)?;
+    for (src, dst) in rows_in.iter().zip(output.rows_mut(row_len)?.iter_mut()) {
+        call(src, dst)?;
+    }
+    Ok(())
+}
+
+/// The index of the first largest value (NaN never wins), and the value.
+pub(crate) fn argmax(values: &[f32]) -> (usize, f32) {
+    values
+        .iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |best, (i, &v)| {
+            if v > best.1 {
+                (i, v)
+            } else {
+                best
+            }
+        })
+}
+
+/// `dst[..src.len()] = src`, the rest zero: the zero padding of the radar apps.
+pub(crate) fn pad_into(dst: &mut [Complex32], src: &[Complex32]) {
+    let (head, tail) = dst.split_at_mut(src.len().min(dst.len()));
+    head.copy_from_slice(&src[..head.len()]);
+    tail.fill(Complex32::new(0.0, 0.0));
+}

@@ -1,0 +1,305 @@
+//! Pulse Doppler: a target's range and radial velocity from a burst of pulses (CEDR's app).
+//!
+//! m = 128 received pulses of n = 64 complex samples and the transmitted pulse; PRI = 1.27e-4 s.
+//! Each pulse k is matched-filtered with length L = 2n = 128:
+//! c = [n−1 zeros, pulse k, one zero], d = [transmitted pulse, n zeros],
+//! mf_k = IFFT(FFT(c) · conj(FFT(d))) — one FFT, one ZIP and one inverse FFT per pulse, as
+//! CEDR calls them. The matched-filter matrix is then transposed so that each range bin is a
+//! row, every row gets a 128-point FFT across the pulses, then fftshift and |·|. The global
+//! maximum at Doppler bin z, range bin x gives a = z+1, b = x+1,
+//! time delay = (b − n)/(n − 1)·PRI and Doppler shift = (a − ⌊(m+1)/2⌋)/(m − 1)/PRI, with the
+//! integer halving of CEDR's code.
+//!
+//! Generated inputs simulate a target at a chosen delay (samples) and Doppler bin: every pulse
+//! carries the transmitted pulse delayed, with a phase that advances by 2π·bin/m per pulse, plus
+//! complex Gaussian noise. Its matched filter peaks at range bin n−1+delay and, after the
+//! shift, Doppler bin m/2+bin; what CEDR's formulas make of those bins is the expected output.
+
+use super::input::{cis, read_complex_rows, Rng};
+use super::native::Native;
+use super::report::Run;
+use super::{
+    alloc_rows, argmax, each_row, execute, pad_into, App, AppError, Frame, Mapping, Options,
+    Pipeline, Step,
+};
+use rimms::backend::cpu::kernels;
+use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
+use serde::Serialize;
+use std::f64::consts::PI;
+use std::path::Path;
+
+/// Pulses (m).
+pub const M: usize = 128;
+/// Samples per pulse (n).
+pub const N: usize = 64;
+/// Matched-filter length, 2n.
+pub const L: usize = 2 * N;
+/// Pulse repetition interval, seconds.
+pub const PRI: f64 = 1.27e-4;
+/// Samples of the generated transmitted pulse (an LFM chirp), the rest of its n being zero.
+pub const GENERATED_PULSE: usize = 16;
+/// Noise standard deviation per component of generated inputs.
+pub const SIGMA: f64 = 0.5;
+
+/// CEDR's file of received pulses: m lines of n complex values.
+pub const PULSES_FILE: &str = "pulse_doppler_pulses.txt";
+/// CEDR's file of the transmitted pulse: one line of n complex values.
+pub const PULSE_FILE: &str = "pulse_doppler_pulse.txt";
+
+/// The received pulses and the transmitted one.
+#[derive(Clone, Debug)]
+pub struct Input {
+    /// m pulses of n samples, pulse-major.
+    pub pulses: Vec<Complex32>,
+    /// The transmitted pulse, n samples.
+    pub pulse: Vec<Complex32>,
+}
+
+impl Input {
+    /// Reads CEDR's two files from `dir`.
+    pub fn load(dir: &Path) -> Result<Input, AppError> {
+        Ok(Input {
+            pulses: read_complex_rows(&dir.join(PULSES_FILE), M, N)?,
+            pulse: read_complex_rows(&dir.join(PULSE_FILE), 1, N)?,
+        })
+    }
+}
+
+/// The estimate, and the bins it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Output {
+    /// (a − ⌊(m+1)/2⌋)/(m − 1)/PRI.
+    pub doppler_shift_hz: f64,
+    /// (b − n)/(n − 1)·PRI.
+    pub time_delay_s: f64,
+    /// z: the Doppler bin of the maximum, after the shift.
+    #[serde(skip)]
+    pub doppler_bin: usize,
+    /// x: the range bin of the maximum.
+    #[serde(skip)]
+    pub range_bin: usize,
+}
+
+impl Output {
+    /// CEDR's formulas at Doppler bin `z`, range bin `x`.
+    pub fn from_bins(z: usize, x: usize) -> Output {
+        let (a, b) = (z as f64 + 1.0, x as f64 + 1.0);
+        // CEDR's integer halving ⌊(m+1)/2⌋, which is ⌈m/2⌉.
+        let half = M.div_ceil(2) as f64;
+        Output {
+            doppler_shift_hz: (a - half) / (M - 1) as f64 / PRI,
+            time_delay_s: (b - N as f64) / (N - 1) as f64 * PRI,
+            doppler_bin: z,
+            range_bin: x,
+        }
+    }
+}
+
+/// What to simulate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Delay of the echo within a pulse, samples (at most n − [`GENERATED_PULSE`]).
+    pub delay: usize,
+    /// Doppler offset in bins of 1/(m·PRI), −m/2 … m/2 − 1.
+    pub doppler_bin: i32,
+    /// Seed of the noise.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            delay: 19,
+            doppler_bin: 5,
+            seed: 1,
+        }
+    }
+}
+
+/// The simulated target and where the app should find it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Truth {
+    /// The parameters simulated.
+    pub params: Params,
+    /// The target's Doppler shift as simulated, bin/(m·PRI) hertz.
+    pub simulated_doppler_hz: f64,
+    /// CEDR's output at the target's bins (range n−1+delay, Doppler m/2+bin).
+    pub expected: Output,
+}
+
+impl Truth {
+    /// A line for the command's output.
+    pub fn describe(&self) -> String {
+        format!(
+            "truth: delay {} samples, Doppler {} bins ({:.3} Hz simulated), so {} by CEDR's formulas",
+            self.params.delay,
+            self.params.doppler_bin,
+            self.simulated_doppler_hz,
+            describe(&self.expected)
+        )
+    }
+}
+
+/// A target at `params.delay` and `params.doppler_bin` in seeded noise.
+pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
+    let half = (M / 2) as i32;
+    if params.delay + GENERATED_PULSE > N || !(-half..half).contains(&params.doppler_bin) {
+        return Err(AppError::Param(format!(
+            "pulse Doppler simulates delays of 0 … {} samples and Doppler bins of {} … {}, got {} and {}",
+            N - GENERATED_PULSE,
+            -half,
+            half - 1,
+            params.delay,
+            params.doppler_bin
+        )));
+    }
+    let pulse: Vec<Complex32> = (0..N)
+        .map(|j| {
+            if j < GENERATED_PULSE {
+                cis(PI * (j * j) as f64 / GENERATED_PULSE as f64)
+            } else {
+                Complex32::new(0.0, 0.0)
+            }
+        })
+        .collect();
+    let mut rng = Rng::new(params.seed);
+    let mut pulses = Vec::with_capacity(M * N);
+    for k in 0..M {
+        let doppler = cis(2.0 * PI * f64::from(params.doppler_bin) * k as f64 / M as f64);
+        for j in 0..N {
+            let echo = j
+                .checked_sub(params.delay)
+                .map_or(Complex32::new(0.0, 0.0), |i| pulse[i] * doppler);
+            let (re, im) = rng.complex_gaussian(SIGMA);
+            pulses.push(echo + Complex32::new(re as f32, im as f32));
+        }
+    }
+    // Both indices are in range: delay ≤ n − 16 and the bin offset is within ±m/2.
+    let z = (half + params.doppler_bin) as usize;
+    let x = N - 1 + params.delay;
+    let truth = Truth {
+        params: *params,
+        simulated_doppler_hz: f64::from(params.doppler_bin) / (M as f64 * PRI),
+        expected: Output::from_bins(z, x),
+    };
+    Ok((Input { pulses, pulse }, truth))
+}
+
+/// Runs pulse Doppler.
+pub fn run(input: &Input, opts: &Options) -> Result<Run<Output>, AppError> {
+    if input.pulses.len() != M * N || input.pulse.len() != N {
+        return Err(AppError::Param(format!(
+            "pulse Doppler takes {M} pulses of {N} samples and a {N}-sample pulse, got {} and {} samples",
+            input.pulses.len(),
+            input.pulse.len()
+        )));
+    }
+    execute(input, opts)
+}
+
+/// "Doppler shift 62.000 Hz, time delay 3.8302e-5 s (Doppler bin 64, range bin 82)".
+pub fn describe(output: &Output) -> String {
+    format!(
+        "Doppler shift {:.3} Hz, time delay {:.4e} s (Doppler bin {}, range bin {})",
+        output.doppler_shift_hz, output.time_delay_s, output.doppler_bin, output.range_bin
+    )
+}
+
+/// Element `i` of the matrix of matched-filter inputs, one row c = [n−1 zeros, pulse, one
+/// zero] per pulse: the host step that lays the received pulses out for the FFTs.
+fn matched_input(pulses: &[Complex32], i: usize) -> Complex32 {
+    let (k, j) = (i / L, i % L);
+    match (j + 1).checked_sub(N) {
+        Some(s) if s < N => pulses[k * N + s],
+        _ => Complex32::new(0.0, 0.0),
+    }
+}
+
+/// The result from the |spectrum| matrix, range bins as rows of m Doppler bins.
+fn locate(magnitude: &[f32]) -> Output {
+    let (i, _) = argmax(magnitude);
+    Output::from_bins(i % M, i / M)
+}
+
+impl Pipeline for Input {
+    type Output = Output;
+
+    fn app(&self) -> App {
+        App::PulseDoppler
+    }
+
+    fn managed<'a>(&'a self, rt: &'a Runtime, map: Mapping) -> Result<Frame<'a, Output>, AppError> {
+        let (fft, zip, aux) = (
+            map.device(Step::Fft),
+            map.device(Step::Zip),
+            map.device(Step::Aux),
+        );
+        let mut d = HeteData::alloc(rt, L)?;
+        pad_into(d.host_write()?, &self.pulse);
+        let mut d_spectrum = HeteData::alloc(rt, L)?;
+        let mut c = alloc_rows(rt, M, L)?;
+        let mut c_spectra = alloc_rows(rt, M, L)?;
+        let mut products = alloc_rows(rt, M, L)?;
+        let mut filtered = alloc_rows(rt, M, L)?;
+        let mut by_range = alloc_rows(rt, L, M)?;
+        let mut doppler = alloc_rows(rt, L, M)?;
+        let mut shifted = HeteData::alloc(rt, L * M)?;
+        let mut magnitude = HeteData::alloc(rt, L * M)?;
+        let pulses = &self.pulses[..];
+        Ok(Box::new(move || {
+            rimms::parallel_for!(for i in 0..M * L {
+                c[i] = matched_input(pulses, i);
+            })?;
+            rt.fft(fft, FftDirection::Forward, L, &d, &mut d_spectrum)?;
+            each_row(&c, &mut c_spectra, L, |pulse, out| {
+                rt.fft(fft, FftDirection::Forward, L, pulse, out)
+            })?;
+            each_row(&c_spectra, &mut products, L, |spectrum, out| {
+                rt.zip(zip, ZipOp::MulConj, spectrum, &d_spectrum, out)
+            })?;
+            each_row(&products, &mut filtered, L, |product, out| {
+                rt.fft(fft, FftDirection::Inverse, L, product, out)
+            })?;
+            rt.transpose(aux, M, L, &filtered, &mut by_range)?;
+            each_row(&by_range, &mut doppler, M, |range_bin, out| {
+                rt.fft(fft, FftDirection::Forward, M, range_bin, out)
+            })?;
+            rt.fftshift(aux, M, &doppler, &mut shifted)?;
+            rt.magnitude(aux, &shifted, &mut magnitude)?;
+            Ok(locate(magnitude.host()?))
+        }))
+    }
+
+    fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {
+        let mut d = dev.mirror(L);
+        pad_into(d.host_mut(), &self.pulse);
+        dev.upload(&mut d);
+        let mut d_spectrum = dev.buffer(L);
+        let mut c = dev.mirror(M * L);
+        let mut c_spectra = dev.buffer(M * L);
+        let mut products = dev.buffer(M * L);
+        let mut filtered = dev.buffer(M * L);
+        let mut by_range = dev.buffer(L * M);
+        let mut doppler = dev.buffer(L * M);
+        let mut shifted = dev.buffer(L * M);
+        let mut magnitude = dev.mirror(L * M);
+        Ok(Box::new(move || {
+            for (i, v) in c.host_mut().iter_mut().enumerate() {
+                *v = matched_input(&self.pulses, i);
+            }
+            dev.upload(&mut c);
+            dev.fft(FftDirection::Forward, L, d.dev(), &mut d_spectrum);
+            dev.fft(FftDirection::Forward, L, c.dev(), &mut c_spectra);
+            for (spectrum, out) in c_spectra.chunks_exact(L).zip(products.chunks_exact_mut(L)) {
+                kernels::zip(ZipOp::MulConj, spectrum, &d_spectrum, out);
+            }
+            dev.fft(FftDirection::Inverse, L, &products, &mut filtered);
+            kernels::transpose(M, L, &filtered, &mut by_range);
+            dev.fft(FftDirection::Forward, M, &by_range, &mut doppler);
+            kernels::fftshift_rows(M, &doppler, &mut shifted);
+            kernels::magnitude(&shifted, magnitude.dev_mut());
+            dev.download(&mut magnitude);
+            Ok(locate(magnitude.host()))
+        }))
+    }
+}

@@ -1,0 +1,6 @@
+//! The `rimms` command's library: the applications (`apps`) and the benchmark table
+//! (`bench`), kept here so that tests, examples and other tools can run exactly what the
+//! command runs.
+
+pub mod apps;
+pub mod bench;

@@ -1,0 +1,119 @@
+//! The `rimms run` command as a user runs it: the JSON object's fields, SAR's image file, and
+//! errors that say what and where with a failing exit status.
+
+mod common;
+
+use serde_json::Value;
+use std::process::Command;
+
+fn rimms(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(args)
+        .output()
+        .expect("the rimms binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> Value {
+    let (ok, stdout, stderr) = rimms(args);
+    assert!(ok, "rimms {args:?} failed: {stderr}");
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+#[test]
+fn run_json_has_every_field_and_the_result() {
+    let v = json(&[
+        "run",
+        "correlator",
+        "--json",
+        "--map",
+        "sim",
+        "--frames",
+        "3",
+        "--delay",
+        "60",
+        "--seed",
+        "9",
+    ]);
+    assert_eq!(v["app"], "correlator");
+    assert_eq!(v["mode"], "rimms");
+    assert_eq!(v["map"], "sim");
+    assert_eq!(v["frames"], 3);
+    assert!(v["median_ms"].as_f64().is_some_and(|ms| ms > 0.0));
+    assert!(v["allocations"].as_u64().is_some_and(|a| a > 0));
+    assert_eq!(v["result"], serde_json::json!({ "delay_samples": 60 }));
+    // The reference once, the received signal each frame; the 512 magnitudes back each frame.
+    let links = v["links"].as_array().expect("links");
+    let link = |from: &str, to: &str| {
+        links
+            .iter()
+            .find(|l| l["from"] == from && l["to"] == to)
+            .unwrap_or_else(|| panic!("no {from} -> {to} link in {links:?}"))
+            .clone()
+    };
+    assert_eq!(link("host", "sim0")["bytes"], 4 * 4096);
+    assert_eq!(link("sim0", "host")["bytes"], 3 * 2048);
+    assert_eq!(link("sim0", "host")["copies"], 3);
+    assert_eq!(links.len(), 2);
+}
+
+#[test]
+fn pulse_doppler_json_on_cedr_input_and_sar_image_file() {
+    let Some(dir) = common::cedr_dir("pulse_doppler_json_on_cedr_input") else {
+        return;
+    };
+    let dir = dir.to_str().expect("a UTF-8 path");
+    let v = json(&[
+        "run",
+        "pulse-doppler",
+        "--input",
+        dir,
+        "--json",
+        "--frames",
+        "1",
+    ]);
+    let result = v["result"].as_object().expect("result");
+    assert_eq!(result.len(), 2, "{result:?}");
+    assert!(result["doppler_shift_hz"].is_f64() && result["time_delay_s"].is_f64());
+
+    let out = std::env::temp_dir().join(format!("rimms-sar-{}.txt", std::process::id()));
+    let out_arg = out.to_str().expect("a UTF-8 path");
+    let v = json(&[
+        "run", "sar", "--input", dir, "--json", "--frames", "1", "--out", out_arg,
+    ]);
+    let text = std::fs::read_to_string(&out).expect("image file");
+    std::fs::remove_file(&out).ok();
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .map(|l| l.split(' ').map(|t| t.parse().expect("number")).collect())
+        .collect();
+    assert_eq!(rows.len(), 256);
+    assert!(rows.iter().all(|r| r.len() == 512));
+    let (r, c) = (
+        v["result"]["peak_row"].as_u64().expect("row") as usize,
+        v["result"]["peak_col"].as_u64().expect("col") as usize,
+    );
+    let max = rows.iter().flatten().fold(0.0f64, |a, &b| a.max(b));
+    assert_eq!(rows[r][c], max);
+    assert_eq!(v["result"]["peak"].as_f64(), Some(max));
+}
+
+#[test]
+fn bad_input_fails_with_a_message_that_says_where() {
+    let (ok, _, stderr) = rimms(&["run", "sar", "--input", "/nonexistent/cedr"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("cannot read /nonexistent/cedr/SAR_rawdata_rda.txt"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = rimms(&["run", "correlator", "--delay", "256"]);
+    assert!(!ok);
+    assert!(stderr.contains("below 256 samples, got 256"), "{stderr}");
+    let (ok, _, stderr) = rimms(&["run", "2fft", "--out", "x.txt"]);
+    assert!(!ok);
+    assert!(stderr.contains("--out writes SAR's image"), "{stderr}");
+}
