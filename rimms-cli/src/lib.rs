@@ -4,3 +4,4 @@
 
 pub mod apps;
 pub mod bench;
+pub mod fpga_emu;

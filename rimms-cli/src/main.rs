@@ -22,6 +22,19 @@ struct Cli {
 enum Command {
     /// Run one application and print its result (next to the truth for generated input).
     Run(RunArgs),
+    /// Run the register-level FPGA emulator as a process of its own, for another process to
+    /// drive through `RIMMS_FPGA_BOARD=<dir>/board.toml`.
+    FpgaEmu {
+        /// Folder for the emulated device, sysfs and register files.
+        #[arg(long)]
+        dir: PathBuf,
+        /// An emulator layout (TOML); default: 2 FFT + 2 ZIP cores, a 64 MiB u-dma-buf.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Stop after this many seconds (default: when `<dir>/stop` appears).
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
     /// Apps on every mapping available here: baseline (CEDR), rimms and native.
     Bench {
         /// Frames per cell (the median frame is reported).
@@ -141,8 +154,9 @@ fn run_app(args: &RunArgs) -> Result<(), String> {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,rimms::transfer=info")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -151,6 +165,17 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("rimms run: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::FpgaEmu {
+            dir,
+            config,
+            seconds,
+        } => match rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rimms fpga-emu: {e}");
                 ExitCode::FAILURE
             }
         },

@@ -117,3 +117,44 @@ fn bad_input_fails_with_a_message_that_says_where() {
     assert!(!ok);
     assert!(stderr.contains("--out writes SAR's image"), "{stderr}");
 }
+
+#[test]
+fn fpga_emu_runs_as_its_own_process_and_rimms_run_drives_it_through_the_board_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut emulator = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(["fpga-emu", "--seconds", "60", "--dir"])
+        .arg(dir.path())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("rimms fpga-emu starts");
+    let board = dir.path().join("board.toml");
+    let started = std::time::Instant::now();
+    while !board.exists() && started.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = board.exists().then(|| {
+        Command::new(env!("CARGO_BIN_EXE_rimms"))
+            .args(["run", "fzf", "--map", "fpga", "--frames", "2", "--json"])
+            .env("RIMMS_FPGA_BOARD", &board)
+            .output()
+            .expect("rimms run")
+    });
+    std::fs::write(dir.path().join("stop"), b"").expect("stop file");
+    let stopped = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        emulator.try_wait().ok().flatten().is_some()
+    });
+    let _ = emulator.kill();
+    let out = out.expect("the emulator wrote its board configuration");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["map"], "fpga");
+    // The FPGA's memory is the emulator's u-dma-buf: the frames' inputs went there.
+    let links = v["links"].as_array().expect("links");
+    assert!(links.iter().any(|l| l["to"] == "udmabuf0"), "{links:?}");
+    assert!(stopped, "the emulator stops when its stop file appears");
+}

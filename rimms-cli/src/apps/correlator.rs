@@ -130,7 +130,7 @@ impl Pipeline for Input {
     fn managed<'a>(&'a self, rt: &'a Runtime, map: Mapping) -> Result<Frame<'a, Output>, AppError> {
         let (fft, zip, aux) = (
             map.device(Step::Fft),
-            map.device(Step::Zip),
+            map.device(Step::MulConj),
             map.device(Step::Aux),
         );
         let mut reference = HeteData::alloc(rt, PADDED)?;

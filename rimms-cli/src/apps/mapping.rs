@@ -8,7 +8,12 @@
 //! a GPU, without a second copy of the pipeline. `auto` (the scheduler picks) will need the
 //! runtime to accept an unplaced call; until then there is nothing to map it to.
 
-use rimms::{Device, ExecMode, Runtime, SimConfig};
+use rimms::{Device, ExecMode, FpgaSource, Runtime, SimConfig};
+
+/// The first FFT core and the first ZIP core of a 2-FFT + 2-ZIP board (the emulator's layout
+/// and `docs/board-example.toml`).
+const FPGA_FFT: Device = Device::Fpga(0);
+const FPGA_ZIP: Device = Device::Fpga(2);
 
 /// A placement of an app's steps on devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -18,6 +23,12 @@ pub enum Mapping {
     Cpu,
     /// Every step on simulated device 0, a card with memory of its own.
     Sim,
+    /// FFTs on the FPGA's first FFT core, ZIPs on its first ZIP core, the small steps on the
+    /// CPU (the cores do only FFT and ZIP). The board named by `RIMMS_FPGA_BOARD`, else the
+    /// emulator, laid out as two FFT cores then two ZIP cores.
+    Fpga,
+    /// FFTs on the FPGA, everything else on the CPU: the paper's CPU-FPGA case.
+    FpgaCpu,
 }
 
 /// The kinds of step an app is made of, as far as placing them goes.
@@ -25,21 +36,26 @@ pub enum Mapping {
 pub enum Step {
     /// A (batched) FFT or inverse FFT.
     Fft,
-    /// An element-wise multiply, add or multiply-by-conjugate.
+    /// An element-wise multiply or add.
     Zip,
+    /// A multiply by the conjugate (a matched filter's correlation step): a ZIP that the
+    /// FPGA's ZIP core lacks, so FPGA mappings run it on the CPU.
+    MulConj,
     /// The small reshaping and reduction steps: `fftshift`, `transpose`, `magnitude`, `conj`.
     Aux,
 }
 
 impl Mapping {
     /// Every mapping this build knows.
-    pub const ALL: [Mapping; 2] = [Mapping::Cpu, Mapping::Sim];
+    pub const ALL: [Mapping; 4] = [Mapping::Cpu, Mapping::Sim, Mapping::Fpga, Mapping::FpgaCpu];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Mapping::Cpu => "cpu",
             Mapping::Sim => "sim",
+            Mapping::Fpga => "fpga",
+            Mapping::FpgaCpu => "fpga-cpu",
         }
     }
 
@@ -48,6 +64,10 @@ impl Mapping {
         match (self, step) {
             (Mapping::Cpu, _) => Device::Cpu,
             (Mapping::Sim, _) => Device::Sim(0),
+            (Mapping::Fpga | Mapping::FpgaCpu, Step::Fft) => FPGA_FFT,
+            (Mapping::Fpga, Step::Zip) => FPGA_ZIP,
+            (Mapping::Fpga | Mapping::FpgaCpu, Step::MulConj) => Device::Cpu,
+            (Mapping::Fpga | Mapping::FpgaCpu, _) => Device::Cpu,
         }
     }
 
@@ -57,6 +77,7 @@ impl Mapping {
         match self {
             Mapping::Cpu => builder.build(),
             Mapping::Sim => builder.sim(sim.clone()).build(),
+            Mapping::Fpga | Mapping::FpgaCpu => builder.fpga(FpgaSource::from_env()?).build(),
         }
     }
 }

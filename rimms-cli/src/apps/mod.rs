@@ -285,6 +285,12 @@ pub(crate) fn execute<P: Pipeline>(
         return Err(AppError::Param("--frames must be at least 1".to_string()));
     }
     let (frame_times, result, links, allocations) = match opts.mode {
+        Mode::Native if matches!(opts.mapping, Mapping::Fpga | Mapping::FpgaCpu) => {
+            return Err(AppError::Unsupported(format!(
+                "native mode on {}: hand-written driver code exists for FZF only (`cargo run --example fpga_fzf`)",
+                opts.mapping.name()
+            )));
+        }
         Mode::Native => {
             let dev = Native::new(opts.mapping, &opts.sim);
             let (times, result) = time_frames(pipeline.native(&dev)?, opts.frames)?;

@@ -231,7 +231,7 @@ impl Pipeline for Input {
     fn managed<'a>(&'a self, rt: &'a Runtime, map: Mapping) -> Result<Frame<'a, Output>, AppError> {
         let (fft, zip, aux) = (
             map.device(Step::Fft),
-            map.device(Step::Zip),
+            map.device(Step::MulConj),
             map.device(Step::Aux),
         );
         let mut d = HeteData::alloc(rt, L)?;

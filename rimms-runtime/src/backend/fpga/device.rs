@@ -138,9 +138,10 @@ impl Backend for FpgaDevice {
     }
 
     fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), String> {
-        self.accelerator()
-            .check_zip(op, elements)
-            .map_err(|e| e.to_string())
+        // The kernel splits long ZIPs into pieces the core takes; check one piece.
+        let acc = self.accelerator();
+        let piece = acc.max_elems().map_or(elements, |max| elements.min(max));
+        acc.check_zip(op, piece).map_err(|e| e.to_string())
     }
 
     fn executor(&self) -> Executor {
@@ -207,14 +208,17 @@ fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C
     acc.fft(dir, points, data.len() / points, offset, offset)
 }
 
+/// A ZIP longer than the core's buffer runs as consecutive core-sized pieces: element-wise
+/// work splits exactly, so only the operations the core lacks are refused.
 #[rimms_macros::kernel(api = apis::zip, device = fpga)]
 fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
-    acc.zip(
-        op,
-        out.len(),
-        offset_of(acc, a)?,
-        offset_of(acc, b)?,
-        offset_of(acc, out)?,
-    )
+    let (a, b, o) = (offset_of(acc, a)?, offset_of(acc, b)?, offset_of(acc, out)?);
+    let piece = acc.max_elems().unwrap_or(out.len()).max(1);
+    for start in (0..out.len()).step_by(piece) {
+        let n = piece.min(out.len() - start);
+        let at = start * std::mem::size_of::<C32>();
+        acc.zip(op, n, a + at, b + at, o + at)?;
+    }
+    Ok(())
 }
