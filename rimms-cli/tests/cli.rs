@@ -158,3 +158,54 @@ fn fpga_emu_runs_as_its_own_process_and_rimms_run_drives_it_through_the_board_fi
     assert!(links.iter().any(|l| l["to"] == "udmabuf0"), "{links:?}");
     assert!(stopped, "the emulator stops when its stop file appears");
 }
+
+#[test]
+fn rimms_trace_file_is_a_chrome_trace_whose_transfers_add_up_to_the_reported_bytes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let trace = dir.path().join("trace.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(["run", "fzf", "--map", "sim", "--frames", "2", "--json"])
+        .env("RIMMS_TRACE_FILE", &trace)
+        .output()
+        .expect("rimms run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let reported: u64 = report["links"]
+        .as_array()
+        .expect("links")
+        .iter()
+        .map(|l| l["bytes"].as_u64().expect("bytes"))
+        .sum();
+    let text = std::fs::read_to_string(&trace).expect("the trace file was written");
+    let trace: Value = serde_json::from_str(&text).expect("valid JSON");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let complete = |cat: &str| {
+        events
+            .iter()
+            .filter(move |e| e["ph"] == "X" && e["cat"] == cat)
+            .collect::<Vec<_>>()
+    };
+    let traced: u64 = complete("transfer")
+        .iter()
+        .map(|e| e["args"]["bytes"].as_u64().expect("bytes"))
+        .sum();
+    assert!(reported > 0);
+    assert_eq!(
+        traced, reported,
+        "transfer events add up to the reported bytes"
+    );
+    // Two frames of FFT, ZIP, inverse FFT, each a complete event with a time and a lane.
+    let kernels = complete("kernel");
+    assert!(kernels.len() >= 6, "{} kernel events", kernels.len());
+    assert!(kernels
+        .iter()
+        .all(|e| e["ts"].is_number() && e["dur"].is_number()));
+    // Every lane is named (a device or a link).
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "M" && e["args"]["name"] == "sim0"));
+}

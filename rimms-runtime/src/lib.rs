@@ -44,4 +44,4 @@ pub mod __private {
 pub use num_complex::Complex32;
 pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
 pub use space::{LinkModel, SpaceId, SpaceSet};
-pub use stats::{ApiStats, LinkStats, SpaceStats, Stats};
+pub use stats::{ApiStats, LinkStats, SpaceStats, Stats, TRACE_FILE_ENV};

@@ -11,9 +11,13 @@ use crate::backend::{Backend, Executor};
 use crate::error::{Error, Result};
 use crate::kernel::registry::{registry, DeviceKind};
 use crate::space::{LinkModel, Pool, SpaceId, SpaceSet, MAX_SPACES};
-use crate::stats::{trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats};
+use crate::stats::{
+    trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats, Timeline,
+    TRACE_FILE_ENV,
+};
 use std::fmt;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,6 +67,7 @@ pub struct RuntimeBuilder {
     fpga: Option<FpgaSource>,
     mode: ExecMode,
     trace: Option<bool>,
+    trace_file: Option<PathBuf>,
 }
 
 impl Default for RuntimeBuilder {
@@ -74,6 +79,7 @@ impl Default for RuntimeBuilder {
             fpga: None,
             mode: ExecMode::Tracked,
             trace: None,
+            trace_file: None,
         }
     }
 }
@@ -114,6 +120,13 @@ impl RuntimeBuilder {
     /// Emit one `tracing` event per transfer. Default: whether `RIMMS_TRACE=1`.
     pub fn trace(mut self, on: bool) -> Self {
         self.trace = Some(on);
+        self
+    }
+
+    /// Write a Chrome / Perfetto timeline of kernels and transfers to `path` when the runtime
+    /// is dropped. Default: the file `RIMMS_TRACE_FILE` names, if set.
+    pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.trace_file = Some(path.into());
         self
     }
 
@@ -195,6 +208,10 @@ impl RuntimeBuilder {
         let trace = self
             .trace
             .unwrap_or_else(|| std::env::var("RIMMS_TRACE").is_ok_and(|v| v == "1"));
+        let timeline = self
+            .trace_file
+            .or_else(|| std::env::var_os(TRACE_FILE_ENV).map(PathBuf::from))
+            .map(Timeline::new);
         let host_mapped = spaces
             .iter()
             .enumerate()
@@ -218,6 +235,7 @@ impl RuntimeBuilder {
                 counters: Counters::new(registry().api_count()),
                 fft: FftPlans::new(),
                 trace,
+                timeline,
                 _fpga: fpga,
             }),
         })
@@ -266,6 +284,8 @@ pub(crate) struct Shared {
     pub counters: Counters,
     pub fft: FftPlans,
     trace: bool,
+    /// Kernels and transfers for `RIMMS_TRACE_FILE`, written when the runtime goes.
+    pub timeline: Option<Timeline>,
     /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
     /// after the pools that use its memory.
     _fpga: Option<FpgaParts>,
@@ -482,8 +502,18 @@ impl Shared {
         if let Some((link, true)) = self.link(from, to) {
             wait_until(started + link.duration(bytes.len()));
         }
+        let took = started.elapsed();
         self.counters
-            .record_copy(from.index(), to.index(), bytes.len(), started.elapsed());
+            .record_copy(from.index(), to.index(), bytes.len(), took);
+        if let Some(timeline) = &self.timeline {
+            timeline.transfer(
+                self.space_name(from),
+                self.space_name(to),
+                bytes.len(),
+                started,
+                took,
+            );
+        }
         if self.trace {
             trace_transfer(
                 self.space_name(from),

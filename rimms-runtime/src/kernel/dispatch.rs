@@ -131,7 +131,9 @@ fn tracked<const N: usize>(
         ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
         len: args[i].len,
     });
-    let outcome = body(entry, ptrs).and_then(|()| completion(entry, api));
+    let outcome = timed(shared, entry, api, || {
+        body(entry, ptrs).and_then(|()| completion(entry, api))
+    });
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
     if missing != 0 || outcome.is_err() {
@@ -204,8 +206,9 @@ fn baseline<const N: usize>(
                 len: arg.len,
             };
         }
-        body(entry, ptrs)?;
-        completion(entry, api)?;
+        timed(shared, entry, api, || {
+            body(entry, ptrs).and_then(|()| completion(entry, api))
+        })?;
         for (arg, temp) in args.iter().zip(&temps) {
             if arg.access.writes() {
                 let reason = Reason::Baseline {
@@ -231,6 +234,30 @@ fn baseline<const N: usize>(
     }
     shared.counters.record_call(api.index(), false);
     staged
+}
+
+/// Runs a kernel, adding it to the timeline when one is being recorded.
+#[inline]
+fn timed(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    run: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    match &shared.timeline {
+        None => run(),
+        Some(timeline) => {
+            let started = std::time::Instant::now();
+            let outcome = run();
+            timeline.kernel(
+                api.name(),
+                &entry.device.to_string(),
+                started,
+                started.elapsed(),
+            );
+            outcome
+        }
+    }
 }
 
 #[inline]

@@ -5,8 +5,11 @@
 //! where the work happens; a snapshot is a consistent-enough read for reporting, and exact once
 //! the program is quiet, which is when tests compare it.
 
+mod timeline;
 mod trace;
 
+pub(crate) use timeline::Timeline;
+pub use timeline::TRACE_FILE_ENV;
 pub(crate) use trace::trace_transfer;
 pub(crate) use trace::Reason;
 
