@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A device that runs kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -500,7 +500,7 @@ impl Shared {
             );
         }
         if let Some((link, true)) = self.link(from, to) {
-            wait_until(started + link.duration(bytes.len()));
+            link.hold(started, bytes.len());
         }
         let took = started.elapsed();
         self.counters
@@ -531,23 +531,5 @@ impl Shared {
         // SAFETY: the block holds the whole buffer and the range lies inside it.
         unsafe { std::ptr::write_bytes(base.as_ptr().add(bytes.start), 0, bytes.len()) };
         self.counters.record_fill(space.index());
-    }
-}
-
-/// Holds the caller until `deadline`: spinning for the last stretch, since sleeps are far too
-/// coarse for microsecond link latencies.
-fn wait_until(deadline: Instant) {
-    const SPIN: Duration = Duration::from_micros(200);
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > SPIN {
-            std::thread::sleep(left - SPIN);
-        } else {
-            std::hint::spin_loop();
-        }
     }
 }

@@ -16,7 +16,7 @@ use super::report::Link;
 use rimms::backend::cpu::kernels::{self, FftPlans};
 use rimms::{Complex32, Device, FftDirection, LinkModel, SimConfig};
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The device native code runs on: the CPU, or a card with memory of its own.
 pub(crate) struct Native {
@@ -114,7 +114,7 @@ impl Native {
         to.copy_from_slice(from);
         let bytes = std::mem::size_of_val(from);
         if let Some(link) = self.link {
-            wait_until(started + link.duration(bytes));
+            link.hold(started, bytes);
         }
         let (copies, total) = counter.get();
         counter.set((copies + 1, total + bytes as u64));
@@ -154,23 +154,5 @@ impl Native {
     /// Buffers allocated so far (a mirror on a card counts two).
     pub fn allocations(&self) -> u64 {
         self.allocations.get()
-    }
-}
-
-/// Holds the caller until `deadline`: sleeping for the bulk, spinning for the last stretch,
-/// since sleeps are far too coarse for microsecond link latencies.
-fn wait_until(deadline: Instant) {
-    const SPIN: Duration = Duration::from_micros(200);
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > SPIN {
-            std::thread::sleep(left - SPIN);
-        } else {
-            std::hint::spin_loop();
-        }
     }
 }

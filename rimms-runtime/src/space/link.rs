@@ -4,7 +4,7 @@
 //! can also make a copy really take that long, so that a ZCU102- or PCIe-like platform can be
 //! played on any machine.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Latency plus bytes over bandwidth.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,6 +41,27 @@ impl LinkModel {
     /// Expected time of one copy of `bytes`.
     pub fn duration(&self, bytes: usize) -> Duration {
         Duration::from_nanos(self.cost_ns(bytes))
+    }
+
+    /// Holds the caller until a copy of `bytes` that started at `started` would have finished
+    /// on this link: how a simulated link makes a real copy take the modelled time. Sleeps for
+    /// the bulk and spins for the last stretch, since sleeps are far too coarse for microsecond
+    /// latencies.
+    pub fn hold(&self, started: Instant, bytes: usize) {
+        const SPIN: Duration = Duration::from_micros(200);
+        let deadline = started + self.duration(bytes);
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            let left = deadline - now;
+            if left > SPIN {
+                std::thread::sleep(left - SPIN);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
     }
 }
 
