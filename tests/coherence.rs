@@ -7,11 +7,7 @@ use common::signal;
 use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig, SpaceSet, ZipOp};
 
 fn runtime() -> Runtime {
-    Runtime::builder()
-        .sim(SimConfig::default())
-        .sim(SimConfig::default())
-        .build()
-        .expect("runtime")
+    common::cpu_and_two_sims()
 }
 
 fn space(rt: &Runtime, d: Device) -> rimms::SpaceId {

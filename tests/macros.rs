@@ -4,7 +4,7 @@
 mod common;
 
 use common::signal;
-use rimms::{Complex32, Device, HeteData, Runtime, SimConfig};
+use rimms::{Complex32, Device, HeteData, Runtime};
 
 /// `y = a * x + y`, declared once and implemented for two kinds of device.
 #[rimms::api]
@@ -34,11 +34,7 @@ fn fill_ramp(start: f32, #[out] y: &mut [f32]) {
 }
 
 fn runtime() -> Runtime {
-    Runtime::builder()
-        .sim(SimConfig::default())
-        .sim(SimConfig::default())
-        .build()
-        .expect("runtime")
+    common::cpu_and_two_sims()
 }
 
 #[test]

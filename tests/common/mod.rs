@@ -96,3 +96,12 @@ pub fn fzf(
         .expect("ifft");
     y.to_vec().expect("host")
 }
+
+/// A runtime with the CPU and two default sim devices.
+pub fn cpu_and_two_sims() -> rimms::Runtime {
+    rimms::Runtime::builder()
+        .sim(rimms::SimConfig::default())
+        .sim(rimms::SimConfig::default())
+        .build()
+        .expect("runtime")
+}
