@@ -19,7 +19,10 @@ const DEVICES: [Device; 3] = [Device::Cpu, Device::Sim(0), Device::Sim(1)];
 /// Preferred sources for a copy into each space, best first.
 const SOURCE_ORDER: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]];
 
-fn runtime() -> Runtime {
+/// The runtime the models describe; with `host_mapped`, sim0's memory is also mapped into the
+/// host (as an integrated GPU's or a u-dma-buf is), so host code and CPU kernels use data
+/// there in place and write there when a buffer lives there.
+fn runtime(host_mapped: bool) -> Runtime {
     let fast = LinkModel {
         latency: Duration::from_micros(1),
         bytes_per_second: 20e9,
@@ -35,7 +38,10 @@ fn runtime() -> Runtime {
     };
     Runtime::builder()
         .host_pool(64 << 20)
-        .sim(sim(fast))
+        .sim(SimConfig {
+            host_mapped,
+            ..sim(fast)
+        })
         .sim(sim(slow))
         .build()
         .expect("runtime")
@@ -122,11 +128,24 @@ struct ModelBuf {
     frag_elems: usize,
     valid: Vec<[bool; 3]>,
     zero: Vec<bool>,
+    /// Where the buffer lives: the first space that wrote it.
+    home: Option<usize>,
+}
+
+/// Where an access by a device happens, decided before any argument of a call moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Where {
+    /// The whole buffer is already there as the access needs: nothing moves or changes.
+    InPlace,
+    /// Bring the range into this space (and mark it there if written).
+    Acquire(usize),
 }
 
 #[derive(Default)]
 struct Model {
     bufs: Vec<ModelBuf>,
+    /// The CPU (device 0) reaches sim0's memory (space 1) in place.
+    host_mapped: bool,
     /// (from, to) → (copies, bytes)
     links: BTreeMap<(usize, usize), (u64, u64)>,
 }
@@ -143,6 +162,61 @@ impl ModelBuf {
 }
 
 impl Model {
+    /// Whether every fragment is valid in `space` (for a read), or valid only there and not
+    /// zero-marked (for a write).
+    fn resident(&self, buf: usize, space: usize, writes: bool) -> bool {
+        let b = &self.bufs[buf];
+        (0..b.valid.len()).all(|f| {
+            b.valid[f][space]
+                && (!writes || (b.valid[f].iter().filter(|&&v| v).count() == 1 && !b.zero[f]))
+        })
+    }
+
+    /// DESIGN.md's rule for a device that reaches several spaces: the device's own space if
+    /// the buffer is resident there, else (for the CPU) sim0 if it is resident there, else an
+    /// acquire into the buffer's home when the device reaches it, or into its own space.
+    fn decide(&self, buf: usize, device: usize, writes: bool) -> Where {
+        let reaches_sim0 = device == 0 && self.host_mapped;
+        if self.resident(buf, device, writes) || (reaches_sim0 && self.resident(buf, 1, writes)) {
+            return Where::InPlace;
+        }
+        match self.bufs[buf].home {
+            Some(1) if reaches_sim0 => Where::Acquire(1),
+            _ => Where::Acquire(device),
+        }
+    }
+
+    /// An access by `device`, decided and applied; see [`Self::apply`].
+    fn access_by(
+        &mut self,
+        buf: usize,
+        start: usize,
+        len: usize,
+        device: usize,
+        reads: bool,
+        writes: bool,
+    ) {
+        let at = self.decide(buf, device, writes);
+        self.apply(at, buf, start, len, reads, writes);
+    }
+
+    fn apply(
+        &mut self,
+        at: Where,
+        buf: usize,
+        start: usize,
+        len: usize,
+        reads: bool,
+        writes: bool,
+    ) {
+        if let Where::Acquire(space) = at {
+            self.access(buf, start, len, space, reads, writes);
+            if writes {
+                self.bufs[buf].home.get_or_insert(space);
+            }
+        }
+    }
+
     /// The protocol: read-acquire (`reads`) copies missing non-zero fragments from the
     /// preferred valid source, one copy per run of neighbours with the same source; then a
     /// write leaves `dst` the only holder.
@@ -239,6 +313,7 @@ impl State {
                     frag_elems,
                     valid: vec![[false; 3]; frags],
                     zero: vec![true; frags],
+                    home: None,
                 });
             }
             Op::HostRead { buf, a, b } => {
@@ -252,7 +327,7 @@ impl State {
                     .expect("slice")
                     .host()
                     .expect("host");
-                self.model.access(i, start, len, 0, true, false);
+                self.model.access_by(i, start, len, 0, true, false);
                 prop_assert_eq!(got, &self.model.bufs[i].data[start..start + len]);
             }
             Op::HostWrite {
@@ -288,7 +363,7 @@ impl State {
                     };
                     *m = v;
                 }
-                self.model.access(i, start, len, 0, !discard, true);
+                self.model.access_by(i, start, len, 0, !discard, true);
             }
             Op::Scale {
                 buf,
@@ -312,7 +387,7 @@ impl State {
                 for v in &mut self.model.bufs[i].data[start..start + len] {
                     *v = Complex32::new(v.re * f.re - v.im * f.im, v.re * f.im + v.im * f.re);
                 }
-                self.model.access(i, start, len, dev, true, true);
+                self.model.access_by(i, start, len, dev, true, true);
             }
             Op::Zip {
                 x,
@@ -379,10 +454,16 @@ impl State {
                         }
                     })
                     .collect();
-                self.model.access(xi, xs, olen, dev, true, false);
-                self.model.access(yi, ys, olen, dev, true, false);
+                // Every argument's place is decided before any of them moves, as dispatch does.
+                let (wx, wy, wo) = (
+                    self.model.decide(xi, dev, false),
+                    self.model.decide(yi, dev, false),
+                    self.model.decide(oi, dev, true),
+                );
+                self.model.apply(wx, xi, xs, olen, true, false);
+                self.model.apply(wy, yi, ys, olen, true, false);
                 self.model.bufs[oi].data[ostart..ostart + olen].copy_from_slice(&result);
-                self.model.access(oi, ostart, olen, dev, false, true);
+                self.model.apply(wo, oi, ostart, olen, false, true);
             }
             Op::Conj { x, out, a, b, dev } => {
                 let (Some(xi), Some(oi)) = (self.live(x), self.live(out)) else {
@@ -414,8 +495,12 @@ impl State {
                     let v = self.model.bufs[xi].data[xs + k];
                     self.model.bufs[oi].data[ostart + k] = Complex32::new(v.re, -v.im);
                 }
-                self.model.access(xi, xs, olen, dev, true, false);
-                self.model.access(oi, ostart, olen, dev, false, true);
+                let (wx, wo) = (
+                    self.model.decide(xi, dev, false),
+                    self.model.decide(oi, dev, true),
+                );
+                self.model.apply(wx, xi, xs, olen, true, false);
+                self.model.apply(wo, oi, ostart, olen, false, true);
             }
             Op::Prefetch { buf, dev } => {
                 let Some(i) = self.live(buf) else {
@@ -459,38 +544,75 @@ fn cases() -> u32 {
         .unwrap_or(2000)
 }
 
+/// Runs `ops` on a runtime and on the models, and checks every host read (in `apply`), the
+/// final contents, the copies and bytes of every link, and that every pool is empty after the
+/// last drop.
+fn check_program(ops: &[Op], host_mapped: bool) -> Result<(), TestCaseError> {
+    let rt = runtime(host_mapped);
+    let mut state = State {
+        rt: rt.clone(),
+        bufs: Vec::new(),
+        model: Model {
+            host_mapped,
+            ..Model::default()
+        },
+    };
+    for op in ops {
+        state.apply(op)?;
+    }
+    // Every live buffer reads back as the host-only model says.
+    for (i, data) in state.bufs.iter().enumerate() {
+        if let Some(data) = data {
+            prop_assert_eq!(data.host().expect("host"), &state.model.bufs[i].data[..]);
+            let len = state.model.bufs[i].data.len();
+            state.model.access_by(i, 0, len, 0, true, false);
+        }
+    }
+    let stats = rt.stats();
+    for (from, from_name) in SPACES.iter().enumerate() {
+        for (to, to_name) in SPACES.iter().enumerate() {
+            let (copies, bytes) = state
+                .model
+                .links
+                .get(&(from, to))
+                .copied()
+                .unwrap_or_default();
+            prop_assert_eq!(
+                (
+                    stats.copies(from_name, to_name),
+                    stats.bytes(from_name, to_name)
+                ),
+                (copies, bytes),
+                "link {} -> {}",
+                from_name,
+                to_name
+            );
+        }
+    }
+    drop(state);
+    for space in rt.stats().spaces {
+        prop_assert_eq!(
+            space.in_use,
+            0,
+            "pool {} is not empty after the last drop",
+            space.name
+        );
+        prop_assert_eq!(space.allocations, space.frees);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn random_programs_match_both_models(ops in prop::collection::vec(op(), 1..40)) {
-        let rt = runtime();
-        let mut state = State { rt: rt.clone(), bufs: Vec::new(), model: Model::default() };
-        for op in &ops {
-            state.apply(op)?;
-        }
-        // Every live buffer reads back as the host-only model says.
-        for (i, data) in state.bufs.iter().enumerate() {
-            if let Some(data) = data {
-                prop_assert_eq!(data.host().expect("host"), &state.model.bufs[i].data[..]);
-                state.model.access(i, 0, state.model.bufs[i].data.len(), 0, true, false);
-            }
-        }
-        let stats = rt.stats();
-        for (from, from_name) in SPACES.iter().enumerate() {
-            for (to, to_name) in SPACES.iter().enumerate() {
-                let (copies, bytes) = state.model.links.get(&(from, to)).copied().unwrap_or_default();
-                prop_assert_eq!(
-                    (stats.copies(from_name, to_name), stats.bytes(from_name, to_name)),
-                    (copies, bytes),
-                    "link {} -> {}", from_name, to_name
-                );
-            }
-        }
-        drop(state);
-        for space in rt.stats().spaces {
-            prop_assert_eq!(space.in_use, 0, "pool {} is not empty after the last drop", space.name);
-            prop_assert_eq!(space.allocations, space.frees);
-        }
+        check_program(&ops, false)?;
+    }
+
+    /// The same with sim0's memory host-mapped: in-place host and CPU access, and placement.
+    #[test]
+    fn random_programs_with_host_mapped_memory_match_both_models(ops in prop::collection::vec(op(), 1..40)) {
+        check_program(&ops, true)?;
     }
 }
