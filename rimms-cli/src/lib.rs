@@ -5,3 +5,4 @@
 pub mod apps;
 pub mod bench;
 pub mod fpga_emu;
+pub mod plot;

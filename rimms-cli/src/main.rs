@@ -46,6 +46,9 @@ enum Command {
         /// Print one JSON array instead of the table.
         #[arg(long)]
         json: bool,
+        /// Also draw the speedups and bytes moved as bar charts into this SVG file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
 }
 
@@ -179,7 +182,12 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Bench { frames, app, json } => {
+        Command::Bench {
+            frames,
+            app,
+            json,
+            plot,
+        } => {
             if frames == 0 {
                 eprintln!("rimms bench: --frames must be at least 1");
                 return ExitCode::from(2);
@@ -200,6 +208,12 @@ fn main() -> ExitCode {
                         println!("{}", bench::json(&rows, frames));
                     } else {
                         print!("{}", bench::table(&rows, frames));
+                    }
+                    if let Some(path) = plot {
+                        if let Err(e) = std::fs::write(&path, rimms_cli::plot::svg(&rows)) {
+                            eprintln!("rimms bench: cannot write {}: {e}", path.display());
+                            return ExitCode::FAILURE;
+                        }
                     }
                     ExitCode::SUCCESS
                 }

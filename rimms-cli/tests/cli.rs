@@ -209,3 +209,35 @@ fn rimms_trace_file_is_a_chrome_trace_whose_transfers_add_up_to_the_reported_byt
         .iter()
         .any(|e| e["ph"] == "M" && e["args"]["name"] == "sim0"));
 }
+
+#[test]
+fn bench_plot_draws_one_bar_per_mode_and_mapping() {
+    let dir = tempfile::tempdir().expect("dir");
+    let svg = dir.path().join("bench.svg");
+    let (ok, table, stderr) = rimms(&[
+        "bench",
+        "--frames",
+        "1",
+        "--app",
+        "zip3x",
+        "--plot",
+        svg.to_str().expect("utf-8 path"),
+    ]);
+    assert!(ok, "{stderr}");
+    let rows = table.lines().filter(|l| l.starts_with("zip3x")).count();
+    let text = std::fs::read_to_string(&svg).expect("the plot was written");
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    // One speedup bar per row, and a bytes bar per mode measured in each row (native only
+    // where the mapping has it, shown as "-" in the table).
+    let natives = table
+        .lines()
+        .filter(|l| l.starts_with("zip3x"))
+        .filter(|l| l.split_whitespace().nth(4) != Some("-"))
+        .count();
+    let bars = text.matches("<rect x=").count() - 4; // the four legend swatches
+    assert_eq!(
+        bars,
+        rows + 2 * rows + natives,
+        "{rows} rows, {natives} with native code"
+    );
+}
