@@ -272,7 +272,24 @@ struct State {
     model: Model,
 }
 
+/// Buffer `i`, which the caller knows is live.
+fn live(bufs: &[Option<HeteData<Complex32>>], i: usize) -> &HeteData<Complex32> {
+    bufs[i].as_ref().expect("live")
+}
+
 impl State {
+    /// Runs `call` with buffer `out` borrowed mutably beside the others borrowed shared: a
+    /// kernel's output and its inputs, which the borrow checker needs apart.
+    fn with_output(
+        &mut self,
+        out: usize,
+        call: impl FnOnce(&Runtime, &[Option<HeteData<Complex32>>], &mut HeteData<Complex32>),
+    ) {
+        let mut output = self.bufs[out].take().expect("live");
+        call(&self.rt, &self.bufs, &mut output);
+        self.bufs[out] = Some(output);
+    }
+
     fn live(&self, pick: usize) -> Option<usize> {
         let live: Vec<usize> = (0..self.bufs.len())
             .filter(|&i| self.bufs[i].is_some())
@@ -416,26 +433,12 @@ impl State {
                 }
                 let (xs, ys) = (a % (xlen - olen + 1), b % (ylen - olen + 1));
                 let zop = [ZipOp::Add, ZipOp::Sub, ZipOp::Mul, ZipOp::MulConj][op];
-                let mut bufs = std::mem::take(&mut self.bufs);
-                let mut outbuf = bufs[oi].take().expect("live");
-                {
-                    let xv = bufs[xi]
-                        .as_ref()
-                        .expect("live")
-                        .slice(xs..xs + olen)
-                        .expect("x");
-                    let yv = bufs[yi]
-                        .as_ref()
-                        .expect("live")
-                        .slice(ys..ys + olen)
-                        .expect("y");
-                    let mut ov = outbuf.slice_mut(ostart..ostart + olen).expect("out");
-                    self.rt
-                        .zip(DEVICES[dev], zop, &xv, &yv, &mut ov)
-                        .expect("zip");
-                }
-                bufs[oi] = Some(outbuf);
-                self.bufs = bufs;
+                self.with_output(oi, |rt, bufs, out| {
+                    let xv = live(bufs, xi).slice(xs..xs + olen).expect("x");
+                    let yv = live(bufs, yi).slice(ys..ys + olen).expect("y");
+                    let mut ov = out.slice_mut(ostart..ostart + olen).expect("out");
+                    rt.zip(DEVICES[dev], zop, &xv, &yv, &mut ov).expect("zip");
+                });
                 let result: Vec<Complex32> = (0..olen)
                     .map(|k| {
                         let (p, q) = (
@@ -478,19 +481,11 @@ impl State {
                     return Ok(());
                 }
                 let xs = a % (xlen - olen + 1);
-                let mut bufs = std::mem::take(&mut self.bufs);
-                let mut outbuf = bufs[oi].take().expect("live");
-                {
-                    let xv = bufs[xi]
-                        .as_ref()
-                        .expect("live")
-                        .slice(xs..xs + olen)
-                        .expect("x");
-                    let mut ov = outbuf.slice_mut(ostart..ostart + olen).expect("out");
-                    self.rt.conj(DEVICES[dev], &xv, &mut ov).expect("conj");
-                }
-                bufs[oi] = Some(outbuf);
-                self.bufs = bufs;
+                self.with_output(oi, |rt, bufs, out| {
+                    let xv = live(bufs, xi).slice(xs..xs + olen).expect("x");
+                    let mut ov = out.slice_mut(ostart..ostart + olen).expect("out");
+                    rt.conj(DEVICES[dev], &xv, &mut ov).expect("conj");
+                });
                 for k in 0..olen {
                     let v = self.model.bufs[xi].data[xs + k];
                     self.model.bufs[oi].data[ostart + k] = Complex32::new(v.re, -v.im);
