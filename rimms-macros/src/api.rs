@@ -121,8 +121,14 @@ pub fn api_items(
         }
     }
     let (device_param, device) = match caller {
-        Caller::AnyDevice => (quote!(device: #rimms::Device,), quote!(device)),
-        Caller::Fixed(device) => (quote!(), device),
+        Caller::AnyDevice => (
+            quote!(device: impl ::core::convert::Into<#rimms::Target>,),
+            quote!(::core::convert::Into::<#rimms::Target>::into(device)),
+        ),
+        Caller::Fixed(device) => (
+            quote!(),
+            quote!(::core::convert::Into::<#rimms::Target>::into(#device)),
+        ),
     };
     quote! {
         #[doc(hidden)]

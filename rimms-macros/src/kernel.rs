@@ -25,13 +25,18 @@ struct Args {
 
 const KINDS: [&str; 4] = ["cpu", "sim", "fpga", "gpu"];
 
+/// `device = auto`: a stand-alone kernel the runtime's scheduler places. Its body is host code,
+/// so it is registered for the kinds that run host code on their own memory.
+const AUTO: &str = "auto";
+const AUTO_KINDS: [&str; 2] = ["cpu", "sim"];
+
 impl Parse for DeviceSpec {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let kind: Ident = input.parse()?;
-        if !KINDS.iter().any(|k| kind == k) {
+        if !KINDS.iter().any(|k| kind == k) && kind != AUTO {
             return Err(syn::Error::new(
                 kind.span(),
-                format!("unknown device `{kind}`: expected one of cpu, sim, fpga, gpu"),
+                format!("unknown device `{kind}`: expected one of cpu, sim, fpga, gpu, auto"),
             ));
         }
         let index = if input.peek(syn::token::Paren) {
@@ -140,6 +145,9 @@ fn implementation(
         if let Some(index) = &d.index {
             errors.at(index.span(), "an implementation is registered for a kind of device, not one instance: write `device = sim`");
         }
+        if d.kind == AUTO {
+            errors.at(d.kind.span(), "an implementation names the kinds of device it is written for; `auto` is for stand-alone kernels, and calls pass `Target::Auto`");
+        }
     }
     let (Some(last), true) = (api.segments.last(), !api.segments.is_empty()) else {
         errors.at(
@@ -225,7 +233,15 @@ fn standalone(
         Some(i) => quote!(#i),
         None => quote!(0),
     };
+    if let (true, Some(index)) = (device.kind == AUTO, &device.index) {
+        errors.at(
+            index.span(),
+            "`auto` lets the scheduler pick the device: it takes no instance",
+        );
+        return quote!();
+    }
     let device_expr = match device.kind.to_string().as_str() {
+        AUTO => quote!(#rimms::Target::Auto),
         "cpu" => quote!(#rimms::Device::Cpu),
         other => {
             let variant = format_ident!("{}", capitalize(other));
@@ -234,7 +250,14 @@ fn standalone(
     };
     let name = func.sig.ident.clone();
     let body_name = format_ident!("__rimms_body_{}", name);
-    let kind = kind_tokens(rimms, &device.kind);
+    let kinds: Vec<TokenStream> = if device.kind == AUTO {
+        AUTO_KINDS
+            .iter()
+            .map(|k| kind_tokens(rimms, &Ident::new(k, device.kind.span())))
+            .collect()
+    } else {
+        vec![kind_tokens(rimms, &device.kind)]
+    };
     let spec = spec_ident(&name);
     let decl = decl_ident(&name);
     let items = api_items(
@@ -257,12 +280,14 @@ fn standalone(
         #[allow(clippy::too_many_arguments)]
         #body
 
-        #rimms::__private::inventory::submit! {
-            #rimms::__private::KernelImpl {
-                api: &#decl,
-                device: #kind,
-                func: &(#body_name as <#spec as #rimms::__private::ApiSpec>::Signature),
+        #(
+            #rimms::__private::inventory::submit! {
+                #rimms::__private::KernelImpl {
+                    api: &#decl,
+                    device: #kinds,
+                    func: &(#body_name as <#spec as #rimms::__private::ApiSpec>::Signature),
+                }
             }
-        }
+        )*
     }
 }

@@ -13,6 +13,8 @@ mod error;
 mod host_loop;
 pub mod kernel;
 mod runtime;
+mod sched;
+mod scope;
 pub mod space;
 pub mod stats;
 
@@ -43,5 +45,7 @@ pub mod __private {
 }
 pub use num_complex::Complex32;
 pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
+pub use sched::{CostTable, Policy, Target};
+pub use scope::Scope;
 pub use space::{LinkModel, SpaceId, SpaceSet};
 pub use stats::{ApiStats, LinkStats, SpaceStats, Stats, TRACE_FILE_ENV};

@@ -10,6 +10,8 @@ use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, Executor};
 use crate::error::{Error, Result};
 use crate::kernel::registry::{registry, DeviceKind};
+use crate::sched::{CostTable, Policy, Scheduler};
+use crate::scope::queues::DeviceQueues;
 use crate::space::{LinkModel, Pool, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::{
     trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats, Timeline,
@@ -68,6 +70,8 @@ pub struct RuntimeBuilder {
     mode: ExecMode,
     trace: Option<bool>,
     trace_file: Option<PathBuf>,
+    policy: Policy,
+    costs: CostTable,
 }
 
 impl Default for RuntimeBuilder {
@@ -80,6 +84,8 @@ impl Default for RuntimeBuilder {
             mode: ExecMode::Tracked,
             trace: None,
             trace_file: None,
+            policy: Policy::default(),
+            costs: CostTable::default(),
         }
     }
 }
@@ -127,6 +133,18 @@ impl RuntimeBuilder {
     /// is dropped. Default: the file `RIMMS_TRACE_FILE` names, if set.
     pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.trace_file = Some(path.into());
+        self
+    }
+
+    /// How calls with `Target::Auto` are placed (default: data-aware earliest finish time).
+    pub fn scheduler(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The expected execution times the scheduler works from (default: every device alike).
+    pub fn costs(mut self, costs: CostTable) -> Self {
+        self.costs = costs;
         self
     }
 
@@ -226,6 +244,8 @@ impl RuntimeBuilder {
         }
         Ok(Runtime {
             shared: Arc::new(Shared {
+                scheduler: Scheduler::new(self.policy, self.costs, devices.len()),
+                queues: DeviceQueues::new(devices.len()),
                 first_of_kind,
                 host_mapped,
                 mode: self.mode,
@@ -286,6 +306,10 @@ pub(crate) struct Shared {
     trace: bool,
     /// Kernels and transfers for `RIMMS_TRACE_FILE`, written when the runtime goes.
     pub timeline: Option<Timeline>,
+    /// Places `Target::Auto` calls.
+    pub scheduler: Scheduler,
+    /// The workers of scoped calls.
+    pub queues: DeviceQueues,
     /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
     /// after the pools that use its memory.
     _fpga: Option<FpgaParts>,
@@ -418,6 +442,17 @@ impl Shared {
 
     #[inline]
     pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
+        self.position(device).map(|i| &self.devices[i])
+    }
+
+    /// Every device, in the order `Runtime::devices` lists them.
+    pub(crate) fn device_entries(&self) -> &[DeviceEntry] {
+        &self.devices
+    }
+
+    /// Where `device` sits in the device table.
+    #[inline]
+    pub(crate) fn position(&self, device: Device) -> Result<usize> {
         // Devices are stored kind by kind in `Device` order, so an instance is its kind's
         // first position plus its number.
         let (kind, n) = match device {
@@ -426,8 +461,9 @@ impl Shared {
             Device::Fpga(n) => (2, n),
             Device::Gpu(n) => (3, n),
         };
-        match self.devices.get(self.first_of_kind[kind] + usize::from(n)) {
-            Some(entry) if entry.device == device => Ok(entry),
+        let position = self.first_of_kind[kind] + usize::from(n);
+        match self.devices.get(position) {
+            Some(entry) if entry.device == device => Ok(position),
             _ => Err(Error::NoDevice {
                 device: device.to_string(),
                 available: self

@@ -153,6 +153,36 @@ impl RawBuffer {
         Ok(true)
     }
 
+    /// What an access of bytes `start..start+len` by a device whose space is `own` (and which
+    /// reaches `reach` in place) would spend moving data first, in modelled nanoseconds: the
+    /// copies the acquire would plan, each over its link. Plans and changes nothing.
+    pub(crate) fn transfer_ns(
+        &self,
+        start: usize,
+        len: usize,
+        own: SpaceId,
+        reach: SpaceSet,
+        access: Access,
+    ) -> u64 {
+        if self.resident(own, access) || self.resident_in(reach, access).is_some() {
+            return 0;
+        }
+        let space = self.target(own, reach);
+        let shift = self.shift();
+        let inner = self.lock();
+        let span = FragmentSpan::of(start..start + len, shift, self.bytes);
+        let plan = inner.table.plan_acquire(&span, space, access, |src, dst| {
+            self.rt.link_cost(src, dst, 1 << shift)
+        });
+        plan.moves
+            .iter()
+            .map(|m| {
+                let bytes = self.frag_bytes(m.frags.clone(), shift).len();
+                self.rt.link_cost(m.src, space, bytes)
+            })
+            .sum()
+    }
+
     /// Byte range of a run of fragments, clipped to the buffer.
     fn frag_bytes(&self, frags: Range<usize>, shift: u32) -> Range<usize> {
         (frags.start << shift)..(frags.end << shift).min(self.bytes)

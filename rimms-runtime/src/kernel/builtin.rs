@@ -2,10 +2,11 @@
 //! register per device kind, see `backend::cpu`), and offered as methods of [`Runtime`] that
 //! check shapes and device limits first, so a bad call is refused before anything moves.
 
-use super::{FftDirection, KernelCtx, ZipOp};
+use super::{Api, FftDirection, KernelArg, KernelCtx, ZipOp};
 use crate::data::{Input, Output};
 use crate::error::{Error, Result};
 use crate::runtime::{Device, Runtime};
+use crate::sched::Target;
 use num_complex::Complex32 as C32;
 
 /// The built-in API declarations. Call them through the [`Runtime`] methods, which check
@@ -89,7 +90,7 @@ pub mod apis {
 }
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.
-fn shape(api: &'static str, device: Device, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+fn shape(api: &'static str, device: Target, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if ok {
         Ok(())
     } else {
@@ -101,7 +102,7 @@ fn shape(api: &'static str, device: Device, ok: bool, what: impl FnOnce() -> Str
     }
 }
 
-fn same_len(api: &'static str, device: Device, names: [&str; 2], lens: [usize; 2]) -> Result<()> {
+fn same_len(api: &'static str, device: Target, names: [&str; 2], lens: [usize; 2]) -> Result<()> {
     shape(api, device, lens[0] == lens[1], || {
         format!(
             "`{}` has {} elements but `{}` has {}",
@@ -111,16 +112,33 @@ fn same_len(api: &'static str, device: Device, names: [&str; 2], lens: [usize; 2
 }
 
 impl Runtime {
-    fn check_fft(&self, device: Device, points: usize, len: usize) -> Result<()> {
+    /// Checks an FFT's shape, then places it (among devices whose limits it fits, for
+    /// `Target::Auto`) and checks it against the device's limits.
+    fn place_fft<'s, 'a, const N: usize>(
+        &'s self,
+        target: Target,
+        points: usize,
+        len: usize,
+        args: impl FnOnce() -> [KernelArg<'a>; N],
+    ) -> Result<(Device, Option<crate::sched::Ticket<'s>>)> {
         shape(
             "fft",
-            device,
+            target,
             points.is_power_of_two() && points >= 2,
             || format!("the transform size must be a power of two of at least 2, got {points}"),
         )?;
-        shape("fft", device, len % points == 0, || {
+        shape("fft", target, len % points == 0, || {
             format!("{len} elements are not a whole number of {points}-point rows")
         })?;
+        let api = Api::of(&apis::__RIMMS_API_DECL_fft);
+        let placed = self.place(target, api, args, |entry| {
+            entry.backend.check_fft(points).is_ok()
+        })?;
+        self.check_fft(placed.0, points)?;
+        Ok(placed)
+    }
+
+    fn check_fft(&self, device: Device, points: usize) -> Result<()> {
         let entry = self.shared().device(device)?;
         entry
             .backend
@@ -135,48 +153,71 @@ impl Runtime {
     /// FFT of every row of `points` elements of `input` into `output` (inverse scaled by 1/N).
     pub fn fft(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         dir: FftDirection,
         points: usize,
         input: &impl Input<C32>,
         output: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, mut output) = (input.input(), output.output());
+        let target = device.into();
         same_len(
             "fft",
-            device,
+            target,
             ["input", "output"],
             [input.len(), output.len()],
         )?;
-        self.check_fft(device, points, input.len())?;
+        let (device, _placed) = self.place_fft(target, points, input.len(), || {
+            [
+                KernelArg::read("input", &input),
+                KernelArg::write("output", &mut output),
+            ]
+        })?;
         apis::fft(self, device, dir, points, &input, &mut output)
     }
 
     /// FFT of every row of `points` elements of `data`, in place.
     pub fn fft_in_place(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         dir: FftDirection,
         points: usize,
         data: &mut impl Output<C32>,
     ) -> Result<()> {
         let mut data = data.output();
-        self.check_fft(device, points, data.len())?;
+        let len = data.len();
+        let (device, _placed) = self.place_fft(device.into(), points, len, || {
+            [KernelArg::read_write("data", &mut data)]
+        })?;
         apis::fft_in_place(self, device, dir, points, &mut data)
     }
 
     /// `out = a op b`, element-wise.
     pub fn zip(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         op: ZipOp,
         a: &impl Input<C32>,
         b: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (a, b, mut out) = (a.input(), b.input(), out.output());
-        same_len("zip", device, ["a", "b"], [a.len(), b.len()])?;
-        same_len("zip", device, ["a", "out"], [a.len(), out.len()])?;
+        let target = device.into();
+        same_len("zip", target, ["a", "b"], [a.len(), b.len()])?;
+        same_len("zip", target, ["a", "out"], [a.len(), out.len()])?;
+        let len = a.len();
+        let (device, _placed) = self.place(
+            target,
+            Api::of(&apis::__RIMMS_API_DECL_zip),
+            || {
+                [
+                    KernelArg::read("a", &a),
+                    KernelArg::read("b", &b),
+                    KernelArg::write("out", &mut out),
+                ]
+            },
+            |entry| entry.backend.check_zip(op, len).is_ok(),
+        )?;
         self.shared()
             .device(device)?
             .backend
@@ -192,11 +233,12 @@ impl Runtime {
     /// `out = conj(input)`.
     pub fn conj(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
+        let device: Target = device.into();
         same_len("conj", device, ["input", "out"], [input.len(), out.len()])?;
         apis::conj(self, device, &input, &mut out)
     }
@@ -204,11 +246,12 @@ impl Runtime {
     /// `out = |input|`.
     pub fn magnitude(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         input: &impl Input<C32>,
         out: &mut impl Output<f32>,
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
+        let device: Target = device.into();
         same_len(
             "magnitude",
             device,
@@ -221,12 +264,13 @@ impl Runtime {
     /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).
     pub fn fftshift(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         row_len: usize,
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
+        let device: Target = device.into();
         same_len(
             "fftshift",
             device,
@@ -250,13 +294,14 @@ impl Runtime {
     /// `out` (cols × rows) = transpose of `input` (rows × cols), both row-major.
     pub fn transpose(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         rows: usize,
         cols: usize,
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, mut out) = (input.input(), out.output());
+        let device: Target = device.into();
         same_len(
             "transpose",
             device,
@@ -273,7 +318,12 @@ impl Runtime {
     }
 
     /// `data *= factor`, in place.
-    pub fn scale(&self, device: Device, factor: C32, data: &mut impl Output<C32>) -> Result<()> {
+    pub fn scale(
+        &self,
+        device: impl Into<Target>,
+        factor: C32,
+        data: &mut impl Output<C32>,
+    ) -> Result<()> {
         apis::scale(self, device, factor, &mut data.output())
     }
 
@@ -281,7 +331,7 @@ impl Runtime {
     #[allow(clippy::too_many_arguments)]
     pub fn gemm(
         &self,
-        device: Device,
+        device: impl Into<Target>,
         m: usize,
         k: usize,
         n: usize,
@@ -290,6 +340,7 @@ impl Runtime {
         c: &mut impl Output<C32>,
     ) -> Result<()> {
         let (a, b, mut c) = (a.input(), b.input(), c.output());
+        let device: Target = device.into();
         let fits = |x: usize, y: usize, len: usize| x.checked_mul(y) == Some(len);
         shape("gemm", device, fits(m, k, a.len()), || {
             format!("`a` has {} elements, not {m} × {k}", a.len())

@@ -10,6 +10,7 @@ use crate::coherence::Access;
 use crate::data::{Input, Output};
 use crate::error::{Error, Result};
 use crate::runtime::{Device, Runtime};
+use crate::sched::Target;
 use bytemuck::Pod;
 use std::any::Any;
 
@@ -99,16 +100,18 @@ impl Runtime {
     }
 }
 
-/// Calls the implementation of `api` registered for `device`'s kind: what `#[rimms::api]`
-/// functions expand to. `run` gets the kernel context, the implementation (a `fn` pointer of
-/// the API's signature behind `dyn Any`) and the arguments.
+/// Calls the implementation of `api` registered for the kind of the device `target` names, or
+/// the scheduler picks: what `#[rimms::api]` functions expand to. `run` gets the kernel
+/// context, the implementation (a `fn` pointer of the API's signature behind `dyn Any`) and the
+/// arguments.
 pub fn call_registered<const N: usize>(
     rt: &Runtime,
-    device: Device,
+    target: Target,
     api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
     run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), [HostArg; N]) -> Result<()>,
 ) -> Result<()> {
+    let (device, _placed) = rt.place(target, Api::of(api), || args, |_| true)?;
     let index = api.index();
     let kind = DeviceKind::of(device);
     let Some(implementation) = registry().implementation(index, kind) else {

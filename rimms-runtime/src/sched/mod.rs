@@ -1,0 +1,237 @@
+//! Scheduling: which device runs a call that names none (`Target::Auto`).
+//!
+//! CEDR places each ready task on a processing element from per-API cost tables (round-robin,
+//! minimum execution time, earliest finish time). Those schedulers are blind to where the data
+//! is, so on a machine with separate memories they happily send each step of a chain to a
+//! different device and pay for the copies. The data-aware policy adds the one thing RIMMS knows
+//! and CEDR does not — how many bytes of each argument are not yet valid on each candidate and
+//! what moving them would cost over its links — the way StarPU's `dmda` does. Data that already
+//! sits on a device then tends to stay there.
+//!
+//! Everything here is off the resident fast path: a call that names its device never touches
+//! the scheduler.
+
+mod costs;
+
+pub use costs::CostTable;
+
+use crate::kernel::registry::{registry, DeviceKind};
+use crate::kernel::{Api, KernelArg};
+use crate::runtime::{Device, DeviceEntry};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Where a call runs: on a named device, or wherever the runtime's scheduler puts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// On this device.
+    On(Device),
+    /// On the device the runtime's [`Policy`] picks among those that implement the API.
+    Auto,
+}
+
+impl From<Device> for Target {
+    fn from(device: Device) -> Target {
+        Target::On(device)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::On(device) => device.fmt(f),
+            Target::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// How the scheduler places `Target::Auto` calls.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Policy {
+    /// A fixed device per API name, and `default` for the rest (CEDR's static mapping).
+    Fixed {
+        /// Where APIs not listed run.
+        default: Device,
+        /// API name and its device.
+        per_api: Vec<(String, Device)>,
+    },
+    /// The next candidate in turn.
+    RoundRobin,
+    /// Minimum execution time: the candidate whose cost table says it runs the call fastest.
+    Met,
+    /// Earliest finish time: execution time plus the work already queued on each candidate.
+    Eft,
+    /// Earliest finish time plus the time to move the argument bytes not yet valid on each
+    /// candidate, from the cheapest source over the runtime's links.
+    #[default]
+    DataAwareEft,
+}
+
+impl Policy {
+    /// The policy's name as the CLI and reports spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Policy::Fixed { .. } => "fixed",
+            Policy::RoundRobin => "round-robin",
+            Policy::Met => "met",
+            Policy::Eft => "eft",
+            Policy::DataAwareEft => "data-aware-eft",
+        }
+    }
+}
+
+/// The scheduler's state: its policy, the cost tables, and what it has placed but not yet seen
+/// finish on each device.
+pub(crate) struct Scheduler {
+    policy: Policy,
+    costs: CostTable,
+    turn: AtomicUsize,
+    /// Estimated nanoseconds of placed, unfinished calls, per device position.
+    queued_ns: Vec<AtomicU64>,
+}
+
+/// A placed call: its estimate stays on its device's queue until the ticket is dropped, when
+/// the call has finished (or failed).
+pub(crate) struct Ticket<'a> {
+    queued: &'a AtomicU64,
+    estimate: u64,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.estimate, Ordering::Relaxed);
+    }
+}
+
+impl Scheduler {
+    pub(crate) fn new(policy: Policy, costs: CostTable, devices: usize) -> Scheduler {
+        Scheduler {
+            policy,
+            costs,
+            turn: AtomicUsize::new(0),
+            queued_ns: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Picks the device for a call of `api` on `args` among `devices` that implement it and
+    /// that `fits` accepts (a device limit such as an FFT core's largest size).
+    pub(crate) fn place<'s>(
+        &'s self,
+        devices: &[DeviceEntry],
+        api: Api,
+        args: &[KernelArg<'_>],
+        fits: impl Fn(&DeviceEntry) -> bool,
+    ) -> Result<(Device, Ticket<'s>), NoCandidate> {
+        let index = api.index();
+        let candidates: Vec<usize> = (0..devices.len())
+            .filter(|&i| {
+                let entry = &devices[i];
+                registry()
+                    .implementation(index, DeviceKind::of(entry.device))
+                    .is_some()
+                    && fits(entry)
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Err(NoCandidate);
+        }
+        let bytes: usize = args.iter().map(|a| a.len).sum();
+        let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device, bytes);
+        let queued = |i: usize| self.queued_ns[i].load(Ordering::Relaxed);
+        let transfer_ns = |i: usize| -> u64 {
+            let entry = &devices[i];
+            args.iter()
+                .map(|a| {
+                    a.raw
+                        .transfer_ns(a.start, a.len, entry.space, entry.reaches, a.access)
+                })
+                .sum()
+        };
+        let pick = match &self.policy {
+            Policy::Fixed { default, per_api } => {
+                let wanted = per_api
+                    .iter()
+                    .find(|(name, _)| name == api.name())
+                    .map_or(*default, |(_, device)| *device);
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|&i| devices[i].device == wanted)
+                    .ok_or(NoCandidate)?
+            }
+            Policy::RoundRobin => {
+                candidates[self.turn.fetch_add(1, Ordering::Relaxed) % candidates.len()]
+            }
+            Policy::Met => cheapest(&candidates, run_ns),
+            Policy::Eft => cheapest(&candidates, |i| queued(i) + run_ns(i)),
+            Policy::DataAwareEft => {
+                cheapest(&candidates, |i| queued(i) + run_ns(i) + transfer_ns(i))
+            }
+        };
+        let estimate = run_ns(pick);
+        let queued = &self.queued_ns[pick];
+        queued.fetch_add(estimate, Ordering::Relaxed);
+        Ok((devices[pick].device, Ticket { queued, estimate }))
+    }
+}
+
+/// No device implements the API and accepts the call.
+pub(crate) struct NoCandidate;
+
+/// The candidate of least cost; ties go to the earlier device (the CPU first), so a decision
+/// is repeatable.
+fn cheapest(candidates: &[usize], cost: impl Fn(usize) -> u64) -> usize {
+    let mut best = candidates[0];
+    let mut best_cost = cost(best);
+    for &i in &candidates[1..] {
+        let c = cost(i);
+        if c < best_cost {
+            best = i;
+            best_cost = c;
+        }
+    }
+    best
+}
+
+impl crate::runtime::Runtime {
+    /// The device a call of `api` runs on: the one `target` names, or the scheduler's pick for
+    /// `Target::Auto` among devices `fits` accepts (`args` is only built then). The ticket, if
+    /// any, must live until the call has finished.
+    pub(crate) fn place<'a, const N: usize>(
+        &self,
+        target: Target,
+        api: Api,
+        args: impl FnOnce() -> [KernelArg<'a>; N],
+        fits: impl Fn(&DeviceEntry) -> bool,
+    ) -> crate::Result<(Device, Option<Ticket<'_>>)> {
+        let device = match target {
+            Target::On(device) => return Ok((device, None)),
+            Target::Auto => {
+                let shared = &**self.shared();
+                shared
+                    .scheduler
+                    .place(shared.device_entries(), api, &args(), fits)
+            }
+        };
+        match device {
+            Ok((device, ticket)) => Ok((device, Some(ticket))),
+            Err(NoCandidate) => Err(crate::Error::NoImplementation {
+                api: api.name(),
+                device: Target::Auto.to_string(),
+                available: format!(
+                    "{:?}, none of whose devices here takes this call",
+                    registry().kinds(api.index())
+                ),
+            }),
+        }
+    }
+
+    /// How this runtime places `Target::Auto` calls.
+    pub fn policy(&self) -> &Policy {
+        self.shared().scheduler.policy()
+    }
+}

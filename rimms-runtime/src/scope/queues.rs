@@ -1,0 +1,66 @@
+//! The worker queues scoped calls run on: a pool of CPU workers (rayon's), and one queue with
+//! one worker thread per accelerator instance.
+//!
+//! An accelerator runs one job at a time, in the order they were submitted, as CEDR's
+//! per-processing-element queues do; the CPU's jobs run as many at once as it has workers. A
+//! device's worker is started the first time a job is sent to it, so a runtime that never opens
+//! a scope starts no thread, and it ends when the runtime is dropped (its sender with it).
+
+use crate::runtime::Device;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::OnceLock;
+
+/// A job with its lifetime erased; the scope that made it waits for it before that lifetime
+/// ends (see `scope`).
+pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+pub(crate) struct DeviceQueues {
+    /// One per device position; the CPU's stays empty (its jobs go to the pool).
+    senders: Vec<OnceLock<Sender<Job>>>,
+}
+
+impl DeviceQueues {
+    pub(crate) fn new(devices: usize) -> DeviceQueues {
+        DeviceQueues {
+            senders: (0..devices).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Runs `job` on the queue of the device at `position`.
+    pub(crate) fn submit(&self, position: usize, device: Device, job: Job) {
+        if device == Device::Cpu {
+            rayon::spawn(job);
+            return;
+        }
+        let Some(slot) = self.senders.get(position) else {
+            // Positions come from the runtime's own device table, so this does not happen;
+            // running the job here still keeps the scope's promise that it runs.
+            job();
+            return;
+        };
+        let sender = slot.get_or_init(|| start_worker(device));
+        if let Err(refused) = sender.send(job) {
+            // The worker is gone only if its thread could not be started; run the job here
+            // rather than lose it.
+            (refused.0)();
+        }
+    }
+}
+
+/// Starts the worker thread of `device`'s queue.
+fn start_worker(device: Device) -> Sender<Job> {
+    let (sender, receiver) = channel::<Job>();
+    let started = std::thread::Builder::new()
+        .name(format!("rimms-{device}"))
+        .spawn(move || {
+            // Jobs catch their own panics (see `scope`), so one failing job never ends the
+            // worker; it ends when every sender is gone.
+            while let Ok(job) = receiver.recv() {
+                job();
+            }
+        });
+    if let Err(e) = started {
+        tracing::warn!(%device, error = %e, "could not start the device's worker thread; its jobs run on the submitting thread");
+    }
+    sender
+}

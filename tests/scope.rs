@@ -1,0 +1,174 @@
+//! `Runtime::scope`: concurrent calls on disjoint views, the per-device queues, errors and
+//! panics, and one copy for concurrent reads of the same fragment.
+
+mod common;
+
+use common::{cpu_and_two_sims, dft_rows, rel_error, signal};
+use rimms::{Complex32, Device, Error, FftDirection, HeteData, ZipOp};
+use std::sync::Mutex;
+
+const ROW: usize = 1024;
+const ROWS: usize = 12;
+const ROW_BYTES: u64 = (ROW * 8) as u64;
+
+#[test]
+fn rows_on_three_devices_at_once_match_a_direct_dft() {
+    let rt = cpu_and_two_sims();
+    let x = signal(ROW * ROWS, 7);
+    let input = HeteData::from_slice(&rt, &x).unwrap();
+    let mut output = HeteData::<Complex32>::alloc(&rt, ROW * ROWS).unwrap();
+    output.fragment(ROW * 8).unwrap();
+    let devices = [Device::Cpu, Device::Sim(0), Device::Sim(1)];
+    let rows_in = input.rows(ROW).unwrap();
+    let mut rows_out = output.rows_mut(ROW).unwrap();
+    rt.scope(|s| {
+        for (k, (row, out)) in rows_in.iter().zip(rows_out.iter_mut()).enumerate() {
+            let device = devices[k % 3];
+            s.spawn(move |rt| rt.fft(device, FftDirection::Forward, ROW, row, out));
+        }
+    })
+    .unwrap();
+    drop(rows_out);
+    let got = output.to_vec().unwrap();
+    assert!(rel_error(&got, &dft_rows(&x, ROW, false)) < 1e-4);
+    // Each sim took 4 rows in and gave 4 back; nothing else moved.
+    let stats = rt.stats();
+    for sim in ["sim0", "sim1"] {
+        assert_eq!(stats.bytes("host", sim), 4 * ROW_BYTES, "host → {sim}");
+        assert_eq!(stats.bytes(sim, "host"), 4 * ROW_BYTES, "{sim} → host");
+    }
+    assert_eq!(stats.total_bytes(), 16 * ROW_BYTES);
+}
+
+#[test]
+fn concurrent_reads_of_one_fragment_copy_it_once_per_device() {
+    let rt = cpu_and_two_sims();
+    let shared = HeteData::from_slice(&rt, &signal(ROW, 3)).unwrap();
+    let mut outs: Vec<HeteData<Complex32>> = (0..16)
+        .map(|_| HeteData::alloc(&rt, ROW).unwrap())
+        .collect();
+    rt.scope(|s| {
+        for (k, out) in outs.iter_mut().enumerate() {
+            let device = if k % 2 == 0 {
+                Device::Sim(0)
+            } else {
+                Device::Sim(1)
+            };
+            let shared = &shared;
+            s.spawn(move |rt| rt.zip(device, ZipOp::Add, shared, shared, out));
+        }
+    })
+    .unwrap();
+    let stats = rt.stats();
+    assert_eq!(stats.copies("host", "sim0"), 1);
+    assert_eq!(stats.copies("host", "sim1"), 1);
+    assert_eq!(stats.bytes("host", "sim0"), ROW_BYTES);
+    let x = shared.to_vec().unwrap();
+    for out in &outs {
+        let got = out.to_vec().unwrap();
+        assert!(got.iter().zip(&x).all(|(g, v)| *g == *v + *v));
+    }
+}
+
+#[test]
+fn a_device_queue_runs_its_jobs_in_order_on_its_own_worker() {
+    let rt = cpu_and_two_sims();
+    let ran = Mutex::new(Vec::new());
+    rt.scope(|s| {
+        for k in 0..20 {
+            let ran = &ran;
+            s.spawn_on(Device::Sim(1), move |_| {
+                let thread = std::thread::current().name().map(str::to_string);
+                ran.lock().unwrap().push((k, thread));
+                Ok(())
+            });
+        }
+    })
+    .unwrap();
+    let ran = ran.into_inner().unwrap();
+    let order: Vec<usize> = ran.iter().map(|(k, _)| *k).collect();
+    assert_eq!(order, (0..20).collect::<Vec<_>>());
+    assert!(ran.iter().all(|(_, t)| t.as_deref() == Some("rimms-sim1")));
+}
+
+#[test]
+fn a_failed_call_is_the_scope_error_and_the_others_still_run() {
+    let rt = cpu_and_two_sims();
+    let x = HeteData::from_slice(&rt, &signal(ROW, 1)).unwrap();
+    let mut good = HeteData::<Complex32>::alloc(&rt, ROW).unwrap();
+    let mut short = HeteData::<Complex32>::alloc(&rt, ROW / 2).unwrap();
+    let outcome = rt.scope(|s| {
+        let x = &x;
+        s.spawn(|rt| rt.zip(Device::Sim(0), ZipOp::Add, x, x, &mut short));
+        s.spawn(|rt| rt.zip(Device::Sim(1), ZipOp::Add, x, x, &mut good));
+    });
+    assert!(
+        matches!(outcome, Err(Error::Shape { api: "zip", .. })),
+        "{outcome:?}"
+    );
+    let want: Vec<Complex32> = x.to_vec().unwrap().iter().map(|v| v + v).collect();
+    assert_eq!(good.to_vec().unwrap(), want);
+}
+
+#[test]
+fn an_unknown_device_is_the_scope_error() {
+    let rt = cpu_and_two_sims();
+    let ran = Mutex::new(false);
+    let outcome = rt.scope(|s| {
+        s.spawn_on(Device::Sim(5), |_| {
+            *ran.lock().unwrap() = true;
+            Ok(())
+        })
+    });
+    match outcome {
+        Err(Error::NoDevice { device, .. }) => assert_eq!(device, "sim5"),
+        other => panic!("expected NoDevice, got {other:?}"),
+    }
+    assert!(!*ran.lock().unwrap(), "the job must not run");
+}
+
+#[test]
+fn a_panicking_job_panics_the_scope_after_the_others_finished() {
+    let rt = cpu_and_two_sims();
+    let finished = Mutex::new(0);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.scope(|s| {
+            s.spawn_on(Device::Sim(0), |_| panic!("kernel bug"));
+            for _ in 0..8 {
+                s.spawn_on(Device::Sim(0), |_| {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    *finished.lock().unwrap() += 1;
+                    Ok(())
+                });
+            }
+        })
+    }));
+    let payload = caught.expect_err("the panic must reach the caller");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"kernel bug"));
+    // Every job behind the panicking one on the same queue ran before the scope returned.
+    assert_eq!(*finished.lock().unwrap(), 8);
+}
+
+#[test]
+fn a_scope_opened_inside_a_cpu_job_finishes() {
+    let rt = cpu_and_two_sims();
+    let x = HeteData::from_slice(&rt, &signal(4 * ROW, 5)).unwrap();
+    let mut y = HeteData::<Complex32>::alloc(&rt, 4 * ROW).unwrap();
+    y.fragment(ROW * 8).unwrap();
+    rt.scope(|outer| {
+        let (x, y) = (&x, &mut y);
+        outer.spawn(move |rt| {
+            let rows_in = x.rows(ROW)?;
+            let mut rows_out = y.rows_mut(ROW)?;
+            rt.scope(|inner| {
+                for (row, out) in rows_in.iter().zip(rows_out.iter_mut()) {
+                    inner
+                        .spawn(move |rt| rt.fft(Device::Cpu, FftDirection::Forward, ROW, row, out));
+                }
+            })
+        });
+    })
+    .unwrap();
+    let got = y.to_vec().unwrap();
+    assert!(rel_error(&got, &dft_rows(&x.to_vec().unwrap(), ROW, false)) < 1e-4);
+}
