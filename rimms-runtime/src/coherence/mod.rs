@@ -16,8 +16,14 @@
 //! mark. A read of a resident buffer is then one load, one AND and one branch; a write to a
 //! buffer held only by the writer's space is one load, one compare and one branch.
 
+#[cfg(all(test, loom))]
+mod loom_model;
+mod published;
+mod sync;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use published::{Locked, Published, WithTable};
 
 use crate::space::{SpaceId, SpaceSet, MAX_SPACES};
 use std::ops::Range;
