@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::kernel::registry::{registry, DeviceKind};
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
-use crate::space::{LinkModel, Pool, SpaceId, SpaceSet, MAX_SPACES};
+use crate::space::{LinkModel, Occupancy, Pending, Pool, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::{
     trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats, Timeline,
     TRACE_FILE_ENV,
@@ -184,6 +184,7 @@ impl RuntimeBuilder {
             simulate: false,
             fail_copies: false,
             host_mapped: true,
+            busy: Occupancy::default(),
         }];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
@@ -211,6 +212,7 @@ impl RuntimeBuilder {
                         simulate: spec.simulate,
                         fail_copies: spec.fail_copies,
                         host_mapped: spec.host_mapped,
+                        busy: Occupancy::default(),
                     });
                     SpaceId((spaces.len() - 1) as u8)
                 }
@@ -277,6 +279,8 @@ pub(crate) struct SpaceEntry {
     pub fail_copies: bool,
     /// The CPU reaches this space in place (always true of the host itself).
     pub host_mapped: bool,
+    /// When its simulated link is next free.
+    busy: Occupancy,
 }
 
 /// A device as dispatch sees it: what the hot path needs is copied out of the backend once,
@@ -505,7 +509,9 @@ impl Shared {
         self.link(src, dst).map_or(0, |(l, _)| l.cost_ns(bytes))
     }
 
-    /// One copy of `len` bytes between two blocks in different spaces, counted and traced.
+    /// One copy of `len` bytes between two blocks in different spaces, counted and traced. On
+    /// a simulated link the bytes have moved when this returns, but the modelled time is left
+    /// to the caller to wait out (see [`Pending`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn copy(
         &self,
@@ -516,7 +522,7 @@ impl Shared {
         bytes: Range<usize>,
         frags: &Range<usize>,
         reason: &Reason,
-    ) -> Result<()> {
+    ) -> Result<Pending> {
         if self.spaces[from.index()].fail_copies || self.spaces[to.index()].fail_copies {
             return Err(Error::Transfer {
                 from: self.space_name(from).to_string(),
@@ -535,10 +541,18 @@ impl Shared {
                 bytes.len(),
             );
         }
-        if let Some((link, true)) = self.link(from, to) {
-            link.hold(started, bytes.len());
-        }
-        let took = started.elapsed();
+        let pending = match self.link(from, to) {
+            Some((link, true)) => {
+                let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
+                let links = [a, b].map(|s| s.link.is_some().then_some(&s.busy));
+                let links: Vec<&Occupancy> = links.into_iter().flatten().collect();
+                Pending::until(Occupancy::book(&links, started, link.duration(bytes.len())))
+            }
+            _ => Pending::NONE,
+        };
+        let took = pending
+            .deadline()
+            .map_or_else(|| started.elapsed(), |d| d - started);
         self.counters
             .record_copy(from.index(), to.index(), bytes.len(), took);
         if let Some(timeline) = &self.timeline {
@@ -559,7 +573,7 @@ impl Shared {
                 reason,
             );
         }
-        Ok(())
+        Ok(pending)
     }
 
     /// Fills `bytes` of a block in `space` with zeros: how zero-marked fragments materialise.

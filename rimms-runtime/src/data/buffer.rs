@@ -1,16 +1,18 @@
 //! The untyped buffer behind every `HeteData`: its per-space blocks, its fragment table and the
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
-use crate::coherence::{self, Access, FragmentSpan, FragmentState, FragmentTable};
+use crate::coherence::{
+    self, Access, FragmentSpan, FragmentState, FragmentTable, Published, WithTable,
+};
 use crate::error::{Error, Result};
 use crate::runtime::Shared;
-use crate::space::{Block, SpaceId, SpaceSet, MAX_SPACES};
+use crate::space::{Block, Pending, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::Reason;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 const NO_HOME: u8 = u8::MAX;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 pub(crate) struct RawBuffer {
     pub(crate) rt: Arc<Shared>,
@@ -23,17 +25,22 @@ pub(crate) struct RawBuffer {
     /// host-mapped space there, so the device that owns that space needs no copy. `NO_HOME`
     /// until then.
     home: AtomicU8,
-    /// See [`coherence::resident`]; written only under `inner`'s lock.
-    summary: AtomicU64,
     /// Base address of this buffer's block in each space, null where it has none. Set under the
     /// lock before the summary that makes it reachable from the fast path.
     ptrs: [AtomicPtr<u8>; MAX_SPACES],
-    inner: Mutex<Inner>,
+    /// The fragment table and the blocks, and the summary the fast path reads.
+    state: Published<Inner>,
 }
 
 struct Inner {
     table: FragmentTable,
     blocks: [Option<Block>; MAX_SPACES],
+}
+
+impl WithTable for Inner {
+    fn table(&self) -> &FragmentTable {
+        &self.table
+    }
 }
 
 impl RawBuffer {
@@ -44,19 +51,16 @@ impl RawBuffer {
             bytes,
             frag_shift: AtomicU32::new(frag_shift),
             home: AtomicU8::new(NO_HOME),
-            summary: AtomicU64::new(0),
             ptrs: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
-            inner: Mutex::new(Inner {
+            state: Published::new(Inner {
                 table: FragmentTable::new(count),
                 blocks: [None; MAX_SPACES],
             }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every update under this lock commits only after its copies succeeded, and copies do
-        // not panic; a poisoned lock therefore guards a consistent table.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> coherence::Locked<'_, Inner> {
+        self.state.lock()
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -74,14 +78,14 @@ impl RawBuffer {
     /// The fast path: no lock, no allocation.
     #[inline(always)]
     pub(crate) fn resident(&self, space: SpaceId, access: Access) -> bool {
-        coherence::resident(self.summary.load(Ordering::Acquire), space, access)
+        coherence::resident(self.state.summary(), space, access)
     }
 
     /// The first space of `spaces` where an access of `access` mode needs no work (one
     /// summary load for all of them).
     #[inline]
     pub(crate) fn resident_in(&self, spaces: SpaceSet, access: Access) -> Option<SpaceId> {
-        let summary = self.summary.load(Ordering::Acquire);
+        let summary = self.state.summary();
         spaces
             .iter()
             .find(|&s| coherence::resident(summary, s, access))
@@ -118,6 +122,11 @@ impl RawBuffer {
     /// Makes `span` usable by an `access` in `space`: allocates the block there if needed,
     /// copies or fills what is missing, and records it. Returns whether any byte moved or was
     /// filled. On error nothing changed but possibly a block that stays for later use.
+    ///
+    /// The copies are made under the buffer's lock, so two calls that need the same fragment
+    /// copy it once; the modelled time of a simulated link is waited out after the lock is
+    /// released, so it holds up this call only and not calls on other fragments. (A concurrent
+    /// reader of the same fragment may therefore start before the modelled transfer ends.)
     pub(crate) fn acquire(
         &self,
         start: usize,
@@ -136,20 +145,24 @@ impl RawBuffer {
             return Ok(false);
         }
         let shift = self.shift();
+        let mut pending = Pending::NONE;
         for m in &plan.moves {
             let bytes = self.frag_bytes(m.frags.clone(), shift);
             let src = inner.blocks[m.src.index()]
                 .ok_or_else(|| missing_block(&self.rt, m.src, space))?
                 .ptr();
-            self.rt
+            let copy = self
+                .rt
                 .copy(m.src, space, src, block.ptr(), bytes, &m.frags, reason)?;
+            pending = pending.and(copy);
         }
         for run in &plan.fills {
             let bytes = self.frag_bytes(run.clone(), shift);
             self.rt.fill_zero(space, block.ptr(), bytes);
         }
         inner.table.commit_acquire(&plan);
-        self.publish(&inner);
+        drop(inner);
+        pending.wait();
         Ok(true)
     }
 
@@ -223,7 +236,6 @@ impl RawBuffer {
         let mut inner = self.lock();
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
         inner.table.mark_written(span.frags, space);
-        self.publish(&inner);
     }
 
     /// Records a write by `space` that failed part-way.
@@ -231,17 +243,11 @@ impl RawBuffer {
         let mut inner = self.lock();
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
         inner.table.mark_failed(span.frags, space);
-        self.publish(&inner);
-    }
-
-    fn publish(&self, inner: &Inner) {
-        self.summary.store(inner.table.summary(), Ordering::Release);
     }
 
     pub(crate) fn reset(&self) {
         let mut inner = self.lock();
         inner.table.reset();
-        self.publish(&inner);
     }
 
     pub(crate) fn fragment_state(&self, frag: usize) -> Option<FragmentState> {
@@ -273,7 +279,6 @@ impl RawBuffer {
             inner.table.split(1 << (old - shift), count)
         };
         self.frag_shift.store(shift, Ordering::Relaxed);
-        self.publish(&inner);
         Ok(())
     }
 
@@ -332,7 +337,7 @@ fn missing_block(rt: &Shared, from: SpaceId, to: SpaceId) -> Error {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
-        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.lock();
         for (space, block) in inner.blocks.iter_mut().enumerate() {
             if let Some(block) = block.take() {
                 self.rt.pool(SpaceId(space as u8)).free(block);

@@ -185,15 +185,17 @@ fn baseline<const N: usize>(
                     api: api.name(),
                     arg: arg.name,
                 };
-                shared.copy(
-                    SpaceId::HOST,
-                    space,
-                    host,
-                    temp.ptr(),
-                    0..arg.len,
-                    &(0..0),
-                    &reason,
-                )?;
+                shared
+                    .copy(
+                        SpaceId::HOST,
+                        space,
+                        host,
+                        temp.ptr(),
+                        0..arg.len,
+                        &(0..0),
+                        &reason,
+                    )?
+                    .wait();
             }
         }
         let mut ptrs = [ArgPtr {
@@ -215,15 +217,17 @@ fn baseline<const N: usize>(
                     api: api.name(),
                     arg: arg.name,
                 };
-                shared.copy(
-                    space,
-                    SpaceId::HOST,
-                    temp.ptr(),
-                    host_ptr(arg),
-                    0..arg.len,
-                    &(0..0),
-                    &reason,
-                )?;
+                shared
+                    .copy(
+                        space,
+                        SpaceId::HOST,
+                        temp.ptr(),
+                        host_ptr(arg),
+                        0..arg.len,
+                        &(0..0),
+                        &reason,
+                    )?
+                    .wait();
                 arg.raw.mark_written(arg.start, arg.len, SpaceId::HOST);
             }
         }

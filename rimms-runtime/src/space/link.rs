@@ -4,6 +4,7 @@
 //! can also make a copy really take that long, so that a ZCU102- or PCIe-like platform can be
 //! played on any machine.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Latency plus bytes over bandwidth.
@@ -48,19 +49,79 @@ impl LinkModel {
     /// the bulk and spins for the last stretch, since sleeps are far too coarse for microsecond
     /// latencies.
     pub fn hold(&self, started: Instant, bytes: usize) {
-        const SPIN: Duration = Duration::from_micros(200);
-        let deadline = started + self.duration(bytes);
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            let left = deadline - now;
-            if left > SPIN {
-                std::thread::sleep(left - SPIN);
-            } else {
-                std::hint::spin_loop();
-            }
+        wait_until(started + self.duration(bytes));
+    }
+}
+
+/// Waits until `deadline`: sleeps for the bulk and spins for the last stretch, since sleeps are
+/// far too coarse for microsecond latencies.
+pub(crate) fn wait_until(deadline: Instant) {
+    const SPIN: Duration = Duration::from_micros(200);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// When a simulated link is next free. Copies over one link take turns, as on a real bus, so
+/// concurrent calls get no bandwidth the link does not have.
+#[derive(Debug, Default)]
+pub(crate) struct Occupancy(Mutex<Option<Instant>>);
+
+impl Occupancy {
+    /// Books `duration` on every one of `links` (one copy may cross two), starting at `now` or
+    /// when the last of them is free, whichever is later; returns when the copy ends.
+    pub(crate) fn book(links: &[&Occupancy], now: Instant, duration: Duration) -> Instant {
+        // Callers pass links in space order, so two copies never lock them in opposite orders.
+        let mut guards: Vec<_> = links
+            .iter()
+            .map(|l| l.0.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let start = guards.iter().filter_map(|g| **g).fold(now, |a, b| a.max(b));
+        let end = start + duration;
+        for g in &mut guards {
+            **g = Some(end);
+        }
+        end
+    }
+}
+
+/// A copy whose data has moved but whose modelled link time may not have passed yet: the caller
+/// waits for it once it holds no lock, so a simulated transfer never blocks calls on other
+/// fragments of the same buffer.
+#[must_use = "a simulated copy is not over until it is waited for"]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pending(Option<Instant>);
+
+impl Pending {
+    pub(crate) const NONE: Pending = Pending(None);
+
+    pub(crate) fn until(deadline: Instant) -> Pending {
+        Pending(Some(deadline))
+    }
+
+    /// When the modelled copy ends, if it is simulated.
+    pub(crate) fn deadline(self) -> Option<Instant> {
+        self.0
+    }
+
+    /// The later of two.
+    pub(crate) fn and(self, other: Pending) -> Pending {
+        Pending(self.0.max(other.0))
+    }
+
+    /// Waits out the modelled time.
+    pub(crate) fn wait(self) {
+        if let Some(deadline) = self.0 {
+            wait_until(deadline);
         }
     }
 }

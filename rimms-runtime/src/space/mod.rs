@@ -10,6 +10,7 @@ mod pool;
 mod region;
 
 pub use link::LinkModel;
+pub(crate) use link::{Occupancy, Pending};
 pub(crate) use pool::{Block, Pool};
 pub use region::MappedMemory;
 
