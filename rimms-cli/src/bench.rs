@@ -27,8 +27,9 @@ pub struct Cell {
 }
 
 /// The mappings available here: the CPU alone, a simulated PCIe-attached card whose copies
-/// take the modelled time, and the FPGA (the board named by `RIMMS_FPGA_BOARD`, else the
-/// register-level emulator) with and without its ZIP cores.
+/// take the modelled time, the FPGA (the board named by `RIMMS_FPGA_BOARD`, else the
+/// register-level emulator) with and without its ZIP cores, and every call left to the
+/// data-aware scheduler over the CPU and two such cards.
 pub fn mappings() -> Vec<(&'static str, Mapping, SimConfig)> {
     let pcie = SimConfig {
         link: LinkModel::PCIE,
@@ -39,7 +40,8 @@ pub fn mappings() -> Vec<(&'static str, Mapping, SimConfig)> {
         ("cpu", Mapping::Cpu, pcie.clone()),
         ("sim-pcie", Mapping::Sim, pcie.clone()),
         ("fpga", Mapping::Fpga, pcie.clone()),
-        ("fpga-cpu", Mapping::FpgaCpu, pcie),
+        ("fpga-cpu", Mapping::FpgaCpu, pcie.clone()),
+        ("auto", Mapping::Auto, pcie),
     ]
 }
 
@@ -79,7 +81,7 @@ pub fn run(
             let baseline = measure(app, mapping, &sim, Mode::Baseline, frames)?;
             let rimms = measure(app, mapping, &sim, Mode::Rimms, frames)?;
             let native = match mapping {
-                Mapping::Fpga | Mapping::FpgaCpu => None,
+                Mapping::Fpga | Mapping::FpgaCpu | Mapping::Auto => None,
                 _ => Some(measure(app, mapping, &sim, Mode::Native, frames)?),
             };
             // All modes run the same kernels on the same data: results must be identical.

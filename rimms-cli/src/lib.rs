@@ -1,8 +1,9 @@
-//! The `rimms` command's library: the applications (`apps`) and the benchmark table
-//! (`bench`), kept here so that tests, examples and other tools can run exactly what the
+//! The `rimms` command's library: the applications (`apps`), the benchmark table (`bench`) and
+//! the scheduling benchmark (`sched_bench`), kept here so that tests, examples and other tools can run exactly what the
 //! command runs.
 
 pub mod apps;
 pub mod bench;
 pub mod fpga_emu;
 pub mod plot;
+pub mod sched_bench;

@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 use rimms::{LinkModel, SimConfig};
-use rimms_cli::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source};
+use rimms_cli::apps::{
+    self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
+};
 use rimms_cli::bench;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,9 +62,16 @@ struct RunArgs {
     /// baseline (copy at every call, as CEDR), rimms (tracked) or native (hand-written).
     #[arg(long, value_enum, default_value = "rimms")]
     mode: Mode,
-    /// Where the steps run; `sim` is a simulated card behind a modelled PCIe link.
+    /// Where the steps run; `sim` is a simulated card behind a modelled PCIe link, `auto` lets
+    /// the scheduler place every call on the CPU or one of two such cards.
     #[arg(long, value_enum, default_value = "cpu")]
     map: Mapping,
+    /// How `--map auto` places calls.
+    #[arg(long, value_enum, default_value = "data-aware-eft")]
+    sched: Sched,
+    /// How calls that do not depend on each other (one per row) are submitted.
+    #[arg(long, value_enum, default_value = "scoped")]
+    submit: Submit,
     /// Frames to run; the median frame time is reported.
     #[arg(long, default_value_t = 10)]
     frames: usize,
@@ -109,6 +118,8 @@ fn run_app(args: &RunArgs) -> Result<(), String> {
             simulate_link: true,
             ..SimConfig::default()
         },
+        submit: args.submit,
+        policy: args.sched.policy(),
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
     let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;

@@ -10,7 +10,9 @@
 use super::input::{cis, Rng};
 use super::native::Native;
 use super::report::Run;
-use super::{argmax, execute, pad_into, App, AppError, Frame, Mapping, Options, Pipeline, Step};
+use super::{
+    argmax, execute, pad_into, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit,
+};
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 use serde::Serialize;
@@ -127,7 +129,12 @@ impl Pipeline for Input {
         App::Correlator
     }
 
-    fn managed<'a>(&'a self, rt: &'a Runtime, map: Mapping) -> Result<Frame<'a, Output>, AppError> {
+    fn managed<'a>(
+        &'a self,
+        rt: &'a Runtime,
+        map: Mapping,
+        _submit: Submit,
+    ) -> Result<Frame<'a, Output>, AppError> {
         let (fft, zip, aux) = (
             map.device(Step::Fft),
             map.device(Step::MulConj),

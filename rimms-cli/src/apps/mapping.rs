@@ -5,10 +5,11 @@
 //! mapping answers per step kind. That is what lets one source run all on the CPU, all on a
 //! simulated card, or — once those backends exist — FFT and ZIP on the FPGA with the small
 //! steps on the CPU (the FPGA's IP cores do only FFT and ZIP), FFT alone on the FPGA, or all on
-//! a GPU, without a second copy of the pipeline. `auto` (the scheduler picks) will need the
-//! runtime to accept an unplaced call; until then there is nothing to map it to.
+//! a GPU, without a second copy of the pipeline. `auto` leaves every step to the runtime's
+//! scheduler (`Target::Auto`), on the CPU and two simulated cards.
 
-use rimms::{Device, ExecMode, FpgaSource, Runtime, SimConfig};
+use super::Options;
+use rimms::{Device, ExecMode, FpgaSource, Policy, Runtime, Target};
 
 /// The first FFT core and the first ZIP core of a 2-FFT + 2-ZIP board (the emulator's layout
 /// and `docs/board-example.toml`).
@@ -29,6 +30,8 @@ pub enum Mapping {
     Fpga,
     /// FFTs on the FPGA, everything else on the CPU: the paper's CPU-FPGA case.
     FpgaCpu,
+    /// Every call placed by the runtime's scheduler, among the CPU and two simulated cards.
+    Auto,
 }
 
 /// The kinds of step an app is made of, as far as placing them goes.
@@ -47,7 +50,13 @@ pub enum Step {
 
 impl Mapping {
     /// Every mapping this build knows.
-    pub const ALL: [Mapping; 4] = [Mapping::Cpu, Mapping::Sim, Mapping::Fpga, Mapping::FpgaCpu];
+    pub const ALL: [Mapping; 5] = [
+        Mapping::Cpu,
+        Mapping::Sim,
+        Mapping::Fpga,
+        Mapping::FpgaCpu,
+        Mapping::Auto,
+    ];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -56,28 +65,64 @@ impl Mapping {
             Mapping::Sim => "sim",
             Mapping::Fpga => "fpga",
             Mapping::FpgaCpu => "fpga-cpu",
+            Mapping::Auto => "auto",
         }
     }
 
-    /// The device that runs steps of kind `step`.
-    pub fn device(self, step: Step) -> Device {
-        match (self, step) {
+    /// Where steps of kind `step` run.
+    pub fn device(self, step: Step) -> Target {
+        let device = match (self, step) {
+            (Mapping::Auto, _) => return Target::Auto,
             (Mapping::Cpu, _) => Device::Cpu,
             (Mapping::Sim, _) => Device::Sim(0),
             (Mapping::Fpga | Mapping::FpgaCpu, Step::Fft) => FPGA_FFT,
             (Mapping::Fpga, Step::Zip) => FPGA_ZIP,
             (Mapping::Fpga | Mapping::FpgaCpu, Step::MulConj) => Device::Cpu,
             (Mapping::Fpga | Mapping::FpgaCpu, _) => Device::Cpu,
-        }
+        };
+        Target::On(device)
     }
 
-    /// A runtime with the devices this mapping uses; `sim` configures the simulated card.
-    pub fn runtime(self, mode: ExecMode, sim: &SimConfig) -> rimms::Result<Runtime> {
-        let builder = Runtime::builder().mode(mode);
+    /// A runtime in `mode` with the devices this mapping uses: the simulated cards and the
+    /// scheduler (for `auto`) as `opts` configures them.
+    pub fn runtime(self, mode: ExecMode, opts: &Options) -> rimms::Result<Runtime> {
+        let sim = &opts.sim;
+        let builder = Runtime::builder()
+            .mode(mode)
+            .scheduler(opts.policy.clone())
+            .costs(opts.costs.clone());
         match self {
             Mapping::Cpu => builder.build(),
             Mapping::Sim => builder.sim(sim.clone()).build(),
+            Mapping::Auto => builder.sim(sim.clone()).sim(sim.clone()).build(),
             Mapping::Fpga | Mapping::FpgaCpu => builder.fpga(FpgaSource::from_env()?).build(),
+        }
+    }
+}
+
+/// The runtime's schedulers as the command line names them, for the `auto` mapping (a fixed
+/// placement is what the other mappings are).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Sched {
+    /// The next device in turn.
+    RoundRobin,
+    /// Minimum execution time by the cost table.
+    Met,
+    /// Earliest finish time: CEDR's EFT.
+    Eft,
+    /// Earliest finish time plus the transfers the call would need.
+    #[default]
+    DataAwareEft,
+}
+
+impl Sched {
+    /// The runtime policy.
+    pub fn policy(self) -> Policy {
+        match self {
+            Sched::RoundRobin => Policy::RoundRobin,
+            Sched::Met => Policy::Met,
+            Sched::Eft => Policy::Eft,
+            Sched::DataAwareEft => Policy::DataAwareEft,
         }
     }
 }

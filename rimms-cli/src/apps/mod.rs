@@ -26,11 +26,13 @@ pub mod two_fft;
 pub mod zip3x;
 
 pub use error::{AppError, Place};
-pub use mapping::{Mapping, Step};
+pub use mapping::{Mapping, Sched, Step};
 pub use report::{AppResult, Checksum, Link, Run};
 
 use native::Native;
-use rimms::{Complex32, ExecMode, HeteData, HeteSlice, HeteSliceMut, Runtime, SimConfig};
+use rimms::{
+    Complex32, CostTable, ExecMode, HeteData, HeteSlice, HeteSliceMut, Policy, Runtime, SimConfig,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -101,6 +103,27 @@ impl Mode {
     }
 }
 
+/// How an app submits the calls of a step that do not depend on each other (one per row of
+/// a matrix, as CEDR's apps issue them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Submit {
+    /// One after another, each call returning when it is done.
+    Sequential,
+    /// All at once in a `Runtime::scope`: they run concurrently on the devices' queues.
+    #[default]
+    Scoped,
+}
+
+impl Submit {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Submit::Sequential => "sequential",
+            Submit::Scoped => "scoped",
+        }
+    }
+}
+
 /// How to run an app.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -110,8 +133,14 @@ pub struct Options {
     pub mapping: Mapping,
     /// Frames to run (at least 1); the result is the last frame's.
     pub frames: usize,
-    /// The simulated card of the `sim` mapping.
+    /// The simulated card of the `sim` mapping (and both cards of `auto`).
     pub sim: SimConfig,
+    /// How independent calls are submitted.
+    pub submit: Submit,
+    /// How the `auto` mapping's calls are placed.
+    pub policy: Policy,
+    /// The expected kernel times that placement works from.
+    pub costs: CostTable,
 }
 
 impl Options {
@@ -122,6 +151,9 @@ impl Options {
             mapping,
             frames: 1,
             sim: SimConfig::default(),
+            submit: Submit::default(),
+            policy: Policy::default(),
+            costs: CostTable::default(),
         }
     }
 
@@ -265,11 +297,13 @@ pub(crate) trait Pipeline {
     type Output;
     /// Which app this is.
     fn app(&self) -> App;
-    /// The frame on a runtime, every step on the device `map` names for it.
+    /// The frame on a runtime, every step on the device `map` names for it, independent calls
+    /// submitted as `submit` says.
     fn managed<'a>(
         &'a self,
         rt: &'a Runtime,
         map: Mapping,
+        submit: Submit,
     ) -> Result<Frame<'a, Self::Output>, AppError>;
     /// The frame as hand-written code on `dev`.
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Self::Output>, AppError>;
@@ -285,6 +319,11 @@ pub(crate) fn execute<P: Pipeline>(
         return Err(AppError::Param("--frames must be at least 1".to_string()));
     }
     let (frame_times, result, links, allocations) = match opts.mode {
+        Mode::Native if opts.mapping == Mapping::Auto => {
+            return Err(AppError::Unsupported(
+                "native mode on auto: hand-written code has no scheduler; it exists for the cpu and sim mappings".to_string(),
+            ));
+        }
         Mode::Native if matches!(opts.mapping, Mapping::Fpga | Mapping::FpgaCpu) => {
             return Err(AppError::Unsupported(format!(
                 "native mode on {}: hand-written driver code exists for FZF only (`cargo run --example fpga_fzf`)",
@@ -302,8 +341,9 @@ pub(crate) fn execute<P: Pipeline>(
             } else {
                 ExecMode::Tracked
             };
-            let rt = opts.mapping.runtime(exec, &opts.sim)?;
-            let (times, result) = time_frames(pipeline.managed(&rt, opts.mapping)?, opts.frames)?;
+            let rt = opts.mapping.runtime(exec, opts)?;
+            let frame = pipeline.managed(&rt, opts.mapping, opts.submit)?;
+            let (times, result) = time_frames(frame, opts.frames)?;
             let stats = rt.stats();
             let links = stats
                 .links
@@ -359,22 +399,39 @@ pub(crate) fn alloc_rows(
 }
 
 /// Calls `call(row_in, row_out)` for every row of `row_len` elements of `input` and `output`:
-/// the one-call-per-row formulation of CEDR's applications.
+/// the one-call-per-row formulation of CEDR's applications. The rows are independent, so
+/// `Submit::Scoped` issues them at once, a few rows per job: a row of pulse Doppler is a
+/// microsecond of work, less than what handing a job to a worker costs.
 pub(crate) fn each_row(
+    rt: &Runtime,
+    submit: Submit,
     input: &HeteData<Complex32>,
     output: &mut HeteData<Complex32>,
     row_len: usize,
-    mut call: impl FnMut(
-        &HeteSlice<'_, Complex32>,
-        &mut HeteSliceMut<'_, Complex32>,
-    ) -> rimms::Result<()>,
+    call: impl Fn(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>) -> rimms::Result<()>
+        + Sync,
 ) -> rimms::Result<()> {
     debug_assert_eq!(input.len(), output.len(), "each_row: shapes differ");
     let rows_in = input.rows(row_len)?;
-    for (src, dst) in rows_in.iter().zip(output.rows_mut(row_len)?.iter_mut()) {
-        call(src, dst)?;
+    let mut rows_out = output.rows_mut(row_len)?;
+    let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
+    let jobs = match submit {
+        Submit::Sequential => 1,
+        Submit::Scoped => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let per_job = pairs.len().div_ceil(jobs).max(1);
+    let run = |rows: &mut [(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>)]| {
+        rows.iter_mut().try_for_each(|(src, dst)| call(src, dst))
+    };
+    match submit {
+        Submit::Sequential => run(&mut pairs),
+        Submit::Scoped => rt.scope(|s| {
+            for rows in pairs.chunks_mut(per_job) {
+                let run = &run;
+                s.spawn(move |_| run(rows));
+            }
+        }),
     }
-    Ok(())
 }
 
 /// The index of the first largest value (NaN never wins), and the value.

@@ -14,7 +14,7 @@
 use super::mapping::{Mapping, Step};
 use super::report::Link;
 use rimms::backend::cpu::kernels::{self, FftPlans};
-use rimms::{Complex32, Device, FftDirection, LinkModel, SimConfig};
+use rimms::{Complex32, Device, FftDirection, LinkModel, SimConfig, Target};
 use std::cell::Cell;
 use std::time::Instant;
 
@@ -68,7 +68,7 @@ impl Native {
         // Native code for a mapping runs on the one device its FFTs run on; every mapping
         // built so far places all steps on one device.
         let device = match mapping.device(Step::Fft) {
-            Device::Cpu => None,
+            Target::On(Device::Cpu) => None,
             other => Some(other.to_string()),
         };
         Native {

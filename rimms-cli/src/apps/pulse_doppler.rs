@@ -20,7 +20,7 @@ use super::native::Native;
 use super::report::Run;
 use super::{
     alloc_rows, argmax, each_row, execute, pad_into, App, AppError, Frame, Mapping, Options,
-    Pipeline, Step,
+    Pipeline, Step, Submit,
 };
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
@@ -228,7 +228,12 @@ impl Pipeline for Input {
         App::PulseDoppler
     }
 
-    fn managed<'a>(&'a self, rt: &'a Runtime, map: Mapping) -> Result<Frame<'a, Output>, AppError> {
+    fn managed<'a>(
+        &'a self,
+        rt: &'a Runtime,
+        map: Mapping,
+        submit: Submit,
+    ) -> Result<Frame<'a, Output>, AppError> {
         let (fft, zip, aux) = (
             map.device(Step::Fft),
             map.device(Step::MulConj),
@@ -251,17 +256,17 @@ impl Pipeline for Input {
                 c[i] = matched_input(pulses, i);
             })?;
             rt.fft(fft, FftDirection::Forward, L, &d, &mut d_spectrum)?;
-            each_row(&c, &mut c_spectra, L, |pulse, out| {
+            each_row(rt, submit, &c, &mut c_spectra, L, |pulse, out| {
                 rt.fft(fft, FftDirection::Forward, L, pulse, out)
             })?;
-            each_row(&c_spectra, &mut products, L, |spectrum, out| {
+            each_row(rt, submit, &c_spectra, &mut products, L, |spectrum, out| {
                 rt.zip(zip, ZipOp::MulConj, spectrum, &d_spectrum, out)
             })?;
-            each_row(&products, &mut filtered, L, |product, out| {
+            each_row(rt, submit, &products, &mut filtered, L, |product, out| {
                 rt.fft(fft, FftDirection::Inverse, L, product, out)
             })?;
             rt.transpose(aux, M, L, &filtered, &mut by_range)?;
-            each_row(&by_range, &mut doppler, M, |range_bin, out| {
+            each_row(rt, submit, &by_range, &mut doppler, M, |range_bin, out| {
                 rt.fft(fft, FftDirection::Forward, M, range_bin, out)
             })?;
             rt.fftshift(aux, M, &doppler, &mut shifted)?;

@@ -30,6 +30,7 @@ use super::native::Native;
 use super::report::Run;
 use super::{
     alloc_rows, argmax, each_row, execute, App, AppError, Frame, Mapping, Options, Pipeline, Step,
+    Submit,
 };
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
@@ -295,7 +296,12 @@ impl Pipeline for Input {
         App::Sar
     }
 
-    fn managed<'a>(&'a self, rt: &'a Runtime, map: Mapping) -> Result<Frame<'a, Output>, AppError> {
+    fn managed<'a>(
+        &'a self,
+        rt: &'a Runtime,
+        map: Mapping,
+        submit: Submit,
+    ) -> Result<Frame<'a, Output>, AppError> {
         let (fft, zip, aux) = (
             map.device(Step::Fft),
             map.device(Step::Zip),
@@ -314,26 +320,26 @@ impl Pipeline for Input {
             raw.host_write()?.copy_from_slice(&self.raw);
             rt.fft(fft, FftDirection::Forward, NFAST, &g, &mut g_spectrum)?;
             // Range compression, row by row.
-            each_row(&raw, &mut a, NFAST, |row, out| {
+            each_row(rt, submit, &raw, &mut a, NFAST, |row, out| {
                 rt.fft(fft, FftDirection::Forward, NFAST, row, out)
             })?;
             rt.fftshift(aux, NFAST, &a, &mut b)?;
-            each_row(&b, &mut a, NFAST, |row, out| {
+            each_row(rt, submit, &b, &mut a, NFAST, |row, out| {
                 rt.zip(zip, ZipOp::Mul, row, &g_spectrum, out)
             })?;
-            each_row(&a, &mut b, NFAST, |row, out| {
+            each_row(rt, submit, &a, &mut b, NFAST, |row, out| {
                 rt.fft(fft, FftDirection::Inverse, NFAST, row, out)
             })?;
             // Azimuth compression on the transposed matrix, one range bin a row.
             rt.transpose(aux, NSLOW, NFAST, &b, &mut a)?;
-            each_row(&a, &mut b, NSLOW, |row, out| {
+            each_row(rt, submit, &a, &mut b, NSLOW, |row, out| {
                 rt.fft(fft, FftDirection::Forward, NSLOW, row, out)
             })?;
             rt.fftshift(aux, NSLOW, &b, &mut a)?;
-            each_row(&a, &mut b, NSLOW, |row, out| {
+            each_row(rt, submit, &a, &mut b, NSLOW, |row, out| {
                 rt.zip(zip, ZipOp::Mul, row, &h, out)
             })?;
-            each_row(&b, &mut a, NSLOW, |row, out| {
+            each_row(rt, submit, &b, &mut a, NSLOW, |row, out| {
                 rt.fft(fft, FftDirection::Inverse, NSLOW, row, out)
             })?;
             rt.fftshift(aux, NSLOW, &a, &mut b)?;

@@ -5,7 +5,7 @@
 
 use super::native::Native;
 use super::report::{Checksum, Run};
-use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step};
+use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 
@@ -96,6 +96,7 @@ impl Pipeline for Input {
         &'a self,
         rt: &'a Runtime,
         map: Mapping,
+        _submit: Submit,
     ) -> Result<Frame<'a, Checksum>, AppError> {
         let (fft, zip) = (map.device(Step::Fft), map.device(Step::Zip));
         let points = self.params.points;

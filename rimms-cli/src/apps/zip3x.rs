@@ -5,7 +5,7 @@
 use super::native::Native;
 use super::report::{Checksum, Run};
 use super::two_fft::{checksum, signal};
-use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step};
+use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, HeteData, Runtime, ZipOp};
 
@@ -49,6 +49,7 @@ impl Pipeline for Input {
         &'a self,
         rt: &'a Runtime,
         map: Mapping,
+        _submit: Submit,
     ) -> Result<Frame<'a, Checksum>, AppError> {
         let zip = map.device(Step::Zip);
         let len = self.operands[0].len();
