@@ -1,6 +1,8 @@
-//! The scheduling benchmark: pulse Doppler and SAR on a simulated platform of the CPU and two
-//! accelerator cards behind a slow link, every call left to the scheduler (`--map auto`),
-//! submitted one after another or through scopes, under each of the runtime's policies.
+//! The scheduling benchmark: pulse Doppler and SAR on simulated platforms of the CPU and two
+//! accelerator cards, every call left to the scheduler (`--map auto`), submitted one after
+//! another or through scopes, under each of the runtime's policies. Two platforms: cards a
+//! little faster than the CPU behind a slow Zynq-HP-like link (where offloading rarely pays),
+//! and much faster cards behind PCIe (where it does, once the data is on a card).
 //!
 //! What it shows is what the data-aware policy buys over CEDR's: round-robin and EFT place each
 //! call without looking at where its data is, so a row's FFT, multiply and inverse FFT land on
@@ -28,17 +30,47 @@ pub fn policies() -> [Policy; 4] {
     ]
 }
 
-/// The platform: two cards on a Zynq-HP-like link whose copies take the modelled time, and a
-/// cost table in which a card runs a call in 4 µs plus 8 GB/s against the CPU's 2 µs plus
-/// 2 GB/s.
-pub fn options(policy: Policy, submit: Submit, frames: usize) -> Options {
-    let card = LinkModel {
-        latency: Duration::from_micros(4),
-        bytes_per_second: 8e9,
-    };
+/// A simulated platform: the CPU and two cards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Platform {
+    /// Cards that run a call in 4 µs plus 8 GB/s against the CPU's 2 µs plus 2 GB/s, on a
+    /// Zynq-HP-like link (2 µs, 1.2 GB/s).
+    SlowLink,
+    /// Cards that run a call in 1 µs plus 50 GB/s, on a PCIe-like link (5 µs, 12 GB/s).
+    FastCards,
+}
+
+impl Platform {
+    /// Both, slow link first.
+    pub const ALL: [Platform; 2] = [Platform::SlowLink, Platform::FastCards];
+
+    /// Its name in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::SlowLink => "slow-link",
+            Platform::FastCards => "fast-cards",
+        }
+    }
+
+    fn link_and_card(self) -> (LinkModel, LinkModel) {
+        let card = |micros, bytes_per_second| LinkModel {
+            latency: Duration::from_micros(micros),
+            bytes_per_second,
+        };
+        match self {
+            Platform::SlowLink => (LinkModel::ZYNQ_HP, card(4, 8e9)),
+            Platform::FastCards => (LinkModel::PCIE, card(1, 50e9)),
+        }
+    }
+}
+
+/// The options of one configuration: `platform`'s cards, with copies that take the modelled
+/// time, and its cost table (the CPU keeps the default, 2 µs plus 2 GB/s).
+pub fn options(platform: Platform, policy: Policy, submit: Submit, frames: usize) -> Options {
+    let (link, card) = platform.link_and_card();
     Options {
         sim: SimConfig {
-            link: LinkModel::ZYNQ_HP,
+            link,
             simulate_link: true,
             ..SimConfig::default()
         },
@@ -56,6 +88,8 @@ pub fn options(policy: Policy, submit: Submit, frames: usize) -> Options {
 pub struct Row {
     /// The app.
     pub app: App,
+    /// The platform.
+    pub platform: Platform,
     /// The policy's name.
     pub policy: &'static str,
     /// How independent calls were submitted.
@@ -72,12 +106,17 @@ pub struct Row {
 /// app disagree on its result.
 pub fn run(frames: usize, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, String> {
     let mut rows: Vec<Row> = Vec::new();
-    for app in APPS {
+    for (app, platform) in APPS.into_iter().flat_map(|a| Platform::ALL.map(|p| (a, p))) {
         for policy in policies() {
             for submit in [Submit::Sequential, Submit::Scoped] {
                 let name = policy.name();
-                progress(&format!("{} {name} {}", app.name(), submit.name()));
-                let opts = options(policy.clone(), submit, frames);
+                progress(&format!(
+                    "{} on {} {name} {}",
+                    app.name(),
+                    platform.name(),
+                    submit.name()
+                ));
+                let opts = options(platform, policy.clone(), submit, frames);
                 let run = apps::run(app, &Source::Generated(Scenario::default()), &opts)
                     .map_err(|e| format!("{} under {name}: {e}", app.name()))?
                     .run;
@@ -94,6 +133,7 @@ pub fn run(frames: usize, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, St
                 }
                 rows.push(Row {
                     app,
+                    platform,
                     policy: name,
                     submit,
                     median: run.median(),
@@ -111,8 +151,9 @@ pub fn run(frames: usize, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, St
 pub fn table(rows: &[Row], frames: usize) -> String {
     let mut out = format!(
         "{frames} frames per configuration; times are the median frame, bytes the total\n\n\
-         {:<14} {:<15} {:>10} {:>10} {:>17} {:>11} {:>11} {:>19}\n",
+         {:<14} {:<11} {:<15} {:>10} {:>10} {:>13} {:>10} {:>11} {:>18}\n",
         "app",
+        "platform",
         "policy",
         "seq ms",
         "scoped ms",
@@ -121,17 +162,18 @@ pub fn table(rows: &[Row], frames: usize) -> String {
         "scoped MiB",
         "scoped ms / aware"
     );
-    let find = |app: App, policy: &str, submit: Submit| {
-        rows.iter()
-            .find(|r| r.app == app && r.policy == policy && r.submit == submit)
+    let find = |app: App, platform: Platform, policy: &str, submit: Submit| {
+        rows.iter().find(|r| {
+            r.app == app && r.platform == platform && r.policy == policy && r.submit == submit
+        })
     };
-    for app in APPS {
-        let aware = find(app, Policy::DataAwareEft.name(), Submit::Scoped);
+    for (app, platform) in APPS.into_iter().flat_map(|a| Platform::ALL.map(|p| (a, p))) {
+        let aware = find(app, platform, Policy::DataAwareEft.name(), Submit::Scoped);
         for policy in policies() {
             let name = policy.name();
             let (Some(seq), Some(scoped)) = (
-                find(app, name, Submit::Sequential),
-                find(app, name, Submit::Scoped),
+                find(app, platform, name, Submit::Sequential),
+                find(app, platform, name, Submit::Scoped),
             ) else {
                 continue;
             };
@@ -139,8 +181,9 @@ pub fn table(rows: &[Row], frames: usize) -> String {
                 format!("{:.2}x", ratio(scoped.median, a.median))
             });
             out.push_str(&format!(
-                "{:<14} {:<15} {:>10.3} {:>10.3} {:>16.2}x {:>11.2} {:>11.2} {:>19}\n",
+                "{:<14} {:<11} {:<15} {:>10.3} {:>10.3} {:>12.2}x {:>10.2} {:>11.2} {:>18}\n",
                 app.name(),
+                platform.name(),
                 name,
                 ms(seq.median),
                 ms(scoped.median),

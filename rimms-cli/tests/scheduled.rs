@@ -5,7 +5,7 @@
 
 use rimms::{Policy, SimConfig};
 use rimms_cli::apps::{self, AppResult, Mapping, Mode, Options, Scenario, Source, Submit};
-use rimms_cli::sched_bench;
+use rimms_cli::sched_bench::{self, Platform};
 
 fn run(app: apps::App, opts: &Options) -> apps::Run<AppResult> {
     apps::run(app, &Source::Generated(Scenario::default()), opts)
@@ -29,19 +29,28 @@ fn scoped_submission_moves_what_sequential_does_and_agrees() {
 
 #[test]
 fn every_policy_finds_what_the_cpu_finds_and_data_aware_moves_less_than_round_robin() {
-    for app in sched_bench::APPS {
+    let cases = sched_bench::APPS
+        .into_iter()
+        .flat_map(|a| Platform::ALL.map(|p| (a, p)));
+    for (app, platform) in cases {
         let reference = run(app, &Options::new(Mode::Rimms, Mapping::Cpu));
         let mut bytes = Vec::new();
         for policy in sched_bench::policies() {
             for submit in [Submit::Sequential, Submit::Scoped] {
                 // The benchmark's platform without the modelled link time, to keep this quick.
-                let mut opts = sched_bench::options(policy.clone(), submit, 1);
+                let mut opts = sched_bench::options(platform, policy.clone(), submit, 1);
                 opts.sim = SimConfig {
                     simulate_link: false,
                     ..opts.sim
                 };
                 let r = run(app, &opts);
-                let what = format!("{} under {} {}", app.name(), policy.name(), submit.name());
+                let what = format!(
+                    "{} on {} under {} {}",
+                    app.name(),
+                    platform.name(),
+                    policy.name(),
+                    submit.name()
+                );
                 assert_eq!(r.result, reference.result, "{what}");
                 bytes.push((policy.clone(), submit, r.total_bytes()));
             }
@@ -57,8 +66,9 @@ fn every_policy_finds_what_the_cpu_finds_and_data_aware_moves_less_than_round_ro
             let (aware, rr) = (of(Policy::DataAwareEft), of(Policy::RoundRobin));
             assert!(
                 aware < rr,
-                "{} {}: data-aware moved {aware} bytes, round-robin {rr}",
+                "{} on {} {}: data-aware moved {aware} bytes, round-robin {rr}",
                 app.name(),
+                platform.name(),
                 submit.name()
             );
         }
