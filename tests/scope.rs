@@ -172,3 +172,23 @@ fn a_scope_opened_inside_a_cpu_job_finishes() {
     let got = y.to_vec().unwrap();
     assert!(rel_error(&got, &dft_rows(&x.to_vec().unwrap(), ROW, false)) < 1e-4);
 }
+
+#[test]
+fn a_job_that_sends_work_to_its_own_queue_does_not_wait_for_itself() {
+    let rt = cpu_and_two_sims();
+    let x = HeteData::from_slice(&rt, &signal(ROW, 9)).unwrap();
+    let mut y = HeteData::<Complex32>::alloc(&rt, ROW).unwrap();
+    rt.scope(|outer| {
+        let (x, y) = (&x, &mut y);
+        outer.spawn_on(Device::Sim(0), move |rt| {
+            rt.scope(|inner| {
+                inner.spawn_on(Device::Sim(0), move |rt| {
+                    rt.zip(Device::Sim(0), ZipOp::Add, x, x, y)
+                });
+            })
+        });
+    })
+    .unwrap();
+    let want: Vec<Complex32> = x.to_vec().unwrap().iter().map(|v| v + v).collect();
+    assert_eq!(y.to_vec().unwrap(), want);
+}

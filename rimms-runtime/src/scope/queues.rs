@@ -7,8 +7,14 @@
 //! a scope starts no thread, and it ends when the runtime is dropped (its sender with it).
 
 use crate::runtime::Device;
+use std::cell::Cell;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;
+
+thread_local! {
+    /// The device whose worker this thread is, if it is one.
+    static WORKER_OF: Cell<Option<Device>> = const { Cell::new(None) };
+}
 
 /// A job with its lifetime erased; the scope that made it waits for it before that lifetime
 /// ends (see `scope`).
@@ -32,6 +38,12 @@ impl DeviceQueues {
             rayon::spawn(job);
             return;
         }
+        if WORKER_OF.get() == Some(device) {
+            // A job of this queue opened a scope and sent work to its own queue: queued, it
+            // would wait behind the job that waits for it. It runs here instead, now.
+            job();
+            return;
+        }
         let Some(slot) = self.senders.get(position) else {
             // Positions come from the runtime's own device table, so this does not happen;
             // running the job here still keeps the scope's promise that it runs.
@@ -53,6 +65,7 @@ fn start_worker(device: Device) -> Sender<Job> {
     let started = std::thread::Builder::new()
         .name(format!("rimms-{device}"))
         .spawn(move || {
+            WORKER_OF.set(Some(device));
             // Jobs catch their own panics (see `scope`), so one failing job never ends the
             // worker; it ends when every sender is gone.
             while let Ok(job) = receiver.recv() {
