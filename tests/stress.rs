@@ -7,6 +7,8 @@
 //!
 //! `RIMMS_STRESS_CALLS` changes the calls per thread (1,000 by default).
 
+use proptest::prelude::Rng as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use rimms::{Complex32, Device, HeteData, HeteSliceMut, LinkModel, Runtime, SimConfig, ZipOp};
 use std::time::Duration;
 
@@ -30,20 +32,18 @@ fn calls_per_thread() -> usize {
         .unwrap_or(1000)
 }
 
-/// A small, seedable generator (splitmix64), so every thread's program is reproducible.
-struct Rng(u64);
+/// A seeded generator per thread, so every thread's program is reproducible.
+struct Rng(TestRng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Rng {
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        Rng(TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.0.next_u64() % n as u64) as usize
     }
 }
 
@@ -119,7 +119,7 @@ fn run_thread(
     };
     x.host_write().unwrap().copy_from_slice(&m.x);
     y.host_write().unwrap().copy_from_slice(&m.y);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for call in 0..calls_per_thread() {
         // The whole row, or one of its two fragments.
         let (frags, range) = match rng.below(3) {
