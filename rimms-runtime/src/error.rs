@@ -212,6 +212,15 @@ pub enum Error {
     #[error("invalid runtime configuration: {0}")]
     Config(String),
 
+    /// The `rimms memstat` page could not be created or its publisher started.
+    #[error("cannot publish the stats page {}: {source}", path.display())]
+    StatsPage {
+        /// The page's path.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
+
     // ---- The CUDA backend (`backend::cuda`) ----
     /// A GPU was required but none is usable: no driver library, no device, or a library the
     /// backend needs (NVRTC, cuFFT) is missing.

@@ -13,6 +13,7 @@ use crate::kernel::registry::{registry, DeviceKind};
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
 use crate::space::{LinkModel, Occupancy, Pending, Pool, SpaceId, SpaceSet, MAX_SPACES};
+use crate::stats::page::Publisher;
 use crate::stats::{
     trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats, Timeline,
     TRACE_FILE_ENV,
@@ -72,6 +73,7 @@ pub struct RuntimeBuilder {
     trace_file: Option<PathBuf>,
     policy: Policy,
     costs: CostTable,
+    stats_page: Option<PathBuf>,
 }
 
 impl Default for RuntimeBuilder {
@@ -86,6 +88,7 @@ impl Default for RuntimeBuilder {
             trace_file: None,
             policy: Policy::default(),
             costs: CostTable::default(),
+            stats_page: None,
         }
     }
 }
@@ -145,6 +148,13 @@ impl RuntimeBuilder {
     /// The expected execution times the scheduler works from (default: every device alike).
     pub fn costs(mut self, costs: CostTable) -> Self {
         self.costs = costs;
+        self
+    }
+
+    /// Publish the live counters at `path` for `rimms memstat` (see [`crate::stats::page`]).
+    /// Default: `<temp dir>/rimms-stats-<pid>` if `RIMMS_STATS_PAGE=1`, else no page.
+    pub fn stats_page(mut self, path: impl Into<PathBuf>) -> Self {
+        self.stats_page = Some(path.into());
         self
     }
 
@@ -244,7 +254,8 @@ impl RuntimeBuilder {
         for (position, d) in devices.iter().enumerate().rev() {
             first_of_kind[DeviceKind::of(d.device) as usize] = position;
         }
-        Ok(Runtime {
+        let stats_page = Publisher::create(self.stats_page, spaces.iter().map(|s| &*s.name))?;
+        let runtime = Runtime {
             shared: Arc::new(Shared {
                 scheduler: Scheduler::new(self.policy, self.costs, devices.len()),
                 queues: DeviceQueues::new(devices.len()),
@@ -258,9 +269,16 @@ impl RuntimeBuilder {
                 fft: FftPlans::new(),
                 trace,
                 timeline,
+                stats_page,
                 _fpga: fpga,
             }),
-        })
+        };
+        if let Some(page) = &runtime.shared.stats_page {
+            // A weak handle: the page must not keep the runtime alive.
+            let weak = Arc::downgrade(&runtime.shared);
+            page.start(move || weak.upgrade().map(|shared| Runtime { shared }.stats()))?;
+        }
+        Ok(runtime)
     }
 }
 
@@ -314,6 +332,8 @@ pub(crate) struct Shared {
     pub scheduler: Scheduler,
     /// The workers of scoped calls.
     pub queues: DeviceQueues,
+    /// The `rimms memstat` page, if published; dropping it stops its thread.
+    stats_page: Option<Publisher>,
     /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
     /// after the pools that use its memory.
     _fpga: Option<FpgaParts>,

@@ -5,6 +5,7 @@
 //! where the work happens; a snapshot is a consistent-enough read for reporting, and exact once
 //! the program is quiet, which is when tests compare it.
 
+pub mod page;
 mod timeline;
 mod trace;
 
