@@ -5,5 +5,6 @@
 pub mod apps;
 pub mod bench;
 pub mod fpga_emu;
+pub mod memstat;
 pub mod plot;
 pub mod sched_bench;

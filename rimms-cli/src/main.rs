@@ -5,7 +5,7 @@ use rimms::{LinkModel, SimConfig};
 use rimms_cli::apps::{
     self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
 };
-use rimms_cli::bench;
+use rimms_cli::{bench, memstat};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,6 +51,19 @@ enum Command {
         /// Also draw the speedups and bytes moved as bar charts into this SVG file.
         #[arg(long)]
         plot: Option<PathBuf>,
+    },
+    /// Live per-space and per-link figures of a running program, from the stats page its
+    /// runtime publishes when started with RIMMS_STATS_PAGE=1.
+    Memstat {
+        /// The program's process id.
+        #[arg(long, required_unless_present = "page")]
+        pid: Option<u32>,
+        /// Read the page at this path instead (one given to `RuntimeBuilder::stats_page`).
+        #[arg(long, conflicts_with = "pid")]
+        page: Option<PathBuf>,
+        /// Print again every SECONDS until the program ends.
+        #[arg(long, value_name = "SECONDS")]
+        watch: Option<f64>,
     },
 }
 
@@ -193,6 +206,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Memstat { pid, page, watch } => {
+            let target = match (pid, page) {
+                (_, Some(path)) => memstat::Target::Page(path),
+                // clap requires one of the two.
+                (pid, None) => memstat::Target::Pid(pid.unwrap_or_default()),
+            };
+            match memstat::run(&target, watch, |text| print!("{text}")) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("rimms memstat: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Bench {
             frames,
             app,

@@ -1,0 +1,264 @@
+//! `rimms memstat --pid N`: a running program's memory figures, per space and per link, read
+//! from the stats page its runtime publishes (`RIMMS_STATS_PAGE=1`, see
+//! [`rimms::stats::page`]).
+//!
+//! It lives apart from `run` and `bench` because it never builds a runtime: it only maps
+//! another process's page read-only, so it can watch a program that is busy or stuck without
+//! disturbing it.
+
+use rimms::stats::page::{default_path, PageError, PageSnapshot, StatsPage, STATS_PAGE_ENV};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Why memstat has nothing to show.
+#[derive(Debug, thiserror::Error)]
+pub enum MemstatError {
+    /// The process has no page: not started with the variable, or not a RIMMS program.
+    #[error("process {pid} publishes no stats page ({} does not exist); start it with {STATS_PAGE_ENV}=1", path.display())]
+    NoPage {
+        /// The process asked about.
+        pid: u32,
+        /// Where its page would be.
+        path: PathBuf,
+    },
+    /// A page whose process is gone.
+    #[error("process {pid} is not running; {} is a stale stats page it left behind", path.display())]
+    Stale {
+        /// The process the page names.
+        pid: u32,
+        /// The page.
+        path: PathBuf,
+    },
+    /// A page at the process's path that another process wrote.
+    #[error("{} was published by process {found}, not {pid}", path.display())]
+    OtherProcess {
+        /// The process asked about.
+        pid: u32,
+        /// The process the page names.
+        found: u32,
+        /// The page.
+        path: PathBuf,
+    },
+    /// A page that cannot be read.
+    #[error(transparent)]
+    Page(#[from] PageError),
+    /// `--watch` with an interval that is not a positive number of seconds.
+    #[error("--watch takes a positive number of seconds, got {0}")]
+    Interval(f64),
+}
+
+/// Where to look: a process's default page, or an explicit file.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// `<temp dir>/rimms-stats-<pid>`.
+    Pid(u32),
+    /// A page at a path given to `RuntimeBuilder::stats_page`.
+    Page(PathBuf),
+}
+
+impl Target {
+    fn path(&self) -> PathBuf {
+        match self {
+            Target::Pid(pid) => default_path(*pid),
+            Target::Page(path) => path.clone(),
+        }
+    }
+}
+
+/// Whether process `pid` exists, where the OS says (Linux's /proc); elsewhere assumed so.
+fn running(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
+/// One reading of `target`'s page.
+pub fn read(target: &Target) -> Result<(PathBuf, PageSnapshot), MemstatError> {
+    let path = target.path();
+    let page = match StatsPage::open(&path) {
+        Err(PageError::Missing { path }) => {
+            return Err(match target {
+                Target::Pid(pid) => MemstatError::NoPage { pid: *pid, path },
+                Target::Page(_) => PageError::Missing { path }.into(),
+            })
+        }
+        other => other?,
+    };
+    if let Target::Pid(pid) = target {
+        if page.pid() != *pid {
+            return Err(MemstatError::OtherProcess {
+                pid: *pid,
+                found: page.pid(),
+                path,
+            });
+        }
+    }
+    if !running(page.pid()) {
+        return Err(MemstatError::Stale {
+            pid: page.pid(),
+            path,
+        });
+    }
+    let snapshot = page.read()?;
+    Ok((path, snapshot))
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+/// The two tables: spaces, then links that carried something.
+pub fn render(path: &Path, s: &PageSnapshot, now: SystemTime) -> String {
+    let age = now.duration_since(s.updated).unwrap_or(Duration::ZERO);
+    let mut out = format!(
+        "process {}: {} (updated {} ms ago)\n\n",
+        s.pid,
+        path.display(),
+        age.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "{:<10} {:>14} {:>12} {:>15} {:>12} {:>10} {:>11}",
+        "space",
+        "capacity MiB",
+        "in use MiB",
+        "high water MiB",
+        "allocations",
+        "frees",
+        "zero fills"
+    );
+    for sp in &s.spaces {
+        let _ = writeln!(
+            out,
+            "{:<10} {:>14.2} {:>12.3} {:>15.3} {:>12} {:>10} {:>11}",
+            sp.name,
+            mib(sp.capacity as u64),
+            mib(sp.in_use as u64),
+            mib(sp.high_water as u64),
+            sp.allocations,
+            sp.frees,
+            sp.zero_fills
+        );
+    }
+    out.push('\n');
+    if s.links.is_empty() {
+        out.push_str("links: nothing copied yet\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:<20} {:>10} {:>16} {:>12} {:>12}",
+        "link", "copies", "bytes", "MiB", "time ms"
+    );
+    for l in &s.links {
+        let _ = writeln!(
+            out,
+            "{:<20} {:>10} {:>16} {:>12.3} {:>12.3}",
+            format!("{} -> {}", l.from, l.to),
+            l.copies,
+            l.bytes,
+            mib(l.bytes),
+            l.time.as_secs_f64() * 1e3
+        );
+    }
+    out
+}
+
+/// Prints `target`'s figures once, or with `watch` every so many seconds until its process
+/// ends (which ends the watch without an error once something was shown).
+pub fn run(
+    target: &Target,
+    watch: Option<f64>,
+    mut print: impl FnMut(&str),
+) -> Result<(), MemstatError> {
+    let interval = match watch {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => return Err(MemstatError::Interval(s)),
+    };
+    let (path, snapshot) = read(target)?;
+    print(&render(&path, &snapshot, SystemTime::now()));
+    let Some(interval) = interval else {
+        return Ok(());
+    };
+    loop {
+        std::thread::sleep(interval);
+        match read(target) {
+            Ok((path, snapshot)) => print(&format!(
+                "\n{}",
+                render(&path, &snapshot, SystemTime::now())
+            )),
+            Err(
+                MemstatError::NoPage { .. }
+                | MemstatError::Stale { .. }
+                | MemstatError::Page(PageError::Missing { .. }),
+            ) => {
+                print("\nthe process has ended (its stats page is gone)\n");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rimms::{LinkStats, SpaceStats};
+
+    #[test]
+    fn render_names_every_space_and_each_busy_link() {
+        let space = |name: &str| SpaceStats {
+            name: name.to_string(),
+            capacity: 1 << 30,
+            in_use: 3 << 20,
+            high_water: 4 << 20,
+            allocations: 7,
+            frees: 2,
+            zero_fills: 1,
+        };
+        let snap = PageSnapshot {
+            pid: 42,
+            sequence: 10,
+            updated: SystemTime::UNIX_EPOCH,
+            spaces: vec![space("host"), space("sim0")],
+            links: vec![LinkStats {
+                from: "host".into(),
+                to: "sim0".into(),
+                copies: 5,
+                bytes: 1 << 20,
+                time: Duration::from_millis(2),
+            }],
+        };
+        let text = render(
+            Path::new("/tmp/p"),
+            &snap,
+            SystemTime::UNIX_EPOCH + Duration::from_millis(30),
+        );
+        assert!(
+            text.contains("process 42: /tmp/p (updated 30 ms ago)"),
+            "{text}"
+        );
+        let host = text.lines().find(|l| l.starts_with("host ")).expect(&text);
+        assert!(host.contains("1024.00") && host.contains("3.000") && host.contains("4.000"));
+        let link = text
+            .lines()
+            .find(|l| l.starts_with("host -> sim0"))
+            .expect(&text);
+        assert!(link.contains(" 5 ") && link.contains("1048576"), "{link}");
+        let quiet = PageSnapshot {
+            links: Vec::new(),
+            ..snap
+        };
+        assert!(render(Path::new("/tmp/p"), &quiet, SystemTime::UNIX_EPOCH)
+            .contains("nothing copied yet"));
+    }
+
+    #[test]
+    fn a_bad_interval_is_refused_before_anything_is_read() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let r = run(&Target::Pid(u32::MAX), Some(bad), |_| {});
+            assert!(matches!(r, Err(MemstatError::Interval(_))), "{bad}: {r:?}");
+        }
+    }
+}
