@@ -2,6 +2,7 @@
 //! mode, as a table of medians, speedups and bytes moved.
 
 use crate::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source};
+use indicatif::{ProgressBar, ProgressStyle};
 use rimms::{LinkModel, SimConfig};
 use std::time::Duration;
 
@@ -45,6 +46,28 @@ pub fn mappings() -> Vec<(&'static str, Mapping, SimConfig)> {
     ]
 }
 
+/// Whether hand-written (native) code exists for `mapping`: not for the FPGA mappings, nor
+/// for calls left to the scheduler.
+fn has_native(mapping: Mapping) -> bool {
+    !matches!(mapping, Mapping::Fpga | Mapping::FpgaCpu | Mapping::Auto)
+}
+
+/// A bar with one tick per (app, mapping, mode) cell that [`run`] measures, on stderr. It
+/// draws only when stderr is a terminal, so piped output and `--json` stay clean.
+pub fn progress_bar(apps: &[App]) -> ProgressBar {
+    let per_app: usize = mappings()
+        .iter()
+        .map(|(_, mapping, _)| 2 + usize::from(has_native(*mapping)))
+        .sum();
+    let bar = ProgressBar::new((apps.len() * per_app) as u64);
+    // The template is a constant; the default style is only a fallback that never runs.
+    let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
 fn measure(
     app: App,
     mapping: Mapping,
@@ -68,7 +91,8 @@ fn measure(
     })
 }
 
-/// Runs the table; fails on an error, or if the modes disagree on a result.
+/// Runs the table; fails on an error, or if the modes disagree on a result. `progress` is
+/// told each cell ("fzf on cpu: rimms") as it starts.
 pub fn run(
     frames: usize,
     apps: &[App],
@@ -77,12 +101,16 @@ pub fn run(
     let mut rows = Vec::new();
     for &app in apps {
         for (map, mapping, sim) in mappings() {
-            progress(&format!("{} on {map}", app.name()));
-            let baseline = measure(app, mapping, &sim, Mode::Baseline, frames)?;
-            let rimms = measure(app, mapping, &sim, Mode::Rimms, frames)?;
-            let native = match mapping {
-                Mapping::Fpga | Mapping::FpgaCpu | Mapping::Auto => None,
-                _ => Some(measure(app, mapping, &sim, Mode::Native, frames)?),
+            let mut cell = |mode: Mode| {
+                progress(&format!("{} on {map}: {}", app.name(), mode.name()));
+                measure(app, mapping, &sim, mode, frames)
+            };
+            let baseline = cell(Mode::Baseline)?;
+            let rimms = cell(Mode::Rimms)?;
+            let native = if has_native(mapping) {
+                Some(cell(Mode::Native)?)
+            } else {
+                None
             };
             // All modes run the same kernels on the same data: results must be identical.
             let others =

@@ -235,12 +235,14 @@ fn main() -> ExitCode {
             } else {
                 app
             };
+            let bar = bench::progress_bar(&apps);
             let progress = |what: &str| {
-                if !json {
-                    eprintln!("running {what} ...");
-                }
+                bar.inc(1);
+                bar.set_message(what.to_string());
             };
-            match bench::run(frames, &apps, progress) {
+            let result = bench::run(frames, &apps, progress);
+            bar.finish_and_clear();
+            match result {
                 Ok(rows) => {
                     if json {
                         println!("{}", bench::json(&rows, frames));
