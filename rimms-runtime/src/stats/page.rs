@@ -742,6 +742,82 @@ mod tests {
         ));
     }
 
+    /// Stats whose every figure is `k`, so a torn read shows as two different figures.
+    fn uniform(k: u64) -> Stats {
+        let k_usize = usize::try_from(k).expect("small");
+        Stats {
+            links: vec![LinkStats {
+                from: "host".into(),
+                to: "torn".into(),
+                copies: k,
+                bytes: k,
+                time: Duration::from_nanos(k),
+            }],
+            spaces: ["host", "torn"]
+                .iter()
+                .map(|name| SpaceStats {
+                    name: name.to_string(),
+                    capacity: k_usize,
+                    in_use: k_usize,
+                    high_water: k_usize,
+                    allocations: k,
+                    frees: k,
+                    zero_fills: k,
+                })
+                .collect(),
+            apis: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn reads_during_constant_updates_are_never_torn() {
+        let (path, writer) = page_of(&["host", "torn"]);
+        writer.publish(&uniform(1));
+        let page = StatsPage::open(&path).expect("open");
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut k = 2;
+                while !done.load(Ordering::Relaxed) {
+                    writer.publish(&uniform(k));
+                    k += 1;
+                }
+            });
+            // Stops the writer however the reader ends, a failed assertion included.
+            struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _done = Done(&done);
+            let mut last = 0;
+            for _ in 0..2000 {
+                let snap = page.read().expect("read");
+                let link = &snap.links[0];
+                let k = link.copies;
+                assert!(k >= last, "went back from {last} to {k}");
+                last = k;
+                let figures = [link.bytes, link.time.as_nanos() as u64].into_iter().chain(
+                    snap.spaces.iter().flat_map(|s| {
+                        [
+                            s.capacity as u64,
+                            s.in_use as u64,
+                            s.high_water as u64,
+                            s.allocations,
+                            s.frees,
+                            s.zero_fills,
+                        ]
+                    }),
+                );
+                for f in figures {
+                    assert_eq!(f, k, "a torn read: {snap:?}");
+                }
+            }
+        });
+        std::fs::remove_file(&path).expect("remove");
+    }
+
     #[test]
     fn a_page_stuck_mid_update_reads_as_busy() {
         let (path, writer) = page_of(&["host", "busy"]);
