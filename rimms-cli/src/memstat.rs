@@ -109,13 +109,17 @@ fn mib(bytes: u64) -> f64 {
 
 /// The two tables: spaces, then links that carried something.
 pub fn render(path: &Path, s: &PageSnapshot, now: SystemTime) -> String {
-    let age = now.duration_since(s.updated).unwrap_or(Duration::ZERO);
-    let mut out = format!(
-        "process {}: {} (updated {} ms ago)\n\n",
-        s.pid,
-        path.display(),
-        age.as_millis()
-    );
+    // Sequence 0: the page exists but its publisher has not filled it in yet.
+    let age = match s.sequence {
+        0 => "not updated yet".to_string(),
+        _ => format!(
+            "updated {} ms ago",
+            now.duration_since(s.updated)
+                .unwrap_or(Duration::ZERO)
+                .as_millis()
+        ),
+    };
+    let mut out = format!("process {}: {} ({age})\n\n", s.pid, path.display());
     let _ = writeln!(
         out,
         "{:<10} {:>14} {:>12} {:>15} {:>12} {:>10} {:>11}",
@@ -252,6 +256,13 @@ mod tests {
         };
         assert!(render(Path::new("/tmp/p"), &quiet, SystemTime::UNIX_EPOCH)
             .contains("nothing copied yet"));
+        let fresh = PageSnapshot {
+            sequence: 0,
+            ..quiet
+        };
+        assert!(
+            render(Path::new("/tmp/p"), &fresh, SystemTime::now()).contains("(not updated yet)")
+        );
     }
 
     #[test]
