@@ -497,7 +497,7 @@ impl Publisher {
     /// published by another runtime of this process.
     pub(crate) fn create<'a>(
         path: Option<PathBuf>,
-        spaces: impl ExactSizeIterator<Item = &'a str>,
+        spaces: impl Iterator<Item = &'a str>,
     ) -> Result<Option<Publisher>> {
         let (path, explicit) = match path {
             Some(p) => (p, true),
