@@ -40,7 +40,7 @@ enum Command {
     /// Apps on every mapping available here: baseline (CEDR), rimms and native.
     Bench {
         /// Frames per cell (the median frame is reported).
-        #[arg(long, default_value_t = 40)]
+        #[arg(long, default_value_t = 200)]
         frames: usize,
         /// Only these apps (default: 2fft, fzf, zip3x).
         #[arg(long, value_enum)]
