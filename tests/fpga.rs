@@ -279,3 +279,30 @@ fn placed_buffers_are_written_where_the_accelerator_reads_them_so_frames_copy_no
     // Nothing crosses between host memory and the u-dma-buf: only cache maintenance.
     assert_eq!(rt.stats().total_copies(), 0);
 }
+
+#[test]
+fn zero_copy_puts_unplaced_host_and_cpu_data_in_the_u_dma_buf() {
+    let build = |mode| {
+        Runtime::builder()
+            .fpga(FpgaSource::Emulated(FpgaSource::default_layout()))
+            .mode(mode)
+            .zero_copy(true)
+            .build()
+            .expect("runtime with an emulated board")
+    };
+    // The inputs, written by the host, and the CPU's product land where the FFT cores read
+    // them: nothing is copied, tracked.
+    let rt = build(ExecMode::Tracked);
+    let y = fzf(&rt, FFT0, Device::Cpu, FFT1);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_eq!(rt.stats().total_copies(), 0);
+    // CEDR keeps its data on the host whatever the option says: baseline stages as before.
+    let rt = build(ExecMode::Baseline);
+    let y = fzf(&rt, FFT0, ZIP0, FFT1);
+    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    let s = rt.stats();
+    assert_eq!(
+        (s.copies("host", UDMABUF), s.copies(UDMABUF, "host")),
+        (4, 3)
+    );
+}

@@ -134,7 +134,10 @@ fn fpga_emu_runs_as_its_own_process_and_rimms_run_drives_it_through_the_board_fi
     }
     let out = board.exists().then(|| {
         Command::new(env!("CARGO_BIN_EXE_rimms"))
-            .args(["run", "fzf", "--map", "fpga", "--frames", "2", "--json"])
+            // Baseline stages every FPGA call through the u-dma-buf (tracked, nothing moves).
+            .args([
+                "run", "fzf", "--map", "fpga", "--mode", "baseline", "--frames", "2", "--json",
+            ])
             .env("RIMMS_FPGA_BOARD", &board)
             .output()
             .expect("rimms run")
@@ -153,7 +156,7 @@ fn fpga_emu_runs_as_its_own_process_and_rimms_run_drives_it_through_the_board_fi
     );
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["map"], "fpga");
-    // The FPGA's memory is the emulator's u-dma-buf: the frames' inputs went there.
+    // The FPGA's memory is the emulator's u-dma-buf: the calls' arguments went there.
     let links = v["links"].as_array().expect("links");
     assert!(links.iter().any(|l| l["to"] == "udmabuf0"), "{links:?}");
     assert!(stopped, "the emulator stops when its stop file appears");

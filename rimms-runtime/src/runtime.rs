@@ -73,6 +73,7 @@ pub struct RuntimeBuilder {
     trace_file: Option<PathBuf>,
     policy: Policy,
     costs: CostTable,
+    zero_copy: bool,
     stats_page: Option<PathBuf>,
 }
 
@@ -88,6 +89,7 @@ impl Default for RuntimeBuilder {
             trace_file: None,
             policy: Policy::default(),
             costs: CostTable::default(),
+            zero_copy: false,
             stats_page: None,
         }
     }
@@ -155,6 +157,15 @@ impl RuntimeBuilder {
     /// Default: `<temp dir>/rimms-stats-<pid>` if `RIMMS_STATS_PAGE=1`, else no page.
     pub fn stats_page(mut self, path: impl Into<PathBuf>) -> Self {
         self.stats_page = Some(path.into());
+        self
+    }
+
+    /// Buffers with no placement that host code or a CPU kernel writes first live in the
+    /// first host-mapped device memory (an FPGA's u-dma-buf) instead of host memory, so the
+    /// accelerators sharing it read them in place: the paper's zero-copy pipeline on a Zynq.
+    /// Off by default; ignored in baseline mode, where data lives on the host as in CEDR.
+    pub fn zero_copy(mut self, on: bool) -> Self {
+        self.zero_copy = on;
         self
     }
 
@@ -261,6 +272,10 @@ impl RuntimeBuilder {
                 queues: DeviceQueues::new(devices.len()),
                 first_of_kind,
                 host_mapped,
+                default_home: host_mapped
+                    .iter()
+                    .next()
+                    .filter(|_| self.zero_copy && self.mode == ExecMode::Tracked),
                 mode: self.mode,
                 granule: self.granule,
                 spaces,
@@ -320,6 +335,9 @@ pub(crate) struct Shared {
     first_of_kind: [usize; 4],
     /// Spaces besides the host that host code reaches in place.
     pub host_mapped: SpaceSet,
+    /// Where a buffer without a placement lives when a device that reaches it writes it first
+    /// (`RuntimeBuilder::zero_copy`); `None`: in the writer's own space.
+    pub default_home: Option<SpaceId>,
     granule: usize,
     spaces: Vec<SpaceEntry>,
     devices: Vec<DeviceEntry>,

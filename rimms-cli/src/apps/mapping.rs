@@ -95,7 +95,11 @@ impl Mapping {
             Mapping::Cpu => builder.build(),
             Mapping::Sim => builder.sim(sim.clone()).build(),
             Mapping::Auto => builder.sim(sim.clone()).sim(sim.clone()).build(),
-            Mapping::Fpga | Mapping::FpgaCpu => builder.fpga(FpgaSource::from_env()?).build(),
+            // Data the FPGA and the CPU share lives in the u-dma-buf, where both use it in place.
+            Mapping::Fpga | Mapping::FpgaCpu => builder
+                .fpga(FpgaSource::from_env()?)
+                .zero_copy(true)
+                .build(),
         }
     }
 }

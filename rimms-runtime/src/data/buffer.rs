@@ -212,11 +212,16 @@ impl RawBuffer {
     }
 
     /// The space an access by a device that reaches `reach` (besides its own space `own`)
-    /// should bring data into: the buffer's home if the device reaches it, else its own.
+    /// should bring data into: the buffer's home if the device reaches it, else its own. A
+    /// buffer with no home yet goes where the runtime puts unplaced data, if the device reaches
+    /// that.
     #[inline]
     pub(crate) fn target(&self, own: SpaceId, reach: SpaceSet) -> SpaceId {
         match self.home.load(Ordering::Relaxed) {
-            NO_HOME => own,
+            NO_HOME => match self.rt.default_home {
+                Some(home) if reach.contains(home) => home,
+                _ => own,
+            },
             home if reach.contains(SpaceId(home)) => SpaceId(home),
             _ => own,
         }
