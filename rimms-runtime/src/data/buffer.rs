@@ -2,7 +2,7 @@
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
 use crate::coherence::{
-    self, Access, FragmentSpan, FragmentState, FragmentTable, Published, WithTable,
+    self, Access, AcquirePlan, FragmentSpan, FragmentState, FragmentTable, Published, WithTable,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Shared;
@@ -137,10 +137,7 @@ impl RawBuffer {
     ) -> Result<bool> {
         let mut inner = self.lock();
         let block = self.ensure_block(&mut inner, space)?;
-        let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
-        let plan = inner.table.plan_acquire(&span, space, access, |src, dst| {
-            self.rt.link_cost(src, dst, 1 << self.shift())
-        });
+        let plan = self.plan(&inner.table, start, len, space, access);
         if plan.is_empty() {
             return Ok(false);
         }
@@ -182,11 +179,7 @@ impl RawBuffer {
         }
         let space = self.target(own, reach);
         let shift = self.shift();
-        let inner = self.lock();
-        let span = FragmentSpan::of(start..start + len, shift, self.bytes);
-        let plan = inner.table.plan_acquire(&span, space, access, |src, dst| {
-            self.rt.link_cost(src, dst, 1 << shift)
-        });
+        let plan = self.plan(&self.lock().table, start, len, space, access);
         plan.moves
             .iter()
             .map(|m| {
@@ -194,6 +187,23 @@ impl RawBuffer {
                 self.rt.link_cost(m.src, space, bytes)
             })
             .sum()
+    }
+
+    /// What an access of bytes `start..start+len` in `space` must move and fill first, each
+    /// fragment from its cheapest valid source over the runtime's links.
+    fn plan(
+        &self,
+        table: &FragmentTable,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        access: Access,
+    ) -> AcquirePlan {
+        let shift = self.shift();
+        let span = FragmentSpan::of(start..start + len, shift, self.bytes);
+        table.plan_acquire(&span, space, access, |src, dst| {
+            self.rt.link_cost(src, dst, 1 << shift)
+        })
     }
 
     /// Byte range of a run of fragments, clipped to the buffer.
