@@ -137,11 +137,13 @@ pub fn run(
     Ok(rows)
 }
 
-fn ms(d: Duration) -> f64 {
+/// Milliseconds, as the tables print them.
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn mib(bytes: u64) -> f64 {
+/// MiB, as the tables print them.
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 

@@ -6,6 +6,7 @@
 //! another process's page read-only, so it can watch a program that is busy or stuck without
 //! disturbing it.
 
+use crate::bench::mib;
 use rimms::stats::page::{default_path, PageError, PageSnapshot, StatsPage, STATS_PAGE_ENV};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -101,10 +102,6 @@ pub fn read(target: &Target) -> Result<(PathBuf, PageSnapshot), MemstatError> {
     }
     let snapshot = page.read()?;
     Ok((path, snapshot))
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1 << 20) as f64
 }
 
 /// The two tables: spaces, then links that carried something.

@@ -14,11 +14,18 @@
 //! schedulers decide on. Times are medians of whole frames, measured in one run.
 
 use crate::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source, Submit};
+use crate::bench::{mib, ms};
 use rimms::{CostTable, Device, LinkModel, Policy, SimConfig};
 use std::time::Duration;
 
 /// The apps the benchmark runs.
 pub const APPS: [App; 2] = [App::PulseDoppler, App::Sar];
+
+/// Every app on every platform, in table order.
+pub fn cases() -> impl Iterator<Item = (App, Platform)> {
+    APPS.into_iter()
+        .flat_map(|app| Platform::ALL.map(|platform| (app, platform)))
+}
 
 /// The policies compared, CEDR's first.
 pub fn policies() -> [Policy; 4] {
@@ -106,7 +113,7 @@ pub struct Row {
 /// app disagree on its result.
 pub fn run(frames: usize, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, String> {
     let mut rows: Vec<Row> = Vec::new();
-    for (app, platform) in APPS.into_iter().flat_map(|a| Platform::ALL.map(|p| (a, p))) {
+    for (app, platform) in cases() {
         for policy in policies() {
             for submit in [Submit::Sequential, Submit::Scoped] {
                 let name = policy.name();
@@ -167,7 +174,7 @@ pub fn table(rows: &[Row], frames: usize) -> String {
             r.app == app && r.platform == platform && r.policy == policy && r.submit == submit
         })
     };
-    for (app, platform) in APPS.into_iter().flat_map(|a| Platform::ALL.map(|p| (a, p))) {
+    for (app, platform) in cases() {
         let aware = find(app, platform, Policy::DataAwareEft.name(), Submit::Scoped);
         for policy in policies() {
             let name = policy.name();
@@ -199,12 +206,4 @@ pub fn table(rows: &[Row], frames: usize) -> String {
 
 fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64().max(1e-12)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1 << 20) as f64
 }

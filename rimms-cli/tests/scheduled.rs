@@ -5,7 +5,7 @@
 
 use rimms::{Policy, SimConfig};
 use rimms_cli::apps::{self, AppResult, Mapping, Mode, Options, Scenario, Source, Submit};
-use rimms_cli::sched_bench::{self, Platform};
+use rimms_cli::sched_bench;
 
 fn run(app: apps::App, opts: &Options) -> apps::Run<AppResult> {
     apps::run(app, &Source::Generated(Scenario::default()), opts)
@@ -29,10 +29,7 @@ fn scoped_submission_moves_what_sequential_does_and_agrees() {
 
 #[test]
 fn every_policy_finds_what_the_cpu_finds_and_data_aware_moves_less_than_round_robin() {
-    let cases = sched_bench::APPS
-        .into_iter()
-        .flat_map(|a| Platform::ALL.map(|p| (a, p)));
-    for (app, platform) in cases {
+    for (app, platform) in sched_bench::cases() {
         let reference = run(app, &Options::new(Mode::Rimms, Mapping::Cpu));
         let mut bytes = Vec::new();
         for policy in sched_bench::policies() {
