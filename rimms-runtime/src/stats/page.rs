@@ -447,14 +447,7 @@ impl Writer {
         let index = |name: &str| self.names.iter().position(|s| s == name);
         for s in &stats.spaces {
             if let Some(i) = index(&s.name) {
-                data[i * SPACE_WORDS..(i + 1) * SPACE_WORDS].copy_from_slice(&[
-                    s.capacity as u64,
-                    s.in_use as u64,
-                    s.high_water as u64,
-                    s.allocations,
-                    s.frees,
-                    s.zero_fills,
-                ]);
+                data[i * SPACE_WORDS..(i + 1) * SPACE_WORDS].copy_from_slice(&space_words(s));
             }
         }
         for l in &stats.links {
@@ -582,6 +575,18 @@ impl Drop for Publisher {
         }
         claimed().retain(|p| p != &self.path);
     }
+}
+
+/// A space's figures as the page stores them, in the order `decode` reads them back.
+fn space_words(s: &SpaceStats) -> [u64; SPACE_WORDS] {
+    [
+        s.capacity as u64,
+        s.in_use as u64,
+        s.high_water as u64,
+        s.allocations,
+        s.frees,
+        s.zero_fills,
+    ]
 }
 
 /// `name` cut to fit a name slot, at a character boundary.
@@ -798,18 +803,9 @@ mod tests {
                 let k = link.copies;
                 assert!(k >= last, "went back from {last} to {k}");
                 last = k;
-                let figures = [link.bytes, link.time.as_nanos() as u64].into_iter().chain(
-                    snap.spaces.iter().flat_map(|s| {
-                        [
-                            s.capacity as u64,
-                            s.in_use as u64,
-                            s.high_water as u64,
-                            s.allocations,
-                            s.frees,
-                            s.zero_fills,
-                        ]
-                    }),
-                );
+                let figures = [link.bytes, link.time.as_nanos() as u64]
+                    .into_iter()
+                    .chain(snap.spaces.iter().flat_map(space_words));
                 for f in figures {
                     assert_eq!(f, k, "a torn read: {snap:?}");
                 }
