@@ -1,7 +1,7 @@
 //! `#[rimms::api]`: a declaration becomes a registered API and a typed function to call it.
 
 use crate::paths;
-use crate::signature::{fn_pointer_type, read_params, Errors, Mode, Param};
+use crate::signature::{device_ctx, fn_pointer_type, read_params, Errors, Form, Mode, Param};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Attribute, ForeignItemFn, Ident, ReturnType, Visibility};
@@ -35,6 +35,16 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let params = read_params(&mut decl.sig, &mut errors);
+    for p in &params {
+        if let Param::Managed {
+            form: Form::Device,
+            span,
+            ..
+        } = p
+        {
+            errors.at(*span, "an API declares its buffers as `&[T]` / `&mut [T]`; `DevSlice<T>` and `DevSliceMut<T>` are how device implementations take them");
+        }
+    }
     if let Some(errors) = errors.finish() {
         return errors;
     }
@@ -71,7 +81,8 @@ pub fn api_items(
     let spec = spec_ident(name);
     let decl = decl_ident(name);
     let name_str = name.to_string();
-    let signature = fn_pointer_type(params, output);
+    let signature = fn_pointer_type(params, output, Form::Host, rimms);
+    let device_signature = fn_pointer_type(params, output, Form::Device, rimms);
     // An implementation that can fail returns the runtime's `Result`; its error becomes the
     // call's.
     let propagate = match output {
@@ -87,12 +98,20 @@ pub fn api_items(
     let mut kernel_args = Vec::new();
     let mut bound = Vec::new();
     let mut call_args = Vec::new();
+    let mut device_call_args = Vec::new();
+    if device_ctx(params, Form::Device) {
+        device_call_args.push(quote!(__rimms_ctx));
+    }
     for p in params {
         match p {
-            Param::Ctx { .. } => call_args.push(quote!(__rimms_ctx)),
+            Param::Ctx { .. } => {
+                call_args.push(quote!(__rimms_ctx));
+                device_call_args.push(quote!(__rimms_ctx));
+            }
             Param::Plain { name, ty } => {
                 inputs.push(quote!(#name: #ty));
                 call_args.push(quote!(#name));
+                device_call_args.push(quote!(#name));
             }
             Param::Managed {
                 name, elem, mode, ..
@@ -105,6 +124,7 @@ pub fn api_items(
                         inputs.push(quote!(#name: &impl #rimms::Input<#elem>));
                         kernel_args.push(quote!(#rimms::KernelArg::read(#label, #name)));
                         call_args.push(quote!(unsafe { #local.slice::<#elem>() }));
+                        device_call_args.push(quote!(unsafe { #local.dev_slice::<#elem>() }));
                     }
                     Mode::ReadWrite | Mode::Write => {
                         let ctor = if *mode == Mode::Write {
@@ -115,6 +135,7 @@ pub fn api_items(
                         inputs.push(quote!(#name: &mut impl #rimms::Output<#elem>));
                         kernel_args.push(quote!(#rimms::KernelArg::#ctor(#label, #name)));
                         call_args.push(quote!(unsafe { #local.slice_mut::<#elem>() }));
+                        device_call_args.push(quote!(unsafe { #local.dev_slice_mut::<#elem>() }));
                     }
                 }
             }
@@ -145,6 +166,7 @@ pub fn api_items(
 
         impl #rimms::__private::ApiSpec for #spec {
             type Signature = #signature;
+            type DeviceSignature = #device_signature;
             const MODES: &'static [#rimms::__private::Access] = &[#(#modes),*];
             fn decl() -> &'static #rimms::__private::ApiDecl {
                 &#decl
@@ -159,14 +181,21 @@ pub fn api_items(
                 #device,
                 &#decl,
                 [#(#kernel_args),*],
-                move |__rimms_ctx, __rimms_impl, [#(#bound),*]| {
-                    let __rimms_f = #rimms::__private::downcast::<#signature>(__rimms_impl, &#decl, __rimms_ctx)?;
-                    // SAFETY: each argument was made from a buffer of the element type named
-                    // here; written ones come from `&mut` views, which the borrow checker keeps
-                    // apart from every other argument, and whole fragments keep them apart
-                    // from other calls.
-                    __rimms_f(#(#call_args),*)#propagate;
-                    ::core::result::Result::Ok(())
+                // SAFETY (both arms): each argument was made from a buffer of the element type
+                // named here; written ones come from `&mut` views, which the borrow checker
+                // keeps apart from every other argument, and whole fragments keep them apart
+                // from other calls.
+                move |__rimms_ctx, __rimms_impl, __rimms_args| match __rimms_args {
+                    #rimms::__private::PlacedArgs::Host([#(#bound),*]) => {
+                        let __rimms_f = #rimms::__private::downcast::<#signature>(__rimms_impl, &#decl, __rimms_ctx)?;
+                        __rimms_f(#(#call_args),*)#propagate;
+                        ::core::result::Result::Ok(())
+                    }
+                    #rimms::__private::PlacedArgs::Device([#(#bound),*]) => {
+                        let __rimms_f = #rimms::__private::downcast::<#device_signature>(__rimms_impl, &#decl, __rimms_ctx)?;
+                        __rimms_f(#(#device_call_args),*)#propagate;
+                        ::core::result::Result::Ok(())
+                    }
                 },
             )
         }

@@ -3,7 +3,7 @@
 
 use crate::api::{api_items, decl_ident, spec_ident, Caller};
 use crate::paths;
-use crate::signature::{read_params, Errors, Param};
+use crate::signature::{form_of, read_params, Errors, Form, Param};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::parse::{Parse, ParseStream};
@@ -187,13 +187,17 @@ fn implementation(
             };
         });
     }
-    // The function must coerce to the API's signature; registering this constant (not the
-    // function) keeps a mismatch to one error.
+    let form = form_of(params, errors);
+    host_form_on_gpu(&args.devices, form, errors);
+    // The function must coerce to the API's signature (or its device form); registering this
+    // constant (not the function) keeps a mismatch to one error.
     let checked = format_ident!("__RIMMS_IMPL_{}", name);
+    let signature = signature_of(rimms, &quote!(#spec), form);
     let signature_check = quote! {
         #[allow(non_upper_case_globals)]
-        const #checked: <#spec as #rimms::__private::ApiSpec>::Signature = #name;
+        const #checked: #signature = #name;
     };
+    let form_tokens = form.tokens(rimms);
     let registrations = args.devices.iter().map(|d| {
         let kind = kind_tokens(rimms, &d.kind);
         quote! {
@@ -201,6 +205,7 @@ fn implementation(
                 #rimms::__private::KernelImpl {
                     api: &#decl,
                     device: #kind,
+                    form: #form_tokens,
                     func: &#checked,
                 }
             }
@@ -211,6 +216,23 @@ fn implementation(
         #signature_check
         #(#checks)*
         #(#registrations)*
+    }
+}
+
+/// The `fn` pointer type an implementation of `form` coerces to.
+fn signature_of(rimms: &TokenStream, spec: &TokenStream, form: Form) -> TokenStream {
+    match form {
+        Form::Host => quote!(<#spec as #rimms::__private::ApiSpec>::Signature),
+        Form::Device => quote!(<#spec as #rimms::__private::ApiSpec>::DeviceSignature),
+    }
+}
+
+/// A GPU's memory is not the CPU's: an implementation for it takes device slices.
+fn host_form_on_gpu(devices: &[DeviceSpec], form: Form, errors: &mut Errors) {
+    if form == Form::Host {
+        if let Some(gpu) = devices.iter().find(|d| d.kind == "gpu") {
+            errors.at(gpu.kind.span(), "a GPU kernel cannot take `&[T]` / `&mut [T]`: its buffers are in device memory; take `rimms::DevSlice<T>` / `rimms::DevSliceMut<T>` and hand their addresses to the driver");
+        }
     }
 }
 
@@ -258,8 +280,15 @@ fn standalone(
     } else {
         vec![kind_tokens(rimms, &device.kind)]
     };
+    let form = form_of(params, errors);
+    host_form_on_gpu(std::slice::from_ref(device), form, errors);
+    if form == Form::Device && device.kind == AUTO {
+        errors.at(device.kind.span(), "`auto` places a kernel on devices that run host code; a kernel that takes device slices names its device kind");
+    }
     let spec = spec_ident(&name);
     let decl = decl_ident(&name);
+    let signature = signature_of(rimms, &quote!(#spec), form);
+    let form_tokens = form.tokens(rimms);
     let items = api_items(
         rimms,
         &func.vis,
@@ -285,7 +314,8 @@ fn standalone(
                 #rimms::__private::KernelImpl {
                     api: &#decl,
                     device: #kinds,
-                    func: &(#body_name as <#spec as #rimms::__private::ApiSpec>::Signature),
+                    form: #form_tokens,
+                    func: &(#body_name as #signature),
                 }
             }
         )*

@@ -32,6 +32,24 @@ impl Mode {
     }
 }
 
+/// How an implementation takes a managed argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// `&[T]` / `&mut [T]`: host-addressable memory.
+    Host,
+    /// `DevSlice<T>` / `DevSliceMut<T>`: device memory.
+    Device,
+}
+
+impl Form {
+    pub fn tokens(self, rimms: &TokenStream) -> TokenStream {
+        match self {
+            Form::Host => quote!(#rimms::__private::Form::Host),
+            Form::Device => quote!(#rimms::__private::Form::Device),
+        }
+    }
+}
+
 pub enum Param {
     /// `ctx: &KernelCtx`, first only.
     Ctx { ty: Type },
@@ -40,6 +58,7 @@ pub enum Param {
         name: Ident,
         elem: Type,
         mode: Mode,
+        form: Form,
         span: Span,
     },
     /// Passed by value.
@@ -47,15 +66,48 @@ pub enum Param {
 }
 
 impl Param {
-    /// The parameter's type in the implementation's `fn` pointer type.
-    pub fn impl_type(&self) -> TokenStream {
+    /// The parameter's type in the `fn` pointer type of an implementation of `form`.
+    pub fn impl_type(&self, form: Form, rimms: &TokenStream) -> TokenStream {
         match self {
             Param::Ctx { ty } | Param::Plain { ty, .. } => ty.to_token_stream(),
-            Param::Managed { elem, mode, .. } => match mode {
-                Mode::Read => quote!(&[#elem]),
-                Mode::ReadWrite | Mode::Write => quote!(&mut [#elem]),
+            Param::Managed { elem, mode, .. } => match (form, mode) {
+                (Form::Host, Mode::Read) => quote!(&[#elem]),
+                (Form::Host, Mode::ReadWrite | Mode::Write) => quote!(&mut [#elem]),
+                (Form::Device, Mode::Read) => quote!(#rimms::DevSlice<'_, #elem>),
+                (Form::Device, Mode::ReadWrite | Mode::Write) => {
+                    quote!(#rimms::DevSliceMut<'_, #elem>)
+                }
             },
         }
+    }
+}
+
+/// `&[T]` (false, T), `&mut [T]` (true, T), `DevSlice<T>` and `DevSliceMut<T>` likewise.
+fn managed_type(ty: &Type) -> Option<(bool, Type, Form)> {
+    match ty {
+        Type::Reference(r) => match &*r.elem {
+            Type::Slice(s) => Some((r.mutability.is_some(), (*s.elem).clone(), Form::Host)),
+            _ => None,
+        },
+        Type::Path(p) => {
+            let last = p.path.segments.last()?;
+            let mutable = if last.ident == "DevSlice" {
+                false
+            } else if last.ident == "DevSliceMut" {
+                true
+            } else {
+                return None;
+            };
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            let elem = args.args.iter().find_map(|a| match a {
+                syn::GenericArgument::Type(t) => Some(t.clone()),
+                _ => None,
+            })?;
+            Some((mutable, elem, Form::Device))
+        }
+        _ => None,
     }
 }
 
@@ -153,15 +205,8 @@ pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
             params.push(Param::Ctx { ty });
             continue;
         }
-        let slice = match &ty {
-            Type::Reference(r) => match &*r.elem {
-                Type::Slice(s) => Some((r.mutability.is_some(), (*s.elem).clone())),
-                _ => None,
-            },
-            _ => None,
-        };
-        match (slice, out_span) {
-            (Some((mutable, elem)), out) => {
+        match (managed_type(&ty), out_span) {
+            (Some((mutable, elem, form)), out) => {
                 let mode = match (mutable, out) {
                     (false, None) => Mode::Read,
                     (true, None) => Mode::ReadWrite,
@@ -175,6 +220,7 @@ pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
                     name,
                     elem,
                     mode,
+                    form,
                     span: arg.span(),
                 });
             }
@@ -201,10 +247,41 @@ pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
     params
 }
 
-/// `fn(types...) [-> R]`: what every implementation must coerce to. An API that can fail
-/// (a device that reports faults) returns a `rimms::Result<()>`, and so must its
+/// `fn(types...) [-> R]`: what every implementation of `form` must coerce to. An API that
+/// can fail (a device that reports faults) returns a `rimms::Result<()>`, and so must its
 /// implementations.
-pub fn fn_pointer_type(params: &[Param], output: &ReturnType) -> TokenStream {
-    let types = params.iter().map(Param::impl_type);
-    quote!(fn(#(#types),*) #output)
+pub fn fn_pointer_type(
+    params: &[Param],
+    output: &ReturnType,
+    form: Form,
+    rimms: &TokenStream,
+) -> TokenStream {
+    let types = params.iter().map(|p| p.impl_type(form, rimms));
+    let ctx = device_ctx(params, form).then(|| quote!(&#rimms::KernelCtx<'_>,));
+    quote!(fn(#ctx #(#types),*) #output)
+}
+
+/// Whether a device implementation gets the kernel context although the API does not
+/// declare it: a device kernel always needs its driver, which it reaches through the context.
+pub fn device_ctx(params: &[Param], form: Form) -> bool {
+    form == Form::Device && !params.iter().any(|p| matches!(p, Param::Ctx { .. }))
+}
+
+/// The one form of an implementation's managed arguments; a mix is an error at the first
+/// argument that differs from the first.
+pub fn form_of(params: &[Param], errors: &mut Errors) -> Form {
+    let mut managed = params.iter().filter_map(|p| match p {
+        Param::Managed { form, span, .. } => Some((*form, *span)),
+        _ => None,
+    });
+    let Some((first, _)) = managed.next() else {
+        return Form::Host;
+    };
+    for (form, span) in managed {
+        if form != first {
+            errors.at(span, "a kernel takes all its buffers the same way: `&[T]` / `&mut [T]` for host memory, or `DevSlice<T>` / `DevSliceMut<T>` for device memory");
+            break;
+        }
+    }
+    first
 }

@@ -157,6 +157,17 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// Zeroing fresh fragments in a device's memory failed.
+    #[error("zero fill of {bytes} bytes in {space} failed: {why}")]
+    Fill {
+        /// The space.
+        space: String,
+        /// Bytes to zero.
+        bytes: usize,
+        /// Why.
+        why: String,
+    },
+
     /// A copy between spaces failed.
     #[error("copy of {bytes} bytes from {from} to {to} failed: {why}")]
     Transfer {

@@ -23,7 +23,9 @@ pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
-pub use kernel::{apis, Api, ApiDecl, FftDirection, HostArg, KernelArg, KernelCtx, ZipOp};
+pub use kernel::{
+    apis, Api, ApiDecl, DevSlice, DevSliceMut, FftDirection, HostArg, KernelArg, KernelCtx, ZipOp,
+};
 pub use rimms_macros::{api, kernel, parallel_for};
 
 /// What the macros expand to. Not a stable API: use the macros.
@@ -34,7 +36,8 @@ pub mod __private {
         check_loop_bounds, run_loop, LoopMut, LoopRead, LoopWrite, LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DeviceKind, KernelImpl,
+        call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg, DeviceKind, Form,
+        KernelImpl, PlacedArgs,
     };
     pub use inventory;
 

@@ -7,12 +7,14 @@ use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, Executor};
+use crate::backend::{Backend, Executor, SpaceMemory};
 use crate::error::{Error, Result};
 use crate::kernel::registry::{registry, DeviceKind};
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
-use crate::space::{LinkModel, Occupancy, Pending, Pool, SpaceId, SpaceSet, MAX_SPACES};
+use crate::space::{
+    LinkModel, Occupancy, Pending, Pool, Region, SharedDeviceMemory, SpaceId, SpaceSet, MAX_SPACES,
+};
 use crate::stats::page::Publisher;
 use crate::stats::{
     trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats, Timeline,
@@ -185,6 +187,15 @@ impl RuntimeBuilder {
             )));
         }
         let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+        if let Some(index) = self
+            .sims
+            .iter()
+            .position(|s| s.host_mapped && s.device_memory)
+        {
+            return Err(Error::Config(format!(
+                "sim{index} cannot be both host_mapped and device_memory: the CPU either addresses its memory or does not"
+            )));
+        }
         for (index, config) in self.sims.into_iter().enumerate() {
             // At most MAX_SPACES - 1 sims (checked above), so the index fits in a u8.
             backends.push(Box::new(SimBackend {
@@ -205,6 +216,7 @@ impl RuntimeBuilder {
             simulate: false,
             fail_copies: false,
             host_mapped: true,
+            device_memory: None,
             busy: Occupancy::default(),
         }];
         let mut devices = Vec::with_capacity(backends.len());
@@ -222,12 +234,24 @@ impl RuntimeBuilder {
                             "at most {MAX_SPACES} memory spaces fit in one runtime"
                         )));
                     }
+                    let device_memory = match &spec.memory {
+                        SpaceMemory::Device(memory) => Some(memory.clone()),
+                        _ => None,
+                    };
                     let pool = match spec.memory {
-                        Some(memory) => Pool::mapped(&spec.name, memory, self.granule)?,
-                        None => Pool::new(&spec.name, spec.pool_bytes, self.granule)?,
+                        SpaceMemory::Reserve => {
+                            Pool::new(&spec.name, spec.pool_bytes, self.granule)?
+                        }
+                        SpaceMemory::Mapped(memory) => {
+                            Pool::over_backend(&spec.name, Region::Mapped(memory), self.granule)?
+                        }
+                        SpaceMemory::Device(memory) => {
+                            Pool::over_backend(&spec.name, Region::Device(memory), self.granule)?
+                        }
                     };
                     spaces.push(SpaceEntry {
                         pool,
+                        device_memory,
                         name: spec.name,
                         link: Some(spec.link),
                         simulate: spec.simulate,
@@ -312,6 +336,9 @@ pub(crate) struct SpaceEntry {
     pub fail_copies: bool,
     /// The CPU reaches this space in place (always true of the host itself).
     pub host_mapped: bool,
+    /// For memory the CPU cannot address, the backend's way in; `None` for host-addressable
+    /// spaces.
+    device_memory: Option<SharedDeviceMemory>,
     /// When its simulated link is next free.
     busy: Occupancy,
 }
@@ -570,15 +597,13 @@ impl Shared {
             });
         }
         let started = Instant::now();
-        // SAFETY: both blocks hold the whole range (they were sized for the buffer or argument
-        // the range lies in) and belong to different allocations, so they do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr().add(bytes.start),
-                dst.as_ptr().add(bytes.start),
-                bytes.len(),
-            );
-        }
+        self.move_bytes(from, to, src, dst, bytes.clone())
+            .map_err(|why| Error::Transfer {
+                from: self.space_name(from).to_string(),
+                to: self.space_name(to).to_string(),
+                bytes: bytes.len(),
+                why,
+            })?;
         let pending = match self.link(from, to) {
             Some((link, true)) => {
                 let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
@@ -614,10 +639,79 @@ impl Shared {
         Ok(pending)
     }
 
+    /// Copies `bytes` of one block into the same bytes of another, each in its space: a
+    /// memcpy between host-addressable spaces, the backend's copy where one is device memory,
+    /// and a bounce through the host between two device memories.
+    fn move_bytes(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: NonNull<u8>,
+        dst: NonNull<u8>,
+        bytes: Range<usize>,
+    ) -> std::result::Result<(), String> {
+        let at = |base: NonNull<u8>| base.as_ptr() as usize + bytes.start;
+        match (self.device_memory(from), self.device_memory(to)) {
+            // SAFETY: both blocks hold the whole range (they were sized for the buffer or
+            // argument the range lies in) and belong to different allocations, so they do
+            // not overlap.
+            (None, None) => unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.as_ptr().add(bytes.start),
+                    dst.as_ptr().add(bytes.start),
+                    bytes.len(),
+                );
+                Ok(())
+            },
+            (None, Some(device)) => {
+                // SAFETY: the source is a host-addressable block holding the range, and no
+                // writer of those fragments runs while the buffer's lock is held.
+                let host = unsafe {
+                    std::slice::from_raw_parts(src.as_ptr().add(bytes.start), bytes.len())
+                };
+                device.copy_in(at(dst), host)
+            }
+            (Some(device), None) => {
+                // SAFETY: as above for the destination, which this copy alone writes.
+                let host = unsafe {
+                    std::slice::from_raw_parts_mut(dst.as_ptr().add(bytes.start), bytes.len())
+                };
+                device.copy_out(at(src), host)
+            }
+            (Some(source), Some(target)) => {
+                let mut bounce = vec![0u8; bytes.len()];
+                source.copy_out(at(src), &mut bounce)?;
+                target.copy_in(at(dst), &bounce)
+            }
+        }
+    }
+
+    /// The backend's way into `space`, if the CPU cannot address it.
+    pub(crate) fn device_memory(&self, space: SpaceId) -> Option<&SharedDeviceMemory> {
+        self.spaces[space.index()].device_memory.as_ref()
+    }
+
     /// Fills `bytes` of a block in `space` with zeros: how zero-marked fragments materialise.
-    pub(crate) fn fill_zero(&self, space: SpaceId, base: NonNull<u8>, bytes: Range<usize>) {
-        // SAFETY: the block holds the whole buffer and the range lies inside it.
-        unsafe { std::ptr::write_bytes(base.as_ptr().add(bytes.start), 0, bytes.len()) };
+    pub(crate) fn fill_zero(
+        &self,
+        space: SpaceId,
+        base: NonNull<u8>,
+        bytes: Range<usize>,
+    ) -> Result<()> {
+        match self.device_memory(space) {
+            // SAFETY: the block holds the whole buffer and the range lies inside it.
+            None => unsafe {
+                std::ptr::write_bytes(base.as_ptr().add(bytes.start), 0, bytes.len())
+            },
+            Some(device) => device
+                .fill_zero(base.as_ptr() as usize + bytes.start, bytes.len())
+                .map_err(|why| Error::Fill {
+                    space: self.space_name(space).to_string(),
+                    bytes: bytes.len(),
+                    why,
+                })?,
+        }
         self.counters.record_fill(space.index());
+        Ok(())
     }
 }

@@ -12,7 +12,7 @@ pub mod sim;
 
 use crate::kernel::ZipOp;
 use crate::runtime::Device;
-use crate::space::{LinkModel, MappedMemory};
+use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
 use std::any::Any;
 
 /// A memory space a backend brings with it.
@@ -26,19 +26,48 @@ pub(crate) struct SpaceSpec {
     pub simulate: bool,
     /// Fault injection: every copy to or from this space fails.
     pub fail_copies: bool,
-    /// Memory the backend already mapped for this space (a u-dma-buf); `None` reserves an
-    /// anonymous region of `pool_bytes`. Devices whose specs name the same space share it.
-    pub memory: Option<MappedMemory>,
+    /// Where the space's bytes are. Devices whose specs name the same space share it.
+    pub memory: SpaceMemory,
     /// The CPU can read and write this memory in place (a u-dma-buf region, the shared DRAM of
     /// an integrated GPU), so host access to data valid here needs no copy.
     pub host_mapped: bool,
 }
 
+/// Where a backend's space gets its bytes.
+#[derive(Clone)]
+pub(crate) enum SpaceMemory {
+    /// An anonymous host region of the spec's `pool_bytes`, reserved by the runtime.
+    Reserve,
+    /// Memory the backend mapped into the host (a u-dma-buf region).
+    Mapped(MappedMemory),
+    /// Memory only the backend reaches (a GPU's pool): copies and fills go through it, and the
+    /// device's kernels get device addresses.
+    Device(SharedDeviceMemory),
+}
+
+impl std::fmt::Debug for SpaceMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpaceMemory::Reserve => f.write_str("Reserve"),
+            SpaceMemory::Mapped(m) => f.debug_tuple("Mapped").field(m).finish(),
+            SpaceMemory::Device(d) => f
+                .debug_struct("Device")
+                .field("base", &format_args!("{:#x}", d.base()))
+                .field("capacity", &d.capacity())
+                .finish(),
+        }
+    }
+}
+
 /// How a device's kernels are run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Executor {
-    /// Host code over host-addressable memory (the cpu, and sim devices on their own memory).
+    /// Host code over host-addressable memory (the cpu, and sim devices on their own memory):
+    /// implementations take `&[T]` and `&mut [T]`.
     Host,
+    /// Device code over device addresses: implementations take [`crate::DevSlice`] and
+    /// [`crate::DevSliceMut`] and hand them to their driver.
+    Device,
 }
 
 /// One device of a runtime.

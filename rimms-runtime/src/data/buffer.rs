@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Shared;
 use crate::space::{Block, Pending, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::Reason;
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
@@ -155,7 +156,7 @@ impl RawBuffer {
         }
         for run in &plan.fills {
             let bytes = self.frag_bytes(run.clone(), shift);
-            self.rt.fill_zero(space, block.ptr(), bytes);
+            self.rt.fill_zero(space, block.ptr(), bytes)?;
         }
         inner.table.commit_acquire(&plan);
         drop(inner);
@@ -306,20 +307,16 @@ impl RawBuffer {
                 break;
             };
             let range = self.frag_bytes(frag..frag + 1, shift);
-            let mut reference: Option<(SpaceId, &[u8])> = None;
+            let mut reference: Option<(SpaceId, Cow<'_, [u8]>)> = None;
             for space in state.valid.iter() {
                 let Some(block) = inner.blocks[space.index()] else {
                     continue;
                 };
-                // SAFETY: the range lies inside the buffer and the block holds the whole buffer.
-                // Writers need the buffer mutably, so none runs while `validate(&self)` reads.
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(block.ptr().as_ptr().add(range.start), range.len())
-                };
+                let bytes = self.read_back(space, block, range.clone())?;
                 let differs_from = if state.zero {
                     bytes.iter().any(|&b| b != 0).then(|| "zero".to_string())
-                } else if let Some((first, expected)) = reference {
-                    (bytes != expected).then(|| self.rt.space_name(first).to_string())
+                } else if let Some((first, expected)) = &reference {
+                    (bytes != *expected).then(|| self.rt.space_name(*first).to_string())
                 } else {
                     reference = Some((space, bytes));
                     None
@@ -336,6 +333,37 @@ impl RawBuffer {
             }
         }
         Ok(())
+    }
+}
+
+impl RawBuffer {
+    /// The bytes `range` of this buffer's block in `space`: borrowed in place where the CPU
+    /// addresses the space, read back through the backend where it does not.
+    fn read_back(
+        &self,
+        space: SpaceId,
+        block: Block,
+        range: Range<usize>,
+    ) -> Result<Cow<'_, [u8]>> {
+        match self.rt.device_memory(space) {
+            // SAFETY: the range lies inside the buffer and the block holds the whole buffer.
+            // Writers need the buffer mutably, so none runs while `validate(&self)` reads.
+            None => Ok(Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(block.ptr().as_ptr().add(range.start), range.len())
+            })),
+            Some(device) => {
+                let mut bytes = vec![0u8; range.len()];
+                device
+                    .copy_out(block.ptr().as_ptr() as usize + range.start, &mut bytes)
+                    .map_err(|why| Error::Transfer {
+                        from: self.rt.space_name(space).to_string(),
+                        to: "host (validate)".to_string(),
+                        bytes: range.len(),
+                        why,
+                    })?;
+                Ok(Cow::Owned(bytes))
+            }
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::backend::cpu::kernels::FftPlans;
 use crate::runtime::Device;
+use crate::space::DeviceMemory;
 use std::any::Any;
 
 /// Handed to implementations that declare a `ctx: &KernelCtx` first parameter: the device the
@@ -10,6 +11,8 @@ pub struct KernelCtx<'a> {
     pub(crate) device: Device,
     pub(crate) fft: &'a FftPlans,
     pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
+    /// The device's memory, where the CPU cannot address it.
+    pub(crate) memory: Option<&'a dyn DeviceMemory>,
 }
 
 impl KernelCtx<'_> {
@@ -22,6 +25,12 @@ impl KernelCtx<'_> {
     /// accelerator for `fpga(n)` devices).
     pub fn device_handle<T: Any>(&self) -> Option<&T> {
         self.handle.and_then(|h| h.downcast_ref::<T>())
+    }
+
+    /// The device's memory where the CPU cannot address it (`None` elsewhere): how a device
+    /// implementation without a driver of its own reads and writes its `DevSlice`s.
+    pub fn device_memory(&self) -> Option<&dyn DeviceMemory> {
+        self.memory
     }
 
     /// The runtime's FFT plan cache.

@@ -2,8 +2,9 @@
 //! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
 //! an API whose implementation is looked up per device kind.
 
+use super::device_args::{DevArg, PlacedArgs};
 use super::dispatch::{ArgPtr, KernelArg};
-use super::registry::{registry, ApiDecl, DeviceKind};
+use super::registry::{registry, ApiDecl, DeviceKind, Form};
 use super::{Api, KernelCtx};
 use crate::backend::Executor;
 use crate::coherence::Access;
@@ -96,6 +97,11 @@ impl Runtime {
                 body(ptrs.map(HostArg));
                 Ok(())
             }
+            Executor::Device => Err(Error::Unsupported {
+                api: api.name(),
+                device: device.to_string(),
+                why: "its memory is not host-addressable, and `launch_host` runs host code; declare an API and implement it for the device with `DevSlice` arguments".to_string(),
+            }),
         })
     }
 }
@@ -109,27 +115,32 @@ pub fn call_registered<const N: usize>(
     target: Target,
     api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
-    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), [HostArg; N]) -> Result<()>,
+    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<N>) -> Result<()>,
 ) -> Result<()> {
     let (device, _placed) = rt.place(target, Api::of(api), || args, |_| true)?;
     let index = api.index();
-    let kind = DeviceKind::of(device);
-    let Some(implementation) = registry().implementation(index, kind) else {
+    let executor = rt.shared().device(device)?.executor;
+    let form = Form::of(executor);
+    let Some(implementation) = registry().implementation(index, DeviceKind::of(device), form)
+    else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.to_string(),
-            available: format!("{:?}", registry().kinds(index)),
+            available: registry().describe(index),
         });
     };
-    rt.launch(device, Api::of(api), args, |dev, ptrs| match dev.executor {
-        Executor::Host => {
-            let ctx = KernelCtx {
-                device,
-                fft: &rt.shared().fft,
-                handle: dev.backend.handle(),
-            };
-            run(&ctx, implementation, ptrs.map(HostArg))
-        }
+    rt.launch(device, Api::of(api), args, |dev, ptrs| {
+        let ctx = KernelCtx {
+            device,
+            fft: &rt.shared().fft,
+            handle: dev.backend.handle(),
+            memory: rt.shared().device_memory(dev.space).map(|m| &**m),
+        };
+        let placed = match executor {
+            Executor::Host => PlacedArgs::Host(ptrs.map(HostArg)),
+            Executor::Device => PlacedArgs::Device(ptrs.map(DevArg)),
+        };
+        run(&ctx, implementation, placed)
     })
 }
 

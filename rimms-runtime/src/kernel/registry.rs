@@ -5,6 +5,7 @@
 //! in any crate of the program is found without a central list. The table is read once, into
 //! arrays indexed by API and device kind, so a call finds its implementation with two loads.
 
+use crate::backend::Executor;
 use crate::coherence::Access;
 use crate::runtime::Device;
 use std::any::Any;
@@ -39,6 +40,27 @@ impl DeviceKind {
             Device::Sim(_) => DeviceKind::Sim,
             Device::Fpga(_) => DeviceKind::Fpga,
             Device::Gpu(_) => DeviceKind::Gpu,
+        }
+    }
+}
+
+/// Which way an implementation takes its managed arguments, which must be the way its
+/// device's executor hands them over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// `&[T]` and `&mut [T]`, for devices whose memory the CPU addresses.
+    Host,
+    /// [`crate::DevSlice`] and [`crate::DevSliceMut`], for devices whose memory it does not.
+    Device,
+}
+
+impl Form {
+    const COUNT: usize = 2;
+
+    pub(crate) fn of(executor: Executor) -> Form {
+        match executor {
+            Executor::Host => Form::Host,
+            Executor::Device => Form::Device,
         }
     }
 }
@@ -88,14 +110,16 @@ impl std::fmt::Debug for ApiDecl {
 pub struct ApiRegistration(pub &'static ApiDecl);
 
 /// What `#[rimms::kernel(api = …, device = …)]` registers: an implementation of `api` for one
-/// device kind, as a function pointer of the API's signature behind `dyn Any` (the call site
-/// downcasts it to the signature it was compiled against, so a mismatch is an error, never
-/// undefined behaviour).
+/// device kind, as a function pointer of the API's signature (or its device form) behind
+/// `dyn Any` (the call site downcasts it to the signature it was compiled against, so a
+/// mismatch is an error, never undefined behaviour).
 pub struct KernelImpl {
     /// The API implemented.
     pub api: &'static ApiDecl,
     /// The device kind it runs on.
     pub device: DeviceKind,
+    /// How it takes its managed arguments.
+    pub form: Form,
     /// A `fn(...)` of the API's signature.
     pub func: &'static (dyn Any + Send + Sync),
 }
@@ -107,6 +131,8 @@ inventory::collect!(KernelImpl);
 pub trait ApiSpec {
     /// The function-pointer type every host implementation must coerce to.
     type Signature: Copy + 'static;
+    /// The same with device slices for slices: what device implementations coerce to.
+    type DeviceSignature: Copy + 'static;
     /// The access mode of each managed argument, in order.
     const MODES: &'static [Access];
     /// The declaration.
@@ -117,7 +143,14 @@ pub trait ApiSpec {
 pub(crate) struct Registry {
     apis: Vec<&'static ApiDecl>,
     by_address: HashMap<usize, usize>,
-    impls: Vec<[Option<&'static (dyn Any + Send + Sync)>; DeviceKind::COUNT]>,
+    /// Per API, one slot per device kind and form.
+    impls: Vec<[Option<&'static (dyn Any + Send + Sync)>; SLOTS]>,
+}
+
+const SLOTS: usize = DeviceKind::COUNT * Form::COUNT;
+
+fn slot(kind: DeviceKind, form: Form) -> usize {
+    kind.slot() * Form::COUNT + form as usize
 }
 
 pub(crate) fn registry() -> &'static Registry {
@@ -134,10 +167,10 @@ pub(crate) fn registry() -> &'static Registry {
             .enumerate()
             .map(|(i, a)| (*a as *const ApiDecl as usize, i))
             .collect();
-        let mut impls = vec![[None; DeviceKind::COUNT]; apis.len()];
+        let mut impls = vec![[None; SLOTS]; apis.len()];
         for k in inventory::iter::<KernelImpl> {
             match by_address.get(&(k.api as *const ApiDecl as usize)) {
-                Some(&i) => impls[i][k.device.slot()] = Some(k.func),
+                Some(&i) => impls[i][slot(k.device, k.form)] = Some(k.func),
                 None => tracing::warn!(api = k.api.name, "kernel for an unregistered API ignored"),
             }
         }
@@ -164,26 +197,37 @@ impl Registry {
             .copied()
     }
 
-    /// The implementation of API number `index` for `kind`.
+    /// The implementation of API number `index` for `kind` in `form`.
     #[inline]
     pub(crate) fn implementation(
         &self,
         index: usize,
         kind: DeviceKind,
+        form: Form,
     ) -> Option<&'static (dyn Any + Send + Sync)> {
-        self.impls.get(index).and_then(|slots| slots[kind.slot()])
+        self.impls
+            .get(index)
+            .and_then(|slots| slots[slot(kind, form)])
     }
 
-    /// The device kinds that implement API number `index`.
-    pub(crate) fn kinds(&self, index: usize) -> Vec<DeviceKind> {
+    /// The kinds (and forms) that implement API number `index`, for error messages:
+    /// `[Cpu, Sim, Gpu (device slices)]`.
+    pub(crate) fn describe(&self, index: usize) -> String {
         let all = [
             DeviceKind::Cpu,
             DeviceKind::Sim,
             DeviceKind::Fpga,
             DeviceKind::Gpu,
         ];
-        all.into_iter()
-            .filter(|k| self.implementation(index, *k).is_some())
-            .collect()
+        let found: Vec<String> = all
+            .into_iter()
+            .flat_map(|k| [(k, Form::Host), (k, Form::Device)])
+            .filter(|&(k, f)| self.implementation(index, k, f).is_some())
+            .map(|(k, f)| match f {
+                Form::Host => format!("{k:?}"),
+                Form::Device => format!("{k:?} (device slices)"),
+            })
+            .collect();
+        format!("[{}]", found.join(", "))
     }
 }

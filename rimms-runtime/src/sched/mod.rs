@@ -15,7 +15,7 @@ mod costs;
 
 pub use costs::CostTable;
 
-use crate::kernel::registry::{registry, DeviceKind};
+use crate::kernel::registry::{registry, DeviceKind, Form};
 use crate::kernel::{Api, KernelArg};
 use crate::runtime::{Device, DeviceEntry};
 use std::fmt;
@@ -131,7 +131,11 @@ impl Scheduler {
             .filter(|&i| {
                 let entry = &devices[i];
                 registry()
-                    .implementation(index, DeviceKind::of(entry.device))
+                    .implementation(
+                        index,
+                        DeviceKind::of(entry.device),
+                        Form::of(entry.executor),
+                    )
                     .is_some()
                     && fits(entry)
             })
@@ -223,8 +227,8 @@ impl crate::runtime::Runtime {
                 api: api.name(),
                 device: Target::Auto.to_string(),
                 available: format!(
-                    "{:?}, none of whose devices here takes this call",
-                    registry().kinds(api.index())
+                    "{}, none of whose devices here takes this call",
+                    registry().describe(api.index())
                 ),
             }),
         }

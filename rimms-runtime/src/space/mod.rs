@@ -5,14 +5,18 @@
 //! one machine word ([`SpaceSet`]); this is what keeps the coherence fast path to a load, an AND
 //! and a branch. The host is always space 0.
 
+mod device_memory;
 mod link;
 mod pool;
 mod region;
 
+pub use device_memory::DeviceMemory;
+pub(crate) use device_memory::SharedDeviceMemory;
 pub use link::LinkModel;
 pub(crate) use link::{Occupancy, Pending};
 pub(crate) use pool::{Block, Pool};
 pub use region::MappedMemory;
+pub(crate) use region::Region;
 
 use std::fmt;
 

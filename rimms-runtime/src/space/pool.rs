@@ -1,7 +1,7 @@
 //! A space's pool: its region carved into granules by the NF allocator, plus the use figures
 //! that `Runtime::stats` reports.
 
-use super::region::{MappedMemory, Region};
+use super::region::Region;
 use crate::alloc::{NfAllocator, UnitAllocator};
 use crate::error::{Error, Result};
 use std::ptr::NonNull;
@@ -47,15 +47,16 @@ impl Pool {
         Self::over(name, Region::reserve(name, granules * granule)?, granule)
     }
 
-    /// A pool over memory a backend mapped; its base must be granule aligned.
-    pub(crate) fn mapped(name: &str, memory: MappedMemory, granule: usize) -> Result<Pool> {
-        if memory.base.as_ptr() as usize % granule != 0 {
+    /// A pool over memory a backend mapped, or over device memory; its base must be granule
+    /// aligned.
+    pub(crate) fn over_backend(name: &str, region: Region, granule: usize) -> Result<Pool> {
+        if region.base().as_ptr() as usize % granule != 0 {
             return Err(Error::Config(format!(
                 "memory of space {name} is not aligned to the {granule}-byte pool granule"
             )));
         }
-        Self::granules(name, memory.len, granule)?;
-        Self::over(name, Region::Mapped(memory), granule)
+        Self::granules(name, region.len(), granule)?;
+        Self::over(name, region, granule)
     }
 
     fn granules(name: &str, bytes: usize, granule: usize) -> Result<usize> {

@@ -1,10 +1,11 @@
-//! The bytes behind a pool: an anonymous mapping reserved up front, or memory a backend
-//! already mapped (a u-dma-buf region).
+//! The bytes behind a pool: an anonymous mapping reserved up front, memory a backend already
+//! mapped (a u-dma-buf region), or device memory the CPU cannot address (a GPU's pool).
 //!
 //! Reserving once and carving buffers out of it is what keeps `alloc` free of system calls on
 //! the hot path. An anonymous mapping is lazily committed by the kernel, so a large
 //! reservation costs only the pages that are touched.
 
+use super::device_memory::SharedDeviceMemory;
 use crate::error::{Error, Result};
 use memmap2::MmapMut;
 use std::any::Any;
@@ -37,12 +38,14 @@ impl std::fmt::Debug for MappedMemory {
 unsafe impl Send for MappedMemory {}
 unsafe impl Sync for MappedMemory {}
 
-/// A host-addressable region of `len` bytes.
+/// A region of `len` bytes a pool carves.
 pub(crate) enum Region {
     /// Reserved by the pool: page aligned, zero on first touch.
     Anonymous(MmapMut),
     /// Mapped by a backend.
     Mapped(MappedMemory),
+    /// Device memory: its addresses are never dereferenced on the host.
+    Device(SharedDeviceMemory),
 }
 
 impl Region {
@@ -59,6 +62,7 @@ impl Region {
         match self {
             Region::Anonymous(map) => map.len(),
             Region::Mapped(m) => m.len,
+            Region::Device(d) => d.capacity(),
         }
     }
 
@@ -70,6 +74,8 @@ impl Region {
                 NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
             }
             Region::Mapped(m) => m.base,
+            // A device's base is nonzero by contract; it is carried, never dereferenced.
+            Region::Device(d) => NonNull::new(d.base() as *mut u8).unwrap_or(NonNull::dangling()),
         }
     }
 }

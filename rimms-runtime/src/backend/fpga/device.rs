@@ -6,7 +6,7 @@
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
 use super::emulator::{Emulator, EmulatorLayout};
-use crate::backend::{Backend, Executor, SpaceSpec};
+use crate::backend::{Backend, Executor, SpaceMemory, SpaceSpec};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
 use crate::runtime::Device;
@@ -121,7 +121,7 @@ impl Backend for FpgaDevice {
             simulate: false,
             fail_copies: false,
             host_mapped: true,
-            memory: Some(MappedMemory {
+            memory: SpaceMemory::Mapped(MappedMemory {
                 // SAFETY of the offset: the pool range lies inside the mapping.
                 base: unsafe { memory.base().add(range.start) },
                 len: range.len(),

@@ -3,11 +3,18 @@
 //!
 //! Every coherence test runs against sim devices: they have the one property that matters —
 //! bytes written in one space are not visible in another until copied — and can play a
-//! ZCU102- or PCIe-like platform on any machine.
+//! ZCU102- or PCIe-like platform on any machine. With `device_memory` one plays a discrete GPU:
+//! memory the CPU cannot address, reached through the backend, and kernels that take device
+//! slices.
 
-use super::{Backend, Executor, SpaceSpec};
+mod device_memory;
+mod staged;
+
+use super::{Backend, Executor, SpaceMemory, SpaceSpec};
 use crate::runtime::Device;
 use crate::space::LinkModel;
+use device_memory::SimDeviceMemory;
+use std::sync::Arc;
 
 /// How a simulated device looks.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +36,10 @@ pub struct SimConfig {
     /// Its memory is also mapped into the host, as on an integrated GPU sharing DRAM: host code
     /// and CPU kernels then use data valid there in place instead of copying it.
     pub host_mapped: bool,
+    /// Its memory is not host-addressable, as a discrete GPU's: the runtime reaches it only
+    /// through copies the backend makes, and its kernels take `DevSlice`s (the built-ins read
+    /// their inputs back, run the CPU's kernel and write the outputs). Excludes `host_mapped`.
+    pub device_memory: bool,
 }
 
 impl Default for SimConfig {
@@ -41,6 +52,7 @@ impl Default for SimConfig {
             fail_kernels: false,
             fail_copies: false,
             host_mapped: false,
+            device_memory: false,
         }
     }
 }
@@ -63,7 +75,14 @@ impl Backend for SimBackend {
             simulate: self.config.simulate_link,
             fail_copies: self.config.fail_copies,
             host_mapped: self.config.host_mapped,
-            memory: None,
+            memory: if self.config.device_memory {
+                SpaceMemory::Device(Arc::new(SimDeviceMemory::new(
+                    self.index,
+                    self.config.pool_bytes,
+                )))
+            } else {
+                SpaceMemory::Reserve
+            },
         })
     }
 
@@ -77,7 +96,11 @@ impl Backend for SimBackend {
     }
 
     fn executor(&self) -> Executor {
-        Executor::Host
+        if self.config.device_memory {
+            Executor::Device
+        } else {
+            Executor::Host
+        }
     }
 
     fn completion(&self) -> Result<(), String> {

@@ -1,0 +1,169 @@
+//! The built-ins for sim devices with device memory (`SimConfig::device_memory`): each reads
+//! its inputs back through the device's memory interface, runs the CPU's kernel on the copy
+//! and writes its outputs back.
+//!
+//! No real device works this way, and these copies are the kernel's own business (they are
+//! not link traffic the runtime counts). What they give is the GPU's whole path — device
+//! addresses in the pool, copies and fills through the backend, implementations that take
+//! `DevSlice`s — on any machine, checked against the same CPU reference.
+
+use crate::backend::cpu::kernels;
+use crate::error::{Error, Result};
+use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+use crate::space::DeviceMemory;
+use crate::{DevSlice, DevSliceMut};
+use bytemuck::Pod;
+use num_complex::Complex32 as C32;
+
+fn memory<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c dyn DeviceMemory> {
+    ctx.device_memory().ok_or_else(|| Error::Kernel {
+        api: "staged built-in",
+        device: ctx.device().to_string(),
+        why: "the device has no device memory to stage through".to_string(),
+    })
+}
+
+fn failed(ctx: &KernelCtx<'_>, why: String) -> Error {
+    Error::Kernel {
+        api: "staged built-in",
+        device: ctx.device().to_string(),
+        why,
+    }
+}
+
+/// `len` elements at device address `addr`, read back.
+fn read_at<T: Pod>(ctx: &KernelCtx<'_>, addr: usize, len: usize) -> Result<Vec<T>> {
+    let mut values = vec![T::zeroed(); len];
+    memory(ctx)?
+        .copy_out(addr, bytemuck::cast_slice_mut(&mut values))
+        .map_err(|why| failed(ctx, why))?;
+    Ok(values)
+}
+
+fn read<T: Pod>(ctx: &KernelCtx<'_>, arg: &DevSlice<'_, T>) -> Result<Vec<T>> {
+    read_at(ctx, arg.addr(), arg.len())
+}
+
+/// What a written argument holds now, for a kernel that reads it too.
+fn read_written<T: Pod>(ctx: &KernelCtx<'_>, arg: &DevSliceMut<'_, T>) -> Result<Vec<T>> {
+    read_at(ctx, arg.addr(), arg.len())
+}
+
+fn write<T: Pod>(ctx: &KernelCtx<'_>, arg: &mut DevSliceMut<'_, T>, values: &[T]) -> Result<()> {
+    memory(ctx)?
+        .copy_in(arg.addr(), bytemuck::cast_slice(values))
+        .map_err(|why| failed(ctx, why))
+}
+
+/// Runs a one-input, one-output CPU kernel on staged copies.
+fn map<I: Pod, O: Pod>(
+    ctx: &KernelCtx<'_>,
+    input: DevSlice<'_, I>,
+    mut output: DevSliceMut<'_, O>,
+    kernel: impl FnOnce(&[I], &mut [O]),
+) -> Result<()> {
+    let input = read(ctx, &input)?;
+    let mut out = vec![O::zeroed(); output.len()];
+    kernel(&input, &mut out);
+    write(ctx, &mut output, &out)
+}
+
+/// Runs an in-place CPU kernel on a staged copy.
+fn update<T: Pod>(
+    ctx: &KernelCtx<'_>,
+    mut data: DevSliceMut<'_, T>,
+    kernel: impl FnOnce(&mut [T]),
+) -> Result<()> {
+    let mut values = read_written(ctx, &data)?;
+    kernel(&mut values);
+    write(ctx, &mut data, &values)
+}
+
+#[rimms_macros::kernel(api = apis::fft, device = sim)]
+fn fft(
+    ctx: &KernelCtx,
+    dir: FftDirection,
+    points: usize,
+    input: DevSlice<C32>,
+    #[out] output: DevSliceMut<C32>,
+) -> Result<()> {
+    map(ctx, input, output, |i, o| {
+        kernels::fft_rows(ctx.fft_plans(), dir, points, i, o)
+    })
+}
+
+#[rimms_macros::kernel(api = apis::fft_in_place, device = sim)]
+fn fft_in_place(
+    ctx: &KernelCtx,
+    dir: FftDirection,
+    points: usize,
+    data: DevSliceMut<C32>,
+) -> Result<()> {
+    update(ctx, data, |d| {
+        kernels::fft_rows_in_place(ctx.fft_plans(), dir, points, d)
+    })
+}
+
+#[rimms_macros::kernel(api = apis::zip, device = sim)]
+fn zip(
+    ctx: &KernelCtx,
+    op: ZipOp,
+    a: DevSlice<C32>,
+    b: DevSlice<C32>,
+    #[out] out: DevSliceMut<C32>,
+) -> Result<()> {
+    let b = read(ctx, &b)?;
+    map(ctx, a, out, |a, o| kernels::zip(op, a, &b, o))
+}
+
+#[rimms_macros::kernel(api = apis::conj, device = sim)]
+fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<C32>) -> Result<()> {
+    map(ctx, input, out, kernels::conj)
+}
+
+#[rimms_macros::kernel(api = apis::magnitude, device = sim)]
+fn magnitude(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<f32>) -> Result<()> {
+    map(ctx, input, out, kernels::magnitude)
+}
+
+#[rimms_macros::kernel(api = apis::fftshift, device = sim)]
+fn fftshift(
+    ctx: &KernelCtx,
+    row_len: usize,
+    input: DevSlice<C32>,
+    #[out] out: DevSliceMut<C32>,
+) -> Result<()> {
+    map(ctx, input, out, |i, o| {
+        kernels::fftshift_rows(row_len, i, o)
+    })
+}
+
+#[rimms_macros::kernel(api = apis::transpose, device = sim)]
+fn transpose(
+    ctx: &KernelCtx,
+    rows: usize,
+    cols: usize,
+    input: DevSlice<C32>,
+    #[out] out: DevSliceMut<C32>,
+) -> Result<()> {
+    map(ctx, input, out, |i, o| kernels::transpose(rows, cols, i, o))
+}
+
+#[rimms_macros::kernel(api = apis::scale, device = sim)]
+fn scale(ctx: &KernelCtx, factor: C32, data: DevSliceMut<C32>) -> Result<()> {
+    update(ctx, data, |d| kernels::scale(factor, d))
+}
+
+#[rimms_macros::kernel(api = apis::gemm, device = sim)]
+fn gemm(
+    ctx: &KernelCtx,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: DevSlice<C32>,
+    b: DevSlice<C32>,
+    #[out] c: DevSliceMut<C32>,
+) -> Result<()> {
+    let b = read(ctx, &b)?;
+    map(ctx, a, c, |a, c| kernels::gemm(m, k, n, a, &b, c))
+}

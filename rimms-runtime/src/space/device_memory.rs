@@ -1,0 +1,29 @@
+//! Memory the CPU cannot address: a discrete GPU's pool, a simulated card that plays one.
+//!
+//! A pool over such memory hands out *device addresses*: numbers the runtime carries around
+//! like pointers (so a buffer's block, its fragment table and the fast path look the same in
+//! every space) but never dereferences. Bytes reach them only through the backend's
+//! [`DeviceMemory`]: copies in and out, zero fills, and the read-back that `validate` compares.
+//! Kernels get them as [`crate::DevSlice`]s, which a device implementation hands to its driver.
+
+use std::sync::Arc;
+
+/// A device's memory that only its backend can read and write. Device implementations reach
+/// it through [`crate::KernelCtx::device_memory`] (a sim that plays a GPU stages through it);
+/// the runtime copies and fills through it.
+pub trait DeviceMemory: Send + Sync {
+    /// Device address of the first byte: nonzero, aligned to any pool granule the runtime
+    /// allows (4 KiB at least), and the start of [`DeviceMemory::capacity`] usable bytes.
+    fn base(&self) -> usize;
+    /// Bytes available to the pool.
+    fn capacity(&self) -> usize;
+    /// Writes `src` at device address `addr`; returns when the bytes are there.
+    fn copy_in(&self, addr: usize, src: &[u8]) -> Result<(), String>;
+    /// Reads `dst.len()` bytes at device address `addr` into `dst`.
+    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> Result<(), String>;
+    /// Sets `len` bytes at device address `addr` to zero.
+    fn fill_zero(&self, addr: usize, len: usize) -> Result<(), String>;
+}
+
+/// A space's device memory, shared by its pool's region and the runtime's copy paths.
+pub(crate) type SharedDeviceMemory = Arc<dyn DeviceMemory>;

@@ -1,0 +1,12 @@
+// One kernel takes all its buffers one way: host slices or device slices.
+use rimms::DevSlice;
+
+#[rimms::api]
+fn halve(x: &[f32], #[out] y: &mut [f32]);
+
+#[rimms::kernel(api = halve, device = sim)]
+fn halve_mixed(x: DevSlice<f32>, #[out] y: &mut [f32]) {
+    let _ = (x, y);
+}
+
+fn main() {}
