@@ -63,7 +63,7 @@ pub enum ExecMode {
     Baseline,
 }
 
-/// Builds a [`Runtime`]: the CPU always, plus any number of sim devices.
+/// Builds a [`Runtime`]: the CPU always, plus sim devices, an FPGA board and GPUs as asked.
 #[derive(Clone, Debug)]
 pub struct RuntimeBuilder {
     host_pool_bytes: usize,
@@ -77,6 +77,17 @@ pub struct RuntimeBuilder {
     costs: CostTable,
     zero_copy: bool,
     stats_page: Option<PathBuf>,
+    gpus: GpuRequest,
+    gpu_pool_bytes: usize,
+}
+
+/// Which GPUs a builder adds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum GpuRequest {
+    /// Every GPU the driver reports, if any.
+    IfAvailable,
+    /// These ordinals, each required.
+    These(Vec<usize>),
 }
 
 impl Default for RuntimeBuilder {
@@ -93,6 +104,8 @@ impl Default for RuntimeBuilder {
             costs: CostTable::default(),
             zero_copy: false,
             stats_page: None,
+            gpus: GpuRequest::These(Vec::new()),
+            gpu_pool_bytes: 1 << 30,
         }
     }
 }
@@ -171,6 +184,33 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Adds every GPU the driver reports as `gpu(0)`, `gpu(1)`, …, each with a pool of
+    /// [`RuntimeBuilder::gpu_pool`] bytes. Where there is none — no driver, no device, no
+    /// CUDA libraries, a build without the `cuda` feature, or `RIMMS_NO_GPU` set — the runtime
+    /// has none, the reason goes to the log, and [`Runtime::devices`] says what there is.
+    /// Never panics.
+    pub fn gpu_if_available(mut self) -> Self {
+        self.gpus = GpuRequest::IfAvailable;
+        self
+    }
+
+    /// Adds GPU `ordinal` as the next `gpu(n)`; building fails with [`Error::NoGpu`], saying
+    /// why, where it cannot be used.
+    pub fn gpu(mut self, ordinal: usize) -> Self {
+        match &mut self.gpus {
+            GpuRequest::These(list) => list.push(ordinal),
+            GpuRequest::IfAvailable => self.gpus = GpuRequest::These(vec![ordinal]),
+        }
+        self
+    }
+
+    /// Bytes of each GPU's pool, reserved on the device when the runtime starts (default
+    /// 1 GiB).
+    pub fn gpu_pool(mut self, bytes: usize) -> Self {
+        self.gpu_pool_bytes = bytes;
+        self
+    }
+
     /// Reserves the pools and starts the devices.
     pub fn build(self) -> Result<Runtime> {
         if !self.granule.is_power_of_two() || self.granule < 64 {
@@ -209,6 +249,7 @@ impl RuntimeBuilder {
                 backends.push(Box::new(device));
             }
         }
+        backends.extend(open_gpus(&self.gpus, self.gpu_pool_bytes, self.granule)?);
         let mut spaces = vec![SpaceEntry {
             name: "host".to_string(),
             pool: Pool::new("host", self.host_pool_bytes, self.granule)?,
@@ -318,6 +359,37 @@ impl RuntimeBuilder {
             page.start(move || weak.upgrade().map(|shared| Runtime { shared }.stats()))?;
         }
         Ok(runtime)
+    }
+}
+
+/// The GPUs `request` names, as backends.
+#[cfg(feature = "cuda")]
+fn open_gpus(request: &GpuRequest, pool: usize, granule: usize) -> Result<Vec<Box<dyn Backend>>> {
+    use crate::backend::cuda::{device, MemoryConfig};
+    let wanted = match request {
+        GpuRequest::IfAvailable => None,
+        GpuRequest::These(list) if list.is_empty() => return Ok(Vec::new()),
+        GpuRequest::These(list) => Some(list.as_slice()),
+    };
+    let config = MemoryConfig {
+        unit_bytes: granule.max(256),
+        ..MemoryConfig::new(pool)
+    };
+    Ok(device::open(wanted, config, granule)?
+        .into_iter()
+        .map(|gpu| Box::new(gpu) as Box<dyn Backend>)
+        .collect())
+}
+
+/// Without the `cuda` feature there are no GPUs: none to add if available, an error if
+/// required.
+#[cfg(not(feature = "cuda"))]
+fn open_gpus(request: &GpuRequest, _pool: usize, _granule: usize) -> Result<Vec<Box<dyn Backend>>> {
+    match request {
+        GpuRequest::These(list) if !list.is_empty() => Err(Error::NoGpu {
+            why: "this build of rimms has no `cuda` feature".to_string(),
+        }),
+        _ => Ok(Vec::new()),
     }
 }
 

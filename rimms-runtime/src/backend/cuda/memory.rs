@@ -141,6 +141,11 @@ impl Arena {
         self.bytes
     }
 
+    /// Device address of the pool's first byte.
+    pub(crate) fn base(&self) -> sys::CUdeviceptr {
+        self.base
+    }
+
     /// The device address of `range`, once it is known to lie inside the pool.
     pub(crate) fn ptr(&self, range: DevRange, api: &'static str) -> Result<sys::CUdeviceptr> {
         match range.end() {

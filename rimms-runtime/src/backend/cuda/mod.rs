@@ -37,6 +37,7 @@
 //! ```
 
 pub mod baseline;
+pub(crate) mod device;
 mod fft;
 mod hazard;
 pub mod kernels;
