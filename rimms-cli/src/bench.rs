@@ -29,27 +29,47 @@ pub struct Cell {
 
 /// The mappings available here: the CPU alone, a simulated PCIe-attached card whose copies
 /// take the modelled time, the FPGA (the board named by `RIMMS_FPGA_BOARD`, else the
-/// register-level emulator) with and without its ZIP cores, and every call left to the
-/// data-aware scheduler over the CPU and two such cards.
+/// register-level emulator) with and without its ZIP cores, every call left to the
+/// data-aware scheduler over the CPU and two such cards, and GPU 0 where there is one.
 pub fn mappings() -> Vec<(&'static str, Mapping, SimConfig)> {
     let pcie = SimConfig {
         link: LinkModel::PCIE,
         simulate_link: true,
         ..SimConfig::default()
     };
-    vec![
+    let mut all = vec![
         ("cpu", Mapping::Cpu, pcie.clone()),
         ("sim-pcie", Mapping::Sim, pcie.clone()),
         ("fpga", Mapping::Fpga, pcie.clone()),
         ("fpga-cpu", Mapping::FpgaCpu, pcie.clone()),
-        ("auto", Mapping::Auto, pcie),
-    ]
+        ("auto", Mapping::Auto, pcie.clone()),
+    ];
+    if gpu_present() {
+        all.push(("gpu", Mapping::Gpu, pcie));
+    }
+    all
 }
 
-/// Whether hand-written (native) code exists for `mapping`: not for the FPGA mappings, nor
-/// for calls left to the scheduler.
+/// Whether GPU 0 can be used; the reason it cannot goes to the log (`RUST_LOG=info`).
+fn gpu_present() -> bool {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRESENT.get_or_init(|| match rimms::Runtime::builder().gpu(0).build() {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::info!("no gpu row in the table: {e}");
+            false
+        }
+    })
+}
+
+/// Whether hand-written (native) code exists for `mapping`: not for the FPGA and GPU
+/// mappings (their hand-written FZF is an example of its own), nor for calls left to the
+/// scheduler.
 fn has_native(mapping: Mapping) -> bool {
-    !matches!(mapping, Mapping::Fpga | Mapping::FpgaCpu | Mapping::Auto)
+    !matches!(
+        mapping,
+        Mapping::Fpga | Mapping::FpgaCpu | Mapping::Auto | Mapping::Gpu
+    )
 }
 
 /// A bar with one tick per (app, mapping, mode) cell that [`run`] measures, on stderr. It

@@ -244,3 +244,21 @@ fn bench_plot_draws_one_bar_per_mode_and_mapping() {
         "{rows} rows, {natives} with native code"
     );
 }
+
+#[test]
+fn the_gpu_mapping_runs_where_there_is_a_gpu_and_says_why_not_where_there_is_none() {
+    let have_gpu = rimms::Runtime::builder().gpu(0).build().is_ok();
+    let args = ["run", "fzf", "--map", "gpu", "--frames", "2", "--json"];
+    let (ok, stdout, stderr) = rimms(&args);
+    if have_gpu {
+        assert!(ok, "fzf on the gpu failed: {stderr}");
+        let rimms_run: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+        let (_, base, _) = rimms(&[&args[..], &["--mode", "baseline"]].concat());
+        let baseline: Value = serde_json::from_str(base.trim()).expect("one JSON object");
+        assert_eq!(rimms_run["result"], baseline["result"]);
+    } else {
+        assert!(!ok, "fzf on a gpu that is not there succeeded");
+        assert!(stderr.contains("no GPU"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

@@ -1,4 +1,5 @@
-//! Every app on cpu and sim in all three modes: rimms moves exactly the minimum (the
+//! Every app on cpu and sim in all three modes (and on the GPU in baseline and rimms mode where
+//! there is one): rimms moves exactly the minimum (the
 //! constants once, each frame's input in and its result out), baseline moves what CEDR moves
 //! (every call's inputs in and its output out), native moves the minimum too, and all agree on
 //! the result. The expected figures are worked out here from each app's data flow.
@@ -39,15 +40,29 @@ struct Flow<'a> {
     calls: &'a [Call<'a>],
 }
 
+/// The mappings to check, each with its card's space name and its modes: cpu and sim
+/// always, and GPU 0 where there is one (whose hand-written code is an example of its own).
+fn mappings() -> Vec<(Mapping, &'static str, Vec<Mode>)> {
+    let all = vec![Mode::Baseline, Mode::Rimms, Mode::Native];
+    let mut mappings = vec![
+        (Mapping::Cpu, "sim0", all.clone()),
+        (Mapping::Sim, "sim0", all),
+    ];
+    if rimms::Runtime::builder().gpu(0).build().is_ok() {
+        mappings.push((Mapping::Gpu, "gpu0", vec![Mode::Baseline, Mode::Rimms]));
+    }
+    mappings
+}
+
 fn check<R: PartialEq + Debug>(flow: Flow<'_>, run: impl Fn(&Options) -> Result<Run<R>, AppError>) {
     let mut results = Vec::new();
-    for mapping in [Mapping::Cpu, Mapping::Sim] {
-        for mode in [Mode::Baseline, Mode::Rimms, Mode::Native] {
+    for (mapping, card, modes) in mappings() {
+        for mode in modes {
             let opts = Options::new(mode, mapping).frames(FRAMES as usize);
             let r = run(&opts).unwrap_or_else(|e| panic!("{mode:?} on {mapping:?}: {e}"));
             assert_eq!(r.frames(), FRAMES as usize);
             let what = format!("{} {mode:?} on {mapping:?}", r.app.name());
-            let (to_dev, from_dev) = (r.bytes("host", "sim0"), r.bytes("sim0", "host"));
+            let (to_dev, from_dev) = (r.bytes("host", card), r.bytes(card, "host"));
             let copies = |from: &str, to: &str| -> u64 {
                 r.links
                     .iter()
@@ -64,12 +79,12 @@ fn check<R: PartialEq + Debug>(flow: Flow<'_>, run: impl Fn(&Options) -> Result<
                     assert_eq!(to_dev, per_frame(&|c| c.reads.iter().sum()), "{what}");
                     assert_eq!(from_dev, per_frame(&|c| c.writes), "{what}");
                     assert_eq!(
-                        copies("host", "sim0"),
+                        copies("host", card),
                         per_frame(&|c| c.reads.len() as u64),
                         "{what}"
                     );
                     assert_eq!(
-                        copies("sim0", "host"),
+                        copies(card, "host"),
                         per_frame(&|_| 1),
                         "{what}: one copy out per call"
                     );
@@ -83,7 +98,7 @@ fn check<R: PartialEq + Debug>(flow: Flow<'_>, run: impl Fn(&Options) -> Result<
                     assert_eq!(to_dev, flow.constants + FRAMES * flow.input, "{what}");
                     assert_eq!(from_dev, FRAMES * flow.output, "{what}");
                     assert_eq!(
-                        copies("sim0", "host"),
+                        copies(card, "host"),
                         FRAMES,
                         "{what}: the result, once a frame"
                     );
@@ -94,12 +109,18 @@ fn check<R: PartialEq + Debug>(flow: Flow<'_>, run: impl Fn(&Options) -> Result<
                     );
                 }
             }
-            results.push((what, r.result));
+            results.push((mapping == Mapping::Gpu, what, r.result));
         }
     }
-    let (first, want) = &results[0];
-    for (what, got) in &results[1..] {
-        assert_eq!(got, want, "{what} disagrees with {first}");
+    // Runs on the same kernels agree exactly: the CPU's (cpu and sim), and cuFFT's and the
+    // GPU's (gpu), each group among itself.
+    for gpu in [false, true] {
+        let group: Vec<_> = results.iter().filter(|r| r.0 == gpu).collect();
+        if let Some((_, first, want)) = group.first() {
+            for (_, what, got) in &group[1..] {
+                assert_eq!(got, want, "{what} disagrees with {first}");
+            }
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 //! An app is written once against [`Mapping::device`]: it asks where an FFT, a ZIP or one of
 //! the small auxiliary steps (`fftshift`, `transpose`, `magnitude`, `conj`) should run, and a
 //! mapping answers per step kind. That is what lets one source run all on the CPU, all on a
-//! simulated card, or — once those backends exist — FFT and ZIP on the FPGA with the small
-//! steps on the CPU (the FPGA's IP cores do only FFT and ZIP), FFT alone on the FPGA, or all on
-//! a GPU, without a second copy of the pipeline. `auto` leaves every step to the runtime's
+//! simulated card, FFT and ZIP on the FPGA with the small steps on the CPU (the FPGA's IP
+//! cores do only FFT and ZIP), FFT alone on the FPGA, or all on a GPU, without a second copy
+//! of the pipeline. `auto` leaves every step to the runtime's
 //! scheduler (`Target::Auto`), on the CPU and two simulated cards.
 
 use super::Options;
@@ -32,6 +32,8 @@ pub enum Mapping {
     FpgaCpu,
     /// Every call placed by the runtime's scheduler, among the CPU and two simulated cards.
     Auto,
+    /// Every step on GPU 0 (CUDA), where there is one.
+    Gpu,
 }
 
 /// The kinds of step an app is made of, as far as placing them goes.
@@ -50,12 +52,13 @@ pub enum Step {
 
 impl Mapping {
     /// Every mapping this build knows.
-    pub const ALL: [Mapping; 5] = [
+    pub const ALL: [Mapping; 6] = [
         Mapping::Cpu,
         Mapping::Sim,
         Mapping::Fpga,
         Mapping::FpgaCpu,
         Mapping::Auto,
+        Mapping::Gpu,
     ];
 
     /// The name used on the command line and in reports.
@@ -66,6 +69,7 @@ impl Mapping {
             Mapping::Fpga => "fpga",
             Mapping::FpgaCpu => "fpga-cpu",
             Mapping::Auto => "auto",
+            Mapping::Gpu => "gpu",
         }
     }
 
@@ -75,6 +79,7 @@ impl Mapping {
             (Mapping::Auto, _) => return Target::Auto,
             (Mapping::Cpu, _) => Device::Cpu,
             (Mapping::Sim, _) => Device::Sim(0),
+            (Mapping::Gpu, _) => Device::Gpu(0),
             (Mapping::Fpga | Mapping::FpgaCpu, Step::Fft) => FPGA_FFT,
             (Mapping::Fpga, Step::Zip) => FPGA_ZIP,
             (Mapping::Fpga | Mapping::FpgaCpu, Step::MulConj) => Device::Cpu,
@@ -95,6 +100,8 @@ impl Mapping {
             Mapping::Cpu => builder.build(),
             Mapping::Sim => builder.sim(sim.clone()).build(),
             Mapping::Auto => builder.sim(sim.clone()).sim(sim.clone()).build(),
+            // Fails with the reason where there is no usable GPU.
+            Mapping::Gpu => builder.gpu(0).build(),
             // Data the FPGA and the CPU share lives in the u-dma-buf, where both use it in place.
             Mapping::Fpga | Mapping::FpgaCpu => builder
                 .fpga(FpgaSource::from_env()?)

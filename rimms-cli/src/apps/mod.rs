@@ -324,6 +324,11 @@ pub(crate) fn execute<P: Pipeline>(
                 "native mode on auto: hand-written code has no scheduler; it exists for the cpu and sim mappings".to_string(),
             ));
         }
+        Mode::Native if opts.mapping == Mapping::Gpu => {
+            return Err(AppError::Unsupported(
+                "native mode on gpu: hand-written cudarc code exists for FZF only (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`)".to_string(),
+            ));
+        }
         Mode::Native if matches!(opts.mapping, Mapping::Fpga | Mapping::FpgaCpu) => {
             return Err(AppError::Unsupported(format!(
                 "native mode on {}: hand-written driver code exists for FZF only (`cargo run --example fpga_fzf`)",
