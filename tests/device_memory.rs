@@ -152,3 +152,45 @@ fn a_card_cannot_also_be_host_mapped() {
         .expect_err("contradictory config");
     assert!(err.to_string().contains("sim0"), "{err}");
 }
+
+#[test]
+fn two_cards_copy_to_each_other_directly_and_both_ways_at_once() {
+    let rt = Runtime::builder()
+        .sim(card())
+        .sim(card())
+        .build()
+        .expect("runtime");
+    let (a, b) = (Device::Sim(0), Device::Sim(1));
+    let input: Vec<f32> = (0..8192).map(|i| i as f32).collect();
+    let values = HeteData::from_slice(&rt, &input).expect("values");
+    let mut on_a = HeteData::alloc(&rt, input.len()).expect("on a");
+    let mut on_b = HeteData::alloc(&rt, input.len()).expect("on b");
+    halve(&rt, a, &values, &mut on_a).expect("halve on a");
+    halve(&rt, b, &values, &mut on_b).expect("halve on b");
+    rt.reset_stats();
+    // Each card reads what the other wrote, at the same time: two peer copies in opposite
+    // directions.
+    let (mut quarter_a, mut quarter_b) = (
+        HeteData::alloc(&rt, input.len()).expect("quarter a"),
+        HeteData::alloc(&rt, input.len()).expect("quarter b"),
+    );
+    rt.scope(|s| {
+        s.spawn(|rt| halve(rt, a, &on_b, &mut quarter_a));
+        s.spawn(|rt| halve(rt, b, &on_a, &mut quarter_b));
+    })
+    .expect("scope");
+    let s = rt.stats();
+    let bytes = (input.len() * 4) as u64;
+    assert_eq!(
+        (s.bytes("sim1", "sim0"), s.bytes("sim0", "sim1")),
+        (bytes, bytes)
+    );
+    assert_eq!(
+        s.total_bytes(),
+        2 * bytes,
+        "only the two card-to-card copies"
+    );
+    let want: Vec<f32> = input.iter().map(|v| v / 4.0).collect();
+    assert_eq!(quarter_a.host().expect("host"), &want[..]);
+    assert_eq!(quarter_b.host().expect("host"), &want[..]);
+}

@@ -713,7 +713,8 @@ impl Shared {
 
     /// Copies `bytes` of one block into the same bytes of another, each in its space: a
     /// memcpy between host-addressable spaces, the backend's copy where one is device memory,
-    /// and a bounce through the host between two device memories.
+    /// and between two device memories a peer copy where they can, else a bounce through the
+    /// host.
     fn move_bytes(
         &self,
         from: SpaceId,
@@ -751,6 +752,10 @@ impl Shared {
                 device.copy_out(at(src), host)
             }
             (Some(source), Some(target)) => {
+                let peer = source.copy_to_peer(at(src), &**target, at(dst), bytes.len());
+                if let Some(done) = peer {
+                    return done;
+                }
                 let mut bounce = vec![0u8; bytes.len()];
                 source.copy_out(at(src), &mut bounce)?;
                 target.copy_in(at(dst), &bounce)

@@ -6,6 +6,7 @@
 //! [`DeviceMemory`]: copies in and out, zero fills, and the read-back that `validate` compares.
 //! Kernels get them as [`crate::DevSlice`]s, which a device implementation hands to its driver.
 
+use std::any::Any;
 use std::sync::Arc;
 
 /// A device's memory that only its backend can read and write. Device implementations reach
@@ -23,6 +24,20 @@ pub trait DeviceMemory: Send + Sync {
     fn copy_out(&self, addr: usize, dst: &mut [u8]) -> Result<(), String>;
     /// Sets `len` bytes at device address `addr` to zero.
     fn fill_zero(&self, addr: usize, len: usize) -> Result<(), String>;
+    /// Copies `len` bytes at `src` here to `dst` in `peer` without the host, where the two
+    /// memories can (two GPUs with peer access); `None` where they cannot, and the runtime
+    /// bounces the bytes through the host instead.
+    fn copy_to_peer(
+        &self,
+        _src: usize,
+        _peer: &dyn DeviceMemory,
+        _dst: usize,
+        _len: usize,
+    ) -> Option<Result<(), String>> {
+        None
+    }
+    /// This memory as `Any`, for a `copy_to_peer` that must know its peer's kind.
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// A space's device memory, shared by its pool's region and the runtime's copy paths.

@@ -122,6 +122,31 @@ impl DeviceMemory for GpuSpace {
             .and_then(|event| event.wait())
             .map_err(|e| e.to_string())
     }
+
+    /// GPU to GPU: a peer copy (through the host by the driver where the pair has no peer
+    /// access).
+    fn copy_to_peer(
+        &self,
+        src: usize,
+        peer: &dyn DeviceMemory,
+        dst: usize,
+        len: usize,
+    ) -> Option<std::result::Result<(), String>> {
+        let peer = peer.as_any().downcast_ref::<GpuSpace>()?;
+        Some((|| {
+            let from = self.range(src, len)?;
+            let to = peer.range(dst, len)?;
+            self.gpu
+                .memory()
+                .copy_to_peer(from, peer.gpu.memory(), to)
+                .and_then(|event| event.wait())
+                .map_err(|e| e.to_string())
+        })())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 impl Backend for RuntimeGpu {

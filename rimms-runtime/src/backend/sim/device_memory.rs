@@ -5,6 +5,7 @@
 //! host allocation that only this interface reads and writes.
 
 use crate::space::DeviceMemory;
+use std::any::Any;
 use std::sync::Mutex;
 
 /// Where sim device `n`'s addresses start: 2^44 apart, aligned to any granule.
@@ -78,5 +79,36 @@ impl DeviceMemory for SimDeviceMemory {
         let range = self.range(addr, len, bytes.len())?;
         bytes[range].fill(0);
         Ok(())
+    }
+
+    /// Between two sim cards, as between two GPUs with peer access: straight across.
+    fn copy_to_peer(
+        &self,
+        src: usize,
+        peer: &dyn DeviceMemory,
+        dst: usize,
+        len: usize,
+    ) -> Option<Result<(), String>> {
+        let peer = peer.as_any().downcast_ref::<SimDeviceMemory>()?;
+        // Both locks, always in address order, so two copies in opposite directions cannot
+        // deadlock.
+        let (mut first, mut second) = if self.base < peer.base {
+            let a = self.lock();
+            (a, peer.lock())
+        } else {
+            let b = peer.lock();
+            (self.lock(), b)
+        };
+        let (source, target) = (&mut *first, &mut *second);
+        Some((|| {
+            let from = self.range(src, len, source.len())?;
+            let to = peer.range(dst, len, target.len())?;
+            target[to].copy_from_slice(&source[from]);
+            Ok(())
+        })())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
