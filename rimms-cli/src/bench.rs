@@ -62,14 +62,10 @@ fn gpu_present() -> bool {
     })
 }
 
-/// Whether hand-written (native) code exists for `mapping`: not for the FPGA and GPU
-/// mappings (their hand-written FZF is an example of its own), nor for calls left to the
-/// scheduler.
+/// Whether hand-written (native) code exists for `mapping`: not for the GPU (its hand-written
+/// FZF is an example of its own), nor for calls left to the scheduler.
 fn has_native(mapping: Mapping) -> bool {
-    !matches!(
-        mapping,
-        Mapping::Fpga | Mapping::FpgaCpu | Mapping::Auto | Mapping::Gpu
-    )
+    !matches!(mapping, Mapping::Auto | Mapping::Gpu)
 }
 
 /// A bar with one tick per (app, mapping, mode) cell that [`run`] measures, on stderr. It

@@ -1,12 +1,13 @@
 //! Every app on the FPGA mappings (the register-level emulator unless `RIMMS_FPGA_BOARD` names
 //! a board): the tracked runtime keeps the data the FPGA and the CPU share in the u-dma-buf,
-//! so it moves nothing at all — the least any code can move — while baseline stages every
-//! FPGA call's arguments through the u-dma-buf as CEDR does; both find the same result.
+//! so it moves nothing at all — the least any code can move, and what hand-written driver code
+//! (native mode, its buffers in the u-dma-buf too) moves — while baseline stages every FPGA
+//! call's arguments through the u-dma-buf as CEDR does; all three find the same result.
 
 use rimms_cli::apps::{self, App, Mapping, Mode, Options, Scenario, Source};
 
 #[test]
-fn rimms_moves_nothing_on_the_fpga_mappings_and_agrees_with_baseline() {
+fn rimms_and_native_move_nothing_on_the_fpga_mappings_and_agree_with_baseline() {
     for app in App::ALL {
         for mapping in [Mapping::Fpga, Mapping::FpgaCpu] {
             let run = |mode| {
@@ -18,10 +19,17 @@ fn rimms_moves_nothing_on_the_fpga_mappings_and_agrees_with_baseline() {
                 .unwrap_or_else(|e| panic!("{} {mode:?} on {mapping:?}: {e}", app.name()))
                 .run
             };
-            let (baseline, rimms) = (run(Mode::Baseline), run(Mode::Rimms));
+            let (baseline, rimms, native) =
+                (run(Mode::Baseline), run(Mode::Rimms), run(Mode::Native));
             let what = format!("{} on {}", app.name(), mapping.name());
             assert_eq!(rimms.result, baseline.result, "{what}");
+            assert_eq!(native.result, baseline.result, "{what}: native");
             assert_eq!(rimms.total_bytes(), 0, "{what}: {:?}", rimms.links);
+            assert_eq!(native.total_bytes(), 0, "{what}: native {:?}", native.links);
+            assert_eq!(
+                native.allocations, rimms.allocations,
+                "{what}: one buffer each"
+            );
             let (to, from) = (
                 baseline.bytes("host", "udmabuf0"),
                 baseline.bytes("udmabuf0", "host"),

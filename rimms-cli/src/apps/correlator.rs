@@ -179,15 +179,15 @@ impl Pipeline for Input {
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {
-        let mut reference = dev.mirror(PADDED);
+        let mut reference = dev.mirror(PADDED)?;
         pad_into(reference.host_mut(), &self.reference);
         dev.upload(&mut reference);
-        let mut received = dev.mirror(PADDED);
-        let mut rx_spectrum = dev.buffer(PADDED);
-        let mut ref_spectrum = dev.buffer(PADDED);
-        let mut product = dev.buffer(PADDED);
-        let mut corr = dev.buffer(PADDED);
-        let mut magnitude = dev.mirror(PADDED);
+        let mut received = dev.mirror(PADDED)?;
+        let mut rx_spectrum = dev.buffer(PADDED)?;
+        let mut ref_spectrum = dev.buffer(PADDED)?;
+        let mut product = dev.buffer(PADDED)?;
+        let mut corr = dev.buffer(PADDED)?;
+        let mut magnitude = dev.mirror(PADDED)?;
         Ok(Box::new(move || {
             pad_into(received.host_mut(), &self.received);
             dev.upload(&mut received);
@@ -196,15 +196,15 @@ impl Pipeline for Input {
                 PADDED,
                 received.dev(),
                 &mut rx_spectrum,
-            );
+            )?;
             dev.fft(
                 FftDirection::Forward,
                 PADDED,
                 reference.dev(),
                 &mut ref_spectrum,
-            );
+            )?;
             kernels::zip(ZipOp::MulConj, &rx_spectrum, &ref_spectrum, &mut product);
-            dev.fft(FftDirection::Inverse, PADDED, &product, &mut corr);
+            dev.fft(FftDirection::Inverse, PADDED, &product, &mut corr)?;
             kernels::magnitude(&corr, magnitude.dev_mut());
             dev.download(&mut magnitude);
             let (delay_samples, _) = argmax(magnitude.host());

@@ -321,7 +321,7 @@ pub(crate) fn execute<P: Pipeline>(
     let (frame_times, result, links, allocations) = match opts.mode {
         Mode::Native if opts.mapping == Mapping::Auto => {
             return Err(AppError::Unsupported(
-                "native mode on auto: hand-written code has no scheduler; it exists for the cpu and sim mappings".to_string(),
+                "native mode on auto: hand-written code has no scheduler; it exists for the cpu, sim, fpga and fpga-cpu mappings".to_string(),
             ));
         }
         Mode::Native if opts.mapping == Mapping::Gpu => {
@@ -329,14 +329,8 @@ pub(crate) fn execute<P: Pipeline>(
                 "native mode on gpu: hand-written cudarc code exists for FZF only (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`)".to_string(),
             ));
         }
-        Mode::Native if matches!(opts.mapping, Mapping::Fpga | Mapping::FpgaCpu) => {
-            return Err(AppError::Unsupported(format!(
-                "native mode on {}: hand-written driver code exists for FZF only (`cargo run --example fpga_fzf`)",
-                opts.mapping.name()
-            )));
-        }
         Mode::Native => {
-            let dev = Native::new(opts.mapping, &opts.sim);
+            let dev = Native::new(opts.mapping, &opts.sim)?;
             let (times, result) = time_frames(pipeline.native(&dev)?, opts.frames)?;
             (times, result, dev.links(), dev.allocations())
         }

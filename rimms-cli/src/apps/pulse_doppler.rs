@@ -276,31 +276,31 @@ impl Pipeline for Input {
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {
-        let mut d = dev.mirror(L);
+        let mut d = dev.mirror(L)?;
         pad_into(d.host_mut(), &self.pulse);
         dev.upload(&mut d);
-        let mut d_spectrum = dev.buffer(L);
-        let mut c = dev.mirror(M * L);
-        let mut c_spectra = dev.buffer(M * L);
-        let mut products = dev.buffer(M * L);
-        let mut filtered = dev.buffer(M * L);
-        let mut by_range = dev.buffer(L * M);
-        let mut doppler = dev.buffer(L * M);
-        let mut shifted = dev.buffer(L * M);
-        let mut magnitude = dev.mirror(L * M);
+        let mut d_spectrum = dev.buffer(L)?;
+        let mut c = dev.mirror(M * L)?;
+        let mut c_spectra = dev.buffer(M * L)?;
+        let mut products = dev.buffer(M * L)?;
+        let mut filtered = dev.buffer(M * L)?;
+        let mut by_range = dev.buffer(L * M)?;
+        let mut doppler = dev.buffer(L * M)?;
+        let mut shifted = dev.buffer(L * M)?;
+        let mut magnitude = dev.mirror(L * M)?;
         Ok(Box::new(move || {
             for (i, v) in c.host_mut().iter_mut().enumerate() {
                 *v = matched_input(&self.pulses, i);
             }
             dev.upload(&mut c);
-            dev.fft(FftDirection::Forward, L, d.dev(), &mut d_spectrum);
-            dev.fft(FftDirection::Forward, L, c.dev(), &mut c_spectra);
+            dev.fft(FftDirection::Forward, L, d.dev(), &mut d_spectrum)?;
+            dev.fft(FftDirection::Forward, L, c.dev(), &mut c_spectra)?;
             for (spectrum, out) in c_spectra.chunks_exact(L).zip(products.chunks_exact_mut(L)) {
                 kernels::zip(ZipOp::MulConj, spectrum, &d_spectrum, out);
             }
-            dev.fft(FftDirection::Inverse, L, &products, &mut filtered);
+            dev.fft(FftDirection::Inverse, L, &products, &mut filtered)?;
             kernels::transpose(M, L, &filtered, &mut by_range);
-            dev.fft(FftDirection::Forward, M, &by_range, &mut doppler);
+            dev.fft(FftDirection::Forward, M, &by_range, &mut doppler)?;
             kernels::fftshift_rows(M, &doppler, &mut shifted);
             kernels::magnitude(&shifted, magnitude.dev_mut());
             dev.download(&mut magnitude);

@@ -350,36 +350,37 @@ impl Pipeline for Input {
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {
-        let mut g = dev.mirror(NFAST);
+        let mut g = dev.mirror(NFAST)?;
         g.host_mut().copy_from_slice(&range_chirp());
         dev.upload(&mut g);
-        let mut h = dev.mirror(NSLOW);
+        let mut h = dev.mirror(NSLOW)?;
         h.host_mut().copy_from_slice(&azimuth_filter());
         dev.upload(&mut h);
-        let mut g_spectrum = dev.buffer(NFAST);
-        let mut raw = dev.mirror(NSLOW * NFAST);
-        let mut a = dev.buffer(NSLOW * NFAST);
-        let mut b = dev.buffer(NSLOW * NFAST);
-        let mut image = dev.mirror(NSLOW * NFAST);
+        let mut g_spectrum = dev.buffer(NFAST)?;
+        let mut raw = dev.mirror(NSLOW * NFAST)?;
+        let mut a = dev.buffer(NSLOW * NFAST)?;
+        let mut b = dev.buffer(NSLOW * NFAST)?;
+        let mut image = dev.mirror(NSLOW * NFAST)?;
         let multiply_rows = |input: &[Complex32], filter: &[Complex32], out: &mut [Complex32]| {
             let n = filter.len();
             for (row, o) in input.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-                kernels::zip(ZipOp::Mul, row, filter, o);
+                dev.zip(ZipOp::Mul, row, filter, o)?;
             }
+            Ok::<(), AppError>(())
         };
         Ok(Box::new(move || {
             raw.host_mut().copy_from_slice(&self.raw);
             dev.upload(&mut raw);
-            dev.fft(FftDirection::Forward, NFAST, g.dev(), &mut g_spectrum);
-            dev.fft(FftDirection::Forward, NFAST, raw.dev(), &mut a);
+            dev.fft(FftDirection::Forward, NFAST, g.dev(), &mut g_spectrum)?;
+            dev.fft(FftDirection::Forward, NFAST, raw.dev(), &mut a)?;
             kernels::fftshift_rows(NFAST, &a, &mut b);
-            multiply_rows(&b, &g_spectrum, &mut a);
-            dev.fft(FftDirection::Inverse, NFAST, &a, &mut b);
+            multiply_rows(&b, &g_spectrum, &mut a)?;
+            dev.fft(FftDirection::Inverse, NFAST, &a, &mut b)?;
             kernels::transpose(NSLOW, NFAST, &b, &mut a);
-            dev.fft(FftDirection::Forward, NSLOW, &a, &mut b);
+            dev.fft(FftDirection::Forward, NSLOW, &a, &mut b)?;
             kernels::fftshift_rows(NSLOW, &b, &mut a);
-            multiply_rows(&a, h.dev(), &mut b);
-            dev.fft(FftDirection::Inverse, NSLOW, &b, &mut a);
+            multiply_rows(&a, h.dev(), &mut b)?;
+            dev.fft(FftDirection::Inverse, NSLOW, &b, &mut a)?;
             kernels::fftshift_rows(NSLOW, &a, &mut b);
             kernels::transpose(NFAST, NSLOW, &b, &mut a);
             kernels::magnitude(&a, image.dev_mut());

@@ -6,7 +6,6 @@
 use super::native::Native;
 use super::report::{Checksum, Run};
 use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
-use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 
 /// Sizes of the chain.
@@ -127,27 +126,30 @@ impl Pipeline for Input {
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Checksum>, AppError> {
         let points = self.params.points;
         let len = self.x.len();
-        let mut filter = self.filter.as_ref().map(|f| {
-            let mut m = dev.mirror(len);
-            m.host_mut().copy_from_slice(f);
-            dev.upload(&mut m);
-            (m, dev.buffer(len))
-        });
-        let mut x = dev.mirror(len);
-        let mut spectrum = dev.buffer(len);
-        let mut y = dev.mirror(len);
+        let mut filter = match &self.filter {
+            Some(f) => {
+                let mut m = dev.mirror(len)?;
+                m.host_mut().copy_from_slice(f);
+                dev.upload(&mut m);
+                Some((m, dev.buffer(len)?))
+            }
+            None => None,
+        };
+        let mut x = dev.mirror(len)?;
+        let mut spectrum = dev.buffer(len)?;
+        let mut y = dev.mirror(len)?;
         Ok(Box::new(move || {
             x.host_mut().copy_from_slice(&self.x);
             dev.upload(&mut x);
-            dev.fft(FftDirection::Forward, points, x.dev(), &mut spectrum);
+            dev.fft(FftDirection::Forward, points, x.dev(), &mut spectrum)?;
             let last: &[Complex32] = match &mut filter {
                 Some((f, filtered)) => {
-                    kernels::zip(ZipOp::Mul, &spectrum, f.dev(), filtered);
+                    dev.zip(ZipOp::Mul, &spectrum, f.dev(), filtered)?;
                     filtered
                 }
                 None => &spectrum,
             };
-            dev.fft(FftDirection::Inverse, points, last, y.dev_mut());
+            dev.fft(FftDirection::Inverse, points, last, y.dev_mut())?;
             dev.download(&mut y);
             Ok(checksum(y.host()))
         }))

@@ -6,7 +6,6 @@ use super::native::Native;
 use super::report::{Checksum, Run};
 use super::two_fft::{checksum, signal};
 use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
-use rimms::backend::cpu::kernels;
 use rimms::{Complex32, HeteData, Runtime, ZipOp};
 
 /// Elements per buffer (DESIGN.md: N = 4,096).
@@ -73,18 +72,20 @@ impl Pipeline for Input {
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Checksum>, AppError> {
         let len = self.operands[0].len();
-        let mut inputs: Vec<_> = (0..4).map(|_| dev.mirror(len)).collect();
-        let mut p = dev.buffer(len);
-        let mut q = dev.buffer(len);
-        let mut r = dev.mirror(len);
+        let mut inputs = (0..4)
+            .map(|_| dev.mirror(len))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut p = dev.buffer(len)?;
+        let mut q = dev.buffer(len)?;
+        let mut r = dev.mirror(len)?;
         Ok(Box::new(move || {
             for (x, values) in inputs.iter_mut().zip(&self.operands) {
                 x.host_mut().copy_from_slice(values);
                 dev.upload(x);
             }
-            kernels::zip(ZipOp::Mul, inputs[0].dev(), inputs[1].dev(), &mut p);
-            kernels::zip(ZipOp::Mul, inputs[2].dev(), inputs[3].dev(), &mut q);
-            kernels::zip(ZipOp::Add, &p, &q, r.dev_mut());
+            dev.zip(ZipOp::Mul, inputs[0].dev(), inputs[1].dev(), &mut p)?;
+            dev.zip(ZipOp::Mul, inputs[2].dev(), inputs[3].dev(), &mut q)?;
+            dev.zip(ZipOp::Add, &p, &q, r.dev_mut())?;
             dev.download(&mut r);
             Ok(checksum(r.host()))
         }))

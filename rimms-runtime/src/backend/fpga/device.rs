@@ -49,15 +49,17 @@ impl FpgaSource {
     }
 }
 
-/// What a runtime keeps of its board: the opened board and, when emulated, the emulator and
-/// its files. Dropped after the pools that use the board's memory.
-pub(crate) struct FpgaParts {
-    pub board: Arc<FpgaBoard>,
+/// An opened board and, when emulated, the emulator and its files: what a runtime keeps of
+/// its board (dropped after the pools that use the board's memory), and what hand-written
+/// driver code opens to run without a runtime.
+pub struct FpgaParts {
+    board: Arc<FpgaBoard>,
     _emulator: Option<(Emulator, tempfile::TempDir)>,
 }
 
 impl FpgaParts {
-    pub(crate) fn open(source: FpgaSource) -> Result<FpgaParts> {
+    /// Opens the board `source` names, starting the emulator on a thread if it is emulated.
+    pub fn open(source: FpgaSource) -> Result<FpgaParts> {
         match source {
             FpgaSource::Board(config) => Ok(FpgaParts {
                 board: Arc::new(FpgaBoard::open(&config)?),
@@ -78,6 +80,11 @@ impl FpgaParts {
                 })
             }
         }
+    }
+
+    /// The opened board.
+    pub fn board(&self) -> &Arc<FpgaBoard> {
+        &self.board
     }
 
     /// One backend per accelerator instance, in configuration order.
