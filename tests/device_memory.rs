@@ -139,6 +139,7 @@ fn host_bodies_are_refused_on_device_memory() {
         )
         .expect_err("refused");
     assert!(err.to_string().contains("not host-addressable"), "{err}");
+    assert_eq!(rt.stats().total_bytes(), 0, "refused before anything moved");
 }
 
 #[test]

@@ -274,7 +274,7 @@ pub fn form_of(params: &[Param], errors: &mut Errors) -> Form {
         Param::Managed { form, span, .. } => Some((*form, *span)),
         _ => None,
     });
-    let Some((first, _)) = managed.next() else {
+    let Some((first, first_span)) = managed.next() else {
         return Form::Host;
     };
     for (form, span) in managed {
@@ -282,6 +282,10 @@ pub fn form_of(params: &[Param], errors: &mut Errors) -> Form {
             errors.at(span, "a kernel takes all its buffers the same way: `&[T]` / `&mut [T]` for host memory, or `DevSlice<T>` / `DevSliceMut<T>` for device memory");
             break;
         }
+    }
+    let has_ctx = params.iter().any(|p| matches!(p, Param::Ctx { .. }));
+    if first == Form::Device && !has_ctx {
+        errors.at(first_span, "a kernel that takes device slices takes `ctx: &rimms::KernelCtx` first: its device's driver and memory are reached through it");
     }
     first
 }

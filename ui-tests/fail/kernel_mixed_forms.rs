@@ -5,8 +5,8 @@ use rimms::DevSlice;
 fn halve(x: &[f32], #[out] y: &mut [f32]);
 
 #[rimms::kernel(api = halve, device = sim)]
-fn halve_mixed(x: DevSlice<f32>, #[out] y: &mut [f32]) {
-    let _ = (x, y);
+fn halve_mixed(ctx: &rimms::KernelCtx, x: DevSlice<f32>, #[out] y: &mut [f32]) {
+    let _ = (ctx, x, y);
 }
 
 fn main() {}

@@ -84,7 +84,8 @@ impl HostArg {
 impl Runtime {
     /// Runs `body` on `device` as a kernel of `api`, with `args` acquired in the device's
     /// memory first and written arguments marked after, exactly as registered APIs do. The
-    /// body gets the arguments in order.
+    /// body gets the arguments in order. A device whose memory the CPU cannot address (a GPU)
+    /// cannot run a host body: that is refused before anything moves.
     pub fn launch_host<const N: usize>(
         &self,
         device: Device,
@@ -92,16 +93,16 @@ impl Runtime {
         args: [KernelArg<'_>; N],
         body: impl FnOnce([HostArg; N]),
     ) -> Result<()> {
-        self.launch(device, Api::of(api), args, |dev, ptrs| match dev.executor {
-            Executor::Host => {
-                body(ptrs.map(HostArg));
-                Ok(())
-            }
-            Executor::Device => Err(Error::Unsupported {
+        if self.shared().device(device)?.executor == Executor::Device {
+            return Err(Error::Unsupported {
                 api: api.name(),
                 device: device.to_string(),
                 why: "its memory is not host-addressable, and `launch_host` runs host code; declare an API and implement it for the device with `DevSlice` arguments".to_string(),
-            }),
+            });
+        }
+        self.launch(device, Api::of(api), args, |_, ptrs| {
+            body(ptrs.map(HostArg));
+            Ok(())
         })
     }
 }
