@@ -308,6 +308,7 @@ impl RuntimeBuilder {
                 space,
                 reaches: SpaceSet::EMPTY,
                 executor: backend.executor(),
+                memory: spaces[space.index()].device_memory.clone(),
                 backend,
             });
         }
@@ -425,6 +426,8 @@ pub(crate) struct DeviceEntry {
     /// the CPU, every host-mapped space.
     pub reaches: SpaceSet,
     pub executor: Executor,
+    /// Its space's memory where the CPU cannot address it, for its kernels' context.
+    pub memory: Option<SharedDeviceMemory>,
     pub backend: Box<dyn Backend>,
 }
 

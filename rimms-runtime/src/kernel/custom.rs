@@ -93,17 +93,23 @@ impl Runtime {
         args: [KernelArg<'_>; N],
         body: impl FnOnce([HostArg; N]),
     ) -> Result<()> {
-        if self.shared().device(device)?.executor == Executor::Device {
-            return Err(Error::Unsupported {
-                api: api.name(),
-                device: device.to_string(),
-                why: "its memory is not host-addressable, and `launch_host` runs host code; declare an API and implement it for the device with `DevSlice` arguments".to_string(),
-            });
+        let entry = self.shared().device(device)?;
+        if entry.executor == Executor::Device {
+            return Err(host_body_on_device(api, device));
         }
-        self.launch(device, Api::of(api), args, |_, ptrs| {
+        self.launch(entry, Api::of(api), args, |_, ptrs| {
             body(ptrs.map(HostArg));
             Ok(())
         })
+    }
+}
+
+#[cold]
+fn host_body_on_device(api: &ApiDecl, device: Device) -> Error {
+    Error::Unsupported {
+        api: api.name(),
+        device: device.to_string(),
+        why: "its memory is not host-addressable, and `launch_host` runs host code; declare an API and implement it for the device with `DevSlice` arguments".to_string(),
     }
 }
 
@@ -120,8 +126,8 @@ pub fn call_registered<const N: usize>(
 ) -> Result<()> {
     let (device, _placed) = rt.place(target, Api::of(api), || args, |_| true)?;
     let index = api.index();
-    let executor = rt.shared().device(device)?.executor;
-    let form = Form::of(executor);
+    let entry = rt.shared().device(device)?;
+    let form = Form::of(entry.executor);
     let Some(implementation) = registry().implementation(index, DeviceKind::of(device), form)
     else {
         return Err(Error::NoImplementation {
@@ -130,14 +136,14 @@ pub fn call_registered<const N: usize>(
             available: registry().describe(index),
         });
     };
-    rt.launch(device, Api::of(api), args, |dev, ptrs| {
+    rt.launch(entry, Api::of(api), args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
             fft: &rt.shared().fft,
             handle: dev.backend.handle(),
-            memory: rt.shared().device_memory(dev.space).map(|m| &**m),
+            memory: dev.memory.as_deref(),
         };
-        let placed = match executor {
+        let placed = match dev.executor {
             Executor::Host => PlacedArgs::Host(ptrs.map(HostArg)),
             Executor::Device => PlacedArgs::Device(ptrs.map(DevArg)),
         };

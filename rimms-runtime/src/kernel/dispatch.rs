@@ -9,7 +9,7 @@ use crate::coherence::Access;
 use crate::data::RawBuffer;
 use crate::error::{Error, Result};
 use crate::kernel::Api;
-use crate::runtime::{Device, DeviceEntry, ExecMode, Runtime, Shared};
+use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
 use crate::space::{Block, SpaceId};
 use crate::stats::Reason;
 use std::ptr::NonNull;
@@ -55,17 +55,16 @@ impl ArgPtr {
 }
 
 impl Runtime {
-    /// Runs `body` on `device` with `args` acquired there. `body` gets the device entry and
-    /// where each argument sits.
+    /// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
+    /// the device entry and where each argument sits.
     pub(crate) fn launch<const N: usize>(
         &self,
-        device: Device,
+        entry: &DeviceEntry,
         api: Api,
         args: [KernelArg<'_>; N],
         body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.shared();
-        let entry = shared.device(device)?;
         for arg in &args {
             if !Arc::ptr_eq(&arg.raw.rt, shared) {
                 return Err(Error::ForeignBuffer {
