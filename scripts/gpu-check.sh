@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU check of the CUDA backend (rimms-runtime, feature `cuda`) and of gpu(n) as a runtime
 # device: a release build, the GPU tests, the FZF benchmark (2,048 points x 512: baseline,
-# runtime baseline, tracked, the CUDA layer alone, hand-written cudarc), SAR on the GPU in
-# baseline and rimms mode, and the `rimms bench` table with its gpu rows.
+# runtime baseline, tracked, the CUDA layer alone, hand-written cudarc), the SAR benchmark
+# (baseline, tracked, hand-written cudarc), and the `rimms bench` table with its gpu rows.
 #
 # Run it on a machine with an NVIDIA GPU, its driver, and the CUDA 12 (or 13) runtime
 # libraries libnvrtc and libcufft. No CUDA toolkit is needed to build: cudarc opens the
@@ -92,7 +92,7 @@ echo "== build (release)"
 cargo build --release -p rimms-runtime --lib --test cuda_gpu --test cuda_no_gpu \
   --example gpu_fzf_bench
 cargo build --release -p rimms --test gpu --test device_memory
-cargo build --release -p rimms-cli
+cargo build --release -p rimms-cli --bins --example gpu_sar
 
 echo "== GPU tests (RIMMS_REQUIRE_GPU=$RIMMS_REQUIRE_GPU)"
 cargo test --release -p rimms-runtime --test cuda_no_gpu --test cuda_gpu -- --nocapture
@@ -104,25 +104,8 @@ cargo test --release -p rimms-cli --test modes --test cli
 echo "== FZF benchmark (2,048 points x 512)"
 cargo run --release -p rimms-runtime --example gpu_fzf_bench -- --frames "$FRAMES"
 
-echo "== SAR on the GPU, baseline and rimms (median ms over $FRAMES frames)"
-sar_ms() {
-  ./target/release/rimms run sar --map gpu --mode "$1" --frames "$FRAMES" --json |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["median_ms"])'
-}
-if ./target/release/rimms run sar --map gpu --frames 1 >/dev/null 2>&1; then
-  base_ms="$(sar_ms baseline)"
-  rimms_ms="$(sar_ms rimms)"
-  python3 - "$base_ms" "$rimms_ms" <<'PY'
-import sys
-base, rimms = map(float, sys.argv[1:])
-print(f"{'variant':<10} {'median ms':>10}")
-print(f"{'baseline':<10} {base:>10.3f}")
-print(f"{'rimms':<10} {rimms:>10.3f}")
-print(f"rimms over baseline: {base / rimms:.2f}x")
-PY
-else
-  echo "skipped: no GPU ($(./target/release/rimms run sar --map gpu --frames 1 2>&1 | tail -1))"
-fi
+echo "== SAR on the GPU (256 x 512: baseline, tracked, hand-written cudarc)"
+cargo run --release -p rimms-cli --example gpu_sar -- "$FRAMES"
 
 echo "== rimms bench (every app and mapping, gpu included)"
 ./target/release/rimms bench --frames "$FRAMES"
