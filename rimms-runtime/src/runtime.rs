@@ -663,22 +663,18 @@ impl Shared {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<Pending> {
+        let failed = |why: String| Error::Transfer {
+            from: self.space_name(from).to_string(),
+            to: self.space_name(to).to_string(),
+            bytes: bytes.len(),
+            why,
+        };
         if self.spaces[from.index()].fail_copies || self.spaces[to.index()].fail_copies {
-            return Err(Error::Transfer {
-                from: self.space_name(from).to_string(),
-                to: self.space_name(to).to_string(),
-                bytes: bytes.len(),
-                why: "injected copy fault".to_string(),
-            });
+            return Err(failed("injected copy fault".to_string()));
         }
         let started = Instant::now();
         self.move_bytes(from, to, src, dst, bytes.clone())
-            .map_err(|why| Error::Transfer {
-                from: self.space_name(from).to_string(),
-                to: self.space_name(to).to_string(),
-                bytes: bytes.len(),
-                why,
-            })?;
+            .map_err(failed)?;
         let pending = match self.link(from, to) {
             Some((link, true)) => {
                 let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);

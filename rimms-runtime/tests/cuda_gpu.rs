@@ -240,13 +240,7 @@ fn zip_matches_the_formulas() {
         let mut b = rng.c32(len);
         b[0] = Complex32::new(1e-3, -2e-3); // a small divisor
         let (da, db) = (upload(gpu, &a), upload(gpu, &b));
-        for op in [
-            ZipOp::Add,
-            ZipOp::Sub,
-            ZipOp::Mul,
-            ZipOp::Div,
-            ZipOp::MulConj,
-        ] {
+        for op in ZipOp::ALL {
             let out = alloc(gpu, len * 8);
             gpu.kernels()
                 .zip(op, da.range(), db.range(), out.range(), len)

@@ -84,13 +84,7 @@ fn every_builtin(rt: &Runtime, device: Device) -> Vec<(f64, f64)> {
     rt.fft_in_place(device, FftDirection::Inverse, n, &mut z)
         .expect("ifft in place");
     keep(&z);
-    for op in [
-        ZipOp::Add,
-        ZipOp::Sub,
-        ZipOp::Mul,
-        ZipOp::Div,
-        ZipOp::MulConj,
-    ] {
+    for op in ZipOp::ALL {
         rt.zip(device, op, &x, &y, &mut z).expect("zip");
         keep(&z);
     }

@@ -228,8 +228,7 @@ impl Native {
     }
 
     /// `out = a op b` for an app's ZIP step (not its multiply-by-conjugate, which stays on the
-    /// device's CPU code): on the ZIP core where the mapping puts ZIPs on the FPGA, in pieces
-    /// of the core's buffer as the runtime's FPGA kernel does.
+    /// device's CPU code): on the ZIP core where the mapping puts ZIPs on the FPGA.
     pub fn zip(
         &self,
         op: ZipOp,
@@ -241,18 +240,14 @@ impl Native {
             kernels::zip(op, a, b, out);
             return Ok(());
         };
-        let acc = board.accelerator(*zip);
         let (a, b, o) = (
             board.offset_of(a)?,
             board.offset_of(b)?,
             board.offset_of(out)?,
         );
-        let piece = acc.max_elems().unwrap_or(out.len()).max(1);
-        for start in (0..out.len()).step_by(piece) {
-            let n = piece.min(out.len() - start);
-            let at = start * std::mem::size_of::<Complex32>();
-            acc.zip(op, n, a + at, b + at, o + at)?;
-        }
+        board
+            .accelerator(*zip)
+            .zip_in_pieces(op, out.len(), a, b, o)?;
         Ok(())
     }
 

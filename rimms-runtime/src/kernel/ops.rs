@@ -15,6 +15,17 @@ pub enum ZipOp {
     MulConj,
 }
 
+impl ZipOp {
+    /// Every operation.
+    pub const ALL: [ZipOp; 5] = [
+        ZipOp::Add,
+        ZipOp::Sub,
+        ZipOp::Mul,
+        ZipOp::Div,
+        ZipOp::MulConj,
+    ];
+}
+
 /// Direction of the `fft` API. The inverse is scaled by 1/N so that a forward transform
 /// followed by an inverse one returns the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

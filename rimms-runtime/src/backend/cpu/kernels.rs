@@ -606,13 +606,7 @@ mod tests {
                     C32::new(re.signum() * (0.25 + re.abs()), im)
                 })
                 .collect();
-            for op in [
-                ZipOp::Add,
-                ZipOp::Sub,
-                ZipOp::Mul,
-                ZipOp::Div,
-                ZipOp::MulConj,
-            ] {
+            for op in ZipOp::ALL {
                 let mut out = vec![C32::default(); len];
                 zip(op, &a, &b, &mut out);
                 for (i, ((&o, &x), &y)) in out.iter().zip(&a).zip(&b).enumerate() {

@@ -415,6 +415,19 @@ impl Accelerator {
         self.zip_f32(cop, floats, a, b, out)
     }
 
+    /// [`Accelerator::zip`] of any length: a ZIP longer than the core's buffer runs as
+    /// consecutive core-sized pieces. Element-wise work splits exactly, so only the operations
+    /// the core lacks are refused.
+    pub fn zip_in_pieces(&self, op: ZipOp, n: usize, a: usize, b: usize, out: usize) -> Result<()> {
+        let piece = self.max_elems().unwrap_or(n).max(1);
+        for start in (0..n).step_by(piece) {
+            // An element is an interleaved complex: two f32.
+            let at = start * 2 * std::mem::size_of::<f32>();
+            self.zip(op, piece.min(n - start), a + at, b + at, out + at)?;
+        }
+        Ok(())
+    }
+
     /// The core's own operation on `floats` f32 values: `out[i] = a[i] op b[i]` (or the complex
     /// multiply of pairs). `a` and `out` must be 8-byte aligned, `b` 4-byte aligned.
     pub fn zip_f32(

@@ -215,17 +215,9 @@ fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C
     acc.fft(dir, points, data.len() / points, offset, offset)
 }
 
-/// A ZIP longer than the core's buffer runs as consecutive core-sized pieces: element-wise
-/// work splits exactly, so only the operations the core lacks are refused.
 #[rimms_macros::kernel(api = apis::zip, device = fpga)]
 fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
     let (a, b, o) = (offset_of(acc, a)?, offset_of(acc, b)?, offset_of(acc, out)?);
-    let piece = acc.max_elems().unwrap_or(out.len()).max(1);
-    for start in (0..out.len()).step_by(piece) {
-        let n = piece.min(out.len() - start);
-        let at = start * std::mem::size_of::<C32>();
-        acc.zip(op, n, a + at, b + at, o + at)?;
-    }
-    Ok(())
+    acc.zip_in_pieces(op, out.len(), a, b, o)
 }
