@@ -238,10 +238,9 @@ fn fill_on_sim1(#[out] data: &mut [f32]) {
     data.fill(1.0);
 }
 
-#[test]
-fn eft_spreads_concurrent_calls_over_the_devices() {
-    // Slow estimates: each call stays queued on its device while the others are placed.
-    let rt = runtime(Policy::Eft, CostTable::uniform(rate(1e6)));
+/// Three calls at once, each held until all three are placed: where `policy` put them.
+fn three_held_calls(policy: Policy, costs: CostTable, tag: usize) -> Vec<Device> {
+    let rt = runtime(policy, costs);
     let mut bufs: Vec<HeteData<f32>> = (0..3)
         .map(|_| HeteData::alloc(&rt, 1 << 16).unwrap())
         .collect();
@@ -249,19 +248,42 @@ fn eft_spreads_concurrent_calls_over_the_devices() {
     std::thread::scope(|s| {
         for buf in bufs.iter_mut() {
             let (rt, barrier) = (&rt, &barrier);
-            s.spawn(move || hold_then_tag(rt, barrier, buf).unwrap());
+            s.spawn(move || hold_then_tag(rt, tag, barrier, buf).unwrap());
         }
     });
-    let mut got = placed(5);
+    let mut got = placed(tag);
     got.sort_by_key(|d| d.to_string());
+    got
+}
+
+#[test]
+fn eft_spreads_concurrent_calls_over_devices_that_run_one_at_a_time() {
+    // Slow estimates: each call stays queued on its device while the others are placed, and
+    // the CPU, like the cards, is said to run one call at a time.
+    let costs = CostTable::uniform(rate(1e6)).concurrency(Device::Cpu, 1);
+    let got = three_held_calls(Policy::Eft, costs, 5);
     assert_eq!(got, [Device::Cpu, Device::Sim(0), Device::Sim(1)]);
+}
+
+#[test]
+fn eft_keeps_concurrent_calls_on_a_cpu_with_free_workers() {
+    // The same calls, but the CPU runs three at once: none of them waits there, so the ties
+    // go to the CPU and nothing crosses a link.
+    let costs = CostTable::uniform(rate(1e6)).concurrency(Device::Cpu, 3);
+    for policy in [Policy::Eft, Policy::DataAwareEft] {
+        let tag = if policy == Policy::Eft { 6 } else { 7 };
+        assert_eq!(
+            three_held_calls(policy, costs.clone(), tag),
+            [Device::Cpu; 3]
+        );
+    }
 }
 
 /// Records where it runs, then waits for the other two calls: each is placed while the others
 /// are still running, so their estimates are on their devices' queues.
 #[rimms::kernel(device = auto)]
-fn hold_then_tag(ctx: &KernelCtx, barrier: &std::sync::Barrier, data: &mut [f32]) {
-    PLACED.lock().unwrap().push((5, ctx.device()));
+fn hold_then_tag(ctx: &KernelCtx, tag: usize, barrier: &std::sync::Barrier, data: &mut [f32]) {
+    PLACED.lock().unwrap().push((tag, ctx.device()));
     barrier.wait();
-    data.fill(5.0);
+    data.fill(tag as f32);
 }

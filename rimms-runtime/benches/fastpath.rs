@@ -6,7 +6,11 @@
 
 use divan::{black_box, Bencher};
 use num_complex::Complex32;
-use rimms_runtime::{Access, ApiDecl, Device, HeteData, KernelArg, Runtime, SpaceId};
+use rimms_runtime::{
+    Access, ApiDecl, CostTable, Device, HeteData, KernelArg, LinkModel, Runtime, SimConfig,
+    SpaceId, Target,
+};
+use std::time::Duration;
 
 fn main() {
     divan::main();
@@ -63,6 +67,40 @@ fn dispatch_builtin_zip_one_element_resident(bencher: Bencher) {
             &mut y,
         )
     });
+}
+
+/// The same call left to the data-aware scheduler on the CPU and two sims: what placing a call
+/// costs when its data is already on the host. Where every device costs the same, the sims
+/// cannot win, so their transfers are never estimated.
+#[divan::bench]
+fn dispatch_builtin_zip_one_element_auto(bencher: Bencher) {
+    bench_auto_zip(bencher, CostTable::default());
+}
+
+/// As above, but the cost table says the sims run calls faster, so each sim's transfer
+/// estimate (the buffer's lock and a copy plan per argument) is worked out on every call.
+#[divan::bench]
+fn dispatch_builtin_zip_one_element_auto_faster_sims(bencher: Bencher) {
+    let fast = LinkModel {
+        latency: Duration::from_nanos(100),
+        bytes_per_second: 1e12,
+    };
+    let costs = CostTable::default()
+        .device(Device::Sim(0), fast)
+        .device(Device::Sim(1), fast);
+    bench_auto_zip(bencher, costs);
+}
+
+fn bench_auto_zip(bencher: Bencher, costs: CostTable) {
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .sim(SimConfig::default())
+        .costs(costs)
+        .build()
+        .expect("runtime");
+    let x = HeteData::from_slice(&rt, &[Complex32::new(1.0, 2.0)]).expect("x");
+    let mut y = HeteData::from_slice(&rt, &[Complex32::new(0.0, 0.0)]).expect("y");
+    bencher.bench_local(|| rt.zip(Target::Auto, rimms_runtime::ZipOp::Mul, &x, &x, &mut y));
 }
 
 /// The floor under `dispatch_noop_three_resident_args`: the same argument construction and

@@ -334,7 +334,11 @@ impl RuntimeBuilder {
         let stats_page = Publisher::create(self.stats_page, spaces.iter().map(|s| &*s.name))?;
         let runtime = Runtime {
             shared: Arc::new(Shared {
-                scheduler: Scheduler::new(self.policy, self.costs, devices.len()),
+                scheduler: Scheduler::new(
+                    self.policy,
+                    self.costs,
+                    devices.iter().map(|d| d.device),
+                ),
                 queues: DeviceQueues::new(devices.len()),
                 first_of_kind,
                 host_mapped,

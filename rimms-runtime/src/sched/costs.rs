@@ -5,6 +5,11 @@
 //! API runs on rows of 64 points and on whole images; it has the shape of a link's model, so it
 //! is the same type. Entries are looked up by API and device, then by device alone, then fall
 //! back to one default, so a table need only say what differs.
+//!
+//! A table also says how many calls a device runs at once. An accelerator runs one at a time
+//! from its queue; the CPU runs as many as its worker pool has threads, so a call placed while
+//! one CPU call is running need not wait for it — an earliest-finish-time scheduler that forgot
+//! this would send work over a link to a card while CPU workers sat idle.
 
 use crate::runtime::Device;
 use crate::space::LinkModel;
@@ -16,6 +21,7 @@ pub struct CostTable {
     default: LinkModel,
     per_device: Vec<(Device, LinkModel)>,
     per_api: Vec<(String, Device, LinkModel)>,
+    concurrency: Vec<(Device, usize)>,
 }
 
 impl Default for CostTable {
@@ -28,6 +34,7 @@ impl Default for CostTable {
             },
             per_device: Vec::new(),
             per_api: Vec::new(),
+            concurrency: Vec::new(),
         }
     }
 }
@@ -53,6 +60,28 @@ impl CostTable {
         self.per_api.retain(|(a, d, _)| !(a == api && *d == device));
         self.per_api.push((api.to_string(), device, model));
         self
+    }
+
+    /// `device` runs up to `calls` calls at once (at least one). By default the CPU runs as
+    /// many as rayon's pool, where scoped CPU jobs run, has threads, and every other device one.
+    pub fn concurrency(mut self, device: Device, calls: usize) -> CostTable {
+        self.concurrency.retain(|(d, _)| *d != device);
+        self.concurrency.push((device, calls.max(1)));
+        self
+    }
+
+    /// How many calls `device` runs at once (see [`CostTable::concurrency`]).
+    pub fn concurrent_calls(&self, device: Device) -> usize {
+        self.concurrency
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map_or_else(
+                || match device {
+                    Device::Cpu => rayon::current_num_threads(),
+                    _ => 1,
+                },
+                |&(_, calls)| calls,
+            )
     }
 
     /// Expected nanoseconds of a call of `api` on `device` over `bytes` of arguments.
@@ -103,5 +132,20 @@ mod tests {
             rate(2e9),
         );
         assert_eq!(table.estimate("fft", Device::Cpu, 1000), 600);
+    }
+
+    #[test]
+    fn concurrency_defaults_to_the_cpu_pool_and_one_call_elsewhere() {
+        let table = CostTable::default();
+        assert_eq!(
+            table.concurrent_calls(Device::Cpu),
+            rayon::current_num_threads()
+        );
+        assert_eq!(table.concurrent_calls(Device::Sim(1)), 1);
+        let table = table
+            .concurrency(Device::Cpu, 3)
+            .concurrency(Device::Sim(1), 0);
+        assert_eq!(table.concurrent_calls(Device::Cpu), 3);
+        assert_eq!(table.concurrent_calls(Device::Sim(1)), 1, "at least one");
     }
 }

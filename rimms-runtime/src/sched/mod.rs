@@ -59,7 +59,9 @@ pub enum Policy {
     RoundRobin,
     /// Minimum execution time: the candidate whose cost table says it runs the call fastest.
     Met,
-    /// Earliest finish time: execution time plus the work already queued on each candidate.
+    /// Earliest finish time: execution time plus the wait for the work already queued on each
+    /// candidate (none while it has a free slot: the CPU runs several calls at once, see
+    /// [`CostTable::concurrency`]).
     Eft,
     /// Earliest finish time plus the time to move the argument bytes not yet valid on each
     /// candidate, from the cheapest source over the runtime's links.
@@ -86,30 +88,66 @@ pub(crate) struct Scheduler {
     policy: Policy,
     costs: CostTable,
     turn: AtomicUsize,
-    /// Estimated nanoseconds of placed, unfinished calls, per device position.
-    queued_ns: Vec<AtomicU64>,
+    /// What each device (by position) has placed on it and not yet finished.
+    queues: Vec<DeviceQueue>,
+}
+
+/// One device's placed, unfinished calls, as the scheduler sees them.
+struct DeviceQueue {
+    /// How many calls the device runs at once (from the cost table).
+    concurrency: usize,
+    /// Calls placed and not finished.
+    calls: AtomicUsize,
+    /// Their estimated nanoseconds.
+    ns: AtomicU64,
+}
+
+impl DeviceQueue {
+    /// How long a call placed now waits before it starts: nothing while the device has a free
+    /// slot, else the queued work shared over its slots.
+    fn wait_ns(&self) -> u64 {
+        if self.calls.load(Ordering::Relaxed) < self.concurrency {
+            0
+        } else {
+            self.ns.load(Ordering::Relaxed) / self.concurrency as u64
+        }
+    }
 }
 
 /// A placed call: its estimate stays on its device's queue until the ticket is dropped, when
 /// the call has finished (or failed).
 pub(crate) struct Ticket<'a> {
-    queued: &'a AtomicU64,
+    queue: &'a DeviceQueue,
     estimate: u64,
 }
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
-        self.queued.fetch_sub(self.estimate, Ordering::Relaxed);
+        self.queue.ns.fetch_sub(self.estimate, Ordering::Relaxed);
+        self.queue.calls.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Scheduler {
-    pub(crate) fn new(policy: Policy, costs: CostTable, devices: usize) -> Scheduler {
+    /// A scheduler for `devices`, in the runtime's device order.
+    pub(crate) fn new(
+        policy: Policy,
+        costs: CostTable,
+        devices: impl IntoIterator<Item = Device>,
+    ) -> Scheduler {
+        let queues = devices
+            .into_iter()
+            .map(|device| DeviceQueue {
+                concurrency: costs.concurrent_calls(device),
+                calls: AtomicUsize::new(0),
+                ns: AtomicU64::new(0),
+            })
+            .collect();
         Scheduler {
             policy,
             costs,
             turn: AtomicUsize::new(0),
-            queued_ns: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+            queues,
         }
     }
 
@@ -127,25 +165,21 @@ impl Scheduler {
         fits: impl Fn(&DeviceEntry) -> bool,
     ) -> Result<(Device, Ticket<'s>), NoCandidate> {
         let index = api.index();
-        let candidates: Vec<usize> = (0..devices.len())
-            .filter(|&i| {
-                let entry = &devices[i];
-                registry()
-                    .implementation(
-                        index,
-                        DeviceKind::of(entry.device),
-                        Form::of(entry.executor),
-                    )
-                    .is_some()
-                    && fits(entry)
-            })
-            .collect();
-        if candidates.is_empty() {
-            return Err(NoCandidate);
-        }
+        let takes = |i: &usize| {
+            let entry = &devices[*i];
+            registry()
+                .implementation(
+                    index,
+                    DeviceKind::of(entry.device),
+                    Form::of(entry.executor),
+                )
+                .is_some()
+                && fits(entry)
+        };
+        let candidates = || (0..devices.len()).filter(takes);
         let bytes: usize = args.iter().map(|a| a.len).sum();
         let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device, bytes);
-        let queued = |i: usize| self.queued_ns[i].load(Ordering::Relaxed);
+        let wait = |i: usize| self.queues[i].wait_ns();
         let transfer_ns = |i: usize| -> u64 {
             let entry = &devices[i];
             args.iter()
@@ -161,44 +195,48 @@ impl Scheduler {
                     .iter()
                     .find(|(name, _)| name == api.name())
                     .map_or(*default, |(_, device)| *device);
-                candidates
-                    .iter()
-                    .copied()
-                    .find(|&i| devices[i].device == wanted)
-                    .ok_or(NoCandidate)?
+                candidates().find(|&i| devices[i].device == wanted)
             }
             Policy::RoundRobin => {
-                candidates[self.turn.fetch_add(1, Ordering::Relaxed) % candidates.len()]
+                let count = candidates().count().max(1);
+                candidates().nth(self.turn.fetch_add(1, Ordering::Relaxed) % count)
             }
-            Policy::Met => cheapest(&candidates, run_ns),
-            Policy::Eft => cheapest(&candidates, |i| queued(i) + run_ns(i)),
-            Policy::DataAwareEft => {
-                cheapest(&candidates, |i| queued(i) + run_ns(i) + transfer_ns(i))
-            }
+            Policy::Met => cheapest(candidates(), run_ns, |_| 0),
+            Policy::Eft => cheapest(candidates(), |i| wait(i) + run_ns(i), |_| 0),
+            Policy::DataAwareEft => cheapest(candidates(), |i| wait(i) + run_ns(i), transfer_ns),
         };
+        let pick = pick.ok_or(NoCandidate)?;
         let estimate = run_ns(pick);
-        let queued = &self.queued_ns[pick];
-        queued.fetch_add(estimate, Ordering::Relaxed);
-        Ok((devices[pick].device, Ticket { queued, estimate }))
+        let queue = &self.queues[pick];
+        queue.ns.fetch_add(estimate, Ordering::Relaxed);
+        queue.calls.fetch_add(1, Ordering::Relaxed);
+        Ok((devices[pick].device, Ticket { queue, estimate }))
     }
 }
 
 /// No device implements the API and accepts the call.
 pub(crate) struct NoCandidate;
 
-/// The candidate of least cost; ties go to the earlier device (the CPU first), so a decision
-/// is repeatable.
-fn cheapest(candidates: &[usize], cost: impl Fn(usize) -> u64) -> usize {
-    let mut best = candidates[0];
-    let mut best_cost = cost(best);
-    for &i in &candidates[1..] {
-        let c = cost(i);
-        if c < best_cost {
-            best = i;
-            best_cost = c;
+/// The candidate of least cost, `base(i) + extra(i)`; ties go to the earlier device (the CPU
+/// first), so a decision is repeatable. `extra` (the transfer estimate, which takes the buffer's
+/// lock and plans its copies) is only asked of a candidate whose `base` alone could still win.
+fn cheapest(
+    candidates: impl Iterator<Item = usize>,
+    base: impl Fn(usize) -> u64,
+    extra: impl Fn(usize) -> u64,
+) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for i in candidates {
+        let floor = base(i);
+        if best.is_some_and(|(_, cost)| floor >= cost) {
+            continue;
+        }
+        let cost = floor.saturating_add(extra(i));
+        if best.is_none_or(|(_, best_cost)| cost < best_cost) {
+            best = Some((i, cost));
         }
     }
-    best
+    best.map(|(i, _)| i)
 }
 
 impl crate::runtime::Runtime {
