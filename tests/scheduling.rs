@@ -1,9 +1,9 @@
 //! The schedulers behind `Target::Auto`: where each policy puts calls, device limits, the
-//! cost tables, and that the data-aware policy follows the data.
+//! cost tables, that the data-aware policy follows the data, and link calibration.
 
 use rimms::{
     Complex32, CostTable, Device, Error, FftDirection, HeteData, KernelCtx, LinkModel, Policy,
-    Runtime, SimConfig, Target, ZipOp,
+    Runtime, SimConfig, SpaceId, Target, ZipOp,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -286,4 +286,86 @@ fn hold_then_tag(ctx: &KernelCtx, tag: usize, barrier: &std::sync::Barrier, data
     PLACED.lock().unwrap().push((tag, ctx.device()));
     barrier.wait();
     data.fill(tag as f32);
+}
+
+/// A sim whose link is `link`, its copies taking that long if `simulate`.
+fn sim_with_link(link: LinkModel, simulate: bool) -> SimConfig {
+    SimConfig {
+        link,
+        simulate_link: simulate,
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn calibration_never_reports_a_simulated_link_faster_than_it_is() {
+    // Copies over this link take at least 200 µs + bytes / 200 MB/s, however quiet the machine:
+    // a timed copy can only come out slower than its model.
+    let configured = LinkModel {
+        latency: Duration::from_micros(200),
+        bytes_per_second: 200e6,
+    };
+    let plain = Runtime::builder()
+        .sim(sim_with_link(configured, true))
+        .build()
+        .unwrap();
+    let sim0 = plain.space_of(Device::Sim(0)).unwrap();
+    assert_eq!(plain.link_model(sim0), Some(configured), "uncalibrated");
+
+    let rt = Runtime::builder()
+        .sim(sim_with_link(configured, true))
+        .calibrate_links(true)
+        .build()
+        .unwrap();
+    let measured = rt.link_model(sim0).unwrap();
+    // Both models are a line in the bytes; the fit passes through the two measured sizes
+    // (16 KiB and 1 MiB), so it is at or above the configured line between them.
+    for bytes in [16 << 10, 256 << 10, 1 << 20] {
+        assert!(
+            measured.cost_ns(bytes) >= configured.cost_ns(bytes),
+            "{bytes} bytes: measured {measured:?} is below the configured {configured:?}"
+        );
+    }
+    assert_eq!(rt.link_model(SpaceId::HOST), None);
+    assert_eq!(
+        rt.stats().total_bytes(),
+        0,
+        "calibration copies are not counted"
+    );
+}
+
+#[test]
+fn a_calibrated_link_turns_the_data_aware_decision() {
+    // The configured link is absurdly slow (a second per copy) but copies are plain memcpys;
+    // the sims are said to compute far faster than the CPU.
+    let wrong = LinkModel {
+        latency: Duration::from_secs(1),
+        bytes_per_second: 1e6,
+    };
+    let costs = CostTable::default()
+        .device(Device::Cpu, rate(0.2e9))
+        .device(Device::Sim(0), rate(1e12));
+    let sim0_reads = |calibrate: bool| {
+        let rt = Runtime::builder()
+            .sim(sim_with_link(wrong, false))
+            .scheduler(Policy::DataAwareEft)
+            .costs(costs.clone())
+            .calibrate_links(calibrate)
+            .build()
+            .unwrap();
+        let x: Vec<Complex32> = (0..1 << 16)
+            .map(|i| Complex32::new(i as f32, 1.0))
+            .collect();
+        let input = HeteData::from_slice(&rt, &x).unwrap();
+        let mut out = HeteData::<Complex32>::alloc(&rt, 1 << 16).unwrap();
+        rt.zip(Target::Auto, ZipOp::Add, &input, &input, &mut out)
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        assert!(got.iter().zip(&x).all(|(g, v)| *g == v + v));
+        rt.stats().bytes("host", "sim0")
+    };
+    // Trusting the configured second, the CPU's 8 ms is cheaper; measured, the copies cost
+    // well under a millisecond, so the call goes to sim0 and its input crosses.
+    assert_eq!(sim0_reads(false), 0);
+    assert_eq!(sim0_reads(true), (1 << 16) * 8);
 }

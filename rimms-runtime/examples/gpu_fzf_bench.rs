@@ -240,6 +240,31 @@ mod bench {
             max_rel_diff(&y_layer, &y_tracked),
             max_rel_diff(&y_hand, &y_tracked)
         );
+        print_calibrated_link()?;
+        Ok(())
+    }
+
+    /// What `calibrate_links` measures between the host and gpu0, beside the configured model
+    /// the scheduler otherwise ranks by.
+    fn print_calibrated_link() -> Res<()> {
+        let build = |calibrate| {
+            Runtime::builder()
+                .gpu(0)
+                .gpu_pool(64 << 20)
+                .calibrate_links(calibrate)
+                .build()
+        };
+        let (configured, measured) = (build(false)?, build(true)?);
+        let space = measured.space_of(Device::Gpu(0))?;
+        for (label, rt) in [("configured", &configured), ("calibrated", &measured)] {
+            if let Some(link) = rt.link_model(space) {
+                println!(
+                    "host <-> gpu0 link, {label}: {:.2} µs + {:.2} GB/s",
+                    link.latency.as_secs_f64() * 1e6,
+                    link.bytes_per_second / 1e9
+                );
+            }
+        }
         Ok(())
     }
 

@@ -24,7 +24,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// A device that runs kernels.
@@ -79,6 +79,7 @@ pub struct RuntimeBuilder {
     stats_page: Option<PathBuf>,
     gpus: GpuRequest,
     gpu_pool_bytes: usize,
+    calibrate_links: bool,
 }
 
 /// Which GPUs a builder adds.
@@ -106,6 +107,7 @@ impl Default for RuntimeBuilder {
             stats_page: None,
             gpus: GpuRequest::These(Vec::new()),
             gpu_pool_bytes: 1 << 30,
+            calibrate_links: false,
         }
     }
 }
@@ -211,6 +213,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Measure every device link when the runtime starts — a few timed copies of a small and
+    /// a large block each way — and rank copies and scheduler candidates by what was measured
+    /// instead of the configured [`LinkModel`]s (see [`Runtime::link_model`]). Off by default:
+    /// it takes a few milliseconds per device and one block of each device's pool while it
+    /// runs. A simulated link's copies still take their configured time.
+    pub fn calibrate_links(mut self, on: bool) -> Self {
+        self.calibrate_links = on;
+        self
+    }
+
     /// Reserves the pools and starts the devices.
     pub fn build(self) -> Result<Runtime> {
         if !self.granule.is_power_of_two() || self.granule < 64 {
@@ -254,6 +266,7 @@ impl RuntimeBuilder {
             name: "host".to_string(),
             pool: Pool::new("host", self.host_pool_bytes, self.granule)?,
             link: None,
+            measured: OnceLock::new(),
             simulate: false,
             fail_copies: false,
             host_mapped: true,
@@ -295,6 +308,7 @@ impl RuntimeBuilder {
                         device_memory,
                         name: spec.name,
                         link: Some(spec.link),
+                        measured: OnceLock::new(),
                         simulate: spec.simulate,
                         fail_copies: spec.fail_copies,
                         host_mapped: spec.host_mapped,
@@ -358,6 +372,9 @@ impl RuntimeBuilder {
                 _fpga: fpga,
             }),
         };
+        if self.calibrate_links {
+            runtime.shared.calibrate_links()?;
+        }
         if let Some(page) = &runtime.shared.stats_page {
             // A weak handle: the page must not keep the runtime alive.
             let weak = Arc::downgrade(&runtime.shared);
@@ -407,8 +424,12 @@ pub struct Runtime {
 pub(crate) struct SpaceEntry {
     pub name: String,
     pub pool: Pool,
-    /// Link to and from the host; `None` for the host itself.
+    /// Link to and from the host; `None` for the host itself. A simulated link's copies take
+    /// this long.
     pub link: Option<LinkModel>,
+    /// What copies over the link were measured to take, if the runtime calibrated it; the
+    /// copy planner and the scheduler rank by this when it is set.
+    pub measured: OnceLock<LinkModel>,
     pub simulate: bool,
     pub fail_copies: bool,
     /// The CPU reaches this space in place (always true of the host itself).
@@ -418,6 +439,13 @@ pub(crate) struct SpaceEntry {
     device_memory: Option<SharedDeviceMemory>,
     /// When its simulated link is next free.
     busy: Occupancy,
+}
+
+impl SpaceEntry {
+    /// The link model copies to and from this space are ranked by.
+    pub(crate) fn cost_model(&self) -> Option<LinkModel> {
+        self.measured.get().copied().or(self.link)
+    }
 }
 
 /// A device as dispatch sees it: what the hot path needs is copied out of the backend once,
@@ -445,7 +473,7 @@ pub(crate) struct Shared {
     /// (`RuntimeBuilder::zero_copy`); `None`: in the writer's own space.
     pub default_home: Option<SpaceId>,
     granule: usize,
-    spaces: Vec<SpaceEntry>,
+    pub spaces: Vec<SpaceEntry>,
     devices: Vec<DeviceEntry>,
     pub counters: Counters,
     pub fft: FftPlans,
@@ -496,6 +524,17 @@ impl Runtime {
     /// The name of `space` ("host", "sim0", …), as stats report it.
     pub fn space_name(&self, space: SpaceId) -> &str {
         self.shared.space_name(space)
+    }
+
+    /// The model copies between `space` and the host are ranked by (by the copy planner and
+    /// the data-aware scheduler): the measured one if the runtime calibrated its links (see
+    /// [`RuntimeBuilder::calibrate_links`]), else the configured one; `None` for the host
+    /// and for an unknown space.
+    pub fn link_model(&self, space: SpaceId) -> Option<LinkModel> {
+        self.shared
+            .spaces
+            .get(space.index())
+            .and_then(SpaceEntry::cost_model)
     }
 
     /// A snapshot of the counters.
@@ -632,25 +671,38 @@ impl Shared {
     /// between two devices the slower of their host links (a peer copy through the same
     /// switch).
     fn link(&self, a: SpaceId, b: SpaceId) -> Option<(LinkModel, bool)> {
-        let (la, lb) = (&self.spaces[a.index()], &self.spaces[b.index()]);
-        let simulate = la.simulate || lb.simulate;
-        match (la.link, lb.link) {
+        let simulate = self.spaces[a.index()].simulate || self.spaces[b.index()].simulate;
+        self.slower_link(a, b, |s| s.link)
+            .map(|link| (link, simulate))
+    }
+
+    /// The slower of the links of `a` and `b` to the host, as `model` gives each: a copy
+    /// between two devices crosses both.
+    fn slower_link(
+        &self,
+        a: SpaceId,
+        b: SpaceId,
+        model: impl Fn(&SpaceEntry) -> Option<LinkModel>,
+    ) -> Option<LinkModel> {
+        match (
+            model(&self.spaces[a.index()]),
+            model(&self.spaces[b.index()]),
+        ) {
             (None, None) => None,
-            (Some(l), None) | (None, Some(l)) => Some((l, simulate)),
-            (Some(x), Some(y)) => {
-                let slower = if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) {
-                    x
-                } else {
-                    y
-                };
-                Some((slower, simulate))
-            }
+            (Some(l), None) | (None, Some(l)) => Some(l),
+            (Some(x), Some(y)) => Some(if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) {
+                x
+            } else {
+                y
+            }),
         }
     }
 
-    /// Modelled cost of copying `bytes` from `src` to `dst`, for picking the cheapest source.
+    /// What a copy between `src` and `dst` is expected to cost, for picking the cheapest
+    /// source and for the scheduler: measured where the runtime calibrated, else configured.
     pub(crate) fn link_cost(&self, src: SpaceId, dst: SpaceId, bytes: usize) -> u64 {
-        self.link(src, dst).map_or(0, |(l, _)| l.cost_ns(bytes))
+        self.slower_link(src, dst, SpaceEntry::cost_model)
+            .map_or(0, |l| l.cost_ns(bytes))
     }
 
     /// One copy of `len` bytes between two blocks in different spaces, counted and traced. On
@@ -718,7 +770,7 @@ impl Shared {
     /// memcpy between host-addressable spaces, the backend's copy where one is device memory,
     /// and between two device memories a peer copy where they can, else a bounce through the
     /// host.
-    fn move_bytes(
+    pub(crate) fn move_bytes(
         &self,
         from: SpaceId,
         to: SpaceId,

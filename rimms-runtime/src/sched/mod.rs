@@ -11,6 +11,7 @@
 //! Everything here is off the resident fast path: a call that names its device never touches
 //! the scheduler.
 
+mod calibrate;
 mod costs;
 
 pub use costs::CostTable;
