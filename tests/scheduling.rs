@@ -29,11 +29,15 @@ fn placed(tag: usize) -> Vec<Device> {
         .collect()
 }
 
-fn rate(bytes_per_second: f64) -> LinkModel {
+fn model(latency: Duration, bytes_per_second: f64) -> LinkModel {
     LinkModel {
-        latency: Duration::from_micros(1),
+        latency,
         bytes_per_second,
     }
+}
+
+fn rate(bytes_per_second: f64) -> LinkModel {
+    model(Duration::from_micros(1), bytes_per_second)
 }
 
 fn runtime(policy: Policy, costs: CostTable) -> Runtime {
@@ -299,12 +303,9 @@ fn sim_with_link(link: LinkModel, simulate: bool) -> SimConfig {
 
 #[test]
 fn calibration_never_reports_a_simulated_link_faster_than_it_is() {
-    // Copies over this link take at least 200 µs + bytes / 200 MB/s, however quiet the machine:
-    // a timed copy can only come out slower than its model.
-    let configured = LinkModel {
-        latency: Duration::from_micros(200),
-        bytes_per_second: 200e6,
-    };
+    // A copy over this simulated link takes at least 200 µs + bytes / 200 MB/s, however fast
+    // the memcpy under it.
+    let configured = model(Duration::from_micros(200), 200e6);
     let plain = Runtime::builder()
         .sim(sim_with_link(configured, true))
         .build()
@@ -338,10 +339,7 @@ fn calibration_never_reports_a_simulated_link_faster_than_it_is() {
 fn a_calibrated_link_turns_the_data_aware_decision() {
     // The configured link is absurdly slow (a second per copy) but copies are plain memcpys;
     // the sims are said to compute far faster than the CPU.
-    let wrong = LinkModel {
-        latency: Duration::from_secs(1),
-        bytes_per_second: 1e6,
-    };
+    let wrong = model(Duration::from_secs(1), 1e6);
     let costs = CostTable::default()
         .device(Device::Cpu, rate(0.2e9))
         .device(Device::Sim(0), rate(1e12));
