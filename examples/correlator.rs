@@ -55,8 +55,8 @@ fn main() -> rimms::Result<ExitCode> {
     rimms::parallel_for!(for i in 0..PADDED {
         reference[i] = if i < N { chirp(i) } else { zero };
         received[i] = match i {
-            i if i < DELAY => noise[i],
-            i if i < N => chirp(i - DELAY) + noise[i],
+            _ if i < DELAY => noise[i],
+            _ if i < N => chirp(i - DELAY) + noise[i],
             _ => zero,
         };
     })?;

@@ -23,13 +23,11 @@ fn add(
             KernelArg::write("out", out),
         ],
         |[a, b, out]| {
-            // SAFETY: the element type is the one the arguments were made from, and `out` is
-            // borrowed mutably by this function's caller, so it overlaps neither input.
-            let (a, b, out) =
-                unsafe { (a.slice::<u32>(), b.slice::<u32>(), out.slice_mut::<u32>()) };
-            for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+            let (a, b) = (a.into_slice::<u32>()?, b.into_slice::<u32>()?);
+            for ((o, x), y) in out.into_slice_mut::<u32>()?.iter_mut().zip(a).zip(b) {
                 *o = x.wrapping_add(*y);
             }
+            Ok(())
         },
     )
 }
@@ -37,10 +35,10 @@ fn add(
 /// Increments in place, as a read-write custom kernel.
 fn bump(rt: &Runtime, device: Device, x: &mut HeteData<u32>) -> rimms::Result<()> {
     rt.launch_host(device, &BUMP, [KernelArg::read_write("x", x)], |[x]| {
-        // SAFETY: the only argument, made from a `HeteData<u32>`.
-        unsafe { x.slice_mut::<u32>() }
+        x.into_slice_mut::<u32>()?
             .iter_mut()
             .for_each(|v| *v = v.wrapping_add(1));
+        Ok(())
     })
 }
 

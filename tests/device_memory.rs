@@ -78,19 +78,13 @@ fn halve_host(values: &[f32], #[out] half: &mut [f32]) {
 /// A device implementation written by a user: it gets device addresses and stages through
 /// the device's memory interface (a GPU implementation would launch a kernel on them).
 #[rimms::kernel(api = halve, device = sim)]
-fn halve_device(ctx: &KernelCtx, values: DevSlice<f32>, #[out] half: DevSliceMut<f32>) {
-    let memory = ctx.device_memory().expect("the card has device memory");
-    let mut staged = vec![0f32; values.len()];
-    memory
-        .copy_out(values.addr(), bytemuck::cast_slice_mut(&mut staged))
-        .expect("read");
+fn halve_device(ctx: &KernelCtx, values: DevSlice<f32>, #[out] mut half: DevSliceMut<f32>) {
+    let mut staged = ctx.read_device(&values).expect("read");
     for v in &mut staged {
         *v /= 2.0;
     }
     assert_eq!(half.len(), staged.len());
-    memory
-        .copy_in(half.addr(), bytemuck::cast_slice(&staged))
-        .expect("write");
+    ctx.copy_to_device(&staged, &mut half).expect("write");
 }
 
 #[rimms::api]

@@ -2,8 +2,9 @@
 
 use crate::paths;
 use crate::signature::{device_ctx, fn_pointer_type, read_params, Errors, Form, Mode, Param};
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{Attribute, ForeignItemFn, Ident, ReturnType, Visibility};
 
 /// The hidden items that stand for an API named `name`, next to its function.
@@ -94,22 +95,38 @@ pub fn api_items(
         _ => None,
     });
 
+    // Everything the expansion names itself has mixed-site hygiene: no user token can refer
+    // to it or shadow it.
+    let hidden = |name: &str| syn::Ident::new(name, Span::mixed_site());
+    let (ctx, implementation, placed, f) = (
+        hidden("__rimms_ctx"),
+        hidden("__rimms_impl"),
+        hidden("__rimms_args"),
+        hidden("__rimms_f"),
+    );
+    let (rt, device_name) = (hidden("rt"), hidden("device"));
     let mut inputs = Vec::new();
+    let mut value_checks = Vec::new();
     let mut kernel_args = Vec::new();
     let mut bound = Vec::new();
     let mut call_args = Vec::new();
     let mut device_call_args = Vec::new();
     if device_ctx(params, Form::Device) {
-        device_call_args.push(quote!(__rimms_ctx));
+        device_call_args.push(quote!(#ctx));
     }
     for p in params {
         match p {
             Param::Ctx { .. } => {
-                call_args.push(quote!(__rimms_ctx));
-                device_call_args.push(quote!(__rimms_ctx));
+                call_args.push(quote!(#ctx));
+                device_call_args.push(quote!(#ctx));
             }
             Param::Plain { name, ty } => {
                 inputs.push(quote!(#name: #ty));
+                // The type system, not the tokens, decides what may pass by value: an alias
+                // or a wrapper of a raw pointer is refused here too, spanned on the type.
+                value_checks.push(quote_spanned! {ty.span()=>
+                    #rimms::__private::assert_kernel_value::<#ty>();
+                });
                 call_args.push(quote!(#name));
                 device_call_args.push(quote!(#name));
             }
@@ -117,14 +134,14 @@ pub fn api_items(
                 name, elem, mode, ..
             } => {
                 let label = name.to_string();
-                let local = format_ident!("__rimms_arg_{}", name);
+                let local = format_ident!("__rimms_arg_{}", name, span = Span::mixed_site());
                 bound.push(local.clone());
                 match mode {
                     Mode::Read => {
                         inputs.push(quote!(#name: &impl #rimms::Input<#elem>));
                         kernel_args.push(quote!(#rimms::KernelArg::read(#label, #name)));
-                        call_args.push(quote!(unsafe { #local.slice::<#elem>() }));
-                        device_call_args.push(quote!(unsafe { #local.dev_slice::<#elem>() }));
+                        call_args.push(quote!(#local.into_slice::<#elem>()?));
+                        device_call_args.push(quote!(#local.into_dev_slice::<#elem>()?));
                     }
                     Mode::ReadWrite | Mode::Write => {
                         let ctor = if *mode == Mode::Write {
@@ -134,8 +151,8 @@ pub fn api_items(
                         };
                         inputs.push(quote!(#name: &mut impl #rimms::Output<#elem>));
                         kernel_args.push(quote!(#rimms::KernelArg::#ctor(#label, #name)));
-                        call_args.push(quote!(unsafe { #local.slice_mut::<#elem>() }));
-                        device_call_args.push(quote!(unsafe { #local.dev_slice_mut::<#elem>() }));
+                        call_args.push(quote!(#local.into_slice_mut::<#elem>()?));
+                        device_call_args.push(quote!(#local.into_dev_slice_mut::<#elem>()?));
                     }
                 }
             }
@@ -143,8 +160,8 @@ pub fn api_items(
     }
     let (device_param, device) = match caller {
         Caller::AnyDevice => (
-            quote!(device: impl ::core::convert::Into<#rimms::Target>,),
-            quote!(::core::convert::Into::<#rimms::Target>::into(device)),
+            quote!(#device_name: impl ::core::convert::Into<#rimms::Target>,),
+            quote!(::core::convert::Into::<#rimms::Target>::into(#device_name)),
         ),
         Caller::Fixed(device) => (
             quote!(),
@@ -174,26 +191,26 @@ pub fn api_items(
         }
 
         #(#attrs)*
-        #[allow(unsafe_code, clippy::too_many_arguments)]
-        #vis fn #name(rt: &#rimms::Runtime, #device_param #(#inputs),*) -> #rimms::Result<()> {
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name(#rt: &#rimms::Runtime, #device_param #(#inputs),*) -> #rimms::Result<()> {
+            #(#value_checks)*
             #rimms::__private::call_registered(
-                rt,
+                #rt,
                 #device,
                 &#decl,
                 [#(#kernel_args),*],
-                // SAFETY (both arms): each argument was made from a buffer of the element type
-                // named here; written ones come from `&mut` views, which the borrow checker
-                // keeps apart from every other argument, and whole fragments keep them apart
-                // from other calls.
-                move |__rimms_ctx, __rimms_impl, __rimms_args| match __rimms_args {
+                // Each argument is cast to the element type named here, checked; written ones
+                // come from `&mut` views, which the borrow checker keeps apart from every
+                // other argument.
+                move |#ctx, #implementation, #placed| match #placed {
                     #rimms::__private::PlacedArgs::Host([#(#bound),*]) => {
-                        let __rimms_f = #rimms::__private::downcast::<#signature>(__rimms_impl, &#decl, __rimms_ctx)?;
-                        __rimms_f(#(#call_args),*)#propagate;
+                        let #f = #rimms::__private::downcast::<#signature>(#implementation, &#decl, #ctx)?;
+                        #f(#(#call_args),*)#propagate;
                         ::core::result::Result::Ok(())
                     }
                     #rimms::__private::PlacedArgs::Device([#(#bound),*]) => {
-                        let __rimms_f = #rimms::__private::downcast::<#device_signature>(__rimms_impl, &#decl, __rimms_ctx)?;
-                        __rimms_f(#(#device_call_args),*)#propagate;
+                        let #f = #rimms::__private::downcast::<#device_signature>(#implementation, &#decl, #ctx)?;
+                        #f(#(#device_call_args),*)#propagate;
                         ::core::result::Result::Ok(())
                     }
                 },

@@ -1,13 +1,19 @@
 //! `rimms::parallel_for!`: a host loop over managed buffers, run in parallel.
 //!
 //! The macro finds every name indexed in the body (`x[...]`), decides per name whether the
-//! loop reads it, writes it, or both, and rejects what would race or escape tracking: a write
-//! at an index other than the loop variable, a read at another index of a buffer the loop also
-//! writes, a raw pointer taken from a buffer, `break` or `return` (iterations run
-//! independently). It then syncs each buffer once, before the loop, in the mode its use needs,
-//! checks the range against each buffer once, and runs the body over chunks of the range, each
-//! with its own slice of every buffer, so `x[i]` becomes unchecked access to a plain slice that
-//! the compiler can vectorise.
+//! loop reads it, writes it, or both, and rejects what it can see would race or escape
+//! tracking: a write at an index other than the loop variable, a read at another index of a
+//! buffer the loop also writes, a raw pointer taken from a buffer, `break` or `return`, and any
+//! new binding of the loop variable or of a buffer's name inside the body. It then syncs each
+//! buffer once, before the loop, in the mode its use needs, and runs the body over chunks of
+//! the range.
+//!
+//! None of that analysis is what keeps the loop sound. Each chunk gets its own disjoint parts
+//! of the buffers (`rimms::__private::run_loop` splits them with `split_at_mut`), and the body
+//! indexes them with ordinary checked indexing, so an index the analysis misjudged panics
+//! inside its own part instead of writing anywhere else. The expansion contains no `unsafe`,
+//! and every local it makes has mixed-site hygiene, so user code can neither name nor shadow
+//! them.
 
 use crate::paths;
 use crate::signature::Errors;
@@ -25,6 +31,9 @@ struct Use {
     written: bool,
     /// Read or written only as `name[i]`, so one bounds check before the loop covers it.
     only_at_loop_index: bool,
+    /// Assigned whole (`name[i] = …`) by a statement of the body itself, not under a
+    /// condition, a loop or a closure.
+    written_unconditionally: bool,
     first_span: Option<Span>,
 }
 
@@ -199,19 +208,90 @@ impl<'ast> Visit<'ast> for Escapes<'_> {
     }
 }
 
-/// Rewrites indexing of buffers into the synced host slices: at the loop variable into this
-/// chunk's part (unchecked: the whole range was checked before the loop), elsewhere into the
-/// whole buffer (checked, read-only).
-struct Rewrite<'a> {
-    uses: &'a BTreeMap<String, Use>,
+/// Finds what could skip part of an iteration (`continue`, or a macro, whose tokens could hide
+/// one), which makes no write unconditional.
+#[derive(Default)]
+struct MaySkip(bool);
+
+impl<'ast> Visit<'ast> for MaySkip {
+    fn visit_expr(&mut self, expr: &'ast Expr) {
+        self.0 |= matches!(expr, Expr::Continue(_) | Expr::Macro(_));
+        syn::visit::visit_expr(self, expr);
+    }
+
+    fn visit_stmt_macro(&mut self, _: &'ast syn::StmtMacro) {
+        self.0 = true;
+    }
+}
+
+/// The buffers a statement of the body itself assigns whole at the loop index.
+fn unconditional_writes(body: &syn::Block, index: &Ident) -> Vec<String> {
+    body.stmts
+        .iter()
+        .filter_map(|stmt| match stmt {
+            syn::Stmt::Expr(Expr::Assign(a), _) => match unparen(&a.left) {
+                Expr::Index(ix) if is_loop_index(&ix.index, index) => {
+                    ident_of(&ix.expr).map(|i| i.to_string())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn unparen(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Paren(p) => unparen(&p.expr),
+        other => other,
+    }
+}
+
+/// Reports every new binding, inside the body, of the loop variable or of a buffer's name:
+/// the macro reads `y[i]` by name, so a body that rebinds either would mean something else by
+/// it than the analysis assumed.
+struct Rebinds<'a> {
+    index: &'a Ident,
+    buffers: &'a BTreeMap<String, Use>,
+    errors: &'a mut Errors,
+}
+
+impl<'ast> Visit<'ast> for Rebinds<'_> {
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        let name = &p.ident;
+        if name == self.index {
+            self.errors.at(
+                name.span(),
+                format!("`{name}` is bound again inside `parallel_for!`: the loop variable must keep its meaning in the whole body, because each iteration's writes are checked against it; use another name"),
+            );
+        } else if self.buffers.contains_key(&name.to_string()) {
+            self.errors.at(
+                name.span(),
+                format!("`{name}` is bound again inside `parallel_for!`, but the loop indexes a buffer of that name; use another name"),
+            );
+        }
+        syn::visit::visit_pat_ident(self, p);
+    }
+}
+
+/// Hygiene for everything the expansion names: user code cannot see or shadow these.
+fn local(name: &str) -> Ident {
+    Ident::new(name, Span::mixed_site())
 }
 
 fn whole(name: &Ident) -> Ident {
-    format_ident!("__rimms_{}", name, span = name.span())
+    format_ident!("__rimms_whole_{}", name, span = Span::mixed_site())
 }
 
 fn part(name: &Ident) -> Ident {
-    format_ident!("__rimms_part_{}", name, span = name.span())
+    format_ident!("__rimms_part_{}", name, span = Span::mixed_site())
+}
+
+/// Rewrites indexing of buffers: at the loop variable into this chunk's part (checked, at the
+/// index's offset from the chunk's start), elsewhere into the whole synced slice (checked,
+/// read-only).
+struct Rewrite<'a> {
+    uses: &'a BTreeMap<String, Use>,
 }
 
 impl VisitMut for Rewrite<'_> {
@@ -226,13 +306,8 @@ impl VisitMut for Rewrite<'_> {
         };
         let index = &ix.index;
         *expr = if u.only_at_loop_index {
-            let part = part(&name);
-            let accessor = if u.written {
-                quote!(get_unchecked_mut)
-            } else {
-                quote!(get_unchecked)
-            };
-            syn::parse_quote!((*unsafe { #part.#accessor(#index - __rimms_lo) }))
+            let (part, lo) = (part(&name), local("__rimms_lo"));
+            syn::parse_quote!(#part[(#index).wrapping_sub(#lo)])
         } else {
             let whole = whole(&name);
             syn::parse_quote!(#whole[#index])
@@ -260,30 +335,31 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::default();
     let index = match &*lp.pat {
-        Pat::Ident(p) => p.ident.clone(),
+        Pat::Ident(p) if p.by_ref.is_none() && p.mutability.is_none() && p.subpat.is_none() => {
+            p.ident.clone()
+        }
         other => {
             errors.at(
                 other.span(),
-                "the loop variable of `parallel_for!` must be a plain name",
+                "the loop variable of `parallel_for!` must be a plain name (not `mut`, not a pattern): every index is checked against it",
             );
-            return errors.finish().unwrap_or_default();
+            return failed(errors);
         }
     };
-    let (start, end) = match &*lp.expr {
-        Expr::Range(r) => match (&r.start, &r.end) {
-            (Some(s), Some(e)) => {
-                let end = match r.limits {
-                    RangeLimits::HalfOpen(_) => quote!(#e),
-                    RangeLimits::Closed(_) => quote!((#e) + 1),
-                };
-                (quote!(#s), end)
+    let range_fn = match &*lp.expr {
+        Expr::Range(r) => match (&r.start, &r.end, r.limits) {
+            (Some(s), Some(e), RangeLimits::HalfOpen(_)) => {
+                quote!(loop_range(#s, #e))
+            }
+            (Some(s), Some(e), RangeLimits::Closed(_)) => {
+                quote!(loop_range_inclusive(#s, #e))
             }
             _ => {
                 errors.at(
                     r.span(),
                     "`parallel_for!` needs a bounded range: `start..end` or `start..=end`",
                 );
-                return errors.finish().unwrap_or_default();
+                return failed(errors);
             }
         },
         other => {
@@ -304,7 +380,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     collect.visit_block(&lp.body);
     let Collect {
-        uses,
+        mut uses,
         mut errors,
         racy_writes,
         other_index_reads,
@@ -329,31 +405,59 @@ pub fn expand(input: TokenStream) -> TokenStream {
         errors: &mut errors,
     }
     .visit_block(&lp.body);
-    let rimms = paths::rimms();
+    Rebinds {
+        index: &index,
+        buffers: &uses,
+        errors: &mut errors,
+    }
+    .visit_block(&lp.body);
     if errors.has_any() {
         return failed(errors);
     }
+    let mut may_skip = MaySkip::default();
+    may_skip.visit_block(&lp.body);
+    if !may_skip.0 {
+        for name in unconditional_writes(&lp.body, &index) {
+            if let Some(u) = uses.get_mut(&name) {
+                u.written_unconditionally = true;
+            }
+        }
+    }
 
+    let rimms = paths::rimms();
+    let (range, chunk, sub, lo, count, k) = (
+        local("__rimms_range"),
+        local("__rimms_chunk"),
+        local("__rimms_sub"),
+        local("__rimms_lo"),
+        local("__rimms_count"),
+        local("__rimms_k"),
+    );
     let mut prologue = Vec::new();
-    let mut parts = Vec::new();
+    let mut finish = Vec::new();
+    // Parts in the order they are nested in the value handed to `run_loop`.
+    let mut parts: Vec<(Ident, TokenStream, bool)> = Vec::new();
     for (name, u) in &uses {
         let buf = Ident::new(name, u.first_span.unwrap_or_else(Span::call_site));
         let (whole, part) = (whole(&buf), part(&buf));
         let label = name.as_str();
         if u.written {
-            let reads = u.read;
+            // Write-discard only where every element of the range is overwritten unread.
+            let discard = u.written_unconditionally && !u.read;
             prologue.push(quote! {
-                let #whole = {
+                let mut #whole = {
                     use #rimms::__private::LoopWrite as _;
-                    (#buf).__rimms_loop_write(#reads, &__rimms_range)?
+                    (#buf).__rimms_loop_write(#discard, &#range)?
                 };
-                #rimms::__private::check_loop_bounds(#label, #whole.len(), &__rimms_range)?;
-                __rimms_chunk = __rimms_chunk.min(#whole.chunk());
+                #rimms::__private::check_loop_bounds(#label, #whole.len(), &#range)?;
+                #chunk = ::core::cmp::min(#chunk, #whole.chunk());
             });
-            parts.push(quote! {
-                // SAFETY: chunks are disjoint and inside the checked range.
-                let #part: &mut [_] = unsafe { #whole.part(__rimms_sub.clone()) };
-            });
+            parts.push((
+                part,
+                quote!(#whole.part(::core::clone::Clone::clone(&#range))),
+                true,
+            ));
+            finish.push(quote!(#whole.finish();));
         } else {
             prologue.push(quote! {
                 let #whole: &[_] = {
@@ -363,31 +467,56 @@ pub fn expand(input: TokenStream) -> TokenStream {
             });
             if u.only_at_loop_index {
                 prologue.push(quote! {
-                    #rimms::__private::check_loop_bounds(#label, #whole.len(), &__rimms_range)?;
+                    #rimms::__private::check_loop_bounds(#label, #whole.len(), &#range)?;
                 });
-                parts.push(quote! {
-                    let #part: &[_] = &#whole[__rimms_sub.clone()];
-                });
+                parts.push((
+                    part,
+                    quote!(&#whole[::core::clone::Clone::clone(&#range)]),
+                    false,
+                ));
             }
         }
     }
+    // `(a, (b, ()))`: one generic `LoopParts` impl covers any number of buffers.
+    let (parts_value, parts_pat) = parts
+        .iter()
+        .rev()
+        .fold((quote!(()), quote!(())), |(value, pat), (name, made, _)| {
+            (quote!((#made, #value)), quote!((#name, #pat)))
+        });
+    // Cutting every part to the chunk's length lets the compiler see that the checked
+    // indexing below stays in bounds, so the loop still vectorises.
+    let trims = parts.iter().map(|(name, _, written)| {
+        if *written {
+            quote!(let #name = &mut #name[..#count];)
+        } else {
+            quote!(let #name = &#name[..#count];)
+        }
+    });
     Rewrite { uses: &uses }.visit_block_mut(&mut lp.body);
     let body = &lp.body;
+    let loop_label = &lp.label;
     quote! {
         (|| -> #rimms::Result<()> {
-            let __rimms_range: ::core::ops::Range<usize> = (#start)..(#end);
-            let mut __rimms_chunk: usize = #rimms::__private::LOOP_CHUNK;
+            let #range: ::core::ops::Range<usize> = #rimms::__private::#range_fn?;
+            #[allow(unused_mut)]
+            let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
             #(#prologue)*
-            #rimms::__private::run_loop(__rimms_range.clone(), __rimms_chunk, |__rimms_sub: ::core::ops::Range<usize>| {
-                let __rimms_lo = __rimms_sub.start;
-                #(#parts)*
-                // SAFETY (of the unchecked accesses in the rewritten body): each is at the
-                // loop variable, inside this chunk, whose part was cut from a buffer checked
-                // against the whole range above.
-                for #index in __rimms_sub {
-                    #body
-                }
-            });
+            #rimms::__private::run_loop(
+                ::core::clone::Clone::clone(&#range),
+                #chunk,
+                #parts_value,
+                |#sub: ::core::ops::Range<usize>, #parts_pat| {
+                    let #lo = #sub.start;
+                    let #count = #sub.end - #sub.start;
+                    #(#trims)*
+                    #loop_label for #k in 0..#count {
+                        let #index = #lo + #k;
+                        #body
+                    }
+                },
+            );
+            #(#finish)*
             ::core::result::Result::Ok(())
         })()
     }

@@ -48,6 +48,7 @@ fn dispatch_noop_three_resident_args(bencher: Bencher) {
             ],
             |args| {
                 black_box(args);
+                Ok(())
             },
         )
     });

@@ -68,6 +68,7 @@ fn dispatch_noop_three_resident_args(state: (Runtime, [HeteData<Complex32>; 3]))
         ],
         |args| {
             black_box(args);
+            Ok(())
         },
     );
     black_box(outcome.is_ok());

@@ -192,6 +192,19 @@ pub enum Error {
         why: String,
     },
 
+    /// A kernel argument taken as an element type its bytes do not fit: a length that is not
+    /// a whole number of elements, a misaligned start, or a written view of an argument the
+    /// call only reads.
+    #[error("kernel argument `{arg}` cannot be taken as {type_name}: {why}")]
+    ArgumentType {
+        /// The argument's name.
+        arg: &'static str,
+        /// The element type asked for.
+        type_name: &'static str,
+        /// What does not fit.
+        why: &'static str,
+    },
+
     /// `validate()` found two valid copies of a fragment that differ: something wrote to a
     /// buffer behind the runtime's back.
     #[error("fragment {fragment} (bytes {start}..{end}) differs between {first} and {second}, which should both hold its newest bytes")]

@@ -1,18 +1,21 @@
 //! What `rimms::parallel_for!` expands to: one sync per buffer before the loop, then the
-//! iterations on rayon.
+//! iterations on rayon, each task with its own parts of the buffers.
+//!
+//! Safety here holds by construction, not by the macro's analysis of the loop body: every
+//! buffer the loop indexes at the loop variable is cut into disjoint `&mut [T]` / `&[T]` parts
+//! ([`LoopParts`]), each task gets its own parts by value, and the rewritten body indexes them
+//! with ordinary checked indexing. A body that computes a wrong index (however it shadows,
+//! rebinds or hides the loop variable) therefore panics inside its own part; it can neither
+//! write out of bounds nor reach another task's elements. The macro's analysis only adds
+//! compile errors for patterns it recognises and picks the access mode.
 //!
 //! Indexed names in a loop body may be managed buffers (synced here) or plain slices, vectors
-//! and arrays (passed through), so the macro need not know types. Written buffers are handed to
-//! the iterations as a [`LoopMut`], which gives out one element per index: the macro has
-//! already proved that every write is at the loop variable, so no two iterations touch the same
-//! element.
+//! and arrays (passed through), so the macro need not know types.
 
 use crate::coherence::Access;
-use crate::data::{HeteData, HeteSlice, HeteSliceMut};
+use crate::data::{HeteData, HeteSlice, HeteSliceMut, HostWrite};
 use crate::error::{Error, Result};
 use bytemuck::Pod;
-use rayon::prelude::*;
-use std::marker::PhantomData;
 use std::ops::Range;
 
 /// Iterations per rayon task when no buffer says otherwise; loops shorter than this run
@@ -20,25 +23,28 @@ use std::ops::Range;
 /// element-wise steps.
 pub const LOOP_CHUNK: usize = 1 << 14;
 
-/// Runs `body` over `range` cut into consecutive sub-ranges of `chunk` indices (the last may be
-/// shorter): on the calling thread when one chunk covers it, on rayon otherwise. Each call gets
-/// a disjoint sub-range, which is what lets the body take `&mut` slices of its part of every
-/// written buffer.
-pub fn run_loop(range: Range<usize>, chunk: usize, body: impl Fn(Range<usize>) + Sync + Send) {
-    let chunk = chunk.max(1);
-    if range.len() <= chunk {
-        body(range);
-    } else {
-        let (start, end) = (range.start, range.end);
-        (0..range.len().div_ceil(chunk))
-            .into_par_iter()
-            .for_each(|c| body(start + c * chunk..(start + (c + 1) * chunk).min(end)));
+/// The indices `start..end` of a loop; a reversed range is empty, as in a `for` loop, but
+/// still starts at `start`, so that it is checked against the buffers like any other.
+pub fn loop_range(start: usize, end: usize) -> Result<Range<usize>> {
+    Ok(start..end.max(start))
+}
+
+/// The indices `start..=end` of a loop, as a half-open range.
+pub fn loop_range_inclusive(start: usize, end: usize) -> Result<Range<usize>> {
+    match end.checked_add(1) {
+        Some(end) => loop_range(start, end),
+        None => Err(Error::OutOfBounds {
+            start,
+            end,
+            len: usize::MAX,
+        }),
     }
 }
 
-/// Refuses a loop whose range runs past a buffer it indexes at the loop variable.
+/// Refuses a loop whose range, empty or not, runs past a buffer it indexes at the loop
+/// variable.
 pub fn check_loop_bounds(name: &'static str, len: usize, range: &Range<usize>) -> Result<()> {
-    if range.end > len && !range.is_empty() {
+    if range.start > range.end || range.end > len {
         tracing::debug!(buffer = name, "parallel_for! range exceeds a buffer");
         return Err(Error::OutOfBounds {
             start: range.start,
@@ -47,6 +53,70 @@ pub fn check_loop_bounds(name: &'static str, len: usize, range: &Range<usize>) -
         });
     }
     Ok(())
+}
+
+/// The parts of a loop's buffers one task works on: a slice per buffer, all of the same
+/// length, split together so that every task gets the same indices of each.
+pub trait LoopParts: Send + Sized {
+    /// The first `mid` elements of every part, and the rest.
+    fn split_at(self, mid: usize) -> (Self, Self);
+}
+
+impl LoopParts for () {
+    fn split_at(self, _: usize) -> ((), ()) {
+        ((), ())
+    }
+}
+
+impl<T: Send> LoopParts for &mut [T] {
+    fn split_at(self, mid: usize) -> (Self, Self) {
+        self.split_at_mut(mid)
+    }
+}
+
+impl<T: Sync> LoopParts for &[T] {
+    fn split_at(self, mid: usize) -> (Self, Self) {
+        <[T]>::split_at(self, mid)
+    }
+}
+
+impl<A: LoopParts, B: LoopParts> LoopParts for (A, B) {
+    fn split_at(self, mid: usize) -> (Self, Self) {
+        let (a, b) = (self.0.split_at(mid), self.1.split_at(mid));
+        ((a.0, b.0), (a.1, b.1))
+    }
+}
+
+/// Runs `body` over `range` cut into consecutive sub-ranges of `chunk` indices (the last may
+/// be shorter), each with the matching elements of `parts` (which hold `range.len()` elements
+/// each): on the calling thread when one chunk covers it, on rayon otherwise.
+pub fn run_loop<P: LoopParts>(
+    range: Range<usize>,
+    chunk: usize,
+    parts: P,
+    body: impl Fn(Range<usize>, P) + Sync,
+) {
+    split(range, chunk.max(1), parts, &body);
+}
+
+fn split<P: LoopParts>(
+    range: Range<usize>,
+    chunk: usize,
+    parts: P,
+    body: &(impl Fn(Range<usize>, P) + Sync),
+) {
+    let chunks = range.len().div_ceil(chunk);
+    if chunks <= 1 {
+        body(range, parts);
+        return;
+    }
+    let mid = chunks / 2 * chunk;
+    let (low, high) = parts.split_at(mid);
+    let at = range.start + mid;
+    rayon::join(
+        || split(range.start..at, chunk, low, body),
+        || split(at..range.end, chunk, high, body),
+    );
 }
 
 /// A buffer a loop only reads.
@@ -88,83 +158,93 @@ impl<T, const N: usize> LoopRead<T> for [T; N] {
 
 /// A buffer a loop writes (and maybe reads) at the loop index.
 pub trait LoopWrite<T> {
-    /// The contents on the host, host-owned from now on: synced first if the loop reads them
-    /// or does not overwrite all of them, discarded otherwise.
-    fn __rimms_loop_write(&mut self, reads: bool, range: &Range<usize>) -> Result<LoopMut<'_, T>>;
+    /// The contents on the host, for writing. `discard` says the loop writes every element of
+    /// `range` without reading it (the macro proved it); where `range` is the whole buffer,
+    /// nothing is then copied in. The write is recorded by [`LoopMut::finish`]; a loop that
+    /// errs or unwinds before that leaves the other copies valid.
+    fn __rimms_loop_write(&mut self, discard: bool, range: &Range<usize>)
+        -> Result<LoopMut<'_, T>>;
 }
 
 fn host_for_loop<'a, T: Pod>(
     view: HeteSliceMut<'a, T>,
-    reads: bool,
+    discard: bool,
     range: &Range<usize>,
 ) -> Result<LoopMut<'a, T>> {
     let covers_all = range.start == 0 && range.end >= view.len();
     let chunk = (view.fragment_bytes() / std::mem::size_of::<T>()).max(1);
-    let access = if reads || !covers_all {
-        Access::ReadWrite
-    } else {
+    let access = if discard && covers_all {
         Access::Write
+    } else {
+        Access::ReadWrite
     };
-    Ok(LoopMut::new(view.into_host_mut(access)?, chunk))
+    let (slice, write) = view.into_host_write(access)?;
+    Ok(LoopMut {
+        slice,
+        chunk,
+        write,
+    })
 }
 
 impl<T: Pod> LoopWrite<T> for HeteData<T> {
-    fn __rimms_loop_write(&mut self, reads: bool, range: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        host_for_loop(self.as_slice_mut(), reads, range)
+    fn __rimms_loop_write(
+        &mut self,
+        discard: bool,
+        range: &Range<usize>,
+    ) -> Result<LoopMut<'_, T>> {
+        host_for_loop(self.as_slice_mut(), discard, range)
     }
 }
 impl<T: Pod> LoopWrite<T> for HeteSliceMut<'_, T> {
-    fn __rimms_loop_write(&mut self, reads: bool, range: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        host_for_loop(self.reborrow(), reads, range)
+    fn __rimms_loop_write(
+        &mut self,
+        discard: bool,
+        range: &Range<usize>,
+    ) -> Result<LoopMut<'_, T>> {
+        host_for_loop(self.reborrow(), discard, range)
     }
 }
 impl<T> LoopWrite<T> for [T] {
     fn __rimms_loop_write(&mut self, _: bool, _: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        Ok(LoopMut::new(self, LOOP_CHUNK))
+        Ok(LoopMut::plain(self))
     }
 }
 impl<T> LoopWrite<T> for Vec<T> {
     fn __rimms_loop_write(&mut self, _: bool, _: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        Ok(LoopMut::new(self, LOOP_CHUNK))
+        Ok(LoopMut::plain(self))
     }
 }
 impl<T, const N: usize> LoopWrite<T> for [T; N] {
     fn __rimms_loop_write(&mut self, _: bool, _: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        Ok(LoopMut::new(self, LOOP_CHUNK))
+        Ok(LoopMut::plain(self))
     }
 }
 
-/// A written buffer shared by the tasks of a loop, one disjoint part per task.
+/// A buffer a loop writes: its host contents, and for a managed buffer the write still to be
+/// recorded.
 pub struct LoopMut<'a, T> {
-    ptr: *mut T,
-    len: usize,
+    slice: &'a mut [T],
     chunk: usize,
-    _borrow: PhantomData<&'a mut [T]>,
+    write: Option<HostWrite<'a>>,
 }
 
-// SAFETY: a LoopMut hands out `&mut` only through `part`, whose contract is that each range is
-// used by one task; the elements may then be sent to and changed from any thread.
-unsafe impl<T: Send> Send for LoopMut<'_, T> {}
-unsafe impl<T: Send> Sync for LoopMut<'_, T> {}
-
 impl<'a, T> LoopMut<'a, T> {
-    fn new(slice: &'a mut [T], chunk: usize) -> Self {
+    fn plain(slice: &'a mut [T]) -> Self {
         LoopMut {
-            ptr: slice.as_mut_ptr(),
-            len: slice.len(),
-            chunk,
-            _borrow: PhantomData,
+            slice,
+            chunk: LOOP_CHUNK,
+            write: None,
         }
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.len
+        self.slice.len()
     }
 
     /// Whether it has no element.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slice.is_empty()
     }
 
     /// Iterations per task that keep each task inside its own fragments.
@@ -172,13 +252,15 @@ impl<'a, T> LoopMut<'a, T> {
         self.chunk
     }
 
-    /// Elements `range` as a slice.
-    ///
-    /// # Safety
-    /// `range` lies inside `0..len`, and no other live reference to any of its elements exists
-    /// (the loop hands each chunk to one task).
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn part(&self, range: Range<usize>) -> &mut [T] {
-        std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len())
+    /// Elements `range` (checked), which the loop's tasks split among themselves.
+    pub fn part(&mut self, range: Range<usize>) -> &mut [T] {
+        &mut self.slice[range]
+    }
+
+    /// Records the loop's writes: the host now holds the only valid copy.
+    pub fn finish(self) {
+        if let Some(write) = self.write {
+            write.finish();
+        }
     }
 }

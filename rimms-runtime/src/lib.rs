@@ -24,7 +24,8 @@ pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
 pub use kernel::{
-    apis, Api, ApiDecl, DevSlice, DevSliceMut, FftDirection, HostArg, KernelArg, KernelCtx, ZipOp,
+    apis, Api, ApiDecl, DevSlice, DevSliceMut, FftDirection, HostArg, KernelArg, KernelCtx,
+    KernelValue, ZipOp,
 };
 pub use rimms_macros::{api, kernel, parallel_for};
 
@@ -33,11 +34,12 @@ pub use rimms_macros::{api, kernel, parallel_for};
 pub mod __private {
     pub use crate::coherence::Access;
     pub use crate::host_loop::{
-        check_loop_bounds, run_loop, LoopMut, LoopRead, LoopWrite, LOOP_CHUNK,
+        check_loop_bounds, loop_range, loop_range_inclusive, run_loop, LoopMut, LoopParts,
+        LoopRead, LoopWrite, LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg, DeviceKind, Form,
-        KernelImpl, PlacedArgs,
+        assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg,
+        DeviceKind, Form, KernelImpl, PlacedArgs,
     };
     pub use inventory;
 

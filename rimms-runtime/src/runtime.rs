@@ -23,7 +23,6 @@ use crate::stats::{
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -713,8 +712,8 @@ impl Shared {
         &self,
         from: SpaceId,
         to: SpaceId,
-        src: NonNull<u8>,
-        dst: NonNull<u8>,
+        src: *mut u8,
+        dst: *mut u8,
         bytes: Range<usize>,
         frags: &Range<usize>,
         reason: &Reason,
@@ -774,19 +773,20 @@ impl Shared {
         &self,
         from: SpaceId,
         to: SpaceId,
-        src: NonNull<u8>,
-        dst: NonNull<u8>,
+        src: *mut u8,
+        dst: *mut u8,
         bytes: Range<usize>,
     ) -> std::result::Result<(), String> {
-        let at = |base: NonNull<u8>| base.as_ptr() as usize + bytes.start;
+        // A device address is a number the backend understands, not a pointer to offset.
+        let at = |base: *mut u8| base.addr() + bytes.start;
         match (self.device_memory(from), self.device_memory(to)) {
             // SAFETY: both blocks hold the whole range (they were sized for the buffer or
             // argument the range lies in) and belong to different allocations, so they do
             // not overlap.
             (None, None) => unsafe {
                 std::ptr::copy_nonoverlapping(
-                    src.as_ptr().add(bytes.start),
-                    dst.as_ptr().add(bytes.start),
+                    src.add(bytes.start),
+                    dst.add(bytes.start),
                     bytes.len(),
                 );
                 Ok(())
@@ -794,16 +794,13 @@ impl Shared {
             (None, Some(device)) => {
                 // SAFETY: the source is a host-addressable block holding the range, and no
                 // writer of those fragments runs while the buffer's lock is held.
-                let host = unsafe {
-                    std::slice::from_raw_parts(src.as_ptr().add(bytes.start), bytes.len())
-                };
+                let host = unsafe { std::slice::from_raw_parts(src.add(bytes.start), bytes.len()) };
                 device.copy_in(at(dst), host)
             }
             (Some(device), None) => {
                 // SAFETY: as above for the destination, which this copy alone writes.
-                let host = unsafe {
-                    std::slice::from_raw_parts_mut(dst.as_ptr().add(bytes.start), bytes.len())
-                };
+                let host =
+                    unsafe { std::slice::from_raw_parts_mut(dst.add(bytes.start), bytes.len()) };
                 device.copy_out(at(src), host)
             }
             (Some(source), Some(target)) => {
@@ -827,16 +824,14 @@ impl Shared {
     pub(crate) fn fill_zero(
         &self,
         space: SpaceId,
-        base: NonNull<u8>,
+        base: *mut u8,
         bytes: Range<usize>,
     ) -> Result<()> {
         match self.device_memory(space) {
             // SAFETY: the block holds the whole buffer and the range lies inside it.
-            None => unsafe {
-                std::ptr::write_bytes(base.as_ptr().add(bytes.start), 0, bytes.len())
-            },
+            None => unsafe { std::ptr::write_bytes(base.add(bytes.start), 0, bytes.len()) },
             Some(device) => device
-                .fill_zero(base.as_ptr() as usize + bytes.start, bytes.len())
+                .fill_zero(base.addr() + bytes.start, bytes.len())
                 .map_err(|why| Error::Fill {
                     space: self.space_name(space).to_string(),
                     bytes: bytes.len(),

@@ -97,18 +97,31 @@ impl RawBuffer {
     /// host memory after an acquire (and, for a write, a mark). Both happen here, so a host
     /// view is one call.
     pub(crate) fn host_space(&self, start: usize, len: usize, access: Access) -> Result<SpaceId> {
+        let (space, owes_mark) = self.host_acquire(start, len, access)?;
+        if owes_mark {
+            self.mark_written(start, len, space);
+        }
+        Ok(space)
+    }
+
+    /// As [`Self::host_space`] without the mark: also says whether a write there must still be
+    /// recorded with [`Self::mark_written`] (or, if it fails, [`Self::mark_failed`]). A space
+    /// that already holds the only valid copy owes nothing.
+    pub(crate) fn host_acquire(
+        &self,
+        start: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<(SpaceId, bool)> {
         if self.resident(SpaceId::HOST, access) {
-            return Ok(SpaceId::HOST);
+            return Ok((SpaceId::HOST, false));
         }
         if let Some(space) = self.resident_in(self.rt.host_mapped, access) {
-            return Ok(space);
+            return Ok((space, false));
         }
         let target = self.target(SpaceId::HOST, self.rt.host_mapped);
         self.acquire(start, len, target, access, &Reason::Host)?;
-        if access.writes() {
-            self.mark_written(start, len, target);
-        }
-        Ok(target)
+        Ok((target, access.writes()))
     }
 
     /// Address of byte `offset` of this buffer in `space`. Only meaningful after an acquire in
@@ -218,7 +231,7 @@ impl RawBuffer {
         }
         let block = self.rt.pool(space).alloc(self.bytes)?;
         inner.blocks[space.index()] = Some(block);
-        self.ptrs[space.index()].store(block.ptr().as_ptr(), Ordering::Release);
+        self.ptrs[space.index()].store(block.ptr(), Ordering::Release);
         Ok(block)
     }
 
@@ -349,12 +362,12 @@ impl RawBuffer {
             // SAFETY: the range lies inside the buffer and the block holds the whole buffer.
             // Writers need the buffer mutably, so none runs while `validate(&self)` reads.
             None => Ok(Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(block.ptr().as_ptr().add(range.start), range.len())
+                std::slice::from_raw_parts(block.ptr().add(range.start), range.len())
             })),
             Some(device) => {
                 let mut bytes = vec![0u8; range.len()];
                 device
-                    .copy_out(block.ptr().as_ptr() as usize + range.start, &mut bytes)
+                    .copy_out(block.ptr().addr() + range.start, &mut bytes)
                     .map_err(|why| Error::Transfer {
                         from: self.rt.space_name(space).to_string(),
                         to: "host (validate)".to_string(),

@@ -477,11 +477,37 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     pub(crate) fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
         let (start, len) = self.as_slice().byte_range();
         let space = self.raw.host_space(start, len, access)?;
-        // SAFETY: as in `HeteSlice::host`; the exclusive borrow of the view for `'a` (and its
+        Ok(self.host_slice_in(space))
+    }
+
+    /// The view's contents on the host for a write that is recorded only when the returned
+    /// [`HostWrite`] finishes: until then the other valid copies stay valid, so a writer that
+    /// fails or unwinds part-way loses nothing (what `parallel_for!` needs).
+    pub(crate) fn into_host_write(
+        self,
+        access: Access,
+    ) -> Result<(&'a mut [T], Option<HostWrite<'a>>)> {
+        let (start, len) = self.as_slice().byte_range();
+        let (space, owes_mark) = self.raw.host_acquire(start, len, access)?;
+        let write = owes_mark.then_some(HostWrite {
+            raw: self.raw,
+            start,
+            len,
+            space,
+        });
+        Ok((self.host_slice_in(space), write))
+    }
+
+    fn host_slice_in(self, space: SpaceId) -> &'a mut [T] {
+        let (start, _) = self.as_slice().byte_range();
+        // SAFETY: `space` is host-addressable (the host or a host-mapped space, as
+        // `host_acquire` returns) and holds this view's bytes after the acquire; the block
+        // holds the whole buffer, `T` is Pod and the block is aligned to the pool granule
+        // (checked at alloc to cover `T`). The exclusive borrow of the view for `'a` (and its
         // fragment-aligned range) keeps every other reader and writer of these bytes away.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.raw.ptr_in(space, start) as *mut T, self.len)
-        })
+        unsafe {
+            std::slice::from_raw_parts_mut(self.raw.ptr_in(space, start).cast::<T>(), self.len)
+        }
     }
 
     /// Checks that element `at` of this view starts a fragment or ends the buffer.
@@ -554,6 +580,30 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     pub fn rows_mut(&mut self, row_len: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
         check_rows(self.len, row_len)?;
         self.chunks_mut(row_len)
+    }
+}
+
+/// A host write whose record is still owed: [`HostWrite::finish`] records it, dropping it
+/// unfinished (an error or a panic part-way) records a failed write instead, which keeps every
+/// other valid copy.
+pub(crate) struct HostWrite<'a> {
+    raw: &'a RawBuffer,
+    start: usize,
+    len: usize,
+    space: SpaceId,
+}
+
+impl HostWrite<'_> {
+    /// The write completed: `space` alone holds the newest bytes.
+    pub(crate) fn finish(self) {
+        self.raw.mark_written(self.start, self.len, self.space);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for HostWrite<'_> {
+    fn drop(&mut self) {
+        self.raw.mark_failed(self.start, self.len, self.space);
     }
 }
 

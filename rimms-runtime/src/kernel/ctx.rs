@@ -1,12 +1,22 @@
 //! What a kernel may ask of the runtime while it runs.
+//!
+//! A kernel reaches only its own arguments: host implementations get their slices, device
+//! implementations get [`DevSlice`] / [`DevSliceMut`] handles, which only the runtime makes,
+//! one per argument of the call. Reading or writing device memory goes through the context with
+//! one of those handles, so a device kernel can neither touch another buffer's block nor write
+//! an argument the call only reads.
 
+use super::device_args::{DevSlice, DevSliceMut};
 use crate::backend::cpu::kernels::FftPlans;
+use crate::error::{Error, Result};
 use crate::runtime::Device;
 use crate::space::DeviceMemory;
+use bytemuck::Pod;
 use std::any::Any;
 
 /// Handed to implementations that declare a `ctx: &KernelCtx` first parameter: the device the
-/// call runs on and the runtime's shared caches (FFT plans).
+/// call runs on, the runtime's shared caches (FFT plans), and the way into device memory for
+/// the call's own arguments.
 pub struct KernelCtx<'a> {
     pub(crate) device: Device,
     pub(crate) fft: &'a FftPlans,
@@ -21,20 +31,61 @@ impl KernelCtx<'_> {
         self.device
     }
 
-    /// The device's driver handle, if its backend offers one of type `T` (an FPGA
-    /// accelerator for `fpga(n)` devices).
-    pub fn device_handle<T: Any>(&self) -> Option<&T> {
+    /// The device's driver handle, if its backend offers one of type `T`. Only the built-in
+    /// implementations use it: a driver reaches all of its device's memory, which a user's
+    /// kernel must not.
+    pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
         self.handle.and_then(|h| h.downcast_ref::<T>())
-    }
-
-    /// The device's memory where the CPU cannot address it (`None` elsewhere): how a device
-    /// implementation without a driver of its own reads and writes its `DevSlice`s.
-    pub fn device_memory(&self) -> Option<&dyn DeviceMemory> {
-        self.memory
     }
 
     /// The runtime's FFT plan cache.
     pub fn fft_plans(&self) -> &FftPlans {
         self.fft
+    }
+
+    fn memory(&self) -> Result<&dyn DeviceMemory> {
+        self.memory
+            .ok_or_else(|| self.failed("the device has no device memory".to_string()))
+    }
+
+    fn failed(&self, why: String) -> Error {
+        Error::Kernel {
+            api: "device memory access",
+            device: self.device.to_string(),
+            why,
+        }
+    }
+
+    fn check_len(&self, device: usize, host: usize) -> Result<()> {
+        if device != host {
+            return Err(self.failed(format!(
+                "the argument holds {device} elements but the host slice {host}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads a device argument of this call into `dst`, which must have its length.
+    pub fn copy_from_device<T: Pod>(&self, src: &DevSlice<'_, T>, dst: &mut [T]) -> Result<()> {
+        self.check_len(src.len(), dst.len())?;
+        self.memory()?
+            .copy_out(src.addr(), bytemuck::cast_slice_mut(dst))
+            .map_err(|why| self.failed(why))
+    }
+
+    /// A device argument of this call, read back into a vector.
+    pub fn read_device<T: Pod>(&self, src: &DevSlice<'_, T>) -> Result<Vec<T>> {
+        let mut values = vec![T::zeroed(); src.len()];
+        self.copy_from_device(src, &mut values)?;
+        Ok(values)
+    }
+
+    /// Writes `src`, which must have the argument's length, into a written device argument of
+    /// this call.
+    pub fn copy_to_device<T: Pod>(&self, src: &[T], dst: &mut DevSliceMut<'_, T>) -> Result<()> {
+        self.check_len(dst.len(), src.len())?;
+        self.memory()?
+            .copy_in(dst.addr(), bytemuck::cast_slice(src))
+            .map_err(|why| self.failed(why))
     }
 }

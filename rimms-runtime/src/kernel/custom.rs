@@ -1,9 +1,10 @@
-//! Kernel calls by hand: [`KernelArg`] constructors, [`HostArg`] accessors, and the two entries
+//! Kernel calls by hand: [`KernelArg`] constructors, and the two entries
 //! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
 //! an API whose implementation is looked up per device kind.
 
 use super::device_args::{DevArg, PlacedArgs};
-use super::dispatch::{ArgPtr, KernelArg};
+use super::dispatch::KernelArg;
+use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl, DeviceKind, Form};
 use super::{Api, KernelCtx};
 use crate::backend::Executor;
@@ -56,50 +57,46 @@ impl<'a> KernelArg<'a> {
     }
 }
 
-/// Where a kernel finds one argument.
-#[derive(Clone, Copy)]
-pub struct HostArg(ArgPtr);
-
-impl HostArg {
-    /// The argument as a slice.
-    ///
-    /// # Safety
-    /// `T` must be the element type the argument was made from, and no argument of the same
-    /// call that overlaps it may be used mutably at the same time.
-    pub unsafe fn slice<'k, T: Pod>(self) -> &'k [T] {
-        self.0.slice()
-    }
-
-    /// The argument as a mutable slice.
-    ///
-    /// # Safety
-    /// As for [`Self::slice`], and the argument must have been made with
-    /// [`KernelArg::read_write`] or [`KernelArg::write`].
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slice_mut<'k, T: Pod>(self) -> &'k mut [T] {
-        self.0.slice_mut()
-    }
-}
-
 impl Runtime {
     /// Runs `body` on `device` as a kernel of `api`, with `args` acquired in the device's
     /// memory first and written arguments marked after, exactly as registered APIs do. The
-    /// body gets the arguments in order. A device whose memory the CPU cannot address (a GPU)
+    /// body gets the arguments in order, borrowed for the call ([`HostArg::into_slice`],
+    /// [`HostArg::into_slice_mut`]). A device whose memory the CPU cannot address (a GPU)
     /// cannot run a host body: that is refused before anything moves.
+    ///
+    /// ```
+    /// use rimms_runtime::{ApiDecl, Device, HeteData, KernelArg, Runtime};
+    ///
+    /// static DOUBLE: ApiDecl = ApiDecl::new("double");
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// let mut x = HeteData::from_slice(&rt, &[1u32, 2, 3])?;
+    /// rt.launch_host(Device::Cpu, &DOUBLE, [KernelArg::read_write("x", &mut x)], |[x]| {
+    ///     for v in x.into_slice_mut::<u32>()? {
+    ///         *v *= 2;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!(x.host()?, &[2, 4, 6]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn launch_host<const N: usize>(
         &self,
         device: Device,
         api: &'static ApiDecl,
         args: [KernelArg<'_>; N],
-        body: impl FnOnce([HostArg; N]),
+        body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
     ) -> Result<()> {
         let entry = self.shared().device(device)?;
         if entry.executor == Executor::Device {
             return Err(host_body_on_device(api, device));
         }
         self.launch(entry, Api::of(api), args, |_, ptrs| {
-            body(ptrs.map(HostArg));
-            Ok(())
+            // SAFETY: `launch` acquired every argument for this call in a space of a
+            // host-executor device (checked just above), and the buffers stay borrowed through
+            // `args` for the call; see `host_args` for why written ones are exclusive.
+            body(unsafe { host_args(ptrs) })
         })
     }
 }
@@ -122,9 +119,9 @@ pub fn call_registered<const N: usize>(
     target: Target,
     api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
-    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<N>) -> Result<()>,
+    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<'_, N>) -> Result<()>,
 ) -> Result<()> {
-    let (device, _placed) = rt.place(target, Api::of(api), || args, |_| true)?;
+    let (device, _placed) = rt.place(target, Api::of(api), || &args, |_| true)?;
     let index = api.index();
     let entry = rt.shared().device(device)?;
     let form = Form::of(entry.executor);
@@ -144,8 +141,11 @@ pub fn call_registered<const N: usize>(
             memory: dev.memory.as_deref(),
         };
         let placed = match dev.executor {
-            Executor::Host => PlacedArgs::Host(ptrs.map(HostArg)),
-            Executor::Device => PlacedArgs::Device(ptrs.map(DevArg)),
+            // SAFETY: a host-executor device's spaces are host-addressable, `launch` acquired
+            // every argument there for this call, and the buffers stay borrowed through
+            // `args`; see `host_args` for why written ones are exclusive.
+            Executor::Host => PlacedArgs::Host(unsafe { host_args(ptrs) }),
+            Executor::Device => PlacedArgs::Device(ptrs.map(DevArg::new)),
         };
         run(&ctx, implementation, placed)
     })

@@ -9,6 +9,8 @@
 //! records the writes after it, exactly as for host implementations.
 
 use super::dispatch::ArgPtr;
+use super::HostArg;
+use crate::error::{Error, Result};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -76,42 +78,69 @@ impl<'k, T> DevSliceMut<'k, T> {
     }
 }
 
-/// Where a device kernel finds one argument; what generated code turns into a [`DevSlice`]
-/// or [`DevSliceMut`].
-#[derive(Clone, Copy)]
-pub struct DevArg(pub(crate) ArgPtr);
+/// Where a device kernel finds one argument, for the length of the call; what generated code
+/// turns into a [`DevSlice`] or [`DevSliceMut`]. Not `Copy`: one argument becomes one slice.
+pub struct DevArg<'k> {
+    arg: ArgPtr,
+    _call: PhantomData<&'k ()>,
+}
 
-impl DevArg {
-    /// The argument as a read-only device slice.
-    ///
-    /// # Safety
-    /// `T` must be the element type the argument was made from.
-    pub unsafe fn dev_slice<'k, T>(self) -> DevSlice<'k, T> {
-        DevSlice {
-            addr: self.0.ptr as usize,
-            len: self.0.len / std::mem::size_of::<T>(),
-            _elem: PhantomData,
+impl<'k> DevArg<'k> {
+    pub(crate) fn new(arg: ArgPtr) -> Self {
+        DevArg {
+            arg,
+            _call: PhantomData,
         }
     }
 
-    /// The argument as a written device slice.
-    ///
-    /// # Safety
-    /// As for [`Self::dev_slice`], and the argument must have been made with
-    /// [`crate::KernelArg::read_write`] or [`crate::KernelArg::write`].
-    pub unsafe fn dev_slice_mut<'k, T>(self) -> DevSliceMut<'k, T> {
-        DevSliceMut {
-            addr: self.0.ptr as usize,
-            len: self.0.len / std::mem::size_of::<T>(),
+    /// The argument's length in elements of `T`, checked to be a whole number of them at an
+    /// address aligned for `T`.
+    fn elements<T>(&self) -> Result<usize> {
+        let size = std::mem::size_of::<T>();
+        let why = if size == 0 || self.arg.len % size != 0 {
+            "its length is not a whole number of elements of that type"
+        } else if self.arg.ptr.addr() % std::mem::align_of::<T>() != 0 {
+            "its device address is not aligned for that type"
+        } else {
+            return Ok(self.arg.len / size);
+        };
+        Err(Error::ArgumentType {
+            arg: self.arg.name,
+            type_name: std::any::type_name::<T>(),
+            why,
+        })
+    }
+
+    /// The argument as a read-only device slice.
+    pub fn into_dev_slice<T>(self) -> Result<DevSlice<'k, T>> {
+        Ok(DevSlice {
+            addr: self.arg.ptr.addr(),
+            len: self.elements::<T>()?,
             _elem: PhantomData,
+        })
+    }
+
+    /// The argument as a written device slice; an error for an argument the call only reads.
+    pub fn into_dev_slice_mut<T>(self) -> Result<DevSliceMut<'k, T>> {
+        if !self.arg.writes {
+            return Err(Error::ArgumentType {
+                arg: self.arg.name,
+                type_name: std::any::type_name::<T>(),
+                why: "the call only reads it, so it cannot be taken as a written device slice",
+            });
         }
+        Ok(DevSliceMut {
+            addr: self.arg.ptr.addr(),
+            len: self.elements::<T>()?,
+            _elem: PhantomData,
+        })
     }
 }
 
 /// A call's arguments as the device it runs on addresses them.
-pub enum PlacedArgs<const N: usize> {
+pub enum PlacedArgs<'k, const N: usize> {
     /// In host-addressable memory: the implementation takes slices.
-    Host([super::HostArg; N]),
+    Host([HostArg<'k>; N]),
     /// In device memory: the implementation takes device slices.
-    Device([DevArg; N]),
+    Device([DevArg<'k>; N]),
 }

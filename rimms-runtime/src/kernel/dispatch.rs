@@ -10,14 +10,14 @@ use crate::data::RawBuffer;
 use crate::error::{Error, Result};
 use crate::kernel::Api;
 use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
-use crate::space::{Block, SpaceId};
+use crate::space::{Block, Pool, SpaceId};
 use crate::stats::Reason;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses
 /// it. Made with [`KernelArg::read`], [`KernelArg::read_write`] or [`KernelArg::write`].
-#[derive(Clone, Copy)]
+/// Deliberately neither `Clone` nor `Copy`: a written argument stands for an exclusive borrow
+/// of its view, and a copy would hand the kernel the same bytes twice.
 pub struct KernelArg<'a> {
     pub(crate) name: &'static str,
     pub(crate) raw: &'a RawBuffer,
@@ -26,32 +26,15 @@ pub struct KernelArg<'a> {
     pub(crate) access: Access,
 }
 
-/// Where the kernel finds an argument: `len` bytes at `ptr` in the device's space.
+/// Where the kernel finds an argument: `len` bytes at `ptr` in the space it was acquired in (a
+/// host pointer, or a device address that is never dereferenced), and whether the call writes
+/// it.
 #[derive(Clone, Copy)]
 pub(crate) struct ArgPtr {
+    pub name: &'static str,
     pub ptr: *mut u8,
     pub len: usize,
-}
-
-impl ArgPtr {
-    /// The argument as a slice of `T`.
-    ///
-    /// # Safety
-    /// The argument must have been acquired for reading in a host-addressable space, and no
-    /// other argument of the call may overlap it mutably.
-    pub(crate) unsafe fn slice<'k, T: bytemuck::Pod>(self) -> &'k [T] {
-        std::slice::from_raw_parts(self.ptr as *const T, self.len / std::mem::size_of::<T>())
-    }
-
-    /// The argument as a mutable slice of `T`.
-    ///
-    /// # Safety
-    /// As for [`Self::slice`], and the argument must be a written one (its view is borrowed
-    /// mutably by the caller, and its range covers whole fragments).
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn slice_mut<'k, T: bytemuck::Pod>(self) -> &'k mut [T] {
-        std::slice::from_raw_parts_mut(self.ptr as *mut T, self.len / std::mem::size_of::<T>())
-    }
+    pub writes: bool,
 }
 
 impl Runtime {
@@ -127,12 +110,21 @@ fn tracked<const N: usize>(
         }
     }
     let ptrs = std::array::from_fn(|i| ArgPtr {
+        name: args[i].name,
         ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
         len: args[i].len,
+        writes: args[i].access.writes(),
     });
+    // A kernel that unwinds has written an unknown part of its outputs: they are marked as a
+    // failed write is, so the last valid copy survives a caller's `catch_unwind`.
+    let unwinding = FailOnUnwind {
+        args,
+        spaces: &spaces,
+    };
     let outcome = timed(shared, entry, api, || {
         body(entry, ptrs).and_then(|()| completion(entry, api))
     });
+    std::mem::forget(unwinding);
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
     if missing != 0 || outcome.is_err() {
@@ -150,6 +142,24 @@ fn tracked<const N: usize>(
     outcome
 }
 
+/// Marks every written argument failed in the space it was used in if dropped, which happens
+/// only while the kernel unwinds (the normal path forgets it).
+struct FailOnUnwind<'s, 'a, const N: usize> {
+    args: &'s [KernelArg<'a>; N],
+    spaces: &'s [SpaceId; N],
+}
+
+impl<const N: usize> Drop for FailOnUnwind<'_, '_, N> {
+    #[cold]
+    fn drop(&mut self) {
+        for (arg, &space) in self.args.iter().zip(self.spaces) {
+            if arg.access.writes() {
+                arg.raw.mark_failed(arg.start, arg.len, space);
+            }
+        }
+    }
+}
+
 /// CEDR's way: the data lives on the host; each call stages every argument through freshly
 /// allocated device memory.
 fn baseline<const N: usize>(
@@ -160,8 +170,10 @@ fn baseline<const N: usize>(
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
     let space = entry.space;
-    let pool = shared.pool(space);
-    let mut temps: Vec<Block> = Vec::with_capacity(N);
+    let mut temps = Staging {
+        pool: shared.pool(space),
+        blocks: Vec::with_capacity(N),
+    };
     let staged = (|| {
         for arg in args {
             let reason = Reason::Kernel {
@@ -175,9 +187,9 @@ fn baseline<const N: usize>(
             };
             arg.raw
                 .acquire(arg.start, arg.len, SpaceId::HOST, host_access, &reason)?;
-            temps.push(pool.alloc(arg.len)?);
+            temps.blocks.push(temps.pool.alloc(arg.len)?);
         }
-        for (arg, temp) in args.iter().zip(&temps) {
+        for (arg, temp) in args.iter().zip(&temps.blocks) {
             if arg.access != Access::Write {
                 let host = host_ptr(arg);
                 let reason = Reason::Baseline {
@@ -197,20 +209,16 @@ fn baseline<const N: usize>(
                     .wait();
             }
         }
-        let mut ptrs = [ArgPtr {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-        }; N];
-        for ((p, arg), temp) in ptrs.iter_mut().zip(args).zip(&temps) {
-            *p = ArgPtr {
-                ptr: temp.ptr().as_ptr(),
-                len: arg.len,
-            };
-        }
+        let ptrs = std::array::from_fn(|i| ArgPtr {
+            name: args[i].name,
+            ptr: temps.blocks[i].ptr(),
+            len: args[i].len,
+            writes: args[i].access.writes(),
+        });
         timed(shared, entry, api, || {
             body(entry, ptrs).and_then(|()| completion(entry, api))
         })?;
-        for (arg, temp) in args.iter().zip(&temps) {
+        for (arg, temp) in args.iter().zip(&temps.blocks) {
             if arg.access.writes() {
                 let reason = Reason::Baseline {
                     api: api.name(),
@@ -232,11 +240,24 @@ fn baseline<const N: usize>(
         }
         Ok(())
     })();
-    for temp in temps {
-        pool.free(temp);
-    }
+    drop(temps);
     shared.counters.record_call(api.index(), false);
     staged
+}
+
+/// Device blocks a baseline call stages its arguments through, returned to their pool however
+/// the call ends (an error or an unwinding kernel included).
+struct Staging<'p> {
+    pool: &'p Pool,
+    blocks: Vec<Block>,
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        for block in self.blocks.drain(..) {
+            self.pool.free(block);
+        }
+    }
 }
 
 /// Runs a kernel, adding it to the timeline when one is being recorded.
@@ -275,8 +296,7 @@ fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
     }
 }
 
-fn host_ptr(arg: &KernelArg<'_>) -> NonNull<u8> {
-    let ptr = arg.raw.ptr_in(SpaceId::HOST, arg.start);
-    // The argument was acquired on the host just before, so its host block exists.
-    NonNull::new(ptr).unwrap_or(NonNull::dangling())
+/// The argument's bytes on the host, where it was acquired just before.
+fn host_ptr(arg: &KernelArg<'_>) -> *mut u8 {
+    arg.raw.ptr_in(SpaceId::HOST, arg.start)
 }

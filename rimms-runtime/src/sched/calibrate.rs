@@ -14,7 +14,6 @@
 use crate::error::{Error, Result};
 use crate::runtime::Shared;
 use crate::space::{LinkModel, SpaceId};
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 /// Tries per size and direction; the fastest counts.
@@ -35,7 +34,7 @@ impl Shared {
             let small = (large / 64).max(1);
             let block = entry.pool.alloc(large)?;
             let mut host = vec![0u8; large];
-            let host_ptr = NonNull::from(host.as_mut_slice()).cast::<u8>();
+            let host_ptr = host.as_mut_ptr();
             let timed = |bytes: usize| -> Result<Duration> {
                 let into = self.fastest_copy(SpaceId::HOST, space, host_ptr, block.ptr(), bytes)?;
                 let out = self.fastest_copy(space, SpaceId::HOST, block.ptr(), host_ptr, bytes)?;
@@ -67,8 +66,8 @@ impl Shared {
         &self,
         from: SpaceId,
         to: SpaceId,
-        src: NonNull<u8>,
-        dst: NonNull<u8>,
+        src: *mut u8,
+        dst: *mut u8,
         bytes: usize,
     ) -> Result<Duration> {
         let mut best = Duration::MAX;

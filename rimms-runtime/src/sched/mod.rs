@@ -244,11 +244,11 @@ impl crate::runtime::Runtime {
     /// The device a call of `api` runs on: the one `target` names, or the scheduler's pick for
     /// `Target::Auto` among devices `fits` accepts (`args` is only built then). The ticket, if
     /// any, must live until the call has finished.
-    pub(crate) fn place<'a, const N: usize>(
+    pub(crate) fn place<'a, A: AsRef<[KernelArg<'a>]>>(
         &self,
         target: Target,
         api: Api,
-        args: impl FnOnce() -> [KernelArg<'a>; N],
+        args: impl FnOnce() -> A,
         fits: impl Fn(&DeviceEntry) -> bool,
     ) -> crate::Result<(Device, Option<Ticket<'_>>)> {
         let device = match target {
@@ -257,7 +257,7 @@ impl crate::runtime::Runtime {
                 let shared = &**self.shared();
                 shared
                     .scheduler
-                    .place(shared.device_entries(), api, &args(), fits)
+                    .place(shared.device_entries(), api, args().as_ref(), fits)
             }
         };
         match device {

@@ -4,7 +4,6 @@
 use super::region::Region;
 use crate::alloc::{NfAllocator, UnitAllocator};
 use crate::error::{Error, Result};
-use std::ptr::NonNull;
 use std::sync::Mutex;
 
 /// A run of granules handed out by a pool.
@@ -12,16 +11,18 @@ use std::sync::Mutex;
 pub(crate) struct Block {
     first: usize,
     granules: usize,
-    ptr: NonNull<u8>,
+    ptr: *mut u8,
 }
 
 // SAFETY: a block is an address into a pool region that outlives it; moving the address between
 // threads is harmless, and access is governed by the buffer that owns the block.
 unsafe impl Send for Block {}
+// SAFETY: as for `Send`: a shared block is only its address.
 unsafe impl Sync for Block {}
 
 impl Block {
-    pub(crate) fn ptr(&self) -> NonNull<u8> {
+    /// The first byte: a host pointer with its region's provenance, or a device address.
+    pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
 }
@@ -50,7 +51,7 @@ impl Pool {
     /// A pool over memory a backend mapped, or over device memory; its base must be granule
     /// aligned.
     pub(crate) fn over_backend(name: &str, region: Region, granule: usize) -> Result<Pool> {
-        if region.base().as_ptr() as usize % granule != 0 {
+        if region.base().addr() % granule != 0 {
             return Err(Error::Config(format!(
                 "memory of space {name} is not aligned to the {granule}-byte pool granule"
             )));
@@ -104,9 +105,10 @@ impl Pool {
         usage.in_use += granules * self.granule;
         usage.high_water = usage.high_water.max(usage.in_use);
         usage.allocations += 1;
-        // SAFETY: the allocator hands out runs inside [0, granules in region), so the offset is
-        // inside the region.
-        let ptr = unsafe { self.region.base().add(first * self.granule) };
+        // The allocator hands out runs inside the region, so the offset stays inside it; a
+        // wrapping offset keeps a host pointer's provenance and is also right for a device
+        // address, which is not a pointer into any allocation of this process.
+        let ptr = self.region.base().wrapping_add(first * self.granule);
         Ok(Block {
             first,
             granules,

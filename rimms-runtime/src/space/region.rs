@@ -36,12 +36,20 @@ impl std::fmt::Debug for MappedMemory {
 // SAFETY: the memory is a shared mapping owned by `owner` (Send + Sync); who reads and writes
 // which bytes is governed by the pool and the buffers, as for an anonymous mapping.
 unsafe impl Send for MappedMemory {}
+// SAFETY: as for `Send`: `&MappedMemory` gives out only the address, never the bytes.
 unsafe impl Sync for MappedMemory {}
+
+// SAFETY: `base` points into `map`, which the region owns; the pointer itself is only an
+// address, and access to the bytes is governed by the pool and the buffers.
+unsafe impl Send for Region {}
+// SAFETY: as for `Send`: a shared region hands out addresses, never the bytes.
+unsafe impl Sync for Region {}
 
 /// A region of `len` bytes a pool carves.
 pub(crate) enum Region {
-    /// Reserved by the pool: page aligned, zero on first touch.
-    Anonymous(MmapMut),
+    /// Reserved by the pool: page aligned, zero on first touch. `base` was taken from the
+    /// mapping with `as_mut_ptr`, so pointers derived from it may write.
+    Anonymous { map: MmapMut, base: NonNull<u8> },
     /// Mapped by a backend.
     Mapped(MappedMemory),
     /// Device memory: its addresses are never dereferenced on the host.
@@ -50,32 +58,37 @@ pub(crate) enum Region {
 
 impl Region {
     pub(crate) fn reserve(space: &str, len: usize) -> Result<Region> {
-        let map = MmapMut::map_anon(len).map_err(|source| Error::Reserve {
+        let mut map = MmapMut::map_anon(len).map_err(|source| Error::Reserve {
             space: space.to_string(),
             bytes: len,
             source,
         })?;
-        Ok(Region::Anonymous(map))
+        let Some(base) = NonNull::new(map.as_mut_ptr()) else {
+            return Err(Error::Reserve {
+                space: space.to_string(),
+                bytes: len,
+                source: std::io::Error::other("the mapping has no address"),
+            });
+        };
+        Ok(Region::Anonymous { map, base })
     }
 
     pub(crate) fn len(&self) -> usize {
         match self {
-            Region::Anonymous(map) => map.len(),
+            Region::Anonymous { map, .. } => map.len(),
             Region::Mapped(m) => m.len,
             Region::Device(d) => d.capacity(),
         }
     }
 
-    pub(crate) fn base(&self) -> NonNull<u8> {
+    /// The first byte: a pointer with the mapping's provenance where the CPU addresses the
+    /// region, and a device address (a pointer with no provenance, never dereferenced) where
+    /// it does not.
+    pub(crate) fn base(&self) -> *mut u8 {
         match self {
-            // The mapping is never empty (pools refuse a zero size), and mmap never returns
-            // null.
-            Region::Anonymous(map) => {
-                NonNull::new(map.as_ptr() as *mut u8).unwrap_or(NonNull::dangling())
-            }
-            Region::Mapped(m) => m.base,
-            // A device's base is nonzero by contract; it is carried, never dereferenced.
-            Region::Device(d) => NonNull::new(d.base() as *mut u8).unwrap_or(NonNull::dangling()),
+            Region::Anonymous { base, .. } => base.as_ptr(),
+            Region::Mapped(m) => m.base.as_ptr(),
+            Region::Device(d) => std::ptr::without_provenance_mut(d.base()),
         }
     }
 }

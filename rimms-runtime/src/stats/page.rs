@@ -101,16 +101,19 @@ fn page_words(spaces: usize) -> usize {
     links_at(spaces) + spaces * spaces * LINK_WORDS
 }
 
-/// Views a mapping as words.
+/// Views `len` bytes of a mapping at `base` as words.
 ///
 /// # Safety
-/// `bytes` must be 8-byte aligned (a mapping is page-aligned) and every access to it, in this
-/// process and in others, must go through atomics while the returned slice lives.
-unsafe fn words(bytes: &[u8]) -> &[AtomicU64] {
-    debug_assert_eq!(bytes.as_ptr() as usize % 8, 0, "mappings are page-aligned");
-    // SAFETY: AtomicU64 has the size and alignment of u64; the caller vouches for alignment
-    // and for atomic access; the length is rounded down to whole words.
-    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<AtomicU64>(), bytes.len() / 8) }
+/// `base` must be 8-byte aligned (a mapping is page-aligned), point at `len` bytes of a
+/// mapping that outlives `'a`, and carry write permission if anything stores through the
+/// words (a pointer from `MmapMut::as_mut_ptr`, not one derived from a `&[u8]`). Every access
+/// to those bytes, in this process and in others, must go through atomics while the returned
+/// slice lives.
+unsafe fn words<'a>(base: *const u8, len: usize) -> &'a [AtomicU64] {
+    debug_assert_eq!(base.addr() % 8, 0, "mappings are page-aligned");
+    // SAFETY: AtomicU64 has the size and alignment of u64; the caller vouches for alignment,
+    // lifetime, permission and atomic access; the length is rounded down to whole words.
+    unsafe { std::slice::from_raw_parts(base.cast::<AtomicU64>(), len / 8) }
 }
 
 /// What can go wrong reading a stats page. Never a panic: a missing, foreign, truncated or
@@ -249,8 +252,9 @@ impl StatsPage {
         // SAFETY: the mapping is read-only and read only through atomics (`words`). A page
         // shrunk by another process while mapped would fault; the publisher never shrinks it.
         let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
-        // SAFETY: page-aligned, and read only through atomics below.
-        let w = unsafe { words(&map) };
+        // SAFETY: page-aligned, outlives `w` (a local of this function), and only read, through
+        // atomics, below.
+        let w = unsafe { words(map.as_ptr(), map.len()) };
         if w[W_MAGIC].load(Ordering::Acquire) != MAGIC {
             return Err(PageError::Magic { path });
         }
@@ -322,8 +326,9 @@ impl StatsPage {
 
     /// A consistent reading: retried while the publisher is mid-update.
     pub fn read(&self) -> Result<PageSnapshot, PageError> {
-        // SAFETY: page-aligned; every access below is atomic.
-        let w = unsafe { words(&self.map) };
+        // SAFETY: page-aligned, owned by `self`, which outlives `w`, and only read, through
+        // atomics, below.
+        let w = unsafe { words(self.map.as_ptr(), self.map.len()) };
         let spaces = self.names.len();
         let data = spaces_at(spaces)..page_words(spaces);
         let mut copy = vec![0u64; data.len()];
@@ -430,14 +435,28 @@ impl Stop {
 /// The writing side: the mapped page and where each space's name sits in it.
 struct Writer {
     map: MmapMut,
+    /// The page's first byte, taken with `as_mut_ptr` so that stores through it may write.
+    base: *mut u8,
     names: Vec<String>,
 }
 
+// SAFETY: `base` points into `map`, which the writer owns and which does not move when the
+// writer does (it is a mapping, not inline data); every access through it is atomic.
+unsafe impl Send for Writer {}
+// SAFETY: as for `Send`: shared access writes and reads only through atomics.
+unsafe impl Sync for Writer {}
+
 impl Writer {
+    fn new(mut map: MmapMut, names: Vec<String>) -> Writer {
+        let base = map.as_mut_ptr();
+        Writer { map, base, names }
+    }
+
     fn words(&self) -> &[AtomicU64] {
-        // SAFETY: page-aligned; this process writes only through these atomics, readers read
+        // SAFETY: page-aligned, with write permission (from `as_mut_ptr`), inside `map`,
+        // which `self` owns; this process writes only through these atomics and readers read
         // only through atomics.
-        unsafe { words(&self.map) }
+        unsafe { words(self.base, self.map.len()) }
     }
 
     /// Copies `stats` into the page between two stores of the sequence word.
@@ -619,7 +638,7 @@ fn create_page(path: &Path, names: Vec<String>) -> io::Result<Writer> {
         // SAFETY: a file this process just created and sized; nobody else writes it, and it
         // is accessed only through atomics.
         let map = unsafe { MmapMut::map_mut(&file) }?;
-        let writer = Writer { map, names };
+        let writer = Writer::new(map, names);
         let w = writer.words();
         for (s, name) in writer.names.iter().enumerate() {
             let mut slot = [0u8; NAME_BYTES];

@@ -8,51 +8,14 @@
 //! `DevSlice`s — on any machine, checked against the same CPU reference.
 
 use crate::backend::cpu::kernels;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::space::DeviceMemory;
 use crate::{DevSlice, DevSliceMut};
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
 
-fn memory<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c dyn DeviceMemory> {
-    ctx.device_memory().ok_or_else(|| Error::Kernel {
-        api: "staged built-in",
-        device: ctx.device().to_string(),
-        why: "the device has no device memory to stage through".to_string(),
-    })
-}
-
-fn failed(ctx: &KernelCtx<'_>, why: String) -> Error {
-    Error::Kernel {
-        api: "staged built-in",
-        device: ctx.device().to_string(),
-        why,
-    }
-}
-
-/// `len` elements at device address `addr`, read back.
-fn read_at<T: Pod>(ctx: &KernelCtx<'_>, addr: usize, len: usize) -> Result<Vec<T>> {
-    let mut values = vec![T::zeroed(); len];
-    memory(ctx)?
-        .copy_out(addr, bytemuck::cast_slice_mut(&mut values))
-        .map_err(|why| failed(ctx, why))?;
-    Ok(values)
-}
-
 fn read<T: Pod>(ctx: &KernelCtx<'_>, arg: &DevSlice<'_, T>) -> Result<Vec<T>> {
-    read_at(ctx, arg.addr(), arg.len())
-}
-
-/// What a written argument holds now, for a kernel that reads it too.
-fn read_written<T: Pod>(ctx: &KernelCtx<'_>, arg: &DevSliceMut<'_, T>) -> Result<Vec<T>> {
-    read_at(ctx, arg.addr(), arg.len())
-}
-
-fn write<T: Pod>(ctx: &KernelCtx<'_>, arg: &mut DevSliceMut<'_, T>, values: &[T]) -> Result<()> {
-    memory(ctx)?
-        .copy_in(arg.addr(), bytemuck::cast_slice(values))
-        .map_err(|why| failed(ctx, why))
+    ctx.read_device(arg)
 }
 
 /// Runs a one-input, one-output CPU kernel on staged copies.
@@ -65,7 +28,7 @@ fn map<I: Pod, O: Pod>(
     let input = read(ctx, &input)?;
     let mut out = vec![O::zeroed(); output.len()];
     kernel(&input, &mut out);
-    write(ctx, &mut output, &out)
+    ctx.copy_to_device(&out, &mut output)
 }
 
 /// Runs an in-place CPU kernel on a staged copy.
@@ -74,9 +37,9 @@ fn update<T: Pod>(
     mut data: DevSliceMut<'_, T>,
     kernel: impl FnOnce(&mut [T]),
 ) -> Result<()> {
-    let mut values = read_written(ctx, &data)?;
+    let mut values = read(ctx, &data.as_dev_slice())?;
     kernel(&mut values);
-    write(ctx, &mut data, &values)
+    ctx.copy_to_device(&values, &mut data)
 }
 
 #[rimms_macros::kernel(api = apis::fft, device = sim)]
