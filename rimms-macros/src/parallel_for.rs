@@ -447,9 +447,8 @@ pub fn expand(input: TokenStream) -> TokenStream {
             prologue.push(quote! {
                 let mut #whole = {
                     use #rimms::__private::LoopWrite as _;
-                    (#buf).__rimms_loop_write(#discard, &#range)?
+                    (#buf).__rimms_loop_write(#label, #discard, &#range)?
                 };
-                #rimms::__private::check_loop_bounds(#label, #whole.len(), &#range)?;
                 #chunk = ::core::cmp::min(#chunk, #whole.chunk());
             });
             parts.push((

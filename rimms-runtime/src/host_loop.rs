@@ -158,19 +158,26 @@ impl<T, const N: usize> LoopRead<T> for [T; N] {
 
 /// A buffer a loop writes (and maybe reads) at the loop index.
 pub trait LoopWrite<T> {
-    /// The contents on the host, for writing. `discard` says the loop writes every element of
-    /// `range` without reading it (the macro proved it); where `range` is the whole buffer,
-    /// nothing is then copied in. The write is recorded by [`LoopMut::finish`]; a loop that
-    /// errs or unwinds before that leaves the other copies valid.
-    fn __rimms_loop_write(&mut self, discard: bool, range: &Range<usize>)
-        -> Result<LoopMut<'_, T>>;
+    /// The contents on the host, for writing, once `range` is checked against them (named
+    /// `name` in the error). `discard` says the loop writes every element of `range` without
+    /// reading it (the macro proved it); where `range` is the whole buffer, nothing is then
+    /// copied in. The write is recorded by [`LoopMut::finish`]; a loop that errs or unwinds
+    /// before that leaves the other copies valid.
+    fn __rimms_loop_write(
+        &mut self,
+        name: &'static str,
+        discard: bool,
+        range: &Range<usize>,
+    ) -> Result<LoopMut<'_, T>>;
 }
 
 fn host_for_loop<'a, T: Pod>(
     view: HeteSliceMut<'a, T>,
+    name: &'static str,
     discard: bool,
     range: &Range<usize>,
 ) -> Result<LoopMut<'a, T>> {
+    check_loop_bounds(name, view.len(), range)?;
     let covers_all = range.start == 0 && range.end >= view.len();
     let chunk = (view.fragment_bytes() / std::mem::size_of::<T>()).max(1);
     let access = if discard && covers_all {
@@ -189,36 +196,43 @@ fn host_for_loop<'a, T: Pod>(
 impl<T: Pod> LoopWrite<T> for HeteData<T> {
     fn __rimms_loop_write(
         &mut self,
+        name: &'static str,
         discard: bool,
         range: &Range<usize>,
     ) -> Result<LoopMut<'_, T>> {
-        host_for_loop(self.as_slice_mut(), discard, range)
+        host_for_loop(self.as_slice_mut(), name, discard, range)
     }
 }
 impl<T: Pod> LoopWrite<T> for HeteSliceMut<'_, T> {
     fn __rimms_loop_write(
         &mut self,
+        name: &'static str,
         discard: bool,
         range: &Range<usize>,
     ) -> Result<LoopMut<'_, T>> {
-        host_for_loop(self.reborrow(), discard, range)
+        host_for_loop(self.reborrow(), name, discard, range)
     }
 }
-impl<T> LoopWrite<T> for [T] {
-    fn __rimms_loop_write(&mut self, _: bool, _: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        Ok(LoopMut::plain(self))
-    }
+
+/// Plain slices, vectors and arrays are written in place; `discard` does not matter to them.
+macro_rules! plain_loop_write {
+    ($($ty:ty => [$($generics:tt)*]),* $(,)?) => {
+        $(
+            impl<$($generics)*> LoopWrite<T> for $ty {
+                fn __rimms_loop_write(
+                    &mut self,
+                    name: &'static str,
+                    _: bool,
+                    range: &Range<usize>,
+                ) -> Result<LoopMut<'_, T>> {
+                    LoopMut::plain(self, name, range)
+                }
+            }
+        )*
+    };
 }
-impl<T> LoopWrite<T> for Vec<T> {
-    fn __rimms_loop_write(&mut self, _: bool, _: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        Ok(LoopMut::plain(self))
-    }
-}
-impl<T, const N: usize> LoopWrite<T> for [T; N] {
-    fn __rimms_loop_write(&mut self, _: bool, _: &Range<usize>) -> Result<LoopMut<'_, T>> {
-        Ok(LoopMut::plain(self))
-    }
-}
+
+plain_loop_write!([T] => [T], Vec<T> => [T], [T; N] => [T, const N: usize]);
 
 /// A buffer a loop writes: its host contents, and for a managed buffer the write still to be
 /// recorded.
@@ -229,12 +243,13 @@ pub struct LoopMut<'a, T> {
 }
 
 impl<'a, T> LoopMut<'a, T> {
-    fn plain(slice: &'a mut [T]) -> Self {
-        LoopMut {
+    fn plain(slice: &'a mut [T], name: &'static str, range: &Range<usize>) -> Result<Self> {
+        check_loop_bounds(name, slice.len(), range)?;
+        Ok(LoopMut {
             slice,
             chunk: LOOP_CHUNK,
             write: None,
-        }
+        })
     }
 
     /// Number of elements.
