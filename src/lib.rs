@@ -34,6 +34,7 @@
 //! Everything a user needs is re-exported here; the crates behind it (`rimms-runtime`,
 //! `rimms-macros`) are implementation details.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 pub use rimms_runtime::*;
 
 /// The README's example is compiled and run as a doc test, so it stays true.

@@ -2,6 +2,7 @@
 //! the scheduling benchmark (`sched_bench`), kept here so that tests, examples and other tools can run exactly what the
 //! command runs.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 pub mod apps;
 pub mod bench;
 pub mod fpga_emu;

@@ -1,5 +1,6 @@
 //! The `rimms` command: run an application, or benchmark them on the devices this machine has.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 use clap::{Parser, Subcommand};
 use rimms::{LinkModel, SimConfig};
 use rimms_cli::apps::{

@@ -7,6 +7,7 @@
 //! `syn::Error` spanned on the offending token; all errors of an item are reported at once,
 //! and the original item is still emitted so the user sees our message rather than a cascade.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 mod api;
 mod kernel;
 mod parallel_for;

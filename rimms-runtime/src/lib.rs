@@ -3,6 +3,7 @@
 //!
 //! Users import everything through the `rimms` facade crate; see its documentation for a tour.
 
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 pub mod alloc;

@@ -129,7 +129,8 @@ impl Backend for FpgaDevice {
             fail_copies: false,
             host_mapped: true,
             memory: SpaceMemory::Mapped(MappedMemory {
-                // SAFETY of the offset: the pool range lies inside the mapping.
+                // SAFETY: `Board::pool_range` starts at offset 0 of the mapping and ends inside
+                // it, so the offset stays inside the mapping's one allocation.
                 base: unsafe { memory.base().add(range.start) },
                 len: range.len(),
                 owner: Arc::clone(&self.board) as Arc<dyn Any + Send + Sync>,
