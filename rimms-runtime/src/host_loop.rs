@@ -279,3 +279,76 @@ impl<'a, T> LoopMut<'a, T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Runtime;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Every index of the range is visited exactly once, with the matching element of every
+    /// part, however the range is cut.
+    #[test]
+    fn run_loop_hands_each_index_its_own_elements() {
+        for (len, chunk) in [(0, 4), (1, 4), (7, 3), (64, 8), (65, 8), (100, 1)] {
+            let start = 5;
+            let mut written = vec![0usize; len];
+            let read: Vec<usize> = (0..len).map(|k| 3 * k).collect();
+            let calls = AtomicUsize::new(0);
+            run_loop(
+                start..start + len,
+                chunk,
+                (written.as_mut_slice(), (read.as_slice(), ())),
+                |sub: Range<usize>, (w, (r, ())): (&mut [usize], (&[usize], ()))| {
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    assert!(sub.len() <= chunk.max(1));
+                    assert_eq!((w.len(), r.len()), (sub.len(), sub.len()));
+                    for (k, i) in sub.enumerate() {
+                        w[k] = i + r[k] + 1;
+                    }
+                },
+            );
+            let want: Vec<usize> = (0..len).map(|k| start + k + 3 * k + 1).collect();
+            assert_eq!(written, want, "len {len}, chunk {chunk}");
+            assert_eq!(calls.into_inner(), len.div_ceil(chunk).max(1));
+        }
+    }
+
+    #[test]
+    fn bounds_are_checked_for_empty_ranges_too() {
+        assert!(check_loop_bounds("y", 4, &(0..4)).is_ok());
+        assert!(check_loop_bounds("y", 4, &(4..4)).is_ok());
+        assert!(check_loop_bounds("y", 4, &(0..5)).is_err());
+        assert!(check_loop_bounds("y", 4, &(5..5)).is_err());
+        assert_eq!(loop_range(5, 2).ok(), Some(5..5));
+        assert!(loop_range_inclusive(0, usize::MAX).is_err());
+        assert_eq!(loop_range_inclusive(2, 3).ok(), Some(2..4));
+    }
+
+    /// A loop's write is recorded only when it finishes: an unfinished one leaves the copy
+    /// it did not overwrite valid.
+    #[test]
+    fn an_unfinished_loop_write_keeps_the_other_copy() {
+        let rt = Runtime::builder()
+            .host_pool(1 << 20)
+            .sim(crate::SimConfig {
+                pool_bytes: 1 << 20,
+                ..crate::SimConfig::default()
+            })
+            .build()
+            .expect("runtime");
+        let mut y = HeteData::from_slice(&rt, &[3u32; 8]).expect("y");
+        y.prefetch(crate::Device::Sim(0)).expect("on sim0 too");
+        let mut loop_mut = y.__rimms_loop_write("y", true, &(0..8)).expect("write");
+        loop_mut.part(0..8).fill(9);
+        drop(loop_mut);
+        y.validate()
+            .expect("the host's unrecorded write is not trusted");
+        assert_eq!(y.host().expect("y"), &[3; 8]);
+        let mut loop_mut = y.__rimms_loop_write("y", false, &(0..8)).expect("write");
+        loop_mut.part(0..8).fill(9);
+        loop_mut.finish();
+        assert_eq!(y.host().expect("y"), &[9; 8]);
+        y.validate().expect("a finished write is the only copy");
+    }
+}

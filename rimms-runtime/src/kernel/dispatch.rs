@@ -300,3 +300,69 @@ fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
 fn host_ptr(arg: &KernelArg<'_>) -> *mut u8 {
     arg.raw.ptr_in(SpaceId::HOST, arg.start)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::ApiDecl;
+    use crate::{Device, HeteData, KernelArg, Runtime, SimConfig};
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    static SCRIBBLE: ApiDecl = ApiDecl::new("scribble");
+
+    fn runtime() -> Runtime {
+        Runtime::builder()
+            .host_pool(1 << 20)
+            .sim(SimConfig {
+                pool_bytes: 1 << 20,
+                ..SimConfig::default()
+            })
+            .build()
+            .expect("runtime")
+    }
+
+    /// A kernel that unwinds after writing part of its output leaves the copy it was given
+    /// as the only valid one, in both modes a kernel can write in.
+    #[test]
+    fn an_unwinding_kernel_marks_its_outputs_failed() {
+        let rt = runtime();
+        for discard in [false, true] {
+            let mut y = HeteData::from_slice(&rt, &[1u32; 16]).expect("y");
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let arg = if discard {
+                    KernelArg::write::<u32>("y", &mut y)
+                } else {
+                    KernelArg::read_write::<u32>("y", &mut y)
+                };
+                rt.launch_host(Device::Sim(0), &SCRIBBLE, [arg], |[y]| {
+                    y.into_slice_mut::<u32>()?[..8].fill(2);
+                    panic!("part-way");
+                })
+            }));
+            assert!(outcome.is_err());
+            y.validate().expect("one trusted copy");
+            assert_eq!(y.host().expect("y"), &[1; 16]);
+        }
+    }
+
+    /// A resident argument written in place by a kernel that unwinds stays the one copy: there
+    /// is nothing older to fall back to, and it is not dropped.
+    #[test]
+    fn an_unwinding_kernel_on_the_only_copy_keeps_it() {
+        let rt = runtime();
+        let mut y = HeteData::from_slice(&rt, &[1u32; 16]).expect("y");
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            rt.launch_host(
+                Device::Cpu,
+                &SCRIBBLE,
+                [KernelArg::read_write("y", &mut y)],
+                |[y]| {
+                    y.into_slice_mut::<u32>()?[..8].fill(2);
+                    panic!("part-way");
+                },
+            )
+        }));
+        assert!(outcome.is_err());
+        y.validate().expect("one copy");
+        assert_eq!(&y.host().expect("y")[..9], &[2, 2, 2, 2, 2, 2, 2, 2, 1]);
+    }
+}
