@@ -45,7 +45,20 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Every buffer indexed in the body is synced to the host once, in the mode its use needs;
 /// iterations run on rayon in fragment-sized chunks; written buffers are host-owned after.
-/// Evaluates to `rimms::Result<()>`.
+/// Evaluates to `rimms::Result<()>`: a range that runs past a buffer (even an empty one) is
+/// an `Error::OutOfBounds` before anything runs.
+///
+/// A buffer the body assigns whole (`y[i] = …`) in a statement of its own, never reads, and
+/// never skips (no `continue`, no macro that could hide one) is overwritten without being
+/// copied in; any other write (under an `if`, a `match`, a loop or a closure) syncs it first,
+/// so the elements it skips keep their newest bytes.
+///
+/// Each task writes only its own parts of the buffers, through checked indexing: an index
+/// that is not what it seems panics in that task, never writes elsewhere. A write is recorded
+/// when the loop finishes; a loop that fails or panics part-way leaves the other valid copies
+/// as they were. Writing at another index than the loop variable, reading a written buffer at
+/// another index, binding the loop variable or a buffer's name again inside the body, and
+/// taking raw pointers of buffers are compile errors.
 #[proc_macro]
 pub fn parallel_for(input: TokenStream) -> TokenStream {
     parallel_for::expand(input.into()).into()
