@@ -331,3 +331,29 @@ fn a_multi_task_loop_matches_a_sequential_model() {
     assert_eq!(a.host().expect("a"), &want_a[..]);
     assert_eq!(b.host().expect("b"), &want_b[..]);
 }
+
+/// Scope jobs write disjoint rows of one buffer at once; one whose kernel unwinds part-way
+/// panics the scope after the others finished, and its row keeps the copy it had.
+#[test]
+fn scope_jobs_on_disjoint_rows_and_a_panicking_one_lose_nothing() {
+    const ROW: usize = 16;
+    let rt = runtime();
+    let before: Vec<u32> = (0..4 * ROW as u32).collect();
+    let mut y = buffer(&rt, &before);
+    let mut rows = y.rows_mut(ROW).expect("rows");
+    let mut last = rows.pop().expect("four rows");
+    let caught = catch_unwind(AssertUnwindSafe(|| {
+        rt.scope(|s| {
+            for row in rows.iter_mut() {
+                s.spawn_on(Device::Sim(0), move |rt| fill_on_sim(rt, 7, row));
+            }
+            s.spawn(|rt| half_then_panic(rt, &mut last));
+        })
+    }));
+    assert!(caught.is_err(), "the job's panic reaches the caller");
+    drop((rows, last));
+    y.validate().expect("no two valid copies differ");
+    let mut want = vec![7; 3 * ROW];
+    want.extend_from_slice(&before[3 * ROW..]);
+    assert_eq!(y.host().expect("y"), &want[..]);
+}
