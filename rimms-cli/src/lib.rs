@@ -5,6 +5,7 @@
 pub mod apps;
 pub mod bench;
 pub mod fpga_emu;
+pub mod human;
 pub mod memstat;
 pub mod plot;
 pub mod sched_bench;
