@@ -5,9 +5,20 @@ use rimms::{LinkModel, SimConfig};
 use rimms_cli::apps::{
     self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
 };
+use rimms_cli::human::count;
+use rimms_cli::output::{self, complain, Failure};
 use rimms_cli::{bench, memstat};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// `--frames`: a count in 1 … MAX_FRAMES, refused before anything runs.
+fn frames_arg(text: &str) -> Result<usize, String> {
+    let range = format!("a whole number of frames, 1 … {}", apps::MAX_FRAMES);
+    match text.parse::<usize>() {
+        Ok(frames) if apps::check_frames(frames).is_ok() => Ok(frames),
+        _ => Err(range),
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -39,8 +50,8 @@ enum Command {
     },
     /// Apps on every mapping available here: baseline (CEDR), rimms and native.
     Bench {
-        /// Frames per cell (the median frame is reported).
-        #[arg(long, default_value_t = 200)]
+        /// Frames per cell (the median frame is reported), 1 … 1000000.
+        #[arg(long, default_value_t = 200, value_parser = frames_arg)]
         frames: usize,
         /// Only these apps (default: 2fft, fzf, zip3x).
         #[arg(long, value_enum)]
@@ -85,8 +96,8 @@ struct RunArgs {
     /// How calls that do not depend on each other (one per row) are submitted.
     #[arg(long, value_enum, default_value = "scoped")]
     submit: Submit,
-    /// Frames to run; the median frame time is reported.
-    #[arg(long, default_value_t = 10)]
+    /// Frames to run, 1 … 1000000; the median frame time is reported.
+    #[arg(long, default_value_t = 10, value_parser = frames_arg)]
     frames: usize,
     /// Read CEDR's input files from this folder instead of generating input.
     #[arg(long)]
@@ -108,14 +119,16 @@ struct RunArgs {
     doppler_bin: Option<i32>,
 }
 
-fn run_app(args: &RunArgs) -> Result<(), String> {
+fn run_app(args: &RunArgs) -> Result<(), Failure> {
     if args.out.is_some() && args.app != App::Sar {
-        return Err("--out writes SAR's image; other apps have none".to_string());
+        return Err(Failure::Error(
+            "--out writes SAR's image; other apps have none".to_string(),
+        ));
     }
     let source = match &args.input {
         Some(dir) => {
             if args.delay.is_some() || args.doppler_bin.is_some() {
-                return Err("--delay and --doppler-bin shape generated input; with --input the files decide".to_string());
+                return Err(Failure::Error("--delay and --doppler-bin shape generated input; with --input the files decide".to_string()));
             }
             Source::Cedr(dir.clone())
         }
@@ -141,33 +154,37 @@ fn run_app(args: &RunArgs) -> Result<(), String> {
         sar.write_image(path).map_err(|e| e.to_string())?;
     }
     if args.json {
-        println!("{}", run.to_json());
+        output::print(&format!("{}\n", run.to_json()))?;
         return Ok(());
     }
-    println!(
-        "{} ({} on {}, {} frames, median {:.3} ms): {}",
+    let mut text = format!(
+        "{} ({} on {}, {}, median {:.3} ms): {}\n",
         run.app.name(),
         run.mode.name(),
         run.mapping.name(),
-        run.frames(),
+        count(run.frames() as u64, "frame", "frames"),
         run.median().as_secs_f64() * 1e3,
         outcome.result_line
     );
     if let Some(truth) = &outcome.truth_line {
-        println!("{truth}");
+        text += truth;
+        text.push('\n');
     }
     let links: Vec<String> = run
         .links
         .iter()
         .map(|l| {
             format!(
-                "{} -> {}: {} copies, {} bytes",
-                l.from, l.to, l.copies, l.bytes
+                "{} -> {}: {}, {}",
+                l.from,
+                l.to,
+                count(l.copies, "copy", "copies"),
+                count(l.bytes, "byte", "bytes")
             )
         })
         .collect();
-    println!(
-        "moved: {}; allocations: {}",
+    text += &format!(
+        "moved: {}; allocations: {}\n",
         if links.is_empty() {
             "nothing".to_string()
         } else {
@@ -175,7 +192,51 @@ fn run_app(args: &RunArgs) -> Result<(), String> {
         },
         run.allocations
     );
+    output::print(&text)?;
     Ok(())
+}
+
+fn bench_cmd(
+    frames: usize,
+    app: Vec<App>,
+    json: bool,
+    plot: Option<PathBuf>,
+) -> Result<(), Failure> {
+    let apps = if app.is_empty() {
+        vec![App::TwoFft, App::Fzf, App::Zip3x]
+    } else {
+        app
+    };
+    let bar = bench::progress_bar(&apps);
+    let progress = |what: &str| {
+        bar.inc(1);
+        bar.set_message(what.to_string());
+    };
+    let result = bench::run(frames, &apps, progress);
+    bar.finish_and_clear();
+    let rows = result?;
+    if json {
+        output::print(&format!("{}\n", bench::json(&rows, frames)))?;
+    } else {
+        output::print(&bench::table(&rows, frames))?;
+    }
+    if let Some(path) = plot {
+        std::fs::write(&path, rimms_cli::plot::svg(&rows))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn memstat_cmd(pid: Option<u32>, page: Option<PathBuf>, watch: Option<f64>) -> Result<(), Failure> {
+    let target = match (pid, page) {
+        (_, Some(path)) => memstat::Target::Page(path),
+        // clap requires one of the two.
+        (pid, None) => memstat::Target::Pid(pid.unwrap_or_default()),
+    };
+    memstat::run(&target, watch, output::print).map_err(|e| match e {
+        memstat::MemstatError::Write(io) => Failure::from(io),
+        other => Failure::Error(other.to_string()),
+    })
 }
 
 fn main() -> ExitCode {
@@ -187,81 +248,30 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
-        Command::Run(args) => match run_app(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("rimms run: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let (name, result) = match Cli::parse().command {
+        Command::Run(args) => ("run", run_app(&args)),
         Command::FpgaEmu {
             dir,
             config,
             seconds,
-        } => match rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("rimms fpga-emu: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Memstat { pid, page, watch } => {
-            let target = match (pid, page) {
-                (_, Some(path)) => memstat::Target::Page(path),
-                // clap requires one of the two.
-                (pid, None) => memstat::Target::Pid(pid.unwrap_or_default()),
-            };
-            match memstat::run(&target, watch, |text| print!("{text}")) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("rimms memstat: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        } => (
+            "fpga-emu",
+            rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds)
+                .map_err(|e| Failure::Error(e.to_string())),
+        ),
+        Command::Memstat { pid, page, watch } => ("memstat", memstat_cmd(pid, page, watch)),
         Command::Bench {
             frames,
             app,
             json,
             plot,
-        } => {
-            if frames == 0 {
-                eprintln!("rimms bench: --frames must be at least 1");
-                return ExitCode::from(2);
-            }
-            let apps = if app.is_empty() {
-                vec![App::TwoFft, App::Fzf, App::Zip3x]
-            } else {
-                app
-            };
-            let bar = bench::progress_bar(&apps);
-            let progress = |what: &str| {
-                bar.inc(1);
-                bar.set_message(what.to_string());
-            };
-            let result = bench::run(frames, &apps, progress);
-            bar.finish_and_clear();
-            match result {
-                Ok(rows) => {
-                    if json {
-                        println!("{}", bench::json(&rows, frames));
-                    } else {
-                        print!("{}", bench::table(&rows, frames));
-                    }
-                    if let Some(path) = plot {
-                        if let Err(e) = std::fs::write(&path, rimms_cli::plot::svg(&rows)) {
-                            eprintln!("rimms bench: cannot write {}: {e}", path.display());
-                            return ExitCode::FAILURE;
-                        }
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("rimms bench: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+        } => ("bench", bench_cmd(frames, app, json, plot)),
+    };
+    match result {
+        Ok(()) | Err(Failure::Quiet) => ExitCode::SUCCESS,
+        Err(e) => {
+            complain(name, &e);
+            ExitCode::FAILURE
         }
     }
 }

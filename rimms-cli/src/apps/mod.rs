@@ -124,6 +124,22 @@ impl Submit {
     }
 }
 
+/// The most frames one run (or one bench cell) may ask for: a million frames of the smallest
+/// app is minutes of work and 16 MB of frame times, and a bound checked up front turns a
+/// mistyped `--frames` into an error instead of an allocation failure hours later.
+pub const MAX_FRAMES: usize = 1_000_000;
+
+/// Checks a frame count before anything runs.
+pub fn check_frames(frames: usize) -> Result<usize, AppError> {
+    if (1..=MAX_FRAMES).contains(&frames) {
+        Ok(frames)
+    } else {
+        Err(AppError::Param(format!(
+            "--frames takes 1 … {MAX_FRAMES}, got {frames}"
+        )))
+    }
+}
+
 /// How to run an app.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -315,9 +331,7 @@ pub(crate) fn execute<P: Pipeline>(
     pipeline: &P,
     opts: &Options,
 ) -> Result<Run<P::Output>, AppError> {
-    if opts.frames == 0 {
-        return Err(AppError::Param("--frames must be at least 1".to_string()));
-    }
+    check_frames(opts.frames)?;
     let (frame_times, result, links, allocations) = match opts.mode {
         Mode::Native if opts.mapping == Mapping::Auto => {
             return Err(AppError::Unsupported(
@@ -326,7 +340,7 @@ pub(crate) fn execute<P: Pipeline>(
         }
         Mode::Native if opts.mapping == Mapping::Gpu => {
             return Err(AppError::Unsupported(
-                "native mode on gpu: hand-written cudarc code exists for FZF only (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`)".to_string(),
+                "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
             ));
         }
         Mode::Native => {
@@ -370,7 +384,8 @@ pub(crate) fn execute<P: Pipeline>(
 }
 
 fn time_frames<R>(mut frame: Frame<'_, R>, frames: usize) -> Result<(Vec<Duration>, R), AppError> {
-    let mut times = Vec::with_capacity(frames);
+    // Grown as frames finish, never sized up front from the request.
+    let mut times = Vec::new();
     let mut last = None;
     for _ in 0..frames {
         let start = Instant::now();

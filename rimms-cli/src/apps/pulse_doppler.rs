@@ -143,7 +143,7 @@ impl Truth {
 /// A target at `params.delay` and `params.doppler_bin` in seeded noise.
 pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
     let half = (M / 2) as i32;
-    if params.delay + GENERATED_PULSE > N || !(-half..half).contains(&params.doppler_bin) {
+    if params.delay > N - GENERATED_PULSE || !(-half..half).contains(&params.doppler_bin) {
         return Err(AppError::Param(format!(
             "pulse Doppler simulates delays of 0 … {} samples and Doppler bins of {} … {}, got {} and {}",
             N - GENERATED_PULSE,
