@@ -48,7 +48,7 @@ mod tests {
     #[test]
     fn times_read_as_a_person_writes_them() {
         assert_eq!(seconds(240.0 * 512e-6 / 256.0), "480 µs");
-        assert_eq!(seconds(509.99999999999994e-6), "510 µs");
+        assert_eq!(seconds(255.0 * 512e-6 / 256.0), "510 µs");
         assert_eq!(seconds(74e-6), "74 µs");
         assert_eq!(seconds(1.018e-3), "1.018 ms");
         assert_eq!(seconds(3.8302e-5), "38.3 µs");

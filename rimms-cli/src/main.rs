@@ -170,6 +170,10 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         text += truth;
         text.push('\n');
     }
+    if let Some(note) = outcome.note {
+        text += note;
+        text.push('\n');
+    }
     let links: Vec<String> = run
         .links
         .iter()
@@ -239,8 +243,16 @@ fn memstat_cmd(pid: Option<u32>, page: Option<PathBuf>, watch: Option<f64>) -> R
     })
 }
 
+/// Whether log lines may carry colour codes: only on a terminal, and never with `NO_COLOR`
+/// set to anything (https://no-color.org).
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
+        .with_ansi(colour())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
                 tracing_subscriber::EnvFilter::new("warn,rimms::transfer=info")

@@ -209,6 +209,8 @@ pub struct Outcome {
     pub result_line: String,
     /// A line describing the truth the input was generated with, if it was.
     pub truth_line: Option<String>,
+    /// What a reader should make of the figures, where they need it.
+    pub note: Option<&'static str>,
 }
 
 /// Runs `app` on input from `source` with `opts`.
@@ -253,6 +255,7 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: correlator::describe(&run.result),
                 truth_line: Some(format!("truth: {}", correlator::describe(&truth))),
+                note: None,
                 run: run.map(AppResult::Correlator),
             })
         }
@@ -274,6 +277,7 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: pulse_doppler::describe(&run.result),
                 truth_line: truth.map(|t| t.describe()),
+                note: Some(pulse_doppler::NOTE),
                 run: run.map(AppResult::PulseDoppler),
             })
         }
@@ -289,6 +293,7 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: sar::describe(&run.result),
                 truth_line: truth.map(|scene| scene.describe()),
+                note: Some(sar::NOTE),
                 run: run.map(AppResult::Sar),
             })
         }
@@ -299,6 +304,7 @@ fn chain(run: Run<Checksum>) -> Result<Outcome, AppError> {
     Ok(Outcome {
         result_line: format!("checksum Σ|y| = {:.6e}", run.result.checksum),
         truth_line: None,
+        note: None,
         run: run.map(AppResult::Chain),
     })
 }

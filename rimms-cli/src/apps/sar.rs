@@ -32,6 +32,7 @@ use super::{
     alloc_rows, argmax, each_row, execute, App, AppError, Frame, Mapping, Options, Pipeline, Step,
     Submit,
 };
+use crate::human::{count, significant};
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 use serde::Serialize;
@@ -221,13 +222,21 @@ impl Scene {
             .map(|s| format!("{:.0}", s.nominal_row()))
             .collect();
         format!(
-            "truth: {} scatterers at columns {} (nominal rows {}; the specified azimuth stage does not focus, so rows are not recovered)",
-            self.scatterers.len(),
+            "truth: {} at columns {} (their closest approach is at rows {})",
+            count(self.scatterers.len() as u64, "scatterer", "scatterers"),
             cols.join(", "),
             rows.join(", ")
         )
     }
 }
+
+/// What to make of the image: ranges focus, rows do not, by CEDR's design.
+pub const NOTE: &str = "note: this is CEDR's range-Doppler formulation exactly as specified \
+(the tests hold it to an independent f64 implementation on CEDR's raw data). Ranges focus: \
+a scatterer lands at its column. Its azimuth filter H covers only the first 38 of 256 bins of \
+the shifted azimuth spectrum, away from a broadside target's Doppler energy, so the azimuth \
+stage does not compress: the brightest row is set by the aperture's edges, not by where a \
+scatterer is. Read columns as range; do not read rows as along-track position.";
 
 /// The image and its brightest pixel.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -281,11 +290,13 @@ pub fn run(input: &Input, opts: &Options) -> Result<Run<Output>, AppError> {
     execute(input, opts)
 }
 
-/// "peak 9.16 at row 127, column 238".
+/// "peak 9.1 at row 127, column 238".
 pub fn describe(output: &Output) -> String {
     format!(
-        "peak {:.4} at row {}, column {}",
-        output.peak, output.peak_row, output.peak_col
+        "peak {} at row {}, column {}",
+        significant(f64::from(output.peak), 4),
+        output.peak_row,
+        output.peak_col
     )
 }
 
