@@ -20,11 +20,26 @@ fn frames_arg(text: &str) -> Result<usize, String> {
     }
 }
 
+/// `rimms bench --help`'s closing words: the table's legend.
+fn bench_legend() -> String {
+    format!("What the table says:\n{}", bench::LEGEND)
+}
+
 #[derive(Parser)]
 #[command(
     name = "rimms",
     version,
-    about = "RIMMS: runtime-integrated memory management for heterogeneous machines"
+    about = "RIMMS: runtime-integrated memory management for heterogeneous machines",
+    after_help = "Examples:
+  rimms run fzf --map sim                      FZF on a simulated PCIe card, RIMMS tracking its data
+  rimms run fzf --map sim --mode baseline      the same, copying at every call as CEDR does
+  rimms run correlator --delay 200             find a chirp delayed by 200 samples in noise
+  rimms run sar --map auto --json              SAR with every call placed by the scheduler, as JSON
+  rimms bench --app sar --frames 20 --plot bench.svg
+  RIMMS_TRACE_FILE=trace.json rimms run pulse-doppler --map fpga   (open trace.json in ui.perfetto.dev)
+  RIMMS_STATS_PAGE=1 rimms run fzf --frames 100000 & rimms memstat --pid $! --watch 1
+
+`rimms <command> --help` tells more about each command."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -49,6 +64,7 @@ enum Command {
         seconds: Option<u64>,
     },
     /// Apps on every mapping available here: baseline (CEDR), rimms and native.
+    #[command(after_help = bench_legend())]
     Bench {
         /// Frames per cell (the median frame is reported), 1 … 1000000.
         #[arg(long, default_value_t = 200, value_parser = frames_arg)]
@@ -59,8 +75,9 @@ enum Command {
         /// Print one JSON array instead of the table.
         #[arg(long)]
         json: bool,
-        /// Also draw the speedups and bytes moved as bar charts into this SVG file.
-        #[arg(long)]
+        /// Also draw the speedups and bytes moved as bar charts into this SVG file (checked
+        /// before the bench runs).
+        #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
     /// Live per-space and per-link figures of a running program, from the stats page its
@@ -211,6 +228,10 @@ fn bench_cmd(
     } else {
         app
     };
+    // Before minutes of measuring, not after.
+    if let Some(path) = &plot {
+        rimms_cli::plot::check_path(path)?;
+    }
     let bar = bench::progress_bar(&apps);
     let progress = |what: &str| {
         bar.inc(1);
@@ -218,15 +239,24 @@ fn bench_cmd(
     };
     let result = bench::run(frames, &apps, progress);
     bar.finish_and_clear();
-    let rows = result?;
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(e) => {
+            // The empty file check_path created would look like a chart that failed to draw.
+            if let Some(path) = &plot {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(path) = &plot {
+        let svg = rimms_cli::plot::svg(&rows)?;
+        std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     if json {
         output::print(&format!("{}\n", bench::json(&rows, frames)))?;
     } else {
         output::print(&bench::table(&rows, frames))?;
-    }
-    if let Some(path) = plot {
-        std::fs::write(&path, rimms_cli::plot::svg(&rows))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -261,3 +261,118 @@ fn figures_are_written_for_people() {
         "{stdout}"
     );
 }
+
+#[test]
+fn help_ends_with_examples_and_bench_help_explains_the_table() {
+    let (code, stdout, _) = rimms_args(&["--help"]);
+    assert_eq!(code, Some(0));
+    let examples = stdout
+        .split("Examples:")
+        .nth(1)
+        .expect("an Examples section");
+    assert!(examples.contains("rimms run fzf --map sim"), "{stdout}");
+    assert!(examples.contains("rimms bench"), "{stdout}");
+    let (code, stdout, _) = rimms_args(&["bench", "--help"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("speedup   baseline time ÷ rimms time"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n-         no hand-written version"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_bench_table_has_a_legend_and_names_mappings_as_run_takes_them() {
+    let (code, stdout, stderr) = rimms_args(&["bench", "--frames", "1", "--app", "correlator"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("1 frame per cell"), "{stdout}");
+    for term in [
+        "baseline  CEDR's",
+        "rimms     the same app",
+        "native    hand-written",
+        "speedup   baseline time ÷ rimms time",
+        "minimum   what native moves",
+    ] {
+        assert!(stdout.contains(term), "no {term:?} in\n{stdout}");
+    }
+    let maps: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("correlator "))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(
+        maps.contains(&"sim") && !maps.contains(&"sim-pcie"),
+        "{maps:?}"
+    );
+    // Every row's mapping is one `run --map` takes.
+    for map in maps {
+        let (code, _, stderr) = rimms_args(&["run", "correlator", "--map", map, "--frames", "1"]);
+        assert_eq!(code, Some(0), "--map {map}: {stderr}");
+    }
+}
+
+#[test]
+fn a_bad_plot_path_fails_before_the_bench_runs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let missing = dir.path().join("missing/chart.svg");
+    let png = dir.path().join("chart.png");
+    // 1000 frames of every default app would take minutes: failing at once shows the check
+    // came first, and nothing was printed.
+    for (path, says) in [
+        (&missing, "cannot create the file"),
+        (&png, "must end in .svg"),
+    ] {
+        let (code, stdout, stderr) = rimms_args(&[
+            "bench",
+            "--frames",
+            "1000",
+            "--plot",
+            path.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert!(!png.exists(), "no PNG file, not even an empty one");
+    }
+}
+
+#[test]
+fn zero_byte_bars_are_drawn_and_marked_as_zero() {
+    let dir = tempfile::tempdir().expect("dir");
+    let svg = dir.path().join("chart.svg");
+    let (code, stdout, stderr) = rimms_args(&[
+        "bench",
+        "--frames",
+        "1",
+        "--app",
+        "zip3x",
+        "--json",
+        "--plot",
+        svg.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    let zero_cells: usize = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            ["baseline", "rimms", "native"]
+                .iter()
+                .filter(|m| r[**m]["bytes"].as_u64() == Some(0))
+                .count()
+        })
+        .sum();
+    // On the cpu row nothing moves in any mode.
+    assert!(zero_cells >= 3, "{zero_cells}");
+    let text = std::fs::read_to_string(&svg).expect("chart");
+    // A zero bar is marked with an upright "0" (axis ticks are not turned).
+    let marks = text
+        .split("<text")
+        .filter(|t| t.contains("rotate(270") && t.contains(">\n0\n</text>"))
+        .count();
+    assert_eq!(marks, zero_cells, "one mark per zero-byte bar");
+}
