@@ -134,6 +134,10 @@ struct RunArgs {
     /// Generated input: the target's Doppler bin offset, -64 … 63 (pulse-doppler).
     #[arg(long, allow_negative_numbers = true)]
     doppler_bin: Option<i32>,
+    /// SAR's azimuth filter: CEDR's as specified (rows do not focus) or a matched filter
+    /// under which point targets focus at their row.
+    #[arg(long, value_enum, default_value = "cedr")]
+    azimuth: rimms_cli::apps::sar::Azimuth,
 }
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
@@ -163,6 +167,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         },
         submit: args.submit,
         policy: args.sched.policy(),
+        sar_azimuth: args.azimuth,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
     let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;

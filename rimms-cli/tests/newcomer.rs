@@ -376,3 +376,52 @@ fn zero_byte_bars_are_drawn_and_marked_as_zero() {
         .count();
     assert_eq!(marks, zero_cells, "one mark per zero-byte bar");
 }
+
+#[test]
+fn radar_output_says_what_to_make_of_it_and_sar_offers_a_focusing_variant() {
+    let (code, stdout, stderr) = rimms_args(&["run", "pulse-doppler", "--frames", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // 5 bins of 1/(128·PRI) simulated; CEDR's formula gives (5 + 1)/(127·PRI).
+    assert!(
+        stdout.contains("Doppler 5 bins (307.6 Hz simulated)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Doppler shift 372 Hz"), "{stdout}");
+    assert!(
+        stdout.contains("note: the shift and delay follow CEDR's formulas"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = rimms_args(&["run", "sar", "--frames", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("note: this is CEDR's range-Doppler formulation"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--azimuth focused"), "{stdout}");
+    // The focused image's brightest pixel is one of the default scene's scatterers: columns
+    // 238, 346, 454 and rows 51, 76, 178 (x = 10, 15, 35 m of the 50 m path).
+    let (code, stdout, stderr) = rimms_args(&[
+        "run",
+        "sar",
+        "--azimuth",
+        "focused",
+        "--frames",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    let (row, col) = (
+        v["result"]["peak_row"].as_u64().expect("row"),
+        v["result"]["peak_col"].as_u64().expect("col"),
+    );
+    assert!(
+        [(51, 238), (76, 346), (178, 454)]
+            .iter()
+            .any(|&(r, c)| row.abs_diff(r) <= 5 && col.abs_diff(c) <= 1),
+        "peak at row {row}, column {col}"
+    );
+    let (code, _, stderr) = rimms_args(&["run", "fzf", "--azimuth", "focused"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--azimuth is SAR's"), "{stderr}");
+}

@@ -157,6 +157,8 @@ pub struct Options {
     pub policy: Policy,
     /// The expected kernel times that placement works from.
     pub costs: CostTable,
+    /// SAR's azimuth filter: CEDR's (the default) or the focusing one.
+    pub sar_azimuth: sar::Azimuth,
 }
 
 impl Options {
@@ -170,6 +172,7 @@ impl Options {
             submit: Submit::default(),
             policy: Policy::default(),
             costs: CostTable::default(),
+            sar_azimuth: sar::Azimuth::default(),
         }
     }
 
@@ -227,6 +230,9 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
     };
     let knobs_unused =
         |what: &str| AppError::Unsupported(format!("{} takes no {what}", app.name()));
+    if opts.sar_azimuth != sar::Azimuth::default() && app != App::Sar {
+        return Err(knobs_unused("azimuth filter (--azimuth is SAR's)"));
+    }
     if let Some(s) = scenario {
         if s.delay.is_some() && !matches!(app, App::Correlator | App::PulseDoppler) {
             return Err(knobs_unused("delay"));
@@ -289,11 +295,15 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
                     (sar::Input::simulate(&scene), Some(scene))
                 }
             };
+            let input = input.with_azimuth(opts.sar_azimuth);
             let run = sar::run(&input, opts)?;
             Ok(Outcome {
                 result_line: sar::describe(&run.result),
                 truth_line: truth.map(|scene| scene.describe()),
-                note: Some(sar::NOTE),
+                note: Some(match opts.sar_azimuth {
+                    sar::Azimuth::Cedr => sar::NOTE,
+                    sar::Azimuth::Focused => sar::FOCUSED_NOTE,
+                }),
                 run: run.map(AppResult::Sar),
             })
         }
