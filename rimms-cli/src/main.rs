@@ -170,7 +170,21 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         sar_azimuth: args.azimuth,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
-    let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;
+    // A path that cannot take the image fails now, not after the run.
+    if let Some(path) = &args.out {
+        std::fs::File::create(path)
+            .map_err(|e| format!("--out {}: cannot create the file: {e}", path.display()))?;
+    }
+    let outcome = match apps::run(args.app, &source, &opts) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let Some(path) = &args.out {
+                // Only the empty file created above; no image was written.
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.to_string().into());
+        }
+    };
     let run = &outcome.run;
     if let (Some(path), AppResult::Sar(sar)) = (&args.out, &run.result) {
         sar.write_image(path).map_err(|e| e.to_string())?;

@@ -425,3 +425,23 @@ fn radar_output_says_what_to_make_of_it_and_sar_offers_a_focusing_variant() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("--azimuth is SAR's"), "{stderr}");
 }
+
+#[test]
+fn a_bad_image_path_fails_before_sar_runs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("missing/image.txt");
+    let (code, stdout, stderr) = rimms_args(&[
+        "run",
+        "sar",
+        "--frames",
+        "1000",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--out") && stderr.contains("cannot create the file"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+}
