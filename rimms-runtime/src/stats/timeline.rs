@@ -12,7 +12,9 @@
 //! - **The file is valid JSON at every moment.** It is created when the runtime is built (so
 //!   an unwritable path fails the build, not silently the end of the run), and every event is
 //!   written at once, overwriting the closing `]}` and writing it again after the event. A run
-//!   stopped by Ctrl-C or a crash leaves a complete, loadable file of what it did.
+//!   stopped by Ctrl-C or a crash leaves a complete, loadable file of what it did. Each
+//!   runtime creates its file anew, so two runtimes alive at once need paths of their own
+//!   (`RuntimeBuilder::trace_file`).
 //!
 //! Times are written from whole nanoseconds as exact decimal microseconds, so a slice's end
 //! (`ts + dur`) is exactly what was measured and back-to-back slices do not overlap by a
