@@ -1,15 +1,30 @@
 //! `rimms bench`: apps on every mapping this machine has, in baseline (CEDR), rimms and native
-//! mode, as a table of medians, speedups and bytes moved.
+//! mode, as a table of medians, speedups and bytes moved, with a legend of what the columns
+//! mean ([`LEGEND`], also in `--help` and under the chart).
 
 use crate::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 use rimms::{LinkModel, SimConfig};
 use std::time::Duration;
 
+/// What the table's words mean; printed under the table, in `rimms bench --help` and under
+/// the chart.
+pub const LEGEND: &str = "\
+baseline  CEDR's behaviour: every call on a device copies its inputs in and its outputs out
+rimms     the same app with RIMMS tracking the data: it moves only when a kernel in another memory needs it
+native    hand-written code with the fewest copies for the mapping: the floor both are measured against
+speedup   baseline time ÷ rimms time (above 1: RIMMS is faster); times are the median frame
+MiB       bytes moved between memories (host and devices), summed over all frames
+minimum   what native moves: the least this app on this mapping can move
+-         no hand-written version for this mapping (auto: calls are placed at run time; gpu: see the cudarc examples)
+maps      cpu: all on the CPU; sim: a simulated card behind a modelled PCIe link; fpga, fpga-cpu: the FPGA
+          (RIMMS_FPGA_BOARD or the emulator) for FFT and ZIP, or FFT only; auto: the scheduler over the CPU and two sim cards";
+
 /// One row of the table.
 #[derive(Debug)]
 pub struct Row {
     pub app: App,
+    /// The mapping's name, as `rimms run --map` takes it.
     pub map: &'static str,
     pub baseline: Cell,
     pub rimms: Cell,
@@ -38,16 +53,19 @@ pub fn mappings() -> Vec<(&'static str, Mapping, SimConfig)> {
         ..SimConfig::default()
     };
     let mut all = vec![
-        ("cpu", Mapping::Cpu, pcie.clone()),
-        ("sim-pcie", Mapping::Sim, pcie.clone()),
-        ("fpga", Mapping::Fpga, pcie.clone()),
-        ("fpga-cpu", Mapping::FpgaCpu, pcie.clone()),
-        ("auto", Mapping::Auto, pcie.clone()),
+        Mapping::Cpu,
+        Mapping::Sim,
+        Mapping::Fpga,
+        Mapping::FpgaCpu,
+        Mapping::Auto,
     ];
     if gpu_present() {
-        all.push(("gpu", Mapping::Gpu, pcie));
+        all.push(Mapping::Gpu);
     }
-    all
+    // The names are `rimms run --map`'s, so that a row can be rerun as it is labelled.
+    all.into_iter()
+        .map(|m| (m.name(), m, pcie.clone()))
+        .collect()
 }
 
 /// Whether GPU 0 can be used; the reason it cannot goes to the log (`RUST_LOG=info`).
@@ -165,10 +183,20 @@ pub(crate) fn mib(bytes: u64) -> f64 {
 
 pub fn table(rows: &[Row], frames: usize) -> String {
     let mut out = format!(
-        "{frames} frames per cell; times are the median frame; bytes are totals over the frames\n\n\
+        "{per_cell} per cell; times are the median frame; bytes are totals over the frames\n\n\
          {:<13} {:<9} {:>12} {:>10} {:>10} {:>8} {:>14} {:>12} {:>12} {:>11} {:>11}\n",
-        "app", "map", "baseline ms", "rimms ms", "native ms", "speedup", "baseline MiB",
-        "rimms MiB", "minimum MiB", "allocs base", "allocs rimms"
+        "app",
+        "map",
+        "baseline ms",
+        "rimms ms",
+        "native ms",
+        "speedup",
+        "baseline MiB",
+        "rimms MiB",
+        "minimum MiB",
+        "allocs base",
+        "allocs rimms",
+        per_cell = crate::human::count(frames as u64, "frame", "frames")
     );
     for r in rows {
         // The minimum is what hand-written code moves; mappings without it show a dash.
@@ -194,6 +222,9 @@ pub fn table(rows: &[Row], frames: usize) -> String {
             r.rimms.allocations,
         );
     }
+    out.push('\n');
+    out.push_str(LEGEND);
+    out.push('\n');
     out
 }
 

@@ -4,6 +4,7 @@
 use rimms::backend::fpga::emulator::{config_file, run_standalone};
 use rimms::backend::fpga::EmulatorLayout;
 use rimms::FpgaSource;
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,7 +36,9 @@ pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<()
             stop.store(true, Ordering::Release);
         })
     };
-    eprintln!(
+    // A closed stderr is no reason not to run.
+    let _ = writeln!(
+        std::io::stderr(),
         "FPGA emulator running; board configuration: {} (RIMMS_FPGA_BOARD={0}); create {} to stop",
         config_file(dir).display(),
         dir.join("stop").display()

@@ -6,6 +6,8 @@
 pub mod apps;
 pub mod bench;
 pub mod fpga_emu;
+pub mod human;
 pub mod memstat;
+pub mod output;
 pub mod plot;
 pub mod sched_bench;

@@ -6,15 +6,41 @@ use rimms::{LinkModel, SimConfig};
 use rimms_cli::apps::{
     self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
 };
+use rimms_cli::human::count;
+use rimms_cli::output::{self, complain, Failure};
 use rimms_cli::{bench, memstat};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// `--frames`: a count in 1 … MAX_FRAMES, refused before anything runs.
+fn frames_arg(text: &str) -> Result<usize, String> {
+    let range = format!("a whole number of frames, 1 … {}", apps::MAX_FRAMES);
+    match text.parse::<usize>() {
+        Ok(frames) if apps::check_frames(frames).is_ok() => Ok(frames),
+        _ => Err(range),
+    }
+}
+
+/// `rimms bench --help`'s closing words: the table's legend.
+fn bench_legend() -> String {
+    format!("What the table says:\n{}", bench::LEGEND)
+}
 
 #[derive(Parser)]
 #[command(
     name = "rimms",
     version,
-    about = "RIMMS: runtime-integrated memory management for heterogeneous machines"
+    about = "RIMMS: runtime-integrated memory management for heterogeneous machines",
+    after_help = "Examples:
+  rimms run fzf --map sim                      FZF on a simulated PCIe card, RIMMS tracking its data
+  rimms run fzf --map sim --mode baseline      the same, copying at every call as CEDR does
+  rimms run correlator --delay 200             find a chirp delayed by 200 samples in noise
+  rimms run sar --map auto --json              SAR with every call placed by the scheduler, as JSON
+  rimms bench --app sar --frames 20 --plot bench.svg
+  RIMMS_TRACE_FILE=trace.json rimms run pulse-doppler --map fpga   (open trace.json in ui.perfetto.dev)
+  RIMMS_STATS_PAGE=1 rimms run fzf --frames 100000 & rimms memstat --pid $! --watch 1
+
+`rimms <command> --help` tells more about each command."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -39,9 +65,10 @@ enum Command {
         seconds: Option<u64>,
     },
     /// Apps on every mapping available here: baseline (CEDR), rimms and native.
+    #[command(after_help = bench_legend())]
     Bench {
-        /// Frames per cell (the median frame is reported).
-        #[arg(long, default_value_t = 200)]
+        /// Frames per cell (the median frame is reported), 1 … 1000000.
+        #[arg(long, default_value_t = 200, value_parser = frames_arg)]
         frames: usize,
         /// Only these apps (default: 2fft, fzf, zip3x).
         #[arg(long, value_enum)]
@@ -49,8 +76,9 @@ enum Command {
         /// Print one JSON array instead of the table.
         #[arg(long)]
         json: bool,
-        /// Also draw the speedups and bytes moved as bar charts into this SVG file.
-        #[arg(long)]
+        /// Also draw the speedups and bytes moved as bar charts into this SVG file (checked
+        /// before the bench runs).
+        #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
     /// Live per-space and per-link figures of a running program, from the stats page its
@@ -86,8 +114,8 @@ struct RunArgs {
     /// How calls that do not depend on each other (one per row) are submitted.
     #[arg(long, value_enum, default_value = "scoped")]
     submit: Submit,
-    /// Frames to run; the median frame time is reported.
-    #[arg(long, default_value_t = 10)]
+    /// Frames to run, 1 … 1000000; the median frame time is reported.
+    #[arg(long, default_value_t = 10, value_parser = frames_arg)]
     frames: usize,
     /// Read CEDR's input files from this folder instead of generating input.
     #[arg(long)]
@@ -107,16 +135,22 @@ struct RunArgs {
     /// Generated input: the target's Doppler bin offset, -64 … 63 (pulse-doppler).
     #[arg(long, allow_negative_numbers = true)]
     doppler_bin: Option<i32>,
+    /// SAR's azimuth filter: CEDR's as specified (rows do not focus) or a matched filter
+    /// under which point targets focus at their row.
+    #[arg(long, value_enum, default_value = "cedr")]
+    azimuth: rimms_cli::apps::sar::Azimuth,
 }
 
-fn run_app(args: &RunArgs) -> Result<(), String> {
+fn run_app(args: &RunArgs) -> Result<(), Failure> {
     if args.out.is_some() && args.app != App::Sar {
-        return Err("--out writes SAR's image; other apps have none".to_string());
+        return Err(Failure::Error(
+            "--out writes SAR's image; other apps have none".to_string(),
+        ));
     }
     let source = match &args.input {
         Some(dir) => {
             if args.delay.is_some() || args.doppler_bin.is_some() {
-                return Err("--delay and --doppler-bin shape generated input; with --input the files decide".to_string());
+                return Err(Failure::Error("--delay and --doppler-bin shape generated input; with --input the files decide".to_string()));
             }
             Source::Cedr(dir.clone())
         }
@@ -134,41 +168,64 @@ fn run_app(args: &RunArgs) -> Result<(), String> {
         },
         submit: args.submit,
         policy: args.sched.policy(),
+        sar_azimuth: args.azimuth,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
-    let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;
+    // A path that cannot take the image fails now, not after the run.
+    if let Some(path) = &args.out {
+        std::fs::File::create(path)
+            .map_err(|e| format!("--out {}: cannot create the file: {e}", path.display()))?;
+    }
+    let outcome = match apps::run(args.app, &source, &opts) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let Some(path) = &args.out {
+                // Only the empty file created above; no image was written.
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.to_string().into());
+        }
+    };
     let run = &outcome.run;
     if let (Some(path), AppResult::Sar(sar)) = (&args.out, &run.result) {
         sar.write_image(path).map_err(|e| e.to_string())?;
     }
     if args.json {
-        println!("{}", run.to_json());
+        output::print(&format!("{}\n", run.to_json()))?;
         return Ok(());
     }
-    println!(
-        "{} ({} on {}, {} frames, median {:.3} ms): {}",
+    let mut text = format!(
+        "{} ({} on {}, {}, median {:.3} ms): {}\n",
         run.app.name(),
         run.mode.name(),
         run.mapping.name(),
-        run.frames(),
+        count(run.frames() as u64, "frame", "frames"),
         run.median().as_secs_f64() * 1e3,
         outcome.result_line
     );
     if let Some(truth) = &outcome.truth_line {
-        println!("{truth}");
+        text += truth;
+        text.push('\n');
+    }
+    if let Some(note) = outcome.note {
+        text += note;
+        text.push('\n');
     }
     let links: Vec<String> = run
         .links
         .iter()
         .map(|l| {
             format!(
-                "{} -> {}: {} copies, {} bytes",
-                l.from, l.to, l.copies, l.bytes
+                "{} -> {}: {}, {}",
+                l.from,
+                l.to,
+                count(l.copies, "copy", "copies"),
+                count(l.bytes, "byte", "bytes")
             )
         })
         .collect();
-    println!(
-        "moved: {}; allocations: {}",
+    text += &format!(
+        "moved: {}; allocations: {}\n",
         if links.is_empty() {
             "nothing".to_string()
         } else {
@@ -176,11 +233,76 @@ fn run_app(args: &RunArgs) -> Result<(), String> {
         },
         run.allocations
     );
+    output::print(&text)?;
     Ok(())
+}
+
+fn bench_cmd(
+    frames: usize,
+    app: Vec<App>,
+    json: bool,
+    plot: Option<PathBuf>,
+) -> Result<(), Failure> {
+    let apps = if app.is_empty() {
+        vec![App::TwoFft, App::Fzf, App::Zip3x]
+    } else {
+        app
+    };
+    // Before minutes of measuring, not after.
+    if let Some(path) = &plot {
+        rimms_cli::plot::check_path(path)?;
+    }
+    let bar = bench::progress_bar(&apps);
+    let progress = |what: &str| {
+        bar.inc(1);
+        bar.set_message(what.to_string());
+    };
+    let result = bench::run(frames, &apps, progress);
+    bar.finish_and_clear();
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(e) => {
+            // The empty file check_path created would look like a chart that failed to draw.
+            if let Some(path) = &plot {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(path) = &plot {
+        let svg = rimms_cli::plot::svg(&rows)?;
+        std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if json {
+        output::print(&format!("{}\n", bench::json(&rows, frames)))?;
+    } else {
+        output::print(&bench::table(&rows, frames))?;
+    }
+    Ok(())
+}
+
+fn memstat_cmd(pid: Option<u32>, page: Option<PathBuf>, watch: Option<f64>) -> Result<(), Failure> {
+    let target = match (pid, page) {
+        (_, Some(path)) => memstat::Target::Page(path),
+        // clap requires one of the two.
+        (pid, None) => memstat::Target::Pid(pid.unwrap_or_default()),
+    };
+    memstat::run(&target, watch, output::print).map_err(|e| match e {
+        memstat::MemstatError::Write(io) => Failure::from(io),
+        other => Failure::Error(other.to_string()),
+    })
+}
+
+/// Whether log lines may carry colour codes: only on a terminal, and never with `NO_COLOR`
+/// set to anything (https://no-color.org).
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
+        .with_ansi(colour())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
                 tracing_subscriber::EnvFilter::new("warn,rimms::transfer=info")
@@ -188,81 +310,30 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
-        Command::Run(args) => match run_app(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("rimms run: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let (name, result) = match Cli::parse().command {
+        Command::Run(args) => ("run", run_app(&args)),
         Command::FpgaEmu {
             dir,
             config,
             seconds,
-        } => match rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("rimms fpga-emu: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Memstat { pid, page, watch } => {
-            let target = match (pid, page) {
-                (_, Some(path)) => memstat::Target::Page(path),
-                // clap requires one of the two.
-                (pid, None) => memstat::Target::Pid(pid.unwrap_or_default()),
-            };
-            match memstat::run(&target, watch, |text| print!("{text}")) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("rimms memstat: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        } => (
+            "fpga-emu",
+            rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds)
+                .map_err(|e| Failure::Error(e.to_string())),
+        ),
+        Command::Memstat { pid, page, watch } => ("memstat", memstat_cmd(pid, page, watch)),
         Command::Bench {
             frames,
             app,
             json,
             plot,
-        } => {
-            if frames == 0 {
-                eprintln!("rimms bench: --frames must be at least 1");
-                return ExitCode::from(2);
-            }
-            let apps = if app.is_empty() {
-                vec![App::TwoFft, App::Fzf, App::Zip3x]
-            } else {
-                app
-            };
-            let bar = bench::progress_bar(&apps);
-            let progress = |what: &str| {
-                bar.inc(1);
-                bar.set_message(what.to_string());
-            };
-            let result = bench::run(frames, &apps, progress);
-            bar.finish_and_clear();
-            match result {
-                Ok(rows) => {
-                    if json {
-                        println!("{}", bench::json(&rows, frames));
-                    } else {
-                        print!("{}", bench::table(&rows, frames));
-                    }
-                    if let Some(path) = plot {
-                        if let Err(e) = std::fs::write(&path, rimms_cli::plot::svg(&rows)) {
-                            eprintln!("rimms bench: cannot write {}: {e}", path.display());
-                            return ExitCode::FAILURE;
-                        }
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("rimms bench: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+        } => ("bench", bench_cmd(frames, app, json, plot)),
+    };
+    match result {
+        Ok(()) | Err(Failure::Quiet) => ExitCode::SUCCESS,
+        Err(e) => {
+            complain(name, &e);
+            ExitCode::FAILURE
         }
     }
 }

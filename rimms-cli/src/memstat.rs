@@ -15,6 +15,21 @@ use std::time::{Duration, SystemTime};
 /// Why memstat has nothing to show.
 #[derive(Debug, thiserror::Error)]
 pub enum MemstatError {
+    /// `--pid` of a process that does not exist.
+    #[error("no process {pid} is running (is the process id right? `pgrep -a NAME` lists them)")]
+    NoProcess {
+        /// The process asked about.
+        pid: u32,
+    },
+    /// `--page` of a folder.
+    #[error("{} is a folder; --page takes the stats page file itself (by default <temp dir>/rimms-stats-<pid>)", path.display())]
+    Folder {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The figures could not be written out.
+    #[error("cannot write to standard output: {0}")]
+    Write(#[source] std::io::Error),
     /// The process has no page: not started with the variable, or not a RIMMS program.
     #[error("process {pid} publishes no stats page ({} does not exist); start it with {STATS_PAGE_ENV}=1", path.display())]
     NoPage {
@@ -44,10 +59,13 @@ pub enum MemstatError {
     /// A page that cannot be read.
     #[error(transparent)]
     Page(#[from] PageError),
-    /// `--watch` with an interval that is not a positive number of seconds.
-    #[error("--watch takes a positive number of seconds, got {0}")]
+    /// `--watch` with an interval that is not a positive number of seconds up to a day.
+    #[error("--watch takes a positive number of seconds up to {MAX_WATCH_S}, got {0}")]
     Interval(f64),
 }
+
+/// The longest `--watch` interval: longer is surely a typo, and `Duration` has a limit.
+pub const MAX_WATCH_S: f64 = 86_400.0;
 
 /// Where to look: a process's default page, or an explicit file.
 #[derive(Clone, Debug)]
@@ -76,6 +94,16 @@ fn running(pid: u32) -> bool {
 /// One reading of `target`'s page.
 pub fn read(target: &Target) -> Result<(PathBuf, PageSnapshot), MemstatError> {
     let path = target.path();
+    match target {
+        // Said first: "publishes no stats page" would send the user looking for a variable
+        // when the process id is wrong.
+        Target::Pid(pid) if !running(*pid) && !path.exists() => {
+            return Err(MemstatError::NoProcess { pid: *pid })
+        }
+        // Opening a folder succeeds and mapping it fails with "No such device".
+        Target::Page(_) if path.is_dir() => return Err(MemstatError::Folder { path }),
+        _ => {}
+    }
     let page = match StatsPage::open(&path) {
         Err(PageError::Missing { path }) => {
             return Err(match target {
@@ -166,19 +194,24 @@ pub fn render(path: &Path, s: &PageSnapshot, now: SystemTime) -> String {
 }
 
 /// Prints `target`'s figures once, or with `watch` every so many seconds until its process
-/// ends (which ends the watch without an error once something was shown).
+/// ends (which ends the watch without an error once something was shown). A failed `print`
+/// ends it with [`MemstatError::Write`] (a closed pipe included: the caller decides how
+/// quietly).
 pub fn run(
     target: &Target,
     watch: Option<f64>,
-    mut print: impl FnMut(&str),
+    mut print: impl FnMut(&str) -> std::io::Result<()>,
 ) -> Result<(), MemstatError> {
     let interval = match watch {
         None => None,
-        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) if s > 0.0 && s <= MAX_WATCH_S => {
+            Some(Duration::try_from_secs_f64(s).map_err(|_| MemstatError::Interval(s))?)
+        }
         Some(s) => return Err(MemstatError::Interval(s)),
     };
+    let mut print = |text: &str| print(text).map_err(MemstatError::Write);
     let (path, snapshot) = read(target)?;
-    print(&render(&path, &snapshot, SystemTime::now()));
+    print(&render(&path, &snapshot, SystemTime::now()))?;
     let Some(interval) = interval else {
         return Ok(());
     };
@@ -188,14 +221,14 @@ pub fn run(
             Ok((path, snapshot)) => print(&format!(
                 "\n{}",
                 render(&path, &snapshot, SystemTime::now())
-            )),
+            ))?,
             Err(
                 MemstatError::NoPage { .. }
+                | MemstatError::NoProcess { .. }
                 | MemstatError::Stale { .. }
                 | MemstatError::Page(PageError::Missing { .. }),
             ) => {
-                print("\nthe process has ended (its stats page is gone)\n");
-                return Ok(());
+                return print("\nthe process has ended (its stats page is gone)\n");
             }
             Err(e) => return Err(e),
         }
@@ -264,8 +297,8 @@ mod tests {
 
     #[test]
     fn a_bad_interval_is_refused_before_anything_is_read() {
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            let r = run(&Target::Pid(u32::MAX), Some(bad), |_| {});
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300, MAX_WATCH_S * 2.0] {
+            let r = run(&Target::Pid(u32::MAX), Some(bad), |_| Ok(()));
             assert!(matches!(r, Err(MemstatError::Interval(_))), "{bad}: {r:?}");
         }
     }

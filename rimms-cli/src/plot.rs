@@ -1,154 +1,278 @@
-//! `rimms bench --plot FILE.svg`: the table as two bar charts, speedup over the baseline and
-//! bytes moved per mode, one group of bars per app and mapping. Plain SVG written by hand: two
-//! bar charts do not earn a plotting dependency.
+//! `rimms bench --plot FILE.svg`: the table as two bar charts, speedup of RIMMS over the
+//! baseline and bytes moved per mode, one group of bars per app and mapping, with labelled
+//! axes, a legend of the modes and the table's legend of terms beneath.
+//!
+//! Drawn with plotters' SVG backend: axes, ticks and legends come from the library. SVG only,
+//! because raster output needs a font file to draw text with, which a CLI cannot count on;
+//! [`check_path`] refuses other extensions up front and says how to convert.
+//!
+//! Two choices keep the charts honest. A bar of zero bytes (RIMMS on the CPU moves nothing)
+//! is drawn as a visible sliver marked "0", so that it reads as zero and not as missing. And
+//! a timing is noisy where bytes are exact: one cell whose speedup stands far above the
+//! others would flatten every other bar, so the speedup axis ends near the largest ordinary
+//! value and taller bars are cut at the top with their value written on them.
 
-use crate::bench::Row;
-use std::fmt::Write as _;
+use crate::bench::{Row, LEGEND};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
 
-const BAR: f64 = 14.0;
-const GAP: f64 = 10.0;
-const LEFT: f64 = 60.0;
-const HEIGHT: f64 = 220.0;
-const TOP: f64 = 50.0;
+/// The modes' names and bar colours, in the order bars are drawn in a group.
+const MODES: [(&str, RGBColor); 3] = [
+    ("baseline", RGBColor(0xb0, 0xb0, 0xb0)),
+    ("rimms", RGBColor(0x2a, 0x7a, 0xb9)),
+    ("native", RGBColor(0x5a, 0xa0, 0x5a)),
+];
 
-/// One chart: groups of bars, each bar a value and a colour, with a y-axis label.
-struct Chart<'a> {
-    title: &'a str,
-    unit: &'a str,
-    groups: Vec<(String, Vec<(f64, &'static str)>)>,
-    legend: &'a [(&'static str, &'static str)],
-    /// A dashed line at this value (1x on the speedup chart: above it, RIMMS is faster).
-    reference: Option<f64>,
-}
-
-impl Chart<'_> {
-    fn width(&self) -> f64 {
-        let bars: usize = self.groups.iter().map(|(_, b)| b.len()).sum();
-        LEFT + bars as f64 * BAR + self.groups.len() as f64 * GAP + 20.0
+/// Checks, before the bench runs, that `path` can take the chart: an `.svg` name in a folder
+/// that exists, and a file that can be created there (it is, empty, until the chart is
+/// written).
+pub fn check_path(path: &Path) -> Result<(), String> {
+    let extension = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    if extension.as_deref() != Some("svg") {
+        return Err(format!(
+            "--plot {}: the chart is written as SVG, so the file must end in .svg (convert it afterwards if you need another format, e.g. `rsvg-convert -o chart.png chart.svg`)",
+            path.display()
+        ));
     }
-
-    fn draw(&self, out: &mut String, y0: f64) {
-        let max = self
-            .groups
-            .iter()
-            .flat_map(|(_, bars)| bars.iter().map(|b| b.0))
-            .fold(0.0, f64::max)
-            .max(f64::MIN_POSITIVE);
-        let base = y0 + TOP + HEIGHT;
-        let _ = write!(
-            out,
-            r#"<text x="{LEFT}" y="{}" font-size="14" font-weight="bold">{}</text>"#,
-            y0 + 20.0,
-            self.title
-        );
-        let _ = write!(
-            out,
-            r#"<text x="4" y="{}" font-size="10">{:.3} {}</text><text x="4" y="{base}" font-size="10">0</text>"#,
-            y0 + TOP + 4.0,
-            max,
-            self.unit
-        );
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT}" y1="{base}" x2="{}" y2="{base}" stroke="#333"/>"##,
-            self.width() - 10.0
-        );
-        if let Some(r) = self.reference {
-            let y = base - r / max * HEIGHT;
-            let _ = write!(
-                out,
-                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#c33" stroke-dasharray="4 3"/><text x="4" y="{:.1}" font-size="10" fill="#c33">{r} {}</text>"##,
-                self.width() - 10.0,
-                y + 4.0,
-                self.unit
-            );
-        }
-        let mut x = LEFT;
-        for (label, bars) in &self.groups {
-            let start = x;
-            for (value, colour) in bars {
-                let h = value / max * HEIGHT;
-                let _ = write!(
-                    out,
-                    r#"<rect x="{x:.1}" y="{:.1}" width="{}" height="{h:.1}" fill="{colour}"><title>{label}: {value:.3} {}</title></rect>"#,
-                    base - h,
-                    BAR - 2.0,
-                    self.unit
-                );
-                x += BAR;
-            }
-            let _ = write!(
-                out,
-                r#"<text x="{:.1}" y="{}" font-size="9" transform="rotate(40 {:.1} {})">{label}</text>"#,
-                start,
-                base + 12.0,
-                start,
-                base + 12.0
-            );
-            x += GAP;
-        }
-        let mut lx = LEFT;
-        for (name, colour) in self.legend {
-            let _ = write!(
-                out,
-                r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{colour}"/><text x="{}" y="{}" font-size="10">{name}</text>"#,
-                y0 + 26.0,
-                lx + 14.0,
-                y0 + 35.0
-            );
-            lx += 110.0;
-        }
-    }
+    std::fs::File::create(path)
+        .map(drop)
+        .map_err(|e| format!("--plot {}: cannot create the file: {e}", path.display()))
 }
-
-const BASELINE: &str = "#b0b0b0";
-const RIMMS: &str = "#2a7ab9";
-const NATIVE: &str = "#5aa05a";
 
 /// The SVG document for `rows`.
-pub fn svg(rows: &[Row]) -> String {
-    let label = |r: &Row| format!("{} {}", r.app.name(), r.map);
-    let speedup = Chart {
-        title: "Speedup of RIMMS over the copy-every-call baseline",
-        unit: "x",
-        groups: rows
+pub fn svg(rows: &[Row]) -> Result<String, String> {
+    let groups = rows.len().max(1);
+    let width = (140 + 44 * groups as u32).max(760);
+    let chart_height = 400;
+    let legend_height = 26 + 16 * LEGEND.lines().count() as u32;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (width, 2 * chart_height + legend_height))
+            .into_drawing_area();
+        root.fill(&WHITE).map_err(draw_error)?;
+        let (charts, legend) = root.split_vertically(2 * chart_height);
+        let (top, bottom) = charts.split_vertically(chart_height);
+        let labels: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{} {}", r.app.name(), r.map))
+            .collect();
+        let speedups: Vec<Vec<Option<f64>>> = rows
+            .iter()
+            .map(|r| vec![None, Some(speedup(r)), None])
+            .collect();
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let bytes: Vec<Vec<Option<f64>>> = rows
             .iter()
             .map(|r| {
-                let s = r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64();
-                (label(r), vec![(s, RIMMS)])
+                vec![
+                    Some(mib(r.baseline.bytes)),
+                    Some(mib(r.rimms.bytes)),
+                    r.native.as_ref().map(|n| mib(n.bytes)),
+                ]
             })
-            .collect(),
-        legend: &[("baseline / rimms", RIMMS)],
-        reference: Some(1.0),
+            .collect();
+        let all_speedups: Vec<f64> = speedups.iter().flatten().flatten().copied().collect();
+        bars(
+            &top,
+            &Chart {
+                title: "Speedup of RIMMS over the baseline (baseline time ÷ rimms time)",
+                y_label: "speedup (×); above the red line RIMMS is faster",
+                labels: &labels,
+                values: &speedups,
+                top: robust_top(&all_speedups).max(1.2),
+                reference: Some(1.0),
+                unit: "×",
+            },
+        )?;
+        let all_bytes = bytes.iter().flatten().flatten().copied();
+        bars(
+            &bottom,
+            &Chart {
+                title: "Bytes moved between memories, over all frames",
+                y_label: "MiB moved",
+                labels: &labels,
+                values: &bytes,
+                top: all_bytes.fold(0.0, f64::max).max(1e-3) * 1.1,
+                reference: None,
+                unit: "MiB",
+            },
+        )?;
+        for (i, line) in LEGEND.lines().enumerate() {
+            legend
+                .draw(&Text::new(
+                    line,
+                    (20, 10 + 16 * i as i32),
+                    ("sans-serif", 12).into_font(),
+                ))
+                .map_err(draw_error)?;
+        }
+        root.present().map_err(draw_error)?;
+    }
+    Ok(out)
+}
+
+fn speedup(r: &Row) -> f64 {
+    r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64()
+}
+
+/// The top of an axis for noisy `values`: the largest value that is not an outlier (more
+/// than four times the median), with a margin. Values above it are drawn cut.
+pub fn robust_top(values: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let Some(&median) = sorted.get(sorted.len() / 2) else {
+        return 1.0;
     };
-    let bytes = Chart {
-        title: "Bytes moved over all frames",
-        unit: "MiB",
-        groups: rows
-            .iter()
-            .map(|r| {
-                let mib = |b: u64| b as f64 / (1 << 20) as f64;
-                let mut bars = vec![
-                    (mib(r.baseline.bytes), BASELINE),
-                    (mib(r.rimms.bytes), RIMMS),
-                ];
-                if let Some(n) = &r.native {
-                    bars.push((mib(n.bytes), NATIVE));
-                }
-                (label(r), bars)
-            })
-            .collect(),
-        legend: &[("baseline", BASELINE), ("rimms", RIMMS), ("native", NATIVE)],
-        reference: None,
-    };
-    let chart_height = TOP + HEIGHT + 80.0;
-    let width = speedup.width().max(bytes.width());
-    let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{:.0}" font-family="sans-serif">"#,
-        2.0 * chart_height
-    );
-    speedup.draw(&mut out, 0.0);
-    bytes.draw(&mut out, chart_height);
-    out.push_str("</svg>\n");
-    out
+    let ordinary = sorted
+        .iter()
+        .copied()
+        .filter(|&v| v <= 4.0 * median.max(0.0))
+        .fold(0.0, f64::max);
+    let largest = sorted.last().copied().unwrap_or(0.0);
+    let top = if ordinary > 0.0 { ordinary } else { largest };
+    top.max(f64::MIN_POSITIVE) * 1.15
+}
+
+/// One bar chart: per group, a value (or none) per mode.
+struct Chart<'a> {
+    title: &'a str,
+    y_label: &'a str,
+    labels: &'a [String],
+    values: &'a [Vec<Option<f64>>],
+    /// The top of the y axis; taller bars are cut there and labelled with their value.
+    top: f64,
+    /// A horizontal line at this value.
+    reference: Option<f64>,
+    unit: &'a str,
+}
+
+fn draw_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    format!("cannot draw the chart: {e}")
+}
+
+fn bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, c: &Chart<'_>) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let groups = c.labels.len().max(1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(c.title, ("sans-serif", 16).into_font())
+        .margin(12)
+        .x_label_area_size(100)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..groups as f64, 0f64..c.top)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc(c.y_label)
+        .y_label_formatter(&|v| crate::human::significant(*v, 3))
+        .draw()
+        .map_err(draw_error)?;
+    let sliver = c.top * 0.006;
+    for (mode, (name, colour)) in MODES.iter().enumerate() {
+        let mut shapes: Vec<Rectangle<(f64, f64)>> = Vec::new();
+        let mut notes: Vec<(f64, f64, String)> = Vec::new();
+        for (g, values) in c.values.iter().enumerate() {
+            let Some(value) = values.get(mode).copied().flatten() else {
+                continue;
+            };
+            let x0 = g as f64 + 0.1 + 0.8 * mode as f64 / 3.0;
+            let x1 = x0 + 0.8 / 3.0 * 0.9;
+            let (height, note) = if value <= 0.0 {
+                (sliver, Some("0".to_string()))
+            } else if value > c.top {
+                let text = crate::human::significant(value, 3);
+                (c.top, Some(format!("{text}{} ↑", c.unit)))
+            } else {
+                (value, None)
+            };
+            shapes.push(Rectangle::new([(x0, 0.0), (x1, height)], colour.filled()));
+            if let Some(text) = note {
+                notes.push((x0, height.min(c.top * 0.97), text));
+            }
+        }
+        if shapes.is_empty() {
+            continue;
+        }
+        let colour = *colour;
+        chart
+            .draw_series(shapes)
+            .map_err(draw_error)?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+        chart
+            .draw_series(notes.into_iter().map(|(x, y, text)| {
+                Text::new(
+                    text,
+                    (x, y),
+                    ("sans-serif", 10)
+                        .into_font()
+                        .transform(FontTransform::Rotate270),
+                )
+            }))
+            .map_err(draw_error)?;
+    }
+    if let Some(r) = c.reference {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(0.0, r), (groups as f64, r)],
+                RED.stroke_width(1),
+            )))
+            .map_err(draw_error)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_error)?;
+    // The group labels, turned, under the middle of each group.
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let (origin_x, origin_y) = area.get_base_pixel();
+    let span = f64::from(xs.end - xs.start);
+    for (g, label) in c.labels.iter().enumerate() {
+        let x = xs.start - origin_x + ((g as f64 + 0.5) / groups as f64 * span) as i32;
+        area.draw(&Text::new(
+            label.as_str(),
+            (x - 5, ys.end - origin_y + 8),
+            ("sans-serif", 11)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        ))
+        .map_err(draw_error)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_outlier_does_not_set_the_scale_but_ordinary_spread_does() {
+        // Four ordinary speedups and one noisy cell 30 times their size.
+        let top = robust_top(&[1.1, 2.0, 1.5, 60.0, 1.8]);
+        assert!((top - 2.0 * 1.15).abs() < 1e-9, "{top}");
+        // Spread within four times the median is all shown.
+        let top = robust_top(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((top - 4.0 * 1.15).abs() < 1e-9, "{top}");
+        assert_eq!(robust_top(&[]), 1.0);
+    }
+
+    #[test]
+    fn only_svg_paths_in_existing_folders_are_taken() {
+        let dir = tempfile::tempdir().expect("dir");
+        assert!(check_path(&dir.path().join("chart.svg")).is_ok());
+        assert!(check_path(&dir.path().join("chart.SVG")).is_ok());
+        let png = check_path(&dir.path().join("chart.png")).unwrap_err();
+        assert!(png.contains("must end in .svg"), "{png}");
+        let missing = check_path(&dir.path().join("no/chart.svg")).unwrap_err();
+        assert!(missing.contains("cannot create the file"), "{missing}");
+    }
 }

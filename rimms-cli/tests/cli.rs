@@ -237,12 +237,28 @@ fn bench_plot_draws_one_bar_per_mode_and_mapping() {
         .filter(|l| l.starts_with("zip3x"))
         .filter(|l| l.split_whitespace().nth(4) != Some("-"))
         .count();
-    let bars = text.matches("<rect x=").count() - 4; // the four legend swatches
+    // Bars by their mode's colour, less each chart's legend swatch for the mode.
+    let bars = |fill: &str| text.matches(&format!("fill=\"{fill}\"")).count();
     assert_eq!(
-        bars,
-        rows + 2 * rows + natives,
+        bars("#2A7AB9") - 2,
+        2 * rows,
+        "a speedup and a bytes bar per row"
+    );
+    assert_eq!(bars("#B0B0B0") - 1, rows, "a baseline bytes bar per row");
+    assert_eq!(
+        bars("#5AA05A") - usize::from(natives > 0),
+        natives,
         "{rows} rows, {natives} with native code"
     );
+    // Labelled axes, a legend of the modes, and the table's legend of terms.
+    for words in [
+        "MiB moved",
+        "speedup (×)",
+        ">\nbaseline\n<",
+        "baseline time ÷ rimms time",
+    ] {
+        assert!(text.contains(words), "no {words:?} in the chart");
+    }
 }
 
 #[test]

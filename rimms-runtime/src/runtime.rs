@@ -144,14 +144,16 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Emit one `tracing` event per transfer. Default: whether `RIMMS_TRACE=1`.
+    /// Emit one `tracing` event per transfer. Default: whether `RIMMS_TRACE` is on (`1`,
+    /// `true`, `yes`, `on`); another value that is not a switch fails the build.
     pub fn trace(mut self, on: bool) -> Self {
         self.trace = Some(on);
         self
     }
 
-    /// Write a Chrome / Perfetto timeline of kernels and transfers to `path` when the runtime
-    /// is dropped. Default: the file `RIMMS_TRACE_FILE` names, if set.
+    /// Write a Chrome / Perfetto timeline of kernels and transfers to `path`, event by event,
+    /// so that it is a valid trace even if the program is interrupted; the build fails if the
+    /// file cannot be created. Default: the file `RIMMS_TRACE_FILE` names, if set.
     pub fn trace_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.trace_file = Some(path.into());
         self
@@ -325,13 +327,23 @@ impl RuntimeBuilder {
                 backend,
             });
         }
-        let trace = self
-            .trace
-            .unwrap_or_else(|| std::env::var("RIMMS_TRACE").is_ok_and(|v| v == "1"));
+        let trace = match self.trace {
+            Some(on) => on,
+            None => crate::stats::trace_enabled_from_env().map_err(Error::Config)?,
+        };
+        // Created now, so that a path that cannot be written fails the build, not the end.
         let timeline = self
             .trace_file
             .or_else(|| std::env::var_os(TRACE_FILE_ENV).map(PathBuf::from))
-            .map(Timeline::new);
+            .map(|path| {
+                Timeline::create(path.clone()).map_err(|e| {
+                    Error::Config(format!(
+                        "cannot create the trace file {} ({TRACE_FILE_ENV} or trace_file): {e}",
+                        path.display()
+                    ))
+                })
+            })
+            .transpose()?;
         let host_mapped = spaces
             .iter()
             .enumerate()
@@ -477,7 +489,7 @@ pub(crate) struct Shared {
     pub counters: Counters,
     pub fft: FftPlans,
     trace: bool,
-    /// Kernels and transfers for `RIMMS_TRACE_FILE`, written when the runtime goes.
+    /// Kernels and transfers for `RIMMS_TRACE_FILE`, written to the file as they happen.
     pub timeline: Option<Timeline>,
     /// Places `Target::Auto` calls.
     pub scheduler: Scheduler,

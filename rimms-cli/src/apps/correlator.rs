@@ -2,10 +2,19 @@
 //!
 //! DESIGN.md's parameters: n = 256 samples of an LFM chirp exp(iπ(B/T)t²), T = 512 µs,
 //! B = 500 kHz, t = k·T/n; the received signal is the chirp delayed by `delay` samples plus
-//! complex Gaussian noise of standard deviation 0.5 per component; both are zero-padded to
-//! 512 and correlated in the frequency domain, corr = IFFT(FFT(received) · conj(FFT(reference))),
-//! and the delay estimate is argmax |corr|. The zero padding makes the circular correlation a
-//! linear one, so lag `delay` is the peak.
+//! complex Gaussian noise of standard deviation 0.5 per component; the reference is
+//! zero-padded to 512 and the two are correlated in the frequency domain,
+//! corr = IFFT(FFT(received) · conj(FFT(reference))), and the delay estimate is argmax |corr|.
+//!
+//! Two details make every accepted delay (0 … n − 1) come out right, and both were once wrong:
+//!
+//! - The receiver listens for 2n = 512 samples, one chirp plus the longest delay, so the whole
+//!   echo is in the window at any delay. With only n samples, an echo at delay d keeps n − d of
+//!   its samples: at d = 240 the peak is 16 high while the noise's correlation with the chirp
+//!   peaks near 30, and the estimate was noise.
+//! - The search covers lags 0 … n − 1 only. With the reference in the first n of 512 samples,
+//!   those lags are exact linear correlations (no wrap); lags n … 2n − 1 mix in wrapped
+//!   samples and mean negative delays, which no echo has (the old 509 was lag −3).
 
 use super::input::{cis, Rng};
 use super::native::Native;
@@ -13,6 +22,7 @@ use super::report::Run;
 use super::{
     argmax, execute, pad_into, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit,
 };
+use crate::human::{count, seconds};
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 use serde::Serialize;
@@ -20,7 +30,8 @@ use std::f64::consts::PI;
 
 /// Samples of the chirp and of the received signal.
 pub const N: usize = 256;
-/// Length after zero padding, and of the FFTs.
+/// Length of the received signal (one chirp plus the longest delay), of the zero-padded
+/// reference, and of the FFTs.
 pub const PADDED: usize = 2 * N;
 /// Chirp duration, seconds.
 pub const T: f64 = 512e-6;
@@ -44,10 +55,10 @@ impl Default for Params {
     }
 }
 
-/// The correlator's input: `N` received samples and the `N`-sample reference chirp.
+/// The correlator's input: `PADDED` received samples and the `N`-sample reference chirp.
 #[derive(Clone, Debug)]
 pub struct Input {
-    /// What the receiver saw.
+    /// What the receiver saw, `PADDED` samples.
     pub received: Vec<Complex32>,
     /// The transmitted chirp.
     pub reference: Vec<Complex32>,
@@ -80,12 +91,13 @@ pub fn generate(params: &Params) -> Result<(Input, Output), AppError> {
     }
     let reference = chirp();
     let mut rng = Rng::new(params.seed);
-    let received = (0..N)
+    let received = (0..PADDED)
         .map(|k| {
             let (re, im) = rng.complex_gaussian(SIGMA);
             let echo = k
                 .checked_sub(params.delay)
-                .map_or(Complex32::new(0.0, 0.0), |j| reference[j]);
+                .and_then(|j| reference.get(j).copied())
+                .unwrap_or(Complex32::new(0.0, 0.0));
             echo + Complex32::new(re as f32, im as f32)
         })
         .collect();
@@ -103,9 +115,9 @@ pub fn generate(params: &Params) -> Result<(Input, Output), AppError> {
 
 /// Runs the correlator.
 pub fn run(input: &Input, opts: &Options) -> Result<Run<Output>, AppError> {
-    if input.received.len() != N || input.reference.len() != N {
+    if input.received.len() != PADDED || input.reference.len() != N {
         return Err(AppError::Param(format!(
-            "the correlator takes {N} received and {N} reference samples, got {} and {}",
+            "the correlator takes {PADDED} received and {N} reference samples, got {} and {}",
             input.received.len(),
             input.reference.len()
         )));
@@ -116,10 +128,15 @@ pub fn run(input: &Input, opts: &Options) -> Result<Run<Output>, AppError> {
 /// "delay 37 samples (74 µs)".
 pub fn describe(output: &Output) -> String {
     format!(
-        "delay {} samples ({} µs)",
-        output.delay_samples,
-        output.delay_samples as f64 * T / N as f64 * 1e6
+        "delay {} ({})",
+        count(output.delay_samples as u64, "sample", "samples"),
+        seconds(output.delay_samples as f64 * T / N as f64)
     )
+}
+
+/// The estimated delay: the strongest of the lags that mean a delay (see the module docs).
+fn peak_lag(magnitude: &[f32]) -> usize {
+    argmax(&magnitude[..N.min(magnitude.len())]).0
 }
 
 impl Pipeline for Input {
@@ -149,7 +166,7 @@ impl Pipeline for Input {
         let mut corr = HeteData::alloc(rt, PADDED)?;
         let mut magnitude = HeteData::alloc(rt, PADDED)?;
         Ok(Box::new(move || {
-            pad_into(received.host_write()?, &self.received);
+            received.host_write()?.copy_from_slice(&self.received);
             rt.fft(
                 fft,
                 FftDirection::Forward,
@@ -173,7 +190,7 @@ impl Pipeline for Input {
             )?;
             rt.fft(fft, FftDirection::Inverse, PADDED, &product, &mut corr)?;
             rt.magnitude(aux, &corr, &mut magnitude)?;
-            let (delay_samples, _) = argmax(magnitude.host()?);
+            let delay_samples = peak_lag(magnitude.host()?);
             Ok(Output { delay_samples })
         }))
     }
@@ -189,7 +206,7 @@ impl Pipeline for Input {
         let mut corr = dev.buffer(PADDED)?;
         let mut magnitude = dev.mirror(PADDED)?;
         Ok(Box::new(move || {
-            pad_into(received.host_mut(), &self.received);
+            received.host_mut().copy_from_slice(&self.received);
             dev.upload(&mut received);
             dev.fft(
                 FftDirection::Forward,
@@ -207,7 +224,7 @@ impl Pipeline for Input {
             dev.fft(FftDirection::Inverse, PADDED, &product, &mut corr)?;
             kernels::magnitude(&corr, magnitude.dev_mut());
             dev.download(&mut magnitude);
-            let (delay_samples, _) = argmax(magnitude.host());
+            let delay_samples = peak_lag(magnitude.host());
             Ok(Output { delay_samples })
         }))
     }

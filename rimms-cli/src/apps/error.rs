@@ -15,6 +15,16 @@ pub enum AppError {
     #[error(transparent)]
     Runtime(#[from] rimms::Error),
 
+    /// The board file `RIMMS_FPGA_BOARD` names cannot be read or does not describe a
+    /// usable board.
+    #[error("{source}\n  (the FPGA board file {} comes from RIMMS_FPGA_BOARD; fix it, or unset the variable to use the built-in emulator)", .path.display())]
+    Board {
+        /// The variable's value.
+        path: PathBuf,
+        /// What the runtime said.
+        source: rimms::Error,
+    },
+
     /// An input file that cannot be opened or read.
     #[error("cannot read {}: {source}", .path.display())]
     Read {

@@ -8,7 +8,8 @@
 //! of the pipeline. `auto` leaves every step to the runtime's
 //! scheduler (`Target::Auto`), on the CPU and two simulated cards.
 
-use super::Options;
+use super::{AppError, Options};
+use rimms::backend::fpga::BOARD_ENV;
 use rimms::{Device, ExecMode, FpgaSource, Policy, Runtime, Target};
 
 /// The first FFT core and the first ZIP core of a 2-FFT + 2-ZIP board (the emulator's layout
@@ -90,24 +91,46 @@ impl Mapping {
 
     /// A runtime in `mode` with the devices this mapping uses: the simulated cards and the
     /// scheduler (for `auto`) as `opts` configures them.
-    pub fn runtime(self, mode: ExecMode, opts: &Options) -> rimms::Result<Runtime> {
+    pub fn runtime(self, mode: ExecMode, opts: &Options) -> Result<Runtime, AppError> {
         let sim = &opts.sim;
         let builder = Runtime::builder()
             .mode(mode)
             .scheduler(opts.policy.clone())
             .costs(opts.costs.clone());
         match self {
-            Mapping::Cpu => builder.build(),
-            Mapping::Sim => builder.sim(sim.clone()).build(),
-            Mapping::Auto => builder.sim(sim.clone()).sim(sim.clone()).build(),
+            Mapping::Cpu => Ok(builder.build()?),
+            Mapping::Sim => Ok(builder.sim(sim.clone()).build()?),
+            Mapping::Auto => Ok(builder.sim(sim.clone()).sim(sim.clone()).build()?),
             // Fails with the reason where there is no usable GPU.
-            Mapping::Gpu => builder.gpu(0).build(),
+            Mapping::Gpu => Ok(builder.gpu(0).build()?),
             // Data the FPGA and the CPU share lives in the u-dma-buf, where both use it in place.
-            Mapping::Fpga | Mapping::FpgaCpu => builder
-                .fpga(FpgaSource::from_env()?)
-                .zero_copy(true)
-                .build(),
+            Mapping::Fpga | Mapping::FpgaCpu => {
+                with_board(|source| builder.fpga(source).zero_copy(true).build())
+            }
         }
+    }
+}
+
+/// Opens the FPGA mappings' board with `open`: the board file `RIMMS_FPGA_BOARD` names, else
+/// the built-in emulator. A failure with a board file says that the path came from the
+/// variable, since the user may not remember setting it; an empty value is refused rather
+/// than read as a file named "".
+pub(crate) fn with_board<T>(
+    open: impl FnOnce(FpgaSource) -> rimms::Result<T>,
+) -> Result<T, AppError> {
+    let named = std::env::var_os(BOARD_ENV);
+    if named.as_ref().is_some_and(|v| v.is_empty()) {
+        return Err(AppError::Unsupported(format!(
+            "{BOARD_ENV} is set but empty: set it to a board file (see docs/board-example.toml), or unset it to use the built-in FPGA emulator"
+        )));
+    }
+    let opened = FpgaSource::from_env().and_then(open);
+    match (opened, named) {
+        (Err(source), Some(path)) => Err(AppError::Board {
+            path: path.into(),
+            source,
+        }),
+        (opened, _) => Ok(opened?),
     }
 }
 

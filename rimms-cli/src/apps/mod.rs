@@ -124,6 +124,22 @@ impl Submit {
     }
 }
 
+/// The most frames one run (or one bench cell) may ask for: a million frames of the smallest
+/// app is minutes of work and 16 MB of frame times, and a bound checked up front turns a
+/// mistyped `--frames` into an error instead of an allocation failure hours later.
+pub const MAX_FRAMES: usize = 1_000_000;
+
+/// Checks a frame count before anything runs.
+pub fn check_frames(frames: usize) -> Result<usize, AppError> {
+    if (1..=MAX_FRAMES).contains(&frames) {
+        Ok(frames)
+    } else {
+        Err(AppError::Param(format!(
+            "--frames takes 1 … {MAX_FRAMES}, got {frames}"
+        )))
+    }
+}
+
 /// How to run an app.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -141,6 +157,8 @@ pub struct Options {
     pub policy: Policy,
     /// The expected kernel times that placement works from.
     pub costs: CostTable,
+    /// SAR's azimuth filter: CEDR's (the default) or the focusing one.
+    pub sar_azimuth: sar::Azimuth,
 }
 
 impl Options {
@@ -154,6 +172,7 @@ impl Options {
             submit: Submit::default(),
             policy: Policy::default(),
             costs: CostTable::default(),
+            sar_azimuth: sar::Azimuth::default(),
         }
     }
 
@@ -193,6 +212,8 @@ pub struct Outcome {
     pub result_line: String,
     /// A line describing the truth the input was generated with, if it was.
     pub truth_line: Option<String>,
+    /// What a reader should make of the figures, where they need it.
+    pub note: Option<&'static str>,
 }
 
 /// Runs `app` on input from `source` with `opts`.
@@ -209,6 +230,9 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
     };
     let knobs_unused =
         |what: &str| AppError::Unsupported(format!("{} takes no {what}", app.name()));
+    if opts.sar_azimuth != sar::Azimuth::default() && app != App::Sar {
+        return Err(knobs_unused("azimuth filter (--azimuth is SAR's)"));
+    }
     if let Some(s) = scenario {
         if s.delay.is_some() && !matches!(app, App::Correlator | App::PulseDoppler) {
             return Err(knobs_unused("delay"));
@@ -237,6 +261,7 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: correlator::describe(&run.result),
                 truth_line: Some(format!("truth: {}", correlator::describe(&truth))),
+                note: None,
                 run: run.map(AppResult::Correlator),
             })
         }
@@ -258,6 +283,7 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: pulse_doppler::describe(&run.result),
                 truth_line: truth.map(|t| t.describe()),
+                note: Some(pulse_doppler::NOTE),
                 run: run.map(AppResult::PulseDoppler),
             })
         }
@@ -269,10 +295,15 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
                     (sar::Input::simulate(&scene), Some(scene))
                 }
             };
+            let input = input.with_azimuth(opts.sar_azimuth);
             let run = sar::run(&input, opts)?;
             Ok(Outcome {
                 result_line: sar::describe(&run.result),
                 truth_line: truth.map(|scene| scene.describe()),
+                note: Some(match opts.sar_azimuth {
+                    sar::Azimuth::Cedr => sar::NOTE,
+                    sar::Azimuth::Focused => sar::FOCUSED_NOTE,
+                }),
                 run: run.map(AppResult::Sar),
             })
         }
@@ -283,6 +314,7 @@ fn chain(run: Run<Checksum>) -> Result<Outcome, AppError> {
     Ok(Outcome {
         result_line: format!("checksum Σ|y| = {:.6e}", run.result.checksum),
         truth_line: None,
+        note: None,
         run: run.map(AppResult::Chain),
     })
 }
@@ -315,9 +347,7 @@ pub(crate) fn execute<P: Pipeline>(
     pipeline: &P,
     opts: &Options,
 ) -> Result<Run<P::Output>, AppError> {
-    if opts.frames == 0 {
-        return Err(AppError::Param("--frames must be at least 1".to_string()));
-    }
+    check_frames(opts.frames)?;
     let (frame_times, result, links, allocations) = match opts.mode {
         Mode::Native if opts.mapping == Mapping::Auto => {
             return Err(AppError::Unsupported(
@@ -326,7 +356,7 @@ pub(crate) fn execute<P: Pipeline>(
         }
         Mode::Native if opts.mapping == Mapping::Gpu => {
             return Err(AppError::Unsupported(
-                "native mode on gpu: hand-written cudarc code exists for FZF only (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`)".to_string(),
+                "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
             ));
         }
         Mode::Native => {
@@ -370,7 +400,8 @@ pub(crate) fn execute<P: Pipeline>(
 }
 
 fn time_frames<R>(mut frame: Frame<'_, R>, frames: usize) -> Result<(Vec<Duration>, R), AppError> {
-    let mut times = Vec::with_capacity(frames);
+    // Grown as frames finish, never sized up front from the request.
+    let mut times = Vec::new();
     let mut last = None;
     for _ in 0..frames {
         let start = Instant::now();

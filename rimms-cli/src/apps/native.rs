@@ -19,7 +19,7 @@ use super::mapping::{Mapping, Step};
 use super::report::Link;
 use rimms::backend::cpu::kernels::{self, FftPlans};
 use rimms::backend::fpga::{Accelerator, FpgaParts, Udmabuf};
-use rimms::{Complex32, Device, FftDirection, FpgaSource, LinkModel, SimConfig, Target, ZipOp};
+use rimms::{Complex32, Device, FftDirection, LinkModel, SimConfig, Target, ZipOp};
 use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
@@ -281,7 +281,7 @@ impl Board {
     /// Opens the board the FPGA mappings use (`RIMMS_FPGA_BOARD`, else the emulator) with the
     /// accelerators the runtime's `fpga(n)` numbering gives those mappings.
     fn open(mapping: Mapping) -> Result<Board, AppError> {
-        let parts = FpgaParts::open(FpgaSource::from_env()?)?;
+        let parts = super::mapping::with_board(FpgaParts::open)?;
         let index = |step| match mapping.device(step) {
             Target::On(Device::Fpga(n)) => Some(usize::from(n)),
             _ => None,

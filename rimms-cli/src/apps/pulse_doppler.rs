@@ -22,6 +22,7 @@ use super::{
     alloc_rows, argmax, each_row, execute, pad_into, App, AppError, Frame, Mapping, Options,
     Pipeline, Step, Submit,
 };
+use crate::human::{count, seconds, significant};
 use rimms::backend::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 use serde::Serialize;
@@ -130,20 +131,29 @@ pub struct Truth {
 impl Truth {
     /// A line for the command's output.
     pub fn describe(&self) -> String {
+        let bin = self.params.doppler_bin;
         format!(
-            "truth: delay {} samples, Doppler {} bins ({:.3} Hz simulated), so {} by CEDR's formulas",
-            self.params.delay,
-            self.params.doppler_bin,
-            self.simulated_doppler_hz,
-            describe(&self.expected)
+            "truth: delay {}, Doppler {bin} {} ({} simulated), which CEDR's formulas turn into Doppler bin {}, range bin {}",
+            count(self.params.delay as u64, "sample", "samples"),
+            if bin.abs() == 1 { "bin" } else { "bins" },
+            hertz(self.simulated_doppler_hz),
+            self.expected.doppler_bin,
+            self.expected.range_bin
         )
     }
 }
 
+/// What to make of the figures: they are CEDR's, whose formulas are not a calibration.
+pub const NOTE: &str = "note: the shift and delay follow CEDR's formulas as CEDR computes them, \
+which count bins from 1 (a = z+1, b = x+1) and divide by m−1 = 127 pulses and n−1 = 63 samples: \
+a target d Doppler bins off zero reads as (d+1)/(127·PRI) Hz where its true shift is d/(128·PRI), \
+and its delay as if a pulse's 64 samples spanned one PRI. Compare the bins, which locate the \
+target exactly; the hertz and seconds are CEDR's output, reproduced, not a measured velocity or range.";
+
 /// A target at `params.delay` and `params.doppler_bin` in seeded noise.
 pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
     let half = (M / 2) as i32;
-    if params.delay + GENERATED_PULSE > N || !(-half..half).contains(&params.doppler_bin) {
+    if params.delay > N - GENERATED_PULSE || !(-half..half).contains(&params.doppler_bin) {
         return Err(AppError::Param(format!(
             "pulse Doppler simulates delays of 0 … {} samples and Doppler bins of {} … {}, got {} and {}",
             N - GENERATED_PULSE,
@@ -197,12 +207,20 @@ pub fn run(input: &Input, opts: &Options) -> Result<Run<Output>, AppError> {
     execute(input, opts)
 }
 
-/// "Doppler shift 62.000 Hz, time delay 3.8302e-5 s (Doppler bin 64, range bin 82)".
+/// "Doppler shift 372 Hz, time delay 38.3 µs (Doppler bin 69, range bin 82)".
 pub fn describe(output: &Output) -> String {
     format!(
-        "Doppler shift {:.3} Hz, time delay {:.4e} s (Doppler bin {}, range bin {})",
-        output.doppler_shift_hz, output.time_delay_s, output.doppler_bin, output.range_bin
+        "Doppler shift {}, time delay {} (Doppler bin {}, range bin {})",
+        hertz(output.doppler_shift_hz),
+        seconds(output.time_delay_s),
+        output.doppler_bin,
+        output.range_bin
     )
+}
+
+/// "372 Hz", "-7.874 Hz".
+fn hertz(hz: f64) -> String {
+    format!("{} Hz", significant(hz, 4))
 }
 
 /// Element `i` of the matrix of matched-filter inputs, one row c = [n−1 zeros, pulse, one

@@ -11,8 +11,8 @@ mod trace;
 
 pub(crate) use timeline::Timeline;
 pub use timeline::TRACE_FILE_ENV;
-pub(crate) use trace::trace_transfer;
 pub(crate) use trace::Reason;
+pub(crate) use trace::{enabled_from_env as trace_enabled_from_env, trace_transfer};
 
 use crate::space::MAX_SPACES;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -1,59 +1,149 @@
-//! `RIMMS_TRACE_FILE=trace.json`: a Chrome / Perfetto timeline of kernels and transfers, one
-//! lane per device and per link, written when the runtime is dropped.
+//! `RIMMS_TRACE_FILE=trace.json`: a Chrome / Perfetto timeline of kernels and transfers.
 //!
-//! Recording appends to a vector behind a mutex, only when the file was asked for; without it
-//! the runtime carries `None` and pays one branch per kernel and per copy.
+//! Two properties decide the file's shape:
+//!
+//! - **Slices on one track never overlap.** Trace viewers draw a track as a stack of nested
+//!   slices; two that overlap without nesting are drawn wrongly. With scoped submission a
+//!   device runs several calls at once (one per worker) and a simulated link has several
+//!   copies in flight, so a track per device is not enough. Each device and each link is a
+//!   *process* in the file, and each of its tracks (a *thread*) holds slices that start after
+//!   everything already on it has ended: kernels go to the track of the thread that ran them,
+//!   and an event that would overlap its track opens another one beside it ("worker 2 (2)").
+//! - **The file is valid JSON at every moment.** It is created when the runtime is built (so
+//!   an unwritable path fails the build, not silently the end of the run), and every event is
+//!   written at once, overwriting the closing `]}` and writing it again after the event. A run
+//!   stopped by Ctrl-C or a crash leaves a complete, loadable file of what it did. Each
+//!   runtime creates its file anew, so two runtimes alive at once need paths of their own
+//!   (`RuntimeBuilder::trace_file`).
+//!
+//! Times are written from whole nanoseconds as exact decimal microseconds, so a slice's end
+//! (`ts + dur`) is exactly what was measured and back-to-back slices do not overlap by a
+//! rounding error. Recording takes a mutex and one write per event, and only when the file
+//! was asked for; without it the runtime carries `None` and pays one branch per kernel and
+//! per copy.
 
+use std::cell::Cell;
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write as _};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The environment variable that names the trace file.
 pub const TRACE_FILE_ENV: &str = "RIMMS_TRACE_FILE";
 
-struct Event {
-    name: String,
-    category: &'static str,
-    lane: String,
-    start: Duration,
-    duration: Duration,
-    bytes: Option<u64>,
+/// What the file starts and ends with; events go between.
+const HEAD: &str = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+const TAIL: &str = "\n]}\n";
+
+/// A device or a link: a process of the trace, with its tracks.
+struct Group {
+    pid: usize,
+    /// Per thread of the program, the tracks it has here: (tid, end of the last slice, ns).
+    tracks: HashMap<u64, Vec<(usize, u64)>>,
+}
+
+struct State {
+    file: File,
+    /// Where the next event goes: the offset of `TAIL`.
+    end: u64,
+    /// Whether an event was written (the next one needs a comma).
+    any: bool,
+    groups: HashMap<String, Group>,
+    next_tid: usize,
+    /// Set after a failed write: the run goes on, the trace stops (said once).
+    broken: bool,
 }
 
 pub(crate) struct Timeline {
     path: PathBuf,
     origin: Instant,
-    events: Mutex<Vec<Event>>,
+    state: Mutex<State>,
+}
+
+/// Which of the program's threads is running: a small number, the same for the thread's life.
+fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NUMBER: Cell<u64> = const { Cell::new(0) };
+    }
+    NUMBER.with(|n| {
+        if n.get() == 0 {
+            n.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        n.get()
+    })
+}
+
+/// "12.345" µs from 12345 ns, exactly.
+fn micros(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
 impl Timeline {
-    pub(crate) fn new(path: PathBuf) -> Timeline {
-        Timeline {
+    /// Creates the file at `path` (replacing one that is there) holding an empty trace.
+    pub(crate) fn create(path: PathBuf) -> io::Result<Timeline> {
+        let mut file = File::create(&path)?;
+        file.write_all(HEAD.as_bytes())?;
+        file.write_all(TAIL.as_bytes())?;
+        Ok(Timeline {
+            state: Mutex::new(State {
+                file,
+                end: HEAD.len() as u64,
+                any: false,
+                groups: HashMap::new(),
+                next_tid: 1,
+                broken: false,
+            }),
             path,
             origin: Instant::now(),
-            events: Mutex::new(Vec::new()),
-        }
+        })
     }
 
-    fn push(&self, event: Event) {
-        // A poisoned lock only means another thread panicked while pushing a whole event.
-        self.events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(event);
+    /// Records a slice of `group` (a device or a link) run by the current thread.
+    fn record(
+        &self,
+        group: &str,
+        name: &str,
+        category: &str,
+        started: Instant,
+        duration: Duration,
+        bytes: Option<u64>,
+    ) {
+        let start = u64::try_from(started.saturating_duration_since(self.origin).as_nanos())
+            .unwrap_or(u64::MAX);
+        let dur = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let thread = thread_number();
+        // A poisoned lock only means another thread panicked between two whole writes.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.broken {
+            return;
+        }
+        let mut text = String::new();
+        let (pid, tid) = state.track(group, thread, start, start.saturating_add(dur), &mut text);
+        let _ = write!(
+            text,
+            "{{\"name\":{},\"cat\":\"{category}\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}",
+            quoted(name),
+            micros(start),
+            micros(dur),
+        );
+        if let Some(bytes) = bytes {
+            let _ = write!(text, ",\"args\":{{\"bytes\":{bytes}}}");
+        }
+        text.push('}');
+        if let Err(e) = state.append(&text) {
+            state.broken = true;
+            tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace file; tracing stops here");
+        }
     }
 
     /// A kernel of `api` that ran on `device` from `started` for `duration`.
     pub(crate) fn kernel(&self, api: &str, device: &str, started: Instant, duration: Duration) {
-        self.push(Event {
-            name: api.to_string(),
-            category: "kernel",
-            lane: device.to_string(),
-            start: started.saturating_duration_since(self.origin),
-            duration,
-            bytes: None,
-        });
+        self.record(device, api, "kernel", started, duration, None);
     }
 
     /// A copy of `bytes` from `from` to `to`.
@@ -65,55 +155,77 @@ impl Timeline {
         started: Instant,
         duration: Duration,
     ) {
-        self.push(Event {
-            name: format!("{from} -> {to}"),
-            category: "transfer",
-            lane: format!("link {from} -> {to}"),
-            start: started.saturating_duration_since(self.origin),
+        let link = format!("{from} -> {to}");
+        self.record(
+            &link,
+            &link,
+            "transfer",
+            started,
             duration,
-            bytes: Some(bytes as u64),
+            Some(bytes as u64),
+        );
+    }
+}
+
+impl State {
+    /// The (pid, tid) for a slice `start..end` of `group` on `thread`: the thread's first
+    /// track there whose slices have all ended by `start`, or a new one. Names of new
+    /// processes and tracks are added to `text` as metadata events.
+    fn track(
+        &mut self,
+        group: &str,
+        thread: u64,
+        start: u64,
+        end: u64,
+        text: &mut String,
+    ) -> (usize, usize) {
+        let pids = self.groups.len();
+        let entry = self.groups.entry(group.to_string()).or_insert_with(|| {
+            let pid = pids + 1;
+            let _ = writeln!(
+                text,
+                "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}},",
+                quoted(group)
+            );
+            Group {
+                pid,
+                tracks: HashMap::new(),
+            }
         });
+        let pid = entry.pid;
+        let tracks = entry.tracks.entry(thread).or_default();
+        if let Some(track) = tracks.iter_mut().find(|(_, last)| *last <= start) {
+            track.1 = end;
+            return (pid, track.0);
+        }
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        tracks.push((tid, end));
+        let label = match tracks.len() {
+            1 => format!("thread {thread}"),
+            n => format!("thread {thread} ({n})"),
+        };
+        let _ = writeln!(
+            text,
+            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}},",
+            quoted(&label)
+        );
+        (pid, tid)
     }
 
-    /// The trace in Chrome's JSON trace-event format.
-    pub(crate) fn to_json(&self) -> String {
-        let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        let mut lanes: Vec<&str> = Vec::new();
-        let mut out = String::from("{\"traceEvents\":[");
-        for (i, e) in events.iter().enumerate() {
-            let lane = match lanes.iter().position(|l| *l == e.lane) {
-                Some(p) => p,
-                None => {
-                    lanes.push(&e.lane);
-                    lanes.len() - 1
-                }
-            };
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(
-                out,
-                "{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"pid\":1,\"tid\":{lane},\"ts\":{:.3},\"dur\":{:.3}",
-                quoted(&e.name),
-                e.category,
-                e.start.as_secs_f64() * 1e6,
-                e.duration.as_secs_f64() * 1e6,
-            );
-            if let Some(bytes) = e.bytes {
-                let _ = write!(out, ",\"args\":{{\"bytes\":{bytes}}}");
-            }
-            out.push('}');
-        }
-        for (tid, lane) in lanes.iter().enumerate() {
-            let _ = write!(
-                out,
-                "{}{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"name\":{}}}}}",
-                if events.is_empty() && tid == 0 { "" } else { "," },
-                quoted(lane)
-            );
-        }
-        out.push_str("]}");
-        out
+    /// Writes `events` (comma-separated, no trailing comma) over the tail and the tail after
+    /// them, in one write: the file is a whole trace before and after.
+    fn append(&mut self, events: &str) -> io::Result<()> {
+        let mut chunk = String::with_capacity(events.len() + TAIL.len() + 2);
+        chunk.push_str(if self.any { ",\n" } else { "\n" });
+        chunk.push_str(events);
+        let written = chunk.len() as u64;
+        chunk.push_str(TAIL);
+        self.file.seek(SeekFrom::Start(self.end))?;
+        self.file.write_all(chunk.as_bytes())?;
+        self.end += written;
+        self.any = true;
+        Ok(())
     }
 }
 
@@ -134,10 +246,87 @@ fn quoted(s: &str) -> String {
     q
 }
 
-impl Drop for Timeline {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(&self.path, self.to_json()) {
-            tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace file");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (pid, tid, start ns, end ns) of every slice in `text`, read back from the numbers.
+    fn slices(text: &str) -> Vec<(u64, u64, u64, u64)> {
+        let field = |line: &str, key: &str| -> String {
+            let at = line.find(&format!("\"{key}\":")).expect(key) + key.len() + 3;
+            line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect()
+        };
+        let ns = |s: String| -> u64 {
+            let (whole, frac) = s.split_once('.').expect("a decimal");
+            whole.parse::<u64>().expect("µs") * 1000 + frac.parse::<u64>().expect("ns")
+        };
+        text.lines()
+            .filter(|l| l.contains("\"ph\":\"X\""))
+            .map(|l| {
+                let start = ns(field(l, "ts"));
+                (
+                    field(l, "pid").parse().expect("pid"),
+                    field(l, "tid").parse().expect("tid"),
+                    start,
+                    start + ns(field(l, "dur")),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn overlapping_slices_get_tracks_of_their_own_and_the_file_is_whole_after_each() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("t.json");
+        let timeline = Timeline::create(path.clone()).expect("created");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text, format!("{HEAD}{TAIL}"));
+        let at = |us: u64| timeline.origin + Duration::from_micros(us);
+        let us = Duration::from_micros;
+        // Three overlapping calls on cpu from this thread (as deferred copies are), then one
+        // after them all, and a link.
+        timeline.kernel("fft", "cpu", at(10), us(10));
+        timeline.kernel("zip", "cpu", at(15), us(10));
+        timeline.kernel("fft", "cpu", at(12), us(2));
+        timeline.kernel("fft", "cpu", at(30), us(1));
+        timeline.transfer("host", "sim0", 64, at(0), us(5));
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with(HEAD) && text.ends_with(TAIL), "{text}");
+        assert_eq!(text.matches(TAIL).count(), 1);
+        let all = slices(&text);
+        assert_eq!(all.len(), 5);
+        // On every track, each slice starts after the one before it ended.
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                if (a.0, a.1) == (b.0, b.1) {
+                    assert!(a.3 <= b.2 || b.3 <= a.2, "{a:?} and {b:?} overlap");
+                }
+            }
         }
+        let cpu_tracks: std::collections::HashSet<_> = all[..4].iter().map(|s| s.1).collect();
+        assert_eq!(cpu_tracks.len(), 3, "{all:?}");
+        // The last one reuses the first track; exact times survive the decimal writing.
+        assert_eq!(all[3].1, all[0].1);
+        assert_eq!((all[0].2, all[0].3), (10_000, 20_000));
+        assert!(text.contains("\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"cpu\"}"));
+        assert!(text.contains("{\"name\":\"host -> sim0\""));
+        assert!(text.contains("\"args\":{\"bytes\":64}"));
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_created_is_an_error() {
+        let dir = tempfile::tempdir().expect("dir");
+        assert!(Timeline::create(dir.path().join("no/such/dir/t.json")).is_err());
+        assert!(Timeline::create(dir.path().to_path_buf()).is_err());
+    }
+
+    #[test]
+    fn micros_are_exact() {
+        assert_eq!(micros(0), "0.000");
+        assert_eq!(micros(12_345), "12.345");
+        assert_eq!(micros(1_000_007), "1000.007");
     }
 }

@@ -1,8 +1,38 @@
 //! One `tracing` event per transfer, with its reason, when `RIMMS_TRACE=1` (or the builder's
 //! `trace(true)`) is set. Off, it costs one branch on a flag in the slow path.
+//!
+//! The variable takes the usual spellings of a switch (`1`, `true`, `yes`, `on` and their
+//! opposites, any case); anything else is an error, because a switch that silently stays off
+//! for `RIMMS_TRACE=ture` looks exactly like a program that moves nothing.
 
 use std::fmt;
 use std::ops::Range;
+
+/// The environment variable that turns the transfer events on.
+pub const TRACE_ENV: &str = "RIMMS_TRACE";
+
+/// Whether `RIMMS_TRACE` asks for transfer events: `Ok(false)` when unset, an error naming
+/// the variable and the accepted values when it holds something else.
+pub(crate) fn enabled_from_env() -> Result<bool, String> {
+    match std::env::var_os(TRACE_ENV) {
+        None => Ok(false),
+        Some(value) => switch(&value.to_string_lossy()).ok_or_else(|| {
+            format!(
+                "{TRACE_ENV}={:?} is not a switch: use 1, true, yes or on (0, false, no, off or empty for off)",
+                value.to_string_lossy()
+            )
+        }),
+    }
+}
+
+/// A switch's value, `None` if `text` is not one.
+fn switch(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
 
 /// Why bytes moved.
 #[derive(Clone, Debug)]
@@ -54,4 +84,22 @@ pub(crate) fn trace_transfer(
         reason = %reason,
         "transfer"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::switch;
+
+    #[test]
+    fn switches_take_the_usual_spellings_and_nothing_else() {
+        for on in ["1", "true", "TRUE", "yes", "Yes", "on", " on "] {
+            assert_eq!(switch(on), Some(true), "{on}");
+        }
+        for off in ["0", "false", "no", "off", "OFF", ""] {
+            assert_eq!(switch(off), Some(false), "{off}");
+        }
+        for neither in ["2", "ture", "enable", "y"] {
+            assert_eq!(switch(neither), None, "{neither}");
+        }
+    }
 }

@@ -1,0 +1,447 @@
+//! The command as a newcomer meets it (issue 17): no panics, clear errors with a failing exit
+//! status, a closed pipe ending quietly, figures and words written for people.
+//!
+//! Every case checks the exit status, the message, and that nothing panicked.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn rimms() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
+    // Tests run where the user's variables could change the answers.
+    cmd.env_remove("RIMMS_FPGA_BOARD")
+        .env_remove("RIMMS_TRACE")
+        .env_remove("RIMMS_TRACE_FILE")
+        .env_remove("RIMMS_STATS_PAGE");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> (Option<i32>, String, String) {
+    let out: Output = cmd.output().expect("the rimms binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr,
+    )
+}
+
+fn rimms_args(args: &[&str]) -> (Option<i32>, String, String) {
+    run(rimms().args(args))
+}
+
+/// Kills the child however the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn frame_counts_out_of_range_are_refused_up_front() {
+    for frames in [
+        "18446744073709551615",
+        "10000000000",
+        "1000001",
+        "0",
+        "-1",
+        "ten",
+    ] {
+        for cmd in ["run", "bench"] {
+            let flag = format!("--frames={frames}");
+            let args: Vec<&str> = match cmd {
+                "run" => vec!["run", "zip3x", &flag],
+                _ => vec!["bench", &flag],
+            };
+            let (code, _, stderr) = rimms_args(&args);
+            assert_eq!(code, Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains("1 … 1000000"), "{args:?}: {stderr}");
+        }
+    }
+    let (code, stdout, stderr) = rimms_args(&["run", "zip3x", "--frames", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains(", 1 frame, "), "{stdout}");
+}
+
+#[test]
+fn huge_numeric_knobs_are_errors_not_overflows() {
+    let (code, _, stderr) = rimms_args(&["run", "pulse-doppler", "--delay", &u64::MAX.to_string()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("delays of 0 … 48 samples"), "{stderr}");
+    let (code, _, stderr) = rimms_args(&["run", "correlator", "--delay", &u64::MAX.to_string()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("below 256 samples"), "{stderr}");
+}
+
+#[test]
+fn a_closed_pipe_ends_run_and_bench_quietly() {
+    for args in [
+        &["run", "fzf", "--frames", "3"][..],
+        &["run", "fzf", "--frames", "3", "--json"],
+        &["bench", "--frames", "1", "--app", "zip3x"],
+    ] {
+        let mut child = rimms()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("rimms starts");
+        // The reader goes away before anything is written, as `rimms run … | true` does.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("rimms ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("rimms run:"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_full_disk_is_a_clean_error() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("a_full_disk_is_a_clean_error: skipped, no /dev/full here");
+        return;
+    }
+    for args in [
+        &["run", "fzf", "--frames", "2"][..],
+        &["run", "fzf", "--frames", "2", "--json"],
+    ] {
+        let full = std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full opens");
+        let (code, _, stderr) = run(rimms().args(args).stdout(full));
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("rimms run: cannot write to standard output: No space left"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn memstat_watch_into_a_closed_pipe_ends_quietly() {
+    let publisher = rimms()
+        .args(["run", "fzf", "--map", "sim", "--frames", "100000"])
+        .env("RIMMS_STATS_PAGE", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rimms run starts");
+    let publisher = Running(publisher);
+    let pid = publisher.0.id();
+    let page = std::env::temp_dir().join(format!("rimms-stats-{pid}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !page.exists() {
+        assert!(Instant::now() < deadline, "no stats page within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut watch = rimms()
+        .args(["memstat", "--pid", &pid.to_string(), "--watch", "0.05"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memstat starts");
+    // Read the first table, as `| head -3` would, then hang up.
+    let mut stdout = watch.stdout.take().expect("piped");
+    let mut first = [0u8; 64];
+    let n = stdout.read(&mut first).expect("memstat prints");
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("process "));
+    drop(stdout);
+    let out = watch.wait_with_output().expect("memstat ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn memstat_names_a_missing_process_and_a_folder_given_as_a_page() {
+    // Above the kernel's largest pid (4194304), so never a running process.
+    let (code, _, stderr) = rimms_args(&["memstat", "--pid", "4294967295"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no process 4294967295 is running"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, _, stderr) = rimms_args(&["memstat", "--page", dir.path().to_str().expect("utf-8")]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is a folder; --page takes the stats page file"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("No such device"), "{stderr}");
+    let (code, _, stderr) = rimms_args(&["memstat", "--pid", "1", "--watch", "1e300"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--watch takes a positive number of seconds"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn board_errors_say_the_path_came_from_rimms_fpga_board() {
+    let (code, _, stderr) = run(rimms()
+        .args(["run", "fzf", "--map", "fpga"])
+        .env("RIMMS_FPGA_BOARD", ""));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("RIMMS_FPGA_BOARD is set but empty"),
+        "{stderr}"
+    );
+    let missing = PathBuf::from("/nonexistent/rimms-board.toml");
+    for mode in ["rimms", "native"] {
+        let (code, _, stderr) = run(rimms()
+            .args(["run", "fzf", "--map", "fpga", "--mode", mode])
+            .env("RIMMS_FPGA_BOARD", &missing));
+        assert_eq!(code, Some(1), "{mode}: {stderr}");
+        assert!(
+            stderr.contains("/nonexistent/rimms-board.toml: cannot read"),
+            "{mode}: {stderr}"
+        );
+        assert!(
+            stderr.contains("comes from RIMMS_FPGA_BOARD"),
+            "{mode}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn native_on_the_gpu_names_both_hand_written_examples() {
+    let (code, _, stderr) = rimms_args(&["run", "sar", "--mode", "native", "--map", "gpu"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--example gpu_fzf_bench"), "{stderr}");
+    assert!(stderr.contains("--example gpu_sar"), "{stderr}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    assert!(readme.contains("--example gpu_sar") && readme.contains("--example gpu_fzf_bench"));
+}
+
+#[test]
+fn figures_are_written_for_people() {
+    let (code, stdout, stderr) =
+        rimms_args(&["run", "correlator", "--delay", "240", "--frames", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // 240 samples of T/n = 2 µs each.
+    assert!(
+        stdout.contains(": delay 240 samples (480 µs)\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("truth: delay 240 samples (480 µs)\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 frame,"), "{stdout}");
+    let (code, stdout, stderr) = rimms_args(&[
+        "run",
+        "correlator",
+        "--delay",
+        "1",
+        "--frames",
+        "1",
+        "--map",
+        "sim",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("delay 1 sample (2 µs)"), "{stdout}");
+    // One copy of the reference plus one of the received signal in, one of the magnitudes out.
+    assert!(
+        stdout.contains("sim0 -> host: 1 copy, 2048 bytes"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("host -> sim0: 2 copies, 8192 bytes"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn help_ends_with_examples_and_bench_help_explains_the_table() {
+    let (code, stdout, _) = rimms_args(&["--help"]);
+    assert_eq!(code, Some(0));
+    let examples = stdout
+        .split("Examples:")
+        .nth(1)
+        .expect("an Examples section");
+    assert!(examples.contains("rimms run fzf --map sim"), "{stdout}");
+    assert!(examples.contains("rimms bench"), "{stdout}");
+    let (code, stdout, _) = rimms_args(&["bench", "--help"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("speedup   baseline time ÷ rimms time"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n-         no hand-written version"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_bench_table_has_a_legend_and_names_mappings_as_run_takes_them() {
+    let (code, stdout, stderr) = rimms_args(&["bench", "--frames", "1", "--app", "correlator"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("1 frame per cell"), "{stdout}");
+    for term in [
+        "baseline  CEDR's",
+        "rimms     the same app",
+        "native    hand-written",
+        "speedup   baseline time ÷ rimms time",
+        "minimum   what native moves",
+    ] {
+        assert!(stdout.contains(term), "no {term:?} in\n{stdout}");
+    }
+    let maps: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("correlator "))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(
+        maps.contains(&"sim") && !maps.contains(&"sim-pcie"),
+        "{maps:?}"
+    );
+    // Every row's mapping is one `run --map` takes.
+    for map in maps {
+        let (code, _, stderr) = rimms_args(&["run", "correlator", "--map", map, "--frames", "1"]);
+        assert_eq!(code, Some(0), "--map {map}: {stderr}");
+    }
+}
+
+#[test]
+fn a_bad_plot_path_fails_before_the_bench_runs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let missing = dir.path().join("missing/chart.svg");
+    let png = dir.path().join("chart.png");
+    // 1000 frames of every default app would take minutes: failing at once shows the check
+    // came first, and nothing was printed.
+    for (path, says) in [
+        (&missing, "cannot create the file"),
+        (&png, "must end in .svg"),
+    ] {
+        let (code, stdout, stderr) = rimms_args(&[
+            "bench",
+            "--frames",
+            "1000",
+            "--plot",
+            path.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert!(!png.exists(), "no PNG file, not even an empty one");
+    }
+}
+
+#[test]
+fn zero_byte_bars_are_drawn_and_marked_as_zero() {
+    let dir = tempfile::tempdir().expect("dir");
+    let svg = dir.path().join("chart.svg");
+    let (code, stdout, stderr) = rimms_args(&[
+        "bench",
+        "--frames",
+        "1",
+        "--app",
+        "zip3x",
+        "--json",
+        "--plot",
+        svg.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    let zero_cells: usize = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            ["baseline", "rimms", "native"]
+                .iter()
+                .filter(|m| r[**m]["bytes"].as_u64() == Some(0))
+                .count()
+        })
+        .sum();
+    // On the cpu row nothing moves in any mode.
+    assert!(zero_cells >= 3, "{zero_cells}");
+    let text = std::fs::read_to_string(&svg).expect("chart");
+    // A zero bar is marked with an upright "0" (axis ticks are not turned).
+    let marks = text
+        .split("<text")
+        .filter(|t| t.contains("rotate(270") && t.contains(">\n0\n</text>"))
+        .count();
+    assert_eq!(marks, zero_cells, "one mark per zero-byte bar");
+}
+
+#[test]
+fn radar_output_says_what_to_make_of_it_and_sar_offers_a_focusing_variant() {
+    let (code, stdout, stderr) = rimms_args(&["run", "pulse-doppler", "--frames", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // 5 bins of 1/(128·PRI) simulated; CEDR's formula gives (5 + 1)/(127·PRI).
+    assert!(
+        stdout.contains("Doppler 5 bins (307.6 Hz simulated)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Doppler shift 372 Hz"), "{stdout}");
+    assert!(
+        stdout.contains("note: the shift and delay follow CEDR's formulas"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = rimms_args(&["run", "sar", "--frames", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("note: this is CEDR's range-Doppler formulation"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--azimuth focused"), "{stdout}");
+    // The focused image's brightest pixel is one of the default scene's scatterers: columns
+    // 238, 346, 454 and rows 51, 76, 178 (x = 10, 15, 35 m of the 50 m path).
+    let (code, stdout, stderr) = rimms_args(&[
+        "run",
+        "sar",
+        "--azimuth",
+        "focused",
+        "--frames",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    let (row, col) = (
+        v["result"]["peak_row"].as_u64().expect("row"),
+        v["result"]["peak_col"].as_u64().expect("col"),
+    );
+    assert!(
+        [(51, 238), (76, 346), (178, 454)]
+            .iter()
+            .any(|&(r, c)| row.abs_diff(r) <= 5 && col.abs_diff(c) <= 1),
+        "peak at row {row}, column {col}"
+    );
+    let (code, _, stderr) = rimms_args(&["run", "fzf", "--azimuth", "focused"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--azimuth is SAR's"), "{stderr}");
+}
+
+#[test]
+fn a_bad_image_path_fails_before_sar_runs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("missing/image.txt");
+    let (code, stdout, stderr) = rimms_args(&[
+        "run",
+        "sar",
+        "--frames",
+        "1000",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--out") && stderr.contains("cannot create the file"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+}

@@ -1,0 +1,233 @@
+//! The `RIMMS_TRACE_FILE` timeline as a user meets it: slices on every track nest (so Perfetto
+//! and chrome://tracing draw them right) even with scoped submission, a run stopped by Ctrl-C
+//! leaves a valid file, a file that cannot be written fails the run, and `RIMMS_TRACE` takes
+//! the usual spellings of a switch. Also: log lines carry no colour codes into a pipe.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn rimms() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
+    cmd.env_remove("RIMMS_FPGA_BOARD")
+        .env_remove("RIMMS_TRACE")
+        .env_remove("RIMMS_TRACE_FILE")
+        .env_remove("RIMMS_STATS_PAGE")
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+fn checked(out: Output) -> (Option<i32>, String) {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
+    (out.status.code(), stderr)
+}
+
+fn load(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("the trace file exists");
+    let trace: Value = serde_json::from_str(&text).expect("the trace is valid JSON");
+    trace["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .clone()
+}
+
+/// Microseconds as written ("12.345") in whole nanoseconds, so that comparisons are exact.
+fn ns(v: &Value) -> u64 {
+    let text = v.to_string();
+    let (whole, frac) = text.split_once('.').unwrap_or((&text, "0"));
+    let frac = format!("{frac:0<3}");
+    whole.parse::<u64>().expect("µs") * 1000 + frac[..3].parse::<u64>().expect("ns")
+}
+
+/// A slice's start and end (ns) and name.
+type Slice = (u64, u64, String);
+
+/// Checks that on every (pid, tid) track, any two slices are disjoint or one contains the
+/// other, which is what a trace viewer needs to draw them as a stack; returns the number of
+/// slices and of tracks.
+fn assert_slices_nest(events: &[Value]) -> (usize, usize) {
+    let mut tracks: HashMap<(u64, u64), Vec<Slice>> = HashMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let start = ns(&e["ts"]);
+        let end = start + ns(&e["dur"]);
+        let key = (
+            e["pid"].as_u64().expect("pid"),
+            e["tid"].as_u64().expect("tid"),
+        );
+        tracks
+            .entry(key)
+            .or_default()
+            .push((start, end, e["name"].to_string()));
+    }
+    let mut slices = 0;
+    for (track, mut list) in tracks.clone() {
+        slices += list.len();
+        // Sorted by start, longest first: each slice must end by the end of every open one.
+        list.sort_by_key(|&(s, e, _)| (s, std::cmp::Reverse(e)));
+        let mut open: Vec<u64> = Vec::new();
+        for (s, e, name) in &list {
+            while open.last().is_some_and(|&end| end <= *s) {
+                open.pop();
+            }
+            if let Some(&end) = open.last() {
+                assert!(*e <= end, "track {track:?}: {name} [{s}, {e}) overlaps a slice ending at {end} without nesting");
+            }
+            open.push(*e);
+        }
+    }
+    // Every track is named, under a named process.
+    for (pid, tid) in tracks.keys() {
+        assert!(events.iter().any(|e| e["ph"] == "M"
+            && e["name"] == "thread_name"
+            && e["pid"] == *pid
+            && e["tid"] == *tid));
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == *pid));
+    }
+    (slices, tracks.len())
+}
+
+#[test]
+fn slices_on_every_track_nest_with_scoped_submission() {
+    let dir = tempfile::tempdir().expect("dir");
+    for (app, map) in [
+        ("sar", "auto"),
+        ("pulse-doppler", "fpga"),
+        ("pulse-doppler", "sim"),
+    ] {
+        let trace = dir.path().join(format!("{app}-{map}.json"));
+        let (code, stderr) = checked(
+            rimms()
+                .args([
+                    "run", app, "--map", map, "--frames", "2", "--submit", "scoped",
+                ])
+                .env("RIMMS_TRACE_FILE", &trace)
+                .output()
+                .expect("rimms runs"),
+        );
+        assert_eq!(code, Some(0), "{app} on {map}: {stderr}");
+        let events = load(&trace);
+        let (slices, tracks) = assert_slices_nest(&events);
+        assert!(slices > 100, "{app} on {map}: {slices} slices");
+        assert!(tracks >= 2, "{app} on {map}: {tracks} tracks");
+    }
+}
+
+#[test]
+fn an_interrupted_run_leaves_a_valid_trace() {
+    let dir = tempfile::tempdir().expect("dir");
+    let trace = dir.path().join("trace.json");
+    let mut child = rimms()
+        .args(["run", "fzf", "--map", "sim", "--frames", "1000000"])
+        .env("RIMMS_TRACE_FILE", &trace)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rimms runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Wait until a few frames are in the file, then press Ctrl-C.
+    while std::fs::metadata(&trace).map_or(0, |m| m.len()) < 50_000 {
+        assert!(Instant::now() < deadline, "no trace written within 60 s");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the run ended by itself"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let status = child.wait().expect("rimms ends");
+    assert!(!status.success(), "the run was interrupted, not finished");
+    let events = load(&trace);
+    let (slices, _) = assert_slices_nest(&events);
+    assert!(slices > 10, "{slices} slices");
+    assert!(events.iter().any(|e| e["cat"] == "transfer"));
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_written_fails_the_run() {
+    let dir = tempfile::tempdir().expect("dir");
+    for bad in [
+        dir.path().join("missing/folder/trace.json"),
+        dir.path().to_path_buf(),
+    ] {
+        let (code, stderr) = checked(
+            rimms()
+                .args(["run", "fzf", "--frames", "1"])
+                .env("RIMMS_TRACE_FILE", &bad)
+                .output()
+                .expect("rimms runs"),
+        );
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("cannot create the trace file"), "{stderr}");
+        assert!(stderr.contains(&bad.display().to_string()), "{stderr}");
+    }
+}
+
+#[test]
+fn rimms_trace_takes_the_usual_switch_spellings_and_refuses_others() {
+    for on in ["1", "yes", "true", "ON"] {
+        let (code, stderr) = checked(
+            rimms()
+                .args(["run", "fzf", "--map", "sim", "--frames", "1"])
+                .env("RIMMS_TRACE", on)
+                .stdout(Stdio::null())
+                .output()
+                .expect("rimms runs"),
+        );
+        assert_eq!(code, Some(0), "{on}: {stderr}");
+        assert!(
+            stderr.contains("rimms::transfer") && stderr.contains("reason"),
+            "{on}: {stderr}"
+        );
+    }
+    for off in ["0", "no", "false", ""] {
+        let (code, stderr) = checked(
+            rimms()
+                .args(["run", "fzf", "--map", "sim", "--frames", "1"])
+                .env("RIMMS_TRACE", off)
+                .stdout(Stdio::null())
+                .output()
+                .expect("rimms runs"),
+        );
+        assert_eq!(code, Some(0), "{off:?}: {stderr}");
+        assert!(!stderr.contains("rimms::transfer"), "{off:?}: {stderr}");
+    }
+    let (code, stderr) = checked(
+        rimms()
+            .args(["run", "fzf", "--frames", "1"])
+            .env("RIMMS_TRACE", "ture")
+            .output()
+            .expect("rimms runs"),
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("RIMMS_TRACE=\"ture\" is not a switch"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn log_lines_into_a_pipe_carry_no_colour_codes() {
+    for no_color in [None, Some("1")] {
+        let mut cmd = rimms();
+        cmd.args(["run", "fzf", "--map", "sim", "--frames", "1"])
+            .env("RIMMS_TRACE", "1")
+            .stdout(Stdio::null());
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        let (code, stderr) = checked(cmd.output().expect("rimms runs"));
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stderr.contains("rimms::transfer"), "{stderr}");
+        assert!(!stderr.contains('\u{1b}'), "escape codes in {stderr:?}");
+    }
+}
