@@ -260,3 +260,34 @@ fn host_code_and_cpu_kernels_use_host_mapped_memory_in_place() {
     assert_eq!(rt.stats().total_copies(), 0);
     assert_eq!(y.host().expect("host")[0], Complex32::new(14.0, 14.0));
 }
+
+/// Two neighbouring fragments, one valid on sim1 only and one on sim0 and sim1 (equally cheap
+/// sources): the host gets both in one copy from sim1, not one copy from each.
+#[test]
+fn a_tie_between_sources_keeps_the_run_in_one_copy() {
+    let rt = runtime();
+    let n = 1024; // two 4 KiB fragments of Complex32
+    let x = HeteData::from_slice(&rt, &signal(n, 3)).expect("x");
+    let mut on_sim1 = HeteData::<Complex32>::alloc(&rt, n).expect("on_sim1");
+    rt.conj(Device::Sim(1), &x, &mut on_sim1)
+        .expect("written on sim1 only");
+    let mut second = HeteData::<Complex32>::alloc(&rt, n / 2).expect("second");
+    let upper = on_sim1.slice(n / 2..).expect("upper fragment");
+    rt.conj(Device::Sim(0), &upper, &mut second)
+        .expect("upper half read on sim0");
+    let before = rt.stats();
+    let want: Vec<Complex32> = signal(n, 3).iter().map(|v| v.conj()).collect();
+    assert_eq!(on_sim1.host().expect("host"), &want[..]);
+    let s = rt.stats();
+    let copies = |from: &str| s.copies(from, "host") - before.copies(from, "host");
+    assert_eq!(copies("sim1"), 1, "one copy of both fragments from sim1");
+    assert_eq!(
+        copies("sim0"),
+        0,
+        "none from sim0, though it holds the upper fragment"
+    );
+    assert_eq!(
+        s.bytes("sim1", "host") - before.bytes("sim1", "host"),
+        (n * 8) as u64
+    );
+}

@@ -4,7 +4,8 @@
 //! The runtime has the CPU and two sim devices with different links: sim0 sits on a fast link,
 //! sim1 on a slow one. From those links the cheapest source of a fragment, derived by hand, is:
 //! into the host, sim0 before sim1; into sim0, the host before sim1; into sim1, the host before
-//! sim0 (equal cost, lower id). The protocol model below encodes that order directly.
+//! sim0 (equal cost, lower id), except that a run of neighbouring fragments keeps the source it
+//! started with where that ties. The protocol model below encodes that order directly.
 //!
 //! `RIMMS_PROPTEST_CASES` raises the case count (2,000 by default).
 
@@ -18,6 +19,11 @@ const DEVICES: [Device; 3] = [Device::Cpu, Device::Sim(0), Device::Sim(1)];
 
 /// Preferred sources for a copy into each space, best first.
 const SOURCE_ORDER: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]];
+
+/// Whether the two sources of a copy into each space cost the same: into sim1 both the host
+/// and sim0 cross sim1's slow link. On a tie the planner stays with the source of the run it
+/// is building, so neighbouring fragments come in one copy.
+const SOURCES_TIE: [bool; 3] = [false, false, true];
 
 /// The runtime the models describe; with `host_mapped`, sim0's memory is also mapped into the
 /// host (as an integrated GPU's or a u-dma-buf is), so host code and CPU kernels use data
@@ -243,10 +249,14 @@ impl Model {
                     run = None;
                     continue;
                 }
-                let src = SOURCE_ORDER[dst]
+                let best = SOURCE_ORDER[dst]
                     .into_iter()
                     .find(|&s| b.valid[f][s])
                     .expect("a non-zero fragment is valid somewhere");
+                let src = match run {
+                    Some((r, last)) if last + 1 == f && b.valid[f][r] && SOURCES_TIE[dst] => r,
+                    _ => best,
+                };
                 let entry = self.links.entry((src, dst)).or_default();
                 if run != Some((src, f.wrapping_sub(1))) {
                     entry.0 += 1;

@@ -224,7 +224,19 @@ impl FragmentTable {
                 }
                 continue;
             }
-            let src = cheapest_source(state.valid, dst, &cost);
+            let cheapest = cheapest_source(state.valid, dst, &cost);
+            // On a tie, stay with the source of the run being built: one copy, not two.
+            let src = match plan.moves.last() {
+                Some(m)
+                    if m.frags.end == frag
+                        && m.src != cheapest
+                        && state.valid.contains(m.src)
+                        && cost(m.src, dst) <= cost(cheapest, dst) =>
+                {
+                    m.src
+                }
+                _ => cheapest,
+            };
             match plan.moves.last_mut() {
                 Some(m) if m.src == src && m.frags.end == frag => m.frags.end += 1,
                 _ => plan.moves.push(Move {
