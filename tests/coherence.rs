@@ -291,3 +291,42 @@ fn a_tie_between_sources_keeps_the_run_in_one_copy() {
         (n * 8) as u64
     );
 }
+
+/// Resetting one row of a matrix that lives on a device zeroes that row only, moves nothing,
+/// and the host's read afterwards fills it instead of copying it.
+#[test]
+fn resetting_a_view_zeroes_its_fragments_only() {
+    let rt = runtime();
+    let row = 512; // one 4 KiB fragment of Complex32 per row
+    let x = HeteData::from_slice(&rt, &signal(4 * row, 8)).expect("x");
+    let mut y = HeteData::<Complex32>::alloc(&rt, 4 * row).expect("y");
+    rt.conj(Device::Sim(0), &x, &mut y).expect("y on sim0");
+    let before = rt.stats();
+    y.rows_mut(row).expect("rows")[2].reset();
+    assert_eq!(
+        rt.stats().total_bytes(),
+        before.total_bytes(),
+        "a reset moves nothing"
+    );
+    let got = y.to_vec().expect("host");
+    let conj: Vec<Complex32> = signal(4 * row, 8).iter().map(|v| v.conj()).collect();
+    for (r, (got, want)) in got.chunks(row).zip(conj.chunks(row)).enumerate() {
+        if r == 2 {
+            assert!(
+                got.iter().all(|v| *v == Complex32::new(0.0, 0.0)),
+                "row 2 is zero"
+            );
+        } else {
+            assert_eq!(got, want, "row {r} kept");
+        }
+    }
+    let s = rt.stats();
+    assert_eq!(
+        s.bytes("sim0", "host") - before.bytes("sim0", "host"),
+        (3 * row * 8) as u64,
+        "three rows copied, the reset one filled"
+    );
+    assert_eq!(s.total_bytes() - before.total_bytes(), (3 * row * 8) as u64);
+    let state = y.fragment_state(2).expect("fragment 2");
+    assert!(state.zero && state.valid.contains(space(&rt, Device::Cpu)));
+}

@@ -295,6 +295,13 @@ impl FragmentTable {
         *self = FragmentTable::new(self.frags.len());
     }
 
+    /// `hete_Reset` of `frags` only: they become zero and valid nowhere; no byte moves.
+    pub(crate) fn reset_frags(&mut self, frags: Range<usize>) {
+        for frag in frags {
+            self.set(frag, FragmentState::FRESH);
+        }
+    }
+
     /// Whether merging groups of `factor` fragments would lose track of data: a group whose
     /// fragments share no valid space and are not all zero has to be gathered somewhere first.
     pub(crate) fn merge_needs_gather(&self, factor: usize) -> bool {

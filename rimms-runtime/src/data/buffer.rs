@@ -279,6 +279,14 @@ impl RawBuffer {
         inner.table.reset();
     }
 
+    /// Resets the fragments of bytes `start..start+len`, which must cover them whole (a
+    /// mutable view's range does).
+    pub(crate) fn reset_range(&self, start: usize, len: usize) {
+        let mut inner = self.lock();
+        let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
+        inner.table.reset_frags(span.frags);
+    }
+
     pub(crate) fn fragment_state(&self, frag: usize) -> Option<FragmentState> {
         self.lock().table.get(frag)
     }

@@ -581,6 +581,15 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         check_rows(self.len, row_len)?;
         self.chunks_mut(row_len)
     }
+
+    /// Makes this view's contents zero without moving a byte, as [`HeteData::reset`] does for
+    /// the whole buffer: the frame-loop reuse pattern for part of a buffer. A mutable view
+    /// covers whole fragments, so no byte outside it changes.
+    #[doc(alias = "hete_Reset")]
+    pub fn reset(&mut self) {
+        let (start, len) = self.as_slice().byte_range();
+        self.raw.reset_range(start, len);
+    }
 }
 
 /// A host write whose record is still owed: [`HostWrite::finish`] records it, dropping it
