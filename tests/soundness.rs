@@ -357,3 +357,48 @@ fn scope_jobs_on_disjoint_rows_and_a_panicking_one_lose_nothing() {
     want.extend_from_slice(&before[3 * ROW..]);
     assert_eq!(y.host().expect("y"), &want[..]);
 }
+
+/// Empty buffers and views are valid (as in Kokkos and SYCL): never allocated, every operation
+/// a no-op, and no pointer made from a block they do not have.
+#[test]
+fn empty_buffers_and_views_are_no_ops_that_allocate_nothing() {
+    let rt = runtime();
+    let mut empty = HeteData::<u32>::alloc(&rt, 0).expect("an empty buffer");
+    assert!(empty.is_empty());
+    assert_eq!(empty.host().expect("host"), &[] as &[u32]);
+    assert!(empty.host_mut().expect("host_mut").is_empty());
+    empty.prefetch(Device::Sim(0)).expect("prefetch");
+    fill_on_sim(&rt, 3, &mut empty).expect("a kernel on nothing");
+    rimms::parallel_for!(for i in 0..0 {
+        empty[i] = 1;
+    })
+    .expect("a loop over nothing");
+    rt.launch_host(
+        Device::Sim(0),
+        &PEEK,
+        [KernelArg::read_write("empty", &mut empty)],
+        |[e]| e.into_slice_mut::<u32>().map(|s| assert!(s.is_empty())),
+    )
+    .expect("a host body over nothing");
+    empty.validate().expect("nothing to compare");
+    empty.reset();
+    assert!(empty.rows_mut(4).expect("no rows").is_empty());
+
+    let mut y = buffer(&rt, &[9; LEN]);
+    assert!(y
+        .slice(LEN..LEN)
+        .expect("empty at the end")
+        .host()
+        .expect("host")
+        .is_empty());
+    let (mut none, mut all) = y.split_at_mut(0).expect("split at 0");
+    assert!(none.host_mut().expect("host_mut").is_empty());
+    fill_on_sim(&rt, 4, &mut none).expect("kernel on the empty half");
+    fill_on_sim(&rt, 5, &mut all).expect("kernel on the whole");
+    let mut unaligned = y.slice_mut(3..3).expect("an empty view anywhere");
+    fill_on_sim(&rt, 6, &mut unaligned).expect("kernel on an empty view");
+    assert_eq!(y.host().expect("y"), &[5; LEN][..]);
+    let stats = rt.stats();
+    let sim0 = stats.space("sim0").expect("sim0");
+    assert_eq!(sim0.allocations, 1, "only y was allocated on sim0");
+}

@@ -22,7 +22,9 @@ const DEVICES: [Device; 3] = [Device::Cpu, Device::Sim(0), Device::Sim(1)];
 const SPACE_OF_DEVICE: [usize; 3] = [0, 1, 2];
 const SPACES: [&str; 3] = ["host", "sim0", "sim1"];
 /// Best source first for a copy into each space. Both sims sit on the same link, so into the
-/// host sim0 wins the tie, and into a sim the host does (lower space id).
+/// host sim0 wins the tie, and into a sim the host does (lower space id) — except that every
+/// pair of sources ties here, and the planner keeps a run of neighbouring fragments on the
+/// source it started with where that source holds the next one too.
 const SOURCE_ORDER: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]];
 
 fn calls_per_thread() -> usize {
@@ -59,14 +61,22 @@ struct Protocol {
 
 impl Protocol {
     /// A read of `frag` in `space`: one copy from the best valid source if it is not there.
-    fn read(&mut self, frag: &mut Valid, space: usize) {
+    /// `run` is the source the previous fragment of the same access came from, if it was
+    /// copied.
+    fn read(&mut self, frag: &mut Valid, space: usize, run: &mut Option<usize>) {
         if *frag & (1 << space) != 0 {
+            *run = None;
             return;
         }
-        let src = SOURCE_ORDER[space]
+        let best = SOURCE_ORDER[space]
             .into_iter()
             .find(|s| *frag & (1 << s) != 0)
             .expect("some space holds every fragment");
+        let src = match *run {
+            Some(r) if *frag & (1 << r) != 0 => r,
+            _ => best,
+        };
+        *run = Some(src);
         self.bytes[src][space] += FRAG_BYTES;
         *frag |= 1 << space;
     }
@@ -141,8 +151,9 @@ fn run_thread(
                 for i in range.clone() {
                     m.y[i] = m.x[i] + r[i];
                 }
+                let mut run = None;
                 for f in frags {
-                    m.protocol.read(&mut m.x_frags[f], space);
+                    m.protocol.read(&mut m.x_frags[f], space, &mut run);
                     m.shared_reads[f] |= 1 << space;
                     Protocol::write(&mut m.y_frags[f], space);
                 }
@@ -157,8 +168,9 @@ fn run_thread(
                 for i in range.clone() {
                     m.x[i] = m.y[i] * r[i];
                 }
+                let mut run = None;
                 for f in frags {
-                    m.protocol.read(&mut m.y_frags[f], space);
+                    m.protocol.read(&mut m.y_frags[f], space, &mut run);
                     m.shared_reads[f] |= 1 << space;
                     Protocol::write(&mut m.x_frags[f], space);
                 }
@@ -171,8 +183,9 @@ fn run_thread(
                 for v in &mut m.x[range.clone()] {
                     *v *= Complex32::new(0.0, 1.0);
                 }
+                let mut run = None;
                 for f in frags {
-                    m.protocol.read(&mut m.x_frags[f], space);
+                    m.protocol.read(&mut m.x_frags[f], space, &mut run);
                     Protocol::write(&mut m.x_frags[f], space);
                 }
             }
@@ -180,8 +193,9 @@ fn run_thread(
             3 => {
                 let ys = y.as_slice().slice(range.clone()).unwrap();
                 assert_eq!(ys.host().unwrap(), &m.y[range.clone()], "{context}");
+                let mut run = None;
                 for f in frags {
-                    m.protocol.read(&mut m.y_frags[f], 0);
+                    m.protocol.read(&mut m.y_frags[f], 0, &mut run);
                 }
             }
             // The host overwrites x.
@@ -201,9 +215,10 @@ fn run_thread(
     }
     assert_eq!(x.as_slice().host().unwrap(), &m.x[..], "seed {seed}: x");
     assert_eq!(y.as_slice().host().unwrap(), &m.y[..], "seed {seed}: y");
+    let (mut x_run, mut y_run) = (None, None);
     for f in 0..2 {
-        m.protocol.read(&mut m.x_frags[f], 0);
-        m.protocol.read(&mut m.y_frags[f], 0);
+        m.protocol.read(&mut m.x_frags[f], 0, &mut x_run);
+        m.protocol.read(&mut m.y_frags[f], 0, &mut y_run);
     }
     m
 }

@@ -13,8 +13,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A buffer of zero elements was requested.
-    #[error("cannot allocate an empty buffer of {type_name}: the length must be at least 1")]
+    /// A buffer of an element type with no size was requested.
+    #[error("cannot allocate a buffer of {type_name}: the element type has no size, so its elements cannot be told apart in memory")]
     EmptyBuffer {
         /// Element type.
         type_name: &'static str,

@@ -94,12 +94,19 @@ pub(crate) struct FragmentSpan {
 }
 
 impl FragmentSpan {
-    /// The span of `bytes` (non-empty, inside a buffer of `buffer_bytes`) with fragments of
-    /// `1 << shift` bytes. The buffer's last fragment may be short; covering up to the buffer's
-    /// end covers it fully.
+    /// The span of `bytes` (inside a buffer of `buffer_bytes`) with fragments of `1 << shift`
+    /// bytes. The buffer's last fragment may be short; covering up to the buffer's end covers
+    /// it fully. An empty range spans no fragment.
     pub(crate) fn of(bytes: Range<usize>, shift: u32, buffer_bytes: usize) -> FragmentSpan {
         let frag = 1usize << shift;
         let first = bytes.start >> shift;
+        if bytes.is_empty() {
+            return FragmentSpan {
+                frags: first..first,
+                first_partial: false,
+                last_partial: false,
+            };
+        }
         let last = (bytes.end - 1) >> shift;
         FragmentSpan {
             frags: first..last + 1,

@@ -149,6 +149,10 @@ impl RawBuffer {
         access: Access,
         reason: &Reason,
     ) -> Result<bool> {
+        // An empty range needs no bytes anywhere, and an empty buffer is never allocated.
+        if len == 0 {
+            return Ok(false);
+        }
         let mut inner = self.lock();
         let block = self.ensure_block(&mut inner, space)?;
         let plan = self.plan(&inner.table, start, len, space, access);

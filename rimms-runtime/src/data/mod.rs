@@ -91,7 +91,7 @@ fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)>
         Bound::Excluded(&e) => e,
         Bound::Unbounded => len,
     };
-    if start >= end || end > len {
+    if start > end || end > len {
         return Err(Error::OutOfBounds { start, end, len });
     }
     Ok((start, end - start))
@@ -99,11 +99,12 @@ fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)>
 
 impl<T: Pod> HeteData<T> {
     /// A buffer of `len` zeros. No memory is touched until a space uses it, and reading zeros
-    /// anywhere costs a fill there, never a transfer.
+    /// anywhere costs a fill there, never a transfer. An empty buffer (`len` 0) is valid: it
+    /// is never allocated anywhere, and every operation on it is a no-op.
     #[doc(alias = "hete_Malloc")]
     pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
-        if len == 0 || size == 0 {
+        if size == 0 {
             return Err(Error::EmptyBuffer {
                 type_name: type_name::<T>(),
             });
@@ -152,9 +153,9 @@ impl<T: Pod> HeteData<T> {
         self.len
     }
 
-    /// Always false: buffers have at least one element.
+    /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
-        false
+        self.len == 0
     }
 
     /// The whole buffer as a read-only view.
@@ -375,9 +376,9 @@ impl<'a, T: Pod> HeteSlice<'a, T> {
         self.len
     }
 
-    /// Always false: views have at least one element.
+    /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
-        false
+        self.len == 0
     }
 
     pub(crate) fn byte_range(&self) -> (usize, usize) {
@@ -387,6 +388,9 @@ impl<'a, T: Pod> HeteSlice<'a, T> {
     /// Reads on the host: syncs the fragments of this view first (or reads them in place in a
     /// host-mapped space that holds all of them).
     pub fn host(&self) -> Result<&'a [T]> {
+        if self.len == 0 {
+            return Ok(&[]);
+        }
         let (start, len) = self.byte_range();
         let space = self.raw.host_space(start, len, Access::Read)?;
         // SAFETY: the space's block holds the whole buffer, the range is inside it, `T` is Pod
@@ -449,9 +453,9 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         self.len
     }
 
-    /// Always false: views have at least one element.
+    /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
-        false
+        self.len == 0
     }
 
     /// Reads on the host.
@@ -475,6 +479,9 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     }
 
     pub(crate) fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
+        if self.len == 0 {
+            return Ok(&mut []);
+        }
         let (start, len) = self.as_slice().byte_range();
         let space = self.raw.host_space(start, len, access)?;
         Ok(self.host_slice_in(space))
@@ -487,6 +494,9 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         self,
         access: Access,
     ) -> Result<(&'a mut [T], Option<HostWrite<'a>>)> {
+        if self.len == 0 {
+            return Ok((&mut [], None));
+        }
         let (start, len) = self.as_slice().byte_range();
         let (space, owes_mark) = self.raw.host_acquire(start, len, access)?;
         let write = owes_mark.then_some(HostWrite {
@@ -500,7 +510,8 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 
     fn host_slice_in(self, space: SpaceId) -> &'a mut [T] {
         let (start, _) = self.as_slice().byte_range();
-        // SAFETY: `space` is host-addressable (the host or a host-mapped space, as
+        // SAFETY: the view is not empty (the callers return an empty slice first), `space` is
+        // host-addressable (the host or a host-mapped space, as
         // `host_acquire` returns) and holds this view's bytes after the acquire; the block
         // holds the whole buffer, `T` is Pod and the block is aligned to the pool granule
         // (checked at alloc to cover `T`). The exclusive borrow of the view for `'a` (and its
@@ -531,8 +542,11 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 
     fn into_slice_mut(self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'a, T>> {
         let (start, len) = resolve(range, self.len)?;
-        self.check_boundary(start)?;
-        self.check_boundary(start + len)?;
+        // An empty view shares no byte with any other, wherever it starts.
+        if len > 0 {
+            self.check_boundary(start)?;
+            self.check_boundary(start + len)?;
+        }
         Ok(HeteSliceMut::new(self.raw, self.start + start, len))
     }
 
@@ -545,14 +559,17 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     }
 
     fn into_split_at_mut(self, mid: usize) -> Result<(HeteSliceMut<'a, T>, HeteSliceMut<'a, T>)> {
-        if mid == 0 || mid >= self.len {
+        if mid > self.len {
             return Err(Error::OutOfBounds {
                 start: mid,
                 end: mid,
                 len: self.len,
             });
         }
-        self.check_boundary(mid)?;
+        // Splitting at either end leaves one side empty, which shares no byte with the other.
+        if mid != 0 && mid != self.len {
+            self.check_boundary(mid)?;
+        }
         Ok((
             HeteSliceMut::new(self.raw, self.start, mid),
             HeteSliceMut::new(self.raw, self.start + mid, self.len - mid),

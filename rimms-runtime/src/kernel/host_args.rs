@@ -40,12 +40,17 @@ impl<'k> HostArg<'k> {
             ArgBytes::Read(bytes) => bytes,
             ArgBytes::Write(bytes) => bytes,
         };
+        if bytes.is_empty() {
+            // Any empty slice will do; an empty one of bytes need not be aligned for `T`.
+            return Ok(&[]);
+        }
         bytemuck::try_cast_slice(bytes).map_err(|e| cast_error::<T>(name, e))
     }
 
     /// The argument as a mutable slice of `T`; an error for an argument the call only reads.
     pub fn into_slice_mut<T: Pod>(self) -> Result<&'k mut [T]> {
         match self.bytes {
+            ArgBytes::Write([]) => Ok(&mut []),
             ArgBytes::Write(bytes) => {
                 bytemuck::try_cast_slice_mut(bytes).map_err(|e| cast_error::<T>(self.name, e))
             }
@@ -90,7 +95,7 @@ fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
 /// The arguments of a call on a host-addressable device, as borrowed byte slices.
 ///
 /// # Safety
-/// Each `ptrs[i]` must address `len` bytes that were acquired for the call in a space the CPU
+/// Each `ptrs[i]` with a nonzero `len` must address `len` bytes that were acquired for the call in a space the CPU
 /// addresses, inside one live block, and stay so for `'k`; a written argument's bytes must be
 /// reachable through no other argument of the call and by nobody else for `'k`, and a read
 /// argument's bytes must not be written by anyone for `'k`. Dispatch upholds this: the buffers
@@ -99,7 +104,14 @@ fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
 /// shares their bytes), and `KernelArg` is not `Copy`, so one view cannot become two arguments.
 pub(crate) unsafe fn host_args<'k, const N: usize>(ptrs: [ArgPtr; N]) -> [HostArg<'k>; N] {
     ptrs.map(|p| {
-        let bytes = if p.writes {
+        // An empty argument may have no block at all (a null address): it gets an empty slice.
+        let bytes = if p.len == 0 {
+            if p.writes {
+                ArgBytes::Write(&mut [])
+            } else {
+                ArgBytes::Read(&[])
+            }
+        } else if p.writes {
             // SAFETY: exclusive for 'k and inside one live block, per this function's contract.
             ArgBytes::Write(unsafe { std::slice::from_raw_parts_mut(p.ptr, p.len) })
         } else {
