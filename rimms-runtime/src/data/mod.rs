@@ -270,7 +270,28 @@ impl<T: Pod> HeteData<T> {
     }
 
     /// Makes the contents zero without freeing memory or moving a byte: the frame-loop reuse
-    /// pattern.
+    /// pattern. Allocate a frame's buffers once, before the loop, and reset them at the start
+    /// of every frame: their blocks stay in every space that used them, so no frame pays for
+    /// an allocation or a free, and the zero mark keeps the last frame's bytes from ever being
+    /// read or copied. (`benches/frame_reuse.rs` measures it against allocating per frame.)
+    ///
+    /// ```
+    /// use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
+    ///
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// let n = 256;
+    /// let (mut pulse, mut spectrum) = (HeteData::alloc(&rt, n)?, HeteData::alloc(&rt, n)?);
+    /// for frame in 0..3 {
+    ///     pulse.reset();
+    ///     spectrum.reset();
+    ///     pulse.host_mut()?[frame] = Complex32::new(1.0, 0.0);
+    ///     rt.fft(Device::Sim(0), FftDirection::Forward, n, &pulse, &mut spectrum)?;
+    ///     assert!((spectrum.host()?[0].re - 1.0).abs() < 1e-6);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     #[doc(alias = "hete_Reset")]
     pub fn reset(&mut self) {
         self.raw.reset();
