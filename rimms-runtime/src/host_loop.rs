@@ -193,26 +193,26 @@ fn host_for_loop<'a, T: Pod>(
     })
 }
 
-impl<T: Pod> LoopWrite<T> for HeteData<T> {
-    fn __rimms_loop_write(
-        &mut self,
-        name: &'static str,
-        discard: bool,
-        range: &Range<usize>,
-    ) -> Result<LoopMut<'_, T>> {
-        host_for_loop(self.as_slice_mut(), name, discard, range)
-    }
+/// Managed buffers and their mutable views are synced for the loop; `$view` turns one into the
+/// view that covers it.
+macro_rules! managed_loop_write {
+    ($($ty:ty => $view:ident),* $(,)?) => {
+        $(
+            impl<T: Pod> LoopWrite<T> for $ty {
+                fn __rimms_loop_write(
+                    &mut self,
+                    name: &'static str,
+                    discard: bool,
+                    range: &Range<usize>,
+                ) -> Result<LoopMut<'_, T>> {
+                    host_for_loop(self.$view(), name, discard, range)
+                }
+            }
+        )*
+    };
 }
-impl<T: Pod> LoopWrite<T> for HeteSliceMut<'_, T> {
-    fn __rimms_loop_write(
-        &mut self,
-        name: &'static str,
-        discard: bool,
-        range: &Range<usize>,
-    ) -> Result<LoopMut<'_, T>> {
-        host_for_loop(self.reborrow(), name, discard, range)
-    }
-}
+
+managed_loop_write!(HeteData<T> => as_slice_mut, HeteSliceMut<'_, T> => reborrow);
 
 /// Plain slices, vectors and arrays are written in place; `discard` does not matter to them.
 macro_rules! plain_loop_write {
