@@ -330,3 +330,23 @@ fn resetting_a_view_zeroes_its_fragments_only() {
     let state = y.fragment_state(2).expect("fragment 2");
     assert!(state.zero && state.valid.contains(space(&rt, Device::Cpu)));
 }
+
+/// Two adjacent views of one buffer, passed as two arguments of one call, arrive on the device
+/// in one copy.
+#[test]
+fn adjacent_views_in_one_call_come_in_one_copy() {
+    let rt = runtime();
+    let n = 1024; // two 4 KiB fragments of Complex32
+    let x = HeteData::from_slice(&rt, &signal(n, 4)).expect("x");
+    let (lo, hi) = (x.slice(..n / 2).expect("lo"), x.slice(n / 2..).expect("hi"));
+    let mut out = HeteData::<Complex32>::alloc(&rt, n / 2).expect("out");
+    rt.zip(Device::Sim(0), ZipOp::Add, &lo, &hi, &mut out)
+        .expect("zip on sim0");
+    let s = rt.stats();
+    assert_eq!(s.copies("host", "sim0"), 1, "one copy of both halves");
+    assert_eq!(s.bytes("host", "sim0"), (n * 8) as u64);
+    assert_eq!(s.total_copies(), 1, "nothing else moved");
+    let values = signal(n, 4);
+    let want: Vec<Complex32> = (0..n / 2).map(|k| values[k] + values[k + n / 2]).collect();
+    assert_eq!(out.host().expect("out"), &want[..]);
+}

@@ -473,8 +473,16 @@ impl State {
                     self.model.decide(yi, dev, false),
                     self.model.decide(oi, dev, true),
                 );
-                self.model.apply(wx, xi, xs, olen, true, false);
-                self.model.apply(wy, yi, ys, olen, true, false);
+                // Two views of one buffer acquired in the same space that touch are planned
+                // as one range (one copy), as dispatch does.
+                let touch = xs <= ys + olen && ys <= xs + olen;
+                if xi == yi && wx == wy && touch {
+                    let (s, e) = (xs.min(ys), (xs + olen).max(ys + olen));
+                    self.model.apply(wx, xi, s, e - s, true, false);
+                } else {
+                    self.model.apply(wx, xi, xs, olen, true, false);
+                    self.model.apply(wy, yi, ys, olen, true, false);
+                }
                 self.model.bufs[oi].data[ostart..ostart + olen].copy_from_slice(&result);
                 self.model.apply(wo, oi, ostart, olen, false, true);
             }

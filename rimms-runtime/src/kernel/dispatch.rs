@@ -95,17 +95,19 @@ fn tracked<const N: usize>(
     // A hit is a call for which nothing moved or was filled.
     let mut hit = true;
     if missing != 0 {
-        for (i, arg) in args.iter().enumerate() {
-            if missing & (1 << i) == 0 {
-                continue;
-            }
+        let mut pending = missing;
+        while pending != 0 {
+            let i = pending.trailing_zeros() as usize;
+            let (bytes, merged) = joined_range(args, &spaces, pending, i);
+            pending &= !merged;
+            let arg = &args[i];
             let reason = Reason::Kernel {
                 api: api.name(),
                 arg: arg.name,
             };
-            let moved = arg
-                .raw
-                .acquire(arg.start, arg.len, spaces[i], arg.access, &reason)?;
+            let moved =
+                arg.raw
+                    .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)?;
             hit &= !moved;
         }
     }
@@ -140,6 +142,41 @@ fn tracked<const N: usize>(
     }
     shared.counters.record_call(api.index(), hit);
     outcome
+}
+
+/// The bytes argument `i` and the other arguments in `pending` that touch it (same buffer,
+/// same space, same access, adjacent or overlapping ranges) cover together, and the set of
+/// those arguments: adjacent views of one buffer passed to one call are acquired as one range,
+/// so they arrive in one copy rather than one per view.
+fn joined_range<const N: usize>(
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    pending: u32,
+    i: usize,
+) -> (std::ops::Range<usize>, u32) {
+    let first = &args[i];
+    let (mut bytes, mut merged) = (first.start..first.start + first.len, 1u32 << i);
+    let joins = |j: usize| {
+        let a = &args[j];
+        std::ptr::eq(a.raw, first.raw) && spaces[j] == spaces[i] && a.access == first.access
+    };
+    // Each pass may reach arguments the previous one made adjacent; at most N passes.
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for j in i + 1..N {
+            let a = &args[j];
+            if pending & !merged & (1 << j) == 0 || !joins(j) {
+                continue;
+            }
+            if a.start <= bytes.end && bytes.start <= a.start + a.len {
+                bytes = bytes.start.min(a.start)..bytes.end.max(a.start + a.len);
+                merged |= 1 << j;
+                grew = true;
+            }
+        }
+    }
+    (bytes, merged)
 }
 
 /// Marks every written argument failed in the space it was used in if dropped, which happens
