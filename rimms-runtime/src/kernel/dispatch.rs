@@ -164,8 +164,7 @@ fn joined_range<const N: usize>(
     let mut grew = true;
     while grew {
         grew = false;
-        for j in i + 1..N {
-            let a = &args[j];
+        for (j, a) in args.iter().enumerate().skip(i + 1) {
             if pending & !merged & (1 << j) == 0 || !joins(j) {
                 continue;
             }
