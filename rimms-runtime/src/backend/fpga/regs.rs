@@ -9,17 +9,23 @@
 //!
 //! Each write is preceded and each read followed by a full fence (as Linux's `writel` /
 //! `readl` carry barriers): data the CPU wrote to the u-dma-buf is visible before the register
-//! write that starts a DMA, and the emulator, which runs on another core and sees the page as
-//! ordinary shared memory, sees a block's writes in program order.
+//! write that starts a DMA.
+//!
+//! An emulated page (its block names a `bus_log`) also appends every write to the emulator's
+//! [`BusLog`], after storing it, so the emulator sees each write once and in order, as a block
+//! on the AXI bus would; a page file alone would only show the latest value of each register.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
 
+use super::buslog::{BusLog, BusWrite};
+use super::config::RegisterBlock;
 use super::fault::{file_error, FpgaFault};
 use crate::Result;
 
@@ -31,6 +37,8 @@ pub struct RegisterPage {
     offset: u64,
     map: MmapRaw,
     len: usize,
+    /// The emulator's bus and this page's tag on it.
+    bus: Option<(Arc<BusLog>, u16)>,
 }
 
 impl RegisterPage {
@@ -82,7 +90,17 @@ impl RegisterPage {
             offset,
             map,
             len,
+            bus: None,
         })
+    }
+
+    /// Maps the page a configured block names, with its bus log if it has one.
+    pub fn open_block(device: &str, block: &RegisterBlock) -> Result<Self> {
+        let mut page = Self::open(device, &block.path, block.offset, block.len)?;
+        if let Some(log) = &block.bus_log {
+            page.bus = Some((Arc::new(BusLog::open(device, log)?), block.bus_tag));
+        }
+        Ok(page)
     }
 
     /// The block's name, as used in errors.
@@ -143,6 +161,19 @@ impl RegisterPage {
         fence(Ordering::SeqCst);
         // SAFETY: as in `read32`.
         unsafe { p.write_volatile(value) };
+        if let Some((log, tag)) = &self.bus {
+            // `check` bounded `off` by the page length, which the configuration keeps far
+            // below 2^32.
+            let offset = u32::try_from(off).unwrap_or(u32::MAX);
+            log.append(
+                &self.device,
+                BusWrite {
+                    tag: *tag,
+                    offset,
+                    value,
+                },
+            )?;
+        }
         Ok(())
     }
 }
