@@ -27,6 +27,9 @@ pub enum FpgaSource {
 
 /// Environment variable naming a board configuration file for [`FpgaSource::from_env`].
 pub const BOARD_ENV: &str = "RIMMS_FPGA_BOARD";
+/// Environment variable that makes the emulator [`FpgaSource::from_env`] falls back to strict
+/// (`1`): every protocol violation fails the driver's call.
+pub const STRICT_ENV: &str = "RIMMS_FPGA_STRICT";
 
 impl FpgaSource {
     /// The board named by `RIMMS_FPGA_BOARD`, else the emulator with a ZCU102-like layout
@@ -39,12 +42,13 @@ impl FpgaSource {
         }
     }
 
-    /// The emulated board `from_env` falls back to.
+    /// The emulated board `from_env` falls back to: strict when `RIMMS_FPGA_STRICT=1`.
     pub fn default_layout() -> EmulatorLayout {
         let mut layout = EmulatorLayout::zcu102_like();
         for u in &mut layout.udmabufs {
             u.size = 64 << 20;
         }
+        layout.strict = std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1");
         layout
     }
 }
@@ -85,6 +89,11 @@ impl FpgaParts {
     /// The opened board.
     pub fn board(&self) -> &Arc<FpgaBoard> {
         &self.board
+    }
+
+    /// The emulator driving the board, when it is emulated (its violations, its trace).
+    pub fn emulator(&self) -> Option<&Emulator> {
+        self._emulator.as_ref().map(|(e, _)| e)
     }
 
     /// One backend per accelerator instance, in configuration order.

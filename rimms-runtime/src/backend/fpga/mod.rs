@@ -48,8 +48,10 @@ pub use board::{Accelerator, FpgaBoard};
 pub use config::{
     AccelKind, AcceleratorConfig, BoardConfig, FftConfigPath, RegisterBlock, UdmabufConfig,
 };
-pub use device::{FpgaParts, FpgaSource, BOARD_ENV};
-pub use emulator::{Emulator, EmulatorLayout, InjectedFault, Rule, SyncRecord, Violation};
+pub use device::{FpgaParts, FpgaSource, BOARD_ENV, STRICT_ENV};
+pub use emulator::{
+    Block, BusTrace, Emulator, EmulatorLayout, InjectedFault, Rule, SyncRecord, Violation,
+};
 pub use fault::FpgaFault;
 pub use fft_ip::FftIp;
 pub use regs::RegisterPage;

@@ -98,6 +98,13 @@ pub struct EmulatorLayout {
     /// Every DMA transfer takes at least this long, in microseconds (0: done as soon as seen).
     #[serde(default)]
     pub transfer_floor_us: u64,
+    /// How long a DMA soft reset takes, in microseconds (default 50).
+    #[serde(default = "default_reset_us")]
+    pub soft_reset_us: u64,
+}
+
+fn default_reset_us() -> u64 {
+    50
 }
 
 /// One emulated u-dma-buf.
@@ -175,6 +182,7 @@ impl EmulatorLayout {
             ],
             strict: false,
             transfer_floor_us: 0,
+            soft_reset_us: default_reset_us(),
         }
     }
 
@@ -270,6 +278,30 @@ pub enum Rule {
     ZipPacketLength,
 }
 
+/// Which register block of an accelerator a write went to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Block {
+    /// The AXI DMA.
+    Dma,
+    /// The core's control page (the FFT's config GPIO or register, the ZIP's registers).
+    Control,
+    /// The FFT's reset GPIO.
+    Reset,
+}
+
+/// One register write as the emulated bus delivered it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BusTrace {
+    /// The accelerator.
+    pub accel: String,
+    /// The block.
+    pub block: Block,
+    /// Byte offset in the block.
+    pub offset: u32,
+    /// The value written.
+    pub value: u32,
+}
+
 /// One protocol violation the emulator saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -299,6 +331,7 @@ pub(crate) struct Control {
     names: Vec<String>,
     pub(crate) strict: bool,
     violations: Mutex<Vec<Violation>>,
+    trace: Mutex<Vec<BusTrace>>,
     faults: Mutex<Vec<VecDeque<InjectedFault>>>,
     transfers: Vec<AtomicU64>,
     completions: Vec<AtomicU64>,
@@ -314,6 +347,7 @@ impl Control {
             names,
             strict,
             violations: Mutex::new(Vec::new()),
+            trace: Mutex::new(Vec::new()),
             faults: Mutex::new(vec![VecDeque::new(); n]),
             transfers: (0..n).map(|_| AtomicU64::new(0)).collect(),
             completions: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -333,6 +367,19 @@ impl Control {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(v);
+    }
+
+    pub(crate) fn trace(&self, idx: usize, block: Block, offset: u32, value: u32) {
+        let accel = self.names.get(idx).cloned().unwrap_or_default();
+        self.trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(BusTrace {
+                accel,
+                block,
+                offset,
+                value,
+            });
     }
 
     pub(crate) fn take_fault(&self, idx: usize) -> Option<InjectedFault> {
@@ -479,6 +526,32 @@ impl Emulator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Every register write the bus delivered since the last [`clear_trace`](Self::clear_trace),
+    /// in order (after settling).
+    pub fn bus_trace(&self) -> Vec<BusTrace> {
+        self.settle();
+        self.control
+            .trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Empties the bus trace and the violation list (after settling).
+    pub fn clear_trace(&self) {
+        self.settle();
+        self.control
+            .trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.control
+            .violations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// Whether violations fail the driver's calls.

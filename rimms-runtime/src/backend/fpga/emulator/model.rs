@@ -25,7 +25,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
 use rustfft::FftPlanner;
 
-use super::{cores, Control, EmulatorLayout, InjectedFault, Rule, SyncRecord};
+use super::{cores, Block, Control, EmulatorLayout, InjectedFault, Rule, SyncRecord};
 use crate::backend::fpga::axi_dma::{
     Channel, DmaErrorBit, DMACR_RESET, DMACR_RS, DMASR_ERR_IRQ, DMASR_ERR_MASK, DMASR_HALTED,
     DMASR_IDLE, DMASR_IOC_IRQ, DMASR_IRQ_MASK,
@@ -46,9 +46,6 @@ use crate::{Error, Result};
 const SPIN_POLLS: u32 = 64;
 /// Sleep between idle polls.
 const IDLE_SLEEP: Duration = Duration::from_micros(20);
-/// How long a soft reset takes (PG021: until in-flight transfers drain; a few clocks when
-/// idle). Long enough that a driver which does not wait for DMACR bit 2 to clear is caught.
-const RESET_TIME: Duration = Duration::from_micros(50);
 /// DMACR after reset (PG021): IRQThreshold = 1 in bits 23:16, bit 1 reads 1.
 pub(crate) const DMACR_RESET_VALUE: u32 = 0x0001_0002;
 /// Words per modelled cache line (64 bytes, the A53's).
@@ -335,6 +332,9 @@ pub(crate) struct Board {
     accels: Vec<AccelModel>,
     bus: BusLog,
     floor: Duration,
+    /// How long a soft reset takes (PG021: until in-flight transfers drain; a few clocks when
+    /// idle), long enough that a driver which does not wait for DMACR bit 2 to clear is caught.
+    reset_time: Duration,
 }
 
 impl Board {
@@ -440,6 +440,7 @@ impl Board {
                 accels,
                 bus,
                 floor: Duration::from_micros(layout.transfer_floor_us),
+                reset_time: Duration::from_micros(layout.soft_reset_us),
             },
             control,
         ))
@@ -459,7 +460,10 @@ impl Board {
                     continue;
                 };
                 a.advance(now, &mut self.mems, ctl);
-                a.write(page, off, w, now, &mut self.mems, ctl, self.floor);
+                let block = [Block::Dma, Block::Control, Block::Reset][page];
+                ctl.trace(ai, block, w.offset, w.value);
+                let timing = (self.floor, self.reset_time);
+                a.write(page, off, w, now, &mut self.mems, ctl, timing);
                 act = true;
             }
             act |= drain_syncs(&mut self.mems, ctl);
@@ -571,13 +575,13 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        floor: Duration,
+        timing: (Duration, Duration),
     ) {
         let v = w.value;
         match page {
             0 => {
                 self.dma.saw(off, v);
-                self.dma_write(off, v, now, mems, ctl, floor);
+                self.dma_write(off, v, now, mems, ctl, timing);
             }
             1 => {
                 self.ctrl.saw(off, v);
@@ -599,7 +603,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        floor: Duration,
+        (floor, reset_time): (Duration, Duration),
     ) {
         let (ch, reg) = if off >= Channel::S2mm.base() {
             (Channel::S2mm, off - Channel::S2mm.base())
@@ -632,7 +636,7 @@ impl AccelModel {
                         c.data = None;
                         c.stalled = false;
                     }
-                    self.resetting = Some(now + RESET_TIME);
+                    self.resetting = Some(now + reset_time);
                     for c in [Channel::Mm2s, Channel::S2mm] {
                         self.show(c);
                     }
