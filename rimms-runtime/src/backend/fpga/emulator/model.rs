@@ -971,9 +971,14 @@ fn fft_packet(f: &mut FftCore, input: &[u8], notes: &mut Vec<(Rule, String)>) ->
         let (n, fwd) = match f.frame {
             Some(fr) => fr,
             None => {
-                let word = f.queue.pop_front().unwrap_or(f.current);
-                f.current = word;
-                let fr = apply_config(word, notes);
+                // A queued word is reported once, when the core takes it.
+                let fr = match f.queue.pop_front() {
+                    Some(word) => {
+                        f.current = word;
+                        apply_config(word, notes)
+                    }
+                    None => apply_config(f.current, &mut Vec::new()),
+                };
                 f.frame = Some(fr);
                 fr
             }
@@ -983,7 +988,7 @@ fn fft_packet(f: &mut FftCore, input: &[u8], notes: &mut Vec<(Rule, String)>) ->
         f.buf.extend_from_slice(&rest[..take]);
         rest = &rest[take..];
         if f.buf.len() == n * 8 {
-            if !out.is_empty() || !rest.is_empty() {
+            if out.is_empty() && !rest.is_empty() {
                 notes.push((
                     Rule::FftFrameLength,
                     format!("an MM2S packet of {} bytes holds more than one {n}-point frame (event_tlast_missing)", input.len()),
