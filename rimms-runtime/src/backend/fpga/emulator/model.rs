@@ -1117,3 +1117,98 @@ fn record(memory: &str, class_dir: &Path, which: SyncFor, text: &str) -> Option<
         packed: true,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core() -> FftCore {
+        FftCore {
+            path: FftConfigPath::Gpio,
+            config_offset: 0,
+            gpio: [0; 4],
+            queue: VecDeque::new(),
+            current: POWER_ON_CONFIG,
+            frame: None,
+            buf: Vec::new(),
+            planner: FftPlanner::new(),
+        }
+    }
+
+    /// `n` complex points, the k-th = (k + 1, 0), as bytes.
+    fn ramp(n: usize) -> Vec<u8> {
+        (0..n)
+            .flat_map(|k| [(k + 1) as f32, 0.0])
+            .flat_map(f32::to_ne_bytes)
+            .collect()
+    }
+
+    fn first(bytes: &[u8]) -> (f32, f32) {
+        let f = |i: usize| f32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        (f(0), f(4))
+    }
+
+    #[test]
+    fn power_on_is_a_2048_point_forward_transform() {
+        let mut c = core();
+        let mut notes = Vec::new();
+        // Bin 0 of a forward or inverse unscaled FFT is the plain sum: 1 + 2 + … + N.
+        let out = fft_packet(&mut c, &ramp(2048), &mut notes);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].len(), 2048 * 8);
+        assert_eq!(first(&out[0]), ((2048 * 2049 / 2) as f32, 0.0));
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn config_words_queue_and_out_of_range_sizes_clamp() {
+        let mut c = core();
+        let mut notes = Vec::new();
+        // 0 (log2 N = 0: clamped to 8 points, inverse), then 12 (clamped to 2048, inverse),
+        // then 16 points forward: each frame takes the next word.
+        c.queue.extend([0, 12, 4 | CONFIG_FORWARD]);
+        let out = fft_packet(&mut c, &ramp(8), &mut notes);
+        assert_eq!((out.len(), out[0].len()), (1, 64));
+        // The 8-point inverse of the ramp: bin 1 = Σ (k+1) e^{+2πik/8} = -4 - 4·(1+√2)j.
+        let b1 = {
+            let f = |i: usize| {
+                f32::from_ne_bytes([out[0][i], out[0][i + 1], out[0][i + 2], out[0][i + 3]])
+            };
+            (f(8), f(12))
+        };
+        let want_im = -4.0 * (1.0 + 2f32.sqrt());
+        assert!(
+            (b1.0 + 4.0).abs() < 1e-4 && (b1.1 - want_im).abs() < 1e-4,
+            "{b1:?}"
+        );
+        let out = fft_packet(&mut c, &ramp(2048), &mut notes);
+        assert_eq!(out[0].len(), 2048 * 8);
+        let out = fft_packet(&mut c, &ramp(16), &mut notes);
+        assert_eq!((out[0].len(), first(&out[0])), (128, (136.0, 0.0)));
+        let rules: Vec<Rule> = notes.iter().map(|(r, _)| *r).collect();
+        assert_eq!(rules, [Rule::FftConfigClamped, Rule::FftConfigClamped]);
+        // With the queue empty the last word stays in force.
+        notes.clear();
+        let out = fft_packet(&mut c, &ramp(16), &mut notes);
+        assert_eq!(out[0].len(), 128);
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn short_and_long_packets_carry_into_the_next_frame() {
+        let mut c = core();
+        let mut notes = Vec::new();
+        c.queue.push_back(3 | CONFIG_FORWARD); // 8 points
+                                               // 5 points: no output, the frame waits for 3 more.
+        assert!(fft_packet(&mut c, &ramp(5), &mut notes).is_empty());
+        assert_eq!(notes.len(), 1);
+        // 11 more: completes the frame with the first 3 of them (1+2+3+4+5 + 1+2+3 = 21), then
+        // 8 points more make a second frame (4..=11: 60).
+        let out = fft_packet(&mut c, &ramp(11), &mut notes);
+        assert_eq!(out.len(), 2);
+        assert_eq!(first(&out[0]).0, 21.0);
+        assert_eq!(first(&out[1]).0, 60.0);
+        let rules: Vec<Rule> = notes.iter().map(|(r, _)| *r).collect();
+        assert_eq!(rules, [Rule::FftFrameLength, Rule::FftFrameLength]);
+    }
+}
