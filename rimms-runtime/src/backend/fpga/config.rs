@@ -149,6 +149,10 @@ pub struct RegisterBlock {
     /// Emulator only: this page's tag in the bus log.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bus_tag: u16,
+    /// Emulator with a timing model only: the modelled time of one register write and one
+    /// read, in nanoseconds; the driver waits that long on each access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_access_ns: Option<[u64; 2]>,
 }
 
 fn is_zero(v: &u16) -> bool {
@@ -164,6 +168,7 @@ impl RegisterBlock {
             len,
             bus_log: None,
             bus_tag: 0,
+            model_access_ns: None,
         }
     }
 }

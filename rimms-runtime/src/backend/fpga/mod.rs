@@ -48,7 +48,8 @@ pub use board::{Accelerator, FpgaBoard};
 pub use config::{
     AccelKind, AcceleratorConfig, BoardConfig, FftConfigPath, RegisterBlock, UdmabufConfig,
 };
-pub use device::{FpgaParts, FpgaSource, BOARD_ENV, STRICT_ENV};
+pub use device::{FpgaParts, FpgaSource, BOARD_ENV, STRICT_ENV, TIMING_ENV};
+pub use emulator::timing::TimingModel;
 pub use emulator::{
     Block, BusTrace, Emulator, EmulatorLayout, InjectedFault, Rule, SyncRecord, Violation,
 };

@@ -20,6 +20,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
@@ -39,6 +40,8 @@ pub struct RegisterPage {
     len: usize,
     /// The emulator's bus and this page's tag on it.
     bus: Option<(Arc<BusLog>, u16)>,
+    /// Modelled (write, read) access times, emulator with a timing model only.
+    model: Option<(Duration, Duration)>,
 }
 
 impl RegisterPage {
@@ -91,6 +94,7 @@ impl RegisterPage {
             map,
             len,
             bus: None,
+            model: None,
         })
     }
 
@@ -100,6 +104,9 @@ impl RegisterPage {
         if let Some(log) = &block.bus_log {
             page.bus = Some((Arc::new(BusLog::open(device, log)?), block.bus_tag));
         }
+        page.model = block
+            .model_access_ns
+            .map(|[w, r]| (Duration::from_nanos(w), Duration::from_nanos(r)));
         Ok(page)
     }
 
@@ -152,6 +159,9 @@ impl RegisterPage {
         // aligned and `off % 4 == 0`), and the mapping lives as long as `self`.
         let v = unsafe { p.read_volatile() };
         fence(Ordering::SeqCst);
+        if let Some((_, read)) = self.model {
+            spin_for(read);
+        }
         Ok(v)
     }
 
@@ -174,7 +184,18 @@ impl RegisterPage {
                 },
             )?;
         }
+        if let Some((write, _)) = self.model {
+            spin_for(write);
+        }
         Ok(())
+    }
+}
+
+/// Busy-waits `d`: modelled bus times are far below a sleep's granularity.
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
     }
 }
 

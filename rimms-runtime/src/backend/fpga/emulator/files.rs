@@ -157,6 +157,10 @@ pub(crate) fn create_without_config(dir: &Path, layout: &EmulatorLayout) -> Resu
             len: PAGE_BYTES,
             bus_log: Some(bus.clone()),
             bus_tag: u16::try_from(3 * i + page).unwrap_or(u16::MAX),
+            model_access_ns: layout
+                .timing
+                .as_ref()
+                .map(|t| [t.register_write_ns, t.register_read_ns]),
         };
         let fft = a.kind == AccelKind::Fft;
         let reset = if fft && !a.no_reset_gpio {

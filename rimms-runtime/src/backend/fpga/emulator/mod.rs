@@ -54,12 +54,16 @@
 //! ([`InjectedFault`]): an error bit on either channel, a core that swallows its input and never
 //! answers, a wrong received length.
 //!
+//! An optional [`timing::TimingModel`] makes transfers, register accesses and the runtime's
+//! host copies take modelled ZCU102 times.
+//!
 //! The emulator polls with atomic loads; when nothing happens it spins briefly, then sleeps
 //! ~20 µs between polls, so an idle emulator does not hold a core.
 
 mod cores;
 mod files;
 mod model;
+pub mod timing;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -80,7 +84,7 @@ fn default_timeout_ms() -> u64 {
 }
 
 /// What the emulator builds: its buffers and accelerator instances.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmulatorLayout {
     /// Poll timeout written into the generated board configuration.
@@ -101,6 +105,9 @@ pub struct EmulatorLayout {
     /// How long a DMA soft reset takes, in microseconds (default 50).
     #[serde(default = "default_reset_us")]
     pub soft_reset_us: u64,
+    /// A timing model: transfers, register accesses and host copies take the modelled time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<timing::TimingModel>,
 }
 
 fn default_reset_us() -> u64 {
@@ -183,6 +190,7 @@ impl EmulatorLayout {
             strict: false,
             transfer_floor_us: 0,
             soft_reset_us: default_reset_us(),
+            timing: None,
         }
     }
 

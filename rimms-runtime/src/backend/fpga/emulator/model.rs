@@ -25,6 +25,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
 use rustfft::FftPlanner;
 
+use super::timing::TimingModel;
 use super::{cores, Block, Control, EmulatorLayout, InjectedFault, Rule, SyncRecord};
 use crate::backend::fpga::axi_dma::{
     Channel, DmaErrorBit, DMACR_RESET, DMACR_RS, DMASR_ERR_IRQ, DMASR_ERR_MASK, DMASR_HALTED,
@@ -335,6 +336,7 @@ pub(crate) struct Board {
     /// How long a soft reset takes (PG021: until in-flight transfers drain; a few clocks when
     /// idle), long enough that a driver which does not wait for DMACR bit 2 to clear is caught.
     reset_time: Duration,
+    timing: Option<TimingModel>,
 }
 
 impl Board {
@@ -441,6 +443,7 @@ impl Board {
                 bus,
                 floor: Duration::from_micros(layout.transfer_floor_us),
                 reset_time: Duration::from_micros(layout.soft_reset_us),
+                timing: layout.timing.clone(),
             },
             control,
         ))
@@ -462,7 +465,7 @@ impl Board {
                 a.advance(now, &mut self.mems, ctl);
                 let block = [Block::Dma, Block::Control, Block::Reset][page];
                 ctl.trace(ai, block, w.offset, w.value);
-                let timing = (self.floor, self.reset_time);
+                let timing = (self.floor, self.reset_time, self.timing.as_ref());
                 a.write(page, off, w, now, &mut self.mems, ctl, timing);
                 act = true;
             }
@@ -489,6 +492,9 @@ impl Board {
         tracing::debug!("FPGA emulator stopped");
     }
 }
+
+/// The transfer floor, the soft-reset time and the timing model.
+type Timing<'a> = (Duration, Duration, Option<&'a TimingModel>);
 
 /// Offsets of a channel's registers, relative to its DMACR.
 const CR: usize = 0x00;
@@ -575,7 +581,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        timing: (Duration, Duration),
+        timing: Timing<'_>,
     ) {
         let v = w.value;
         match page {
@@ -603,7 +609,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        (floor, reset_time): (Duration, Duration),
+        (floor, reset_time, model): Timing<'_>,
     ) {
         let (ch, reg) = if off >= Channel::S2mm.base() {
             (Channel::S2mm, off - Channel::S2mm.base())
@@ -678,7 +684,7 @@ impl AccelModel {
                 };
                 c.addr_fresh = true;
             }
-            LENGTH => self.length_write(ch, v, now, mems, ctl, floor),
+            LENGTH => self.length_write(ch, v, now, mems, ctl, (floor, reset_time, model)),
             _ => {}
         }
     }
@@ -690,7 +696,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        floor: Duration,
+        timing: Timing<'_>,
     ) {
         let (status, busy, fresh, addr) = {
             let c = self.chan(ch);
@@ -751,7 +757,7 @@ impl AccelModel {
         }
         self.show(ch);
         if ch == Channel::Mm2s {
-            self.start_mm2s(addr, v, now, mems, ctl, floor);
+            self.start_mm2s(addr, v, now, mems, ctl, timing);
         }
     }
 
@@ -762,7 +768,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        floor: Duration,
+        (floor, _, model): Timing<'_>,
     ) {
         ctl.count_transfer(self.idx);
         let fault = ctl.take_fault(self.idx);
@@ -807,7 +813,11 @@ impl AccelModel {
             );
         }
         self.mm2s.data = Some((data, fault));
-        self.mm2s.due = Some(now + floor);
+        let modelled = model.map_or(Duration::ZERO, |m| match self.core {
+            Core::Fft(_) => m.fft_transfer(len as usize),
+            Core::Zip(_) => m.zip_transfer(len as usize),
+        });
+        self.mm2s.due = Some(now + floor.max(modelled));
     }
 
     fn complete_mm2s(&mut self, mems: &mut [Mem], ctl: &Control) {
