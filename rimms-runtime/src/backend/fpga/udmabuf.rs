@@ -26,6 +26,11 @@
 //! `sync_mode` then maps it uncached) and no maintenance is needed: the sync calls return at
 //! once. CPU access to an uncached mapping is much slower; that is the trade.
 //!
+//! Against the emulator (`sync_ack` in the configuration) each request is followed by a wait,
+//! bounded, for the emulator's acknowledgement in a small mapped counter file: a sysfs write
+//! returns once the kernel has done the maintenance, a FIFO write at once, and the emulator's
+//! cache model must have applied a request before the CPU or the DMA touches the range.
+//!
 //! Every write to a sysfs attribute opens it with `O_NONBLOCK`, which changes nothing for sysfs
 //! but makes a write to the emulator's FIFO attributes fail with a clear error, instead of
 //! blocking, when no emulator is running.

@@ -46,9 +46,12 @@
 //!   only once the maintenance is done; a FIFO write returns at once).
 //!
 //! In **strict** mode ([`EmulatorLayout::strict`], `RIMMS_FPGA_STRICT=1` for runtimes that
-//! start their own emulator) a violation also raises DMAIntErr on both channels of the
-//! accelerator, so the driver's call fails; otherwise it is logged as a warning. Either way
-//! [`Emulator::violations`] lists it.
+//! start their own emulator) a violation on an accelerator also raises DMAIntErr on both of its
+//! channels, so the driver's call fails; otherwise it is logged as a warning. Either way
+//! [`Emulator::violations`] lists it. A `sync_for_cpu` that drops uncleaned CPU writes belongs
+//! to no accelerator: it is listed and logged, never turned into a DMA error. A missing
+//! `sync_for_cpu` cannot be seen at all (the CPU's reads are invisible): it shows, as on a
+//! board, as stale data.
 //!
 //! Faults can be injected at run time, each for the next transfer of one accelerator
 //! ([`InjectedFault`]): an error bit on either channel, a core that swallows its input and never
