@@ -152,6 +152,25 @@ fn an_over_wide_length_is_an_error_not_a_mask() {
 }
 
 #[test]
+fn length_or_address_written_while_busy_is_caught() {
+    let mut layout = EmulatorLayout::zcu102_like();
+    // Slow transfers, so the second write surely lands while the first is in flight.
+    layout.transfer_floor_us = 50_000;
+    layout.poll_timeout_ms = 200;
+    let (_d, emu, board) = start(layout);
+    let a = board.accelerator("fft0").unwrap();
+    let r = a.dma().regs();
+    a.fft_ip().unwrap().write_config(0x108).unwrap();
+    r.write32(S2MM_DA, phys(a, OUT)).unwrap();
+    r.write32(S2MM_LENGTH, 2048).unwrap();
+    r.write32(MM2S_SA, phys(a, IN)).unwrap();
+    r.write32(MM2S_LENGTH, 2048).unwrap();
+    r.write32(MM2S_SA, phys(a, IN + 2048)).unwrap();
+    r.write32(MM2S_LENGTH, 2048).unwrap();
+    assert_eq!(rules(&emu), [Rule::AddressWhileBusy, Rule::LengthWhileBusy]);
+}
+
+#[test]
 fn rs_before_the_reset_completes_is_lost() {
     let mut layout = EmulatorLayout::zcu102_like();
     layout.strict = true;
