@@ -8,12 +8,10 @@
 //! <dir>/sys/class/u-dma-buf/<udmabuf>/       size, phys_addr, sync_mode, dma_coherent,
 //!                                            sync_offset, sync_size, sync_direction, sync_owner
 //!                                            (plain files), sync_for_cpu, sync_for_device (FIFOs)
-//! <dir>/regs/<accel>.dma, <accel>.ctrl       one 4 KiB page per control block
+//! <dir>/sys/class/u-dma-buf/<udmabuf>/rimms_emu_sync   the sync acknowledgement counters
+//! <dir>/regs/<accel>.dma, .ctrl, .reset      one 4 KiB page per register block
+//! <dir>/regs/bus.log                         the bus log every page write is appended to
 //! <dir>/board.toml                           the BoardConfig pointing at all of the above
-//! ```
-//!
-//! <dir>/regs/bus.log                        the bus log every page write is appended to
-//! <dir>/sys/.../<udmabuf>/rimms_emu_sync     the sync acknowledgement counters
 //! ```
 //!
 //! A thread (or, with [`run_standalone`], a whole process) replays the **bus log**
@@ -22,8 +20,8 @@
 //! hardware it names, and records each rule a driver breaks as a [`Violation`]:
 //!
 //! - **AXI DMA (PG021).** Reset values (DMACR `0x0001_0002`, DMASR Halted); a soft reset takes
-//!   time ([`RESET_TIME`](model)) and a write made before it finishes is lost; SA / DA and
-//!   LENGTH are latched when LENGTH is written, so an address written after it is not used; a
+//!   time ([`EmulatorLayout::soft_reset_us`]) and a write made before it finishes is lost;
+//!   SA / DA and LENGTH are latched when LENGTH is written, so an address written after it is not used; a
 //!   LENGTH while halted, zero, wider than 26 bits, or while the channel is busy, and an
 //!   unaligned address, are errors; S2MM must be armed (and re-armed for every transfer)
 //!   before MM2S starts, or the core's output is lost; error bits clear only on reset; S2MM
