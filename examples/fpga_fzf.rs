@@ -34,7 +34,8 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 /// The runtime version: the same code in baseline and tracked mode. `zip_on` is an FPGA ZIP
-/// core (one call per row, the core's limit is 4,096 elements) or the CPU (one call).
+/// core (one call per row: 2,048 complex elements, the 4,096 floats per input CEDR's core
+/// holds) or the CPU (one call).
 fn with_runtime(
     mode: ExecMode,
     zip_on: Device,

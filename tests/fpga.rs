@@ -24,9 +24,17 @@ const FFT1: Device = Device::Fpga(1);
 const ZIP0: Device = Device::Fpga(2);
 const UDMABUF: &str = "udmabuf0";
 
+/// The emulated board, strict: any register or cache-maintenance rule the driver breaks fails
+/// its call, so every passing test here also shows the driver broke none.
+fn strict_layout() -> rimms::backend::fpga::EmulatorLayout {
+    let mut layout = FpgaSource::default_layout();
+    layout.strict = true;
+    layout
+}
+
 fn runtime(mode: ExecMode) -> Runtime {
     Runtime::builder()
-        .fpga(FpgaSource::Emulated(FpgaSource::default_layout()))
+        .fpga(FpgaSource::Emulated(strict_layout()))
         .mode(mode)
         .build()
         .expect("runtime with an emulated board")
@@ -142,7 +150,7 @@ fn sizes_and_operations_the_cores_lack_are_refused_before_anything_moves() {
 #[test]
 fn an_accelerator_fault_is_reported_and_the_data_keeps_its_last_valid_copy() {
     let dir = tempfile::tempdir().expect("dir");
-    let emulator = Emulator::start(dir.path(), &FpgaSource::default_layout()).expect("emulator");
+    let emulator = Emulator::start(dir.path(), &strict_layout()).expect("emulator");
     let rt = Runtime::builder()
         .fpga(FpgaSource::Board(emulator.config().clone()))
         .build()
@@ -173,6 +181,11 @@ fn an_accelerator_fault_is_reported_and_the_data_keeps_its_last_valid_copy() {
     let want = dft_rows(&signal(LEN, 6), N, false);
     assert!(rel_error(x.host().expect("host"), &want) < 1e-4);
     drop((x, rt));
+    assert_eq!(
+        emulator.violations(),
+        vec![],
+        "an injected fault is no driver bug"
+    );
     emulator.stop();
 }
 
@@ -195,7 +208,7 @@ fn emulator_process() {
             stop.store(true, Ordering::Release);
         })
     };
-    run_standalone(&dir, &FpgaSource::default_layout(), &stop).expect("emulator");
+    run_standalone(&dir, &strict_layout(), &stop).expect("emulator");
     watcher.join().expect("watcher");
 }
 
@@ -284,7 +297,7 @@ fn placed_buffers_are_written_where_the_accelerator_reads_them_so_frames_copy_no
 fn zero_copy_puts_unplaced_host_and_cpu_data_in_the_u_dma_buf() {
     let build = |mode| {
         Runtime::builder()
-            .fpga(FpgaSource::Emulated(FpgaSource::default_layout()))
+            .fpga(FpgaSource::Emulated(strict_layout()))
             .mode(mode)
             .zero_copy(true)
             .build()

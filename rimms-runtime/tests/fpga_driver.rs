@@ -13,7 +13,7 @@ use rimms_runtime::backend::fpga::axi_dma::{
 use rimms_runtime::backend::fpga::zip_ip::{ZIP_OP_REG, ZIP_SIZE_REG};
 use rimms_runtime::backend::fpga::{
     Accelerator, Channel, DmaErrorBit, Emulator, EmulatorLayout, FpgaBoard, FpgaFault,
-    InjectedFault,
+    InjectedFault, Rule,
 };
 use rimms_runtime::{Complex32, Error, FftDirection, ZipOp};
 
@@ -68,11 +68,14 @@ fn reset_and_start_sequences_read_back_and_a_transfer_completes() {
     let (_dir, emu, board) = setup();
     let a = acc(&board, "fft0");
     let (dma, regs) = (a.dma(), a.dma().regs());
-    assert!(!dma.is_ready());
+    // Opening the board reset and started every engine.
+    assert!(dma.is_ready());
 
     dma.reset().unwrap();
-    assert_eq!(regs.read32(MM2S_DMACR).unwrap(), 0, "reset bit self-clears");
-    assert_eq!(regs.read32(S2MM_DMACR).unwrap(), 0);
+    assert!(!dma.is_ready());
+    // PG021's reset values: the reset bit self-clears, IRQThreshold = 1, bit 1 reads 1.
+    assert_eq!(regs.read32(MM2S_DMACR).unwrap(), 0x0001_0002);
+    assert_eq!(regs.read32(S2MM_DMACR).unwrap(), 0x0001_0002);
     assert_eq!(regs.read32(MM2S_DMASR).unwrap(), DMASR_HALTED);
     assert_eq!(regs.read32(S2MM_DMASR).unwrap(), DMASR_HALTED);
 
@@ -95,10 +98,18 @@ fn reset_and_start_sequences_read_back_and_a_transfer_completes() {
         8 * n as u32,
         "bytes received"
     );
+    // The config GPIO: the word on channel 2 (tdata), tvalid (channel 1) pulsed and released,
+    // both channels outputs.
+    let ctrl = a.control();
     assert_eq!(
-        a.control().read32(0).unwrap(),
+        ctrl.read32(0x08).unwrap(),
         0x108,
         "log2 256 = 8, forward in bit 8"
+    );
+    assert_eq!(ctrl.read32(0x00).unwrap(), 0, "tvalid released");
+    assert_eq!(
+        (ctrl.read32(0x04).unwrap(), ctrl.read32(0x0C).unwrap()),
+        (0, 0)
     );
     emu.settle();
     for sr in [MM2S_DMASR, S2MM_DMASR] {
@@ -308,7 +319,8 @@ fn requests_over_the_limits_are_refused_before_any_register_write() {
     rejected(f.fft(FftDirection::Forward, 2048, 1 << 20, 0, 0)); // past the buffer
     let staging = z.staging().unwrap();
     rejected(f.fft(FftDirection::Forward, 256, 1, 0, staging.start));
-    unsupported(z.zip(ZipOp::Mul, 4097, 0, 0x10000, 0x20000));
+    // CEDR's core holds 4,096 floats per input: 2,048 complex elements.
+    unsupported(z.zip(ZipOp::Mul, 2049, 0, 0x10000, 0x20000));
     unsupported(z.zip(ZipOp::Div, 16, 0, 128, 0x20000));
     unsupported(z.zip(ZipOp::MulConj, 16, 0, 128, 0x20000));
     unsupported(z.zip(ZipOp::Add, 0, 0, 128, 0x20000));
@@ -319,11 +331,13 @@ fn requests_over_the_limits_are_refused_before_any_register_write() {
     assert_eq!(emu.transfers("fft0").unwrap(), 0);
     assert_eq!(emu.transfers("zip0").unwrap(), 0);
     assert!(
-        !f.dma().is_ready() && !z.dma().is_ready(),
-        "not even a reset"
+        f.dma().is_ready() && z.dma().is_ready(),
+        "a refusal is no fault: no reset is due"
     );
+    assert_eq!(emu.violations(), vec![]);
     assert_eq!(f.check_fft(2048).ok(), Some(()));
-    assert_eq!(z.check_zip(ZipOp::Mul, 4096).ok(), Some(()));
+    assert_eq!(z.check_zip(ZipOp::Mul, 2048).ok(), Some(()));
+    assert!(z.check_zip(ZipOp::Mul, 2049).is_err());
 }
 
 #[test]
@@ -364,13 +378,26 @@ fn a_length_written_while_halted_or_zero_does_nothing() {
     assert_eq!(emu.transfers("zip0").unwrap(), 0);
     assert_eq!(sentinel_words(z, out, 8 * n), 2 * n);
 
-    // While a real transfer goes through.
+    // While a real transfer goes through (with the cache maintenance a driver owes).
+    z.memory().sync_for_device(input as usize, 256).unwrap();
+    z.memory().sync_for_device(out, 128).unwrap();
     dma.transfer(phys + input, 256, phys + out as u64, 128)
         .unwrap();
+    z.memory().sync_for_cpu(out, 128).unwrap();
     assert_eq!(emu.transfers("zip0").unwrap(), 1);
     let mut y = [0.0f32; 32];
     z.memory().read_f32(out, &mut y).unwrap();
     assert_eq!(y, [2.0; 32]);
+    // Each ignored write is a protocol violation the emulator recorded.
+    let rules: Vec<Rule> = emu.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(
+        rules,
+        [
+            Rule::LengthWhileHalted,
+            Rule::LengthWhileHalted,
+            Rule::ZeroLength
+        ]
+    );
 }
 
 #[test]
@@ -378,8 +405,8 @@ fn bad_addresses_and_small_buffers_raise_the_errors_hardware_would() {
     let (_dir, _emu, board) = setup();
     let f = acc(&board, "fft0");
     let phys = f.memory().phys_addr();
-    f.control().write32(0, 0x108).unwrap(); // 256-point forward
-                                            // A source outside every u-dma-buf decodes to nothing.
+    f.fft_ip().unwrap().write_config(0x108).unwrap(); // 256-point forward
+                                                      // A source outside every u-dma-buf decodes to nothing.
     match f.dma().transfer(0x1000_0000, 2048, phys, 2048) {
         Err(Error::Fpga {
             fault:

@@ -42,6 +42,7 @@ fn config(root: &Path, name: &str, sync: SyncMethod) -> UdmabufConfig {
         cache: CacheMode::Cached,
         sync,
         size: None,
+        sync_ack: false,
     }
 }
 
@@ -283,26 +284,16 @@ fn the_example_configuration_parses() {
     let cfg = BoardConfig::load(&example_path()).unwrap();
     assert_eq!(cfg.poll_timeout_ms, 200);
     assert_eq!(cfg.udmabufs.len(), 1);
-    assert_eq!(cfg.udmabufs[0].size, Some(4 << 20));
+    assert_eq!(cfg.udmabufs[0].size, Some(1 << 20));
     let kinds: Vec<_> = cfg
         .accelerators
         .iter()
         .map(|a| (a.kind, a.name.as_str()))
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            (AccelKind::Fft, "fft0"),
-            (AccelKind::Fft, "fft1"),
-            (AccelKind::Zip, "zip0"),
-            (AccelKind::Zip, "zip1")
-        ]
-    );
+    assert_eq!(kinds, [(AccelKind::Fft, "fft0"), (AccelKind::Fft, "fft1")]);
     assert_eq!(cfg.accelerators[0].dma.path, PathBuf::from("/dev/mem"));
-    assert_eq!(cfg.accelerators[0].dma.offset, 0xA000_0000);
-    assert_eq!(cfg.accelerators[3].control.offset, 0xA007_0000);
     assert_eq!(cfg.accelerators[0].fft_max_points(), 2048);
-    assert_eq!(cfg.accelerators[2].zip_max_elems(), 4096);
+    // The addresses themselves are checked against CEDR's in fpga_boards.rs.
 }
 
 #[test]

@@ -173,7 +173,7 @@ fn complex_zip_matches_the_formulas_on_both_input_paths() {
     let (_dir, emu, board) = setup(EmulatorLayout::zcu102_like());
     let z = board.accelerator("zip0").unwrap();
     let mut rng = Rng(7);
-    for (op, n) in [(ZipOp::Add, 1000), (ZipOp::Sub, 8), (ZipOp::Mul, 4096)] {
+    for (op, n) in [(ZipOp::Add, 1000), (ZipOp::Sub, 8), (ZipOp::Mul, 2048)] {
         let (xa, xb) = (rng.complex(n), rng.complex(n));
         let want: Vec<(f64, f64)> = xa
             .iter()

@@ -304,6 +304,11 @@ impl AxiDma {
         Ok(())
     }
 
+    /// Marks the engine as needing a reset before its next transfer.
+    pub fn mark_not_ready(&self) {
+        self.ready.store(false, Ordering::Release);
+    }
+
     /// Reset and start unless already done since the last fault.
     pub fn ensure_ready(&self) -> Result<()> {
         if !self.is_ready() {
@@ -410,14 +415,32 @@ impl AxiDma {
     }
 
     /// Waits until both channels report Idle with IOC set, failing at once on an error bit or
-    /// an unexpected Halted, and after the timeout otherwise.
+    /// an unexpected Halted on **either** channel (both are read on every poll, before either
+    /// is judged incomplete: an S2MM error while MM2S is still running is an S2MM error, not an
+    /// MM2S timeout), and after the timeout otherwise, naming the channel still pending and
+    /// both status words.
     fn wait_complete(&self) -> Result<()> {
-        let pending = Cell::new("the MM2S channel to complete (Idle + IOC)");
-        let what = || pending.get();
+        let last = Cell::new((0u32, 0u32));
+        let what = || {
+            let (m, s) = last.get();
+            let done = |sr: u32| sr & (DMASR_IDLE | DMASR_IOC_IRQ) == DMASR_IDLE | DMASR_IOC_IRQ;
+            let pending = match (done(m), done(s)) {
+                (false, false) => "both channels",
+                (false, true) => "the MM2S channel",
+                _ => "the S2MM channel",
+            };
+            format!(
+                "{pending} to complete (Idle + IOC; MM2S DMASR {m:#010x}, S2MM DMASR {s:#010x})"
+            )
+        };
         self.poll_until(&what, || {
-            for ch in [Channel::Mm2s, Channel::S2mm] {
-                let sr = self.status(ch)?;
+            let m = self.status(Channel::Mm2s)?;
+            let s = self.status(Channel::S2mm)?;
+            last.set((m, s));
+            for (ch, sr) in [(Channel::Mm2s, m), (Channel::S2mm, s)] {
                 self.check_error(ch, sr)?;
+            }
+            for (ch, sr) in [(Channel::Mm2s, m), (Channel::S2mm, s)] {
                 if sr & DMASR_HALTED != 0 {
                     return Err(FpgaFault::Halted {
                         channel: ch,
@@ -425,22 +448,16 @@ impl AxiDma {
                     }
                     .on(&self.name));
                 }
-                if sr & (DMASR_IDLE | DMASR_IOC_IRQ) != DMASR_IDLE | DMASR_IOC_IRQ {
-                    pending.set(match ch {
-                        Channel::Mm2s => "the MM2S channel to complete (Idle + IOC)",
-                        Channel::S2mm => "the S2MM channel to complete (Idle + IOC)",
-                    });
-                    return Ok(false);
-                }
             }
-            Ok(true)
+            let done = |sr: u32| sr & (DMASR_IDLE | DMASR_IOC_IRQ) == DMASR_IDLE | DMASR_IOC_IRQ;
+            Ok(done(m) && done(s))
         })
     }
 
     /// Polls `cond` until it holds, an error, or the timeout; `what` names the awaited event.
-    fn poll_until(
+    fn poll_until<W: ToString>(
         &self,
-        what: &dyn Fn() -> &'static str,
+        what: &dyn Fn() -> W,
         mut cond: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
         let start = Instant::now();
@@ -456,7 +473,7 @@ impl AxiDma {
                     return Ok(());
                 }
                 return Err(FpgaFault::Timeout {
-                    what: what().to_owned(),
+                    what: what().to_string(),
                     waited,
                 }
                 .on(&self.name));

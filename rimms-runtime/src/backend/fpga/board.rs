@@ -23,15 +23,17 @@
 //! - **ZIP staging.** The core wants input 0 and input 1 as one packet, so they must be
 //!   adjacent. When `b` starts exactly where `a` ends (the runtime can allocate them that way)
 //!   the DMA reads them in place. Otherwise the driver copies both into a **staging area it
-//!   owns**, at the top of the u-dma-buf, one per ZIP instance, `2 · max_elems · 8` bytes
-//!   (64 KiB at the default 4,096), and streams from there: a CPU copy of `16·n` bytes and one
+//!   owns**, at the top of the u-dma-buf, one per ZIP instance, `2 · max_floats · 4` bytes
+//!   (32 KiB at the default 4,096), and streams from there: a CPU copy of `16·n` bytes and one
 //!   more `sync_for_device`. The staging areas are not part of [`FpgaBoard::pool_range`], so the
 //!   runtime's allocator never hands them out, and ranges that overlap them are refused.
 //! - **Batched FFT.** The core streams one frame per packet, so a batch of `rows` transforms
 //!   is `rows` DMA round trips; the syncs cover the whole batch once.
 //!
 //! Each accelerator serialises its own calls (a mutex); different instances run in parallel.
-//! Faults leave the engine to be reset before the next call. On a fault in a batched FFT the
+//! Every engine is reset when the board is opened, and again before the first call after any
+//! fault or timeout: an FFT through its reset GPIO (core and DMA together, so no partial frame
+//! survives in the core), then the DMA's soft reset and start. On a fault in a batched FFT the
 //! rows before the failing one hold new results; all other outputs keep their previous bytes
 //! when the device wrote nothing.
 
@@ -83,8 +85,8 @@ pub struct Accelerator {
 }
 
 impl FpgaBoard {
-    /// Maps every u-dma-buf and register page of `cfg`. Writes no register: each engine is
-    /// reset and started on its first call (or by [`Accelerator::reset`]).
+    /// Maps every u-dma-buf and register page of `cfg`, then resets and starts every engine
+    /// (an FFT's core and DMA together through its reset GPIO).
     pub fn open(cfg: &BoardConfig) -> Result<Self> {
         cfg.validate("board configuration")?;
         let memories = cfg
@@ -100,15 +102,15 @@ impl FpgaBoard {
             let mi = memory_index(cfg, a)?;
             if a.kind == AccelKind::Zip {
                 let bytes = a
-                    .zip_max_elems()
-                    .checked_mul(16)
+                    .zip_max_floats()
+                    .checked_mul(8)
                     .map(|b| b.div_ceil(STAGING_ALIGN) * STAGING_ALIGN)
                     .filter(|&b| b < pool_end[mi])
                     .ok_or_else(|| {
                         Error::Config(format!(
-                            "accelerator {}: a staging area for {} elements does not fit in {} ({} bytes left)",
+                            "accelerator {}: a staging area for 2 x {} floats does not fit in {} ({} bytes left)",
                             a.name,
-                            a.zip_max_elems(),
+                            a.zip_max_floats(),
                             a.memory,
                             pool_end[mi]
                         ))
@@ -125,26 +127,28 @@ impl FpgaBoard {
         for (index, (a, staging)) in cfg.accelerators.iter().zip(staging).enumerate() {
             let mi = memory_index(cfg, a)?;
             let memory = Arc::clone(&memories[mi]);
-            let dma_regs = RegisterPage::open(
-                &format!("{} (AXI DMA)", a.name),
-                &a.dma.path,
-                a.dma.offset,
-                a.dma.len,
-            )?;
-            let ctrl = RegisterPage::open(
-                &format!("{} (control)", a.name),
-                &a.control.path,
-                a.control.offset,
-                a.control.len,
-            )?;
+            let dma_regs = RegisterPage::open_block(&format!("{} (AXI DMA)", a.name), &a.dma)?;
+            let ctrl = RegisterPage::open_block(&format!("{} (control)", a.name), &a.control)?;
             let core = match a.kind {
-                AccelKind::Fft => Core::Fft(FftIp::new(
-                    &a.name,
-                    ctrl,
-                    a.config_offset.unwrap_or(DEFAULT_CONFIG_OFFSET),
-                    a.fft_max_points(),
-                )),
-                AccelKind::Zip => Core::Zip(ZipIp::new(&a.name, ctrl, a.zip_max_elems())),
+                AccelKind::Fft => {
+                    let reset = a
+                        .reset
+                        .as_ref()
+                        .map(|r| RegisterPage::open_block(&format!("{} (reset GPIO)", a.name), r))
+                        .transpose()?;
+                    if reset.is_none() {
+                        tracing::warn!(accel = %a.name, "no reset GPIO configured: after a fault only the DMA is reset, and a partial frame may stay in the core");
+                    }
+                    Core::Fft(FftIp::new(
+                        &a.name,
+                        ctrl,
+                        a.fft_config_path(),
+                        a.config_offset.unwrap_or(DEFAULT_CONFIG_OFFSET),
+                        reset,
+                        a.fft_max_points(),
+                    ))
+                }
+                AccelKind::Zip => Core::Zip(ZipIp::new(&a.name, ctrl, a.zip_max_floats())),
             };
             accelerators.push(Accelerator {
                 index,
@@ -157,6 +161,9 @@ impl FpgaBoard {
                 memory,
                 busy: Mutex::new(()),
             });
+        }
+        for a in &accelerators {
+            a.reset()?;
         }
         tracing::info!(
             memories = memories.len(),
@@ -254,6 +261,14 @@ impl Accelerator {
         }
     }
 
+    /// The FFT core's driver, for an FFT instance (diagnostics and tests).
+    pub fn fft_ip(&self) -> Option<&FftIp> {
+        match &self.core {
+            Core::Fft(f) => Some(f),
+            Core::Zip(_) => None,
+        }
+    }
+
     /// Largest FFT, for an FFT instance.
     pub fn max_points(&self) -> Option<usize> {
         match &self.core {
@@ -275,11 +290,38 @@ impl Accelerator {
         self.staging.clone()
     }
 
-    /// Resets and starts the DMA engine now (otherwise the first call does it).
+    /// Resets core and DMA now (the board did at open; every call after a fault does).
     pub fn reset(&self) -> Result<()> {
         let _g = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        self.hard_reset()
+    }
+
+    /// The reset itself: an FFT's reset GPIO (core and DMA), then the DMA's soft reset, which
+    /// also waits until the DMA is out of reset, then run.
+    fn hard_reset(&self) -> Result<()> {
+        self.dma.mark_not_ready();
+        if let Core::Fft(f) = &self.core {
+            f.hard_reset()?;
+        }
         self.dma.reset()?;
         self.dma.start()
+    }
+
+    /// Resets the engine if a fault left it not ready. Called with `busy` held.
+    fn prepare(&self) -> Result<()> {
+        if self.dma.is_ready() {
+            return Ok(());
+        }
+        self.hard_reset()
+    }
+
+    /// Runs `op` on a ready engine; any failure leaves it to be reset before the next call.
+    fn run<T>(&self, op: impl FnOnce() -> Result<T>) -> Result<T> {
+        let r = self.prepare().and_then(|()| op());
+        if r.is_err() {
+            self.dma.mark_not_ready();
+        }
+        r
     }
 
     fn wrong_kind(&self, api: &'static str) -> Error {
@@ -383,7 +425,8 @@ impl Accelerator {
         }
         for r in 0..batch {
             let off = (r * row) as u64;
-            if let Err(e) = core.transform(&self.dma, dir, n, in_phys + off, out_phys + off) {
+            let one = || core.transform(&self.dma, dir, n, in_phys + off, out_phys + off);
+            if let Err(e) = self.run(one) {
                 tracing::warn!(accel = %self.name, row = r, batch, error = %e, "FFT failed");
                 // The device may have written part of the output: hand it back regardless.
                 let _ = self.memory.sync_for_cpu(output, total);
@@ -415,9 +458,10 @@ impl Accelerator {
         self.zip_f32(cop, floats, a, b, out)
     }
 
-    /// [`Accelerator::zip`] of any length: a ZIP longer than the core's buffer runs as
-    /// consecutive core-sized pieces. Element-wise work splits exactly, so only the operations
-    /// the core lacks are refused.
+    /// [`Accelerator::zip`] of any length: a ZIP longer than the core's capacity runs as
+    /// consecutive pieces of at most `max_floats` floats (`max_floats / 2` complex elements)
+    /// per input. Element-wise work splits exactly, so only the operations the core lacks are
+    /// refused.
     pub fn zip_in_pieces(&self, op: ZipOp, n: usize, a: usize, b: usize, out: usize) -> Result<()> {
         let piece = self.max_elems().unwrap_or(n).max(1);
         for start in (0..n).step_by(piece) {
@@ -471,7 +515,7 @@ impl Accelerator {
         if !(out_range.start >= in_range.start && out_range.end <= in_range.end) {
             self.memory.sync_for_device(out, bytes)?;
         }
-        let result = core.run(&self.dma, op, floats, in_phys, out_phys);
+        let result = self.run(|| core.run(&self.dma, op, floats, in_phys, out_phys));
         let back = self.memory.sync_for_cpu(out, bytes);
         result?;
         back

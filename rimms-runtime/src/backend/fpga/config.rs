@@ -23,8 +23,12 @@
 //! memory = "udmabuf0"              # the u-dma-buf its DMA reads and writes
 //! control = { path = "/dev/mem", offset = 0xA000_0000 }
 //! dma = { path = "/dev/mem", offset = 0xA001_0000 }
+//! reset = { path = "/dev/mem", offset = 0xA002_0000 }  # the FFT's reset GPIO
+//! fft_config = "gpio"              # gpio (CEDR's ZCU102 images) | register (fft_axi_config)
 //! max_points = 2048
 //! ```
+//!
+//! `docs/boards/` holds the files for CEDR's published ZCU102 images.
 //!
 //! Relative paths are taken from the configuration file's folder when it is loaded with
 //! [`BoardConfig::load`].
@@ -38,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use super::axi_dma::{DmaLimits, S2MM_LENGTH};
 use super::fft_ip::{FFT_MAX_POINTS, FFT_MIN_POINTS};
 use super::udmabuf::{CacheMode, SyncMethod};
-use super::zip_ip::{ZIP_DEFAULT_MAX_ELEMS, ZIP_OP_REG};
+use super::zip_ip::{ZIP_DEFAULT_MAX_FLOATS, ZIP_OP_REG};
 use crate::{Error, Result};
 
 /// What an accelerator instance computes.
@@ -116,6 +120,14 @@ pub struct UdmabufConfig {
     /// Expected size in bytes; when given, sysfs must agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// Emulator only: after each sync write, wait for the emulator's acknowledgement (a
+    /// board's sysfs write returns when the maintenance is done; the emulator's FIFO does not).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sync_ack: bool,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// Where one control block's registers are.
@@ -130,6 +142,48 @@ pub struct RegisterBlock {
     /// Bytes to map.
     #[serde(default = "default_page_len")]
     pub len: usize,
+    /// Emulator only: the bus log every write to this page is appended to
+    /// ([`super::buslog`]). A board has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus_log: Option<PathBuf>,
+    /// Emulator only: this page's tag in the bus log.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bus_tag: u16,
+    /// Emulator with a timing model only: the modelled time of one register write and one
+    /// read, in nanoseconds; the driver waits that long on each access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_access_ns: Option<[u64; 2]>,
+}
+
+fn is_zero(v: &u16) -> bool {
+    *v == 0
+}
+
+impl RegisterBlock {
+    /// A block of `len` bytes at `offset` in `path`, with no bus log.
+    pub fn new(path: impl Into<PathBuf>, offset: u64, len: usize) -> Self {
+        Self {
+            path: path.into(),
+            offset,
+            len,
+            bus_log: None,
+            bus_tag: 0,
+            model_access_ns: None,
+        }
+    }
+}
+
+/// How an FFT core's configuration channel (`s_axis_config`) is driven.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FftConfigPath {
+    /// An AXI GPIO (CEDR's ZCU102 images, `FFT_CONFIG_VIA_GPIO`): channel 1 (data 0x00, tri
+    /// 0x04) is `tvalid`, channel 2 (data 0x08, tri 0x0C) is `tdata`.
+    #[default]
+    Gpio,
+    /// A register that pushes the word when written (CEDR's `fft_axi_config` IP), at
+    /// `config_offset` in the control page.
+    Register,
 }
 
 /// One accelerator instance: a core and its AXI DMA.
@@ -146,15 +200,24 @@ pub struct AcceleratorConfig {
     pub control: RegisterBlock,
     /// The AXI DMA's register page.
     pub dma: RegisterBlock,
+    /// FFT only: the reset GPIO that resets the core together with its DMA (active low, on
+    /// channel 1). Strongly advised: without it a fault can leave a partial frame in the core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<RegisterBlock>,
+    /// FFT only: how the configuration word reaches the core (default `gpio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fft_config: Option<FftConfigPath>,
     /// FFT only: largest transform (power of two, 8..=2048; default 2048).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_points: Option<usize>,
-    /// FFT only: offset of the configuration register in the control page (default 0x00).
+    /// FFT only, `fft_config = "register"`: offset of the configuration register in the
+    /// control page (default 0x00).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_offset: Option<usize>,
-    /// ZIP only: most complex elements per call (default 4096).
+    /// ZIP only: the most floats per input the core holds (default 4096, CEDR's image). A
+    /// complex element is two floats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_elems: Option<usize>,
+    pub max_floats: Option<usize>,
     /// Width of the DMA's LENGTH field (8..=26, default 26).
     #[serde(default = "default_length_bits")]
     pub dma_length_bits: u32,
@@ -177,9 +240,14 @@ impl AcceleratorConfig {
         self.max_points.unwrap_or(FFT_MAX_POINTS)
     }
 
-    /// Largest ZIP in complex elements (default 4096).
-    pub fn zip_max_elems(&self) -> usize {
-        self.max_elems.unwrap_or(ZIP_DEFAULT_MAX_ELEMS)
+    /// Most floats per ZIP input (default 4096).
+    pub fn zip_max_floats(&self) -> usize {
+        self.max_floats.unwrap_or(ZIP_DEFAULT_MAX_FLOATS)
+    }
+
+    /// How the FFT configuration is written (default GPIO).
+    pub fn fft_config_path(&self) -> FftConfigPath {
+        self.fft_config.unwrap_or_default()
     }
 }
 
@@ -225,8 +293,15 @@ impl BoardConfig {
             fix(&mut u.sysfs_root);
         }
         for a in &mut self.accelerators {
-            fix(&mut a.control.path);
-            fix(&mut a.dma.path);
+            for block in [Some(&mut a.control), Some(&mut a.dma), a.reset.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                fix(&mut block.path);
+                if let Some(log) = &mut block.bus_log {
+                    fix(log);
+                }
+            }
         }
     }
 
@@ -284,7 +359,15 @@ impl BoardConfig {
                     format!("{} is not in 32..=64", a.dma_address_bits),
                 );
             }
-            for (k, block, min) in [("dma", &a.dma, S2MM_LENGTH + 4), ("control", &a.control, 4)] {
+            let blocks = [
+                ("dma", Some(&a.dma), S2MM_LENGTH + 4),
+                ("control", Some(&a.control), 4),
+                ("reset", a.reset.as_ref(), 8),
+            ];
+            for (k, block, min) in blocks
+                .into_iter()
+                .filter_map(|(k, b, m)| b.map(|b| (k, b, m)))
+            {
                 if block.len < min || block.len % 4 != 0 {
                     return bad(
                         format!("{}.len", key(k)),
@@ -294,8 +377,24 @@ impl BoardConfig {
             }
             match a.kind {
                 AccelKind::Fft => {
-                    if a.max_elems.is_some() {
-                        return bad(key("max_elems"), "applies to zip accelerators only".into());
+                    if a.max_floats.is_some() {
+                        return bad(key("max_floats"), "applies to zip accelerators only".into());
+                    }
+                    let gpio = a.fft_config_path() == FftConfigPath::Gpio;
+                    if gpio && a.config_offset.is_some() {
+                        return bad(
+                            key("config_offset"),
+                            "applies to fft_config = \"register\" only (the GPIO's registers are fixed)".into(),
+                        );
+                    }
+                    if gpio && a.control.len < 0x10 {
+                        return bad(
+                            key("control.len"),
+                            format!(
+                                "{} bytes cannot hold the config GPIO's registers (0x00..0x10)",
+                                a.control.len
+                            ),
+                        );
                     }
                     let n = a.fft_max_points();
                     if !n.is_power_of_two() || !(FFT_MIN_POINTS..=FFT_MAX_POINTS).contains(&n) {
@@ -318,15 +417,18 @@ impl BoardConfig {
                     if a.max_points.is_some() {
                         return bad(key("max_points"), "applies to fft accelerators only".into());
                     }
-                    if a.config_offset.is_some() {
-                        return bad(
-                            key("config_offset"),
-                            "applies to fft accelerators only".into(),
-                        );
+                    for (k, set) in [
+                        ("config_offset", a.config_offset.is_some()),
+                        ("fft_config", a.fft_config.is_some()),
+                        ("reset", a.reset.is_some()),
+                    ] {
+                        if set {
+                            return bad(key(k), "applies to fft accelerators only".into());
+                        }
                     }
-                    let n = a.zip_max_elems();
-                    if n == 0 || n > (1 << 24) {
-                        return bad(key("max_elems"), format!("{n} is not in 1..=16777216"));
+                    let n = a.zip_max_floats();
+                    if !(2..=(1 << 24)).contains(&n) {
+                        return bad(key("max_floats"), format!("{n} is not in 2..=16777216"));
                     }
                     if a.control.len < ZIP_OP_REG + 4 {
                         return bad(
@@ -369,7 +471,7 @@ mod tests {
         assert_eq!(c.udmabufs[0].sync, SyncMethod::Packed);
         let a = &c.accelerators[0];
         assert_eq!(
-            (a.kind, a.zip_max_elems(), a.dma.len),
+            (a.kind, a.zip_max_floats(), a.dma.len),
             (AccelKind::Zip, 4096, 4096)
         );
         assert_eq!(a.control.offset, 0xA002_0000);

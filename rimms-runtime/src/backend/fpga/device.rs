@@ -5,7 +5,9 @@
 
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
+use super::emulator::timing::TimingModel;
 use super::emulator::{Emulator, EmulatorLayout};
+use super::udmabuf::CacheMode;
 use crate::backend::{Backend, Executor, SpaceMemory, SpaceSpec};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
@@ -27,6 +29,12 @@ pub enum FpgaSource {
 
 /// Environment variable naming a board configuration file for [`FpgaSource::from_env`].
 pub const BOARD_ENV: &str = "RIMMS_FPGA_BOARD";
+/// Environment variable naming a timing model (`zcu102`) for the emulator
+/// [`FpgaSource::from_env`] falls back to: modelled transfer, register and host-copy times.
+pub const TIMING_ENV: &str = "RIMMS_FPGA_TIMING";
+/// Environment variable that makes the emulator [`FpgaSource::from_env`] falls back to strict
+/// (`1`): every protocol violation fails the driver's call.
+pub const STRICT_ENV: &str = "RIMMS_FPGA_STRICT";
 
 impl FpgaSource {
     /// The board named by `RIMMS_FPGA_BOARD`, else the emulator with a ZCU102-like layout
@@ -35,16 +43,28 @@ impl FpgaSource {
     pub fn from_env() -> Result<FpgaSource> {
         match std::env::var_os(BOARD_ENV) {
             Some(path) => Ok(FpgaSource::Board(BoardConfig::load(&PathBuf::from(path))?)),
-            None => Ok(FpgaSource::Emulated(Self::default_layout())),
+            None => {
+                let mut layout = Self::default_layout();
+                if let Some(name) = std::env::var_os(TIMING_ENV) {
+                    let name = name.to_string_lossy();
+                    layout.timing = Some(TimingModel::by_name(&name).ok_or_else(|| {
+                        Error::Config(format!(
+                            "{TIMING_ENV}={name}: no such timing model (known: zcu102)"
+                        ))
+                    })?);
+                }
+                Ok(FpgaSource::Emulated(layout))
+            }
         }
     }
 
-    /// The emulated board `from_env` falls back to.
+    /// The emulated board `from_env` falls back to: strict when `RIMMS_FPGA_STRICT=1`.
     pub fn default_layout() -> EmulatorLayout {
         let mut layout = EmulatorLayout::zcu102_like();
         for u in &mut layout.udmabufs {
             u.size = 64 << 20;
         }
+        layout.strict = std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1");
         layout
     }
 }
@@ -55,6 +75,7 @@ impl FpgaSource {
 pub struct FpgaParts {
     board: Arc<FpgaBoard>,
     _emulator: Option<(Emulator, tempfile::TempDir)>,
+    timing: Option<TimingModel>,
 }
 
 impl FpgaParts {
@@ -64,6 +85,7 @@ impl FpgaParts {
             FpgaSource::Board(config) => Ok(FpgaParts {
                 board: Arc::new(FpgaBoard::open(&config)?),
                 _emulator: None,
+                timing: None,
             }),
             FpgaSource::Emulated(layout) => {
                 let dir = tempfile::Builder::new()
@@ -77,6 +99,7 @@ impl FpgaParts {
                 Ok(FpgaParts {
                     board,
                     _emulator: Some((emulator, dir)),
+                    timing: layout.timing,
                 })
             }
         }
@@ -87,12 +110,18 @@ impl FpgaParts {
         &self.board
     }
 
+    /// The emulator driving the board, when it is emulated (its violations, its trace).
+    pub fn emulator(&self) -> Option<&Emulator> {
+        self._emulator.as_ref().map(|(e, _)| e)
+    }
+
     /// One backend per accelerator instance, in configuration order.
     pub(crate) fn backends(&self) -> Vec<FpgaDevice> {
         (0..self.board.accelerators().len())
             .map(|index| FpgaDevice {
                 index,
                 board: Arc::clone(&self.board),
+                timing: self.timing.clone(),
             })
             .collect()
     }
@@ -102,6 +131,8 @@ impl FpgaParts {
 pub(crate) struct FpgaDevice {
     index: usize,
     board: Arc<FpgaBoard>,
+    /// The emulator's timing model: host copies into the u-dma-buf run at its A53 memcpy speed.
+    timing: Option<TimingModel>,
 }
 
 impl FpgaDevice {
@@ -121,11 +152,19 @@ impl Backend for FpgaDevice {
         let memory = acc.memory();
         let name = memory.name().to_string();
         let range = self.board.pool_range(&name).unwrap_or(0..0);
+        // A CPU copy into memory the FPGA reads: Zynq-like bandwidth for ranking sources, or
+        // the timing model's A53 memcpy, then also enforced on every copy.
+        let link = self.timing.as_ref().map(|t| LinkModel {
+            latency: std::time::Duration::from_nanos(t.cpu_copy_latency_ns),
+            bytes_per_second: match memory.cache_mode() {
+                CacheMode::Cached => t.cpu_copy_cached_bps,
+                CacheMode::Uncached => t.cpu_copy_uncached_bps,
+            },
+        });
         Some(SpaceSpec {
             pool_bytes: range.len(),
-            // A CPU copy into memory the FPGA reads: Zynq-like bandwidth for ranking sources.
-            link: LinkModel::ZYNQ_HP,
-            simulate: false,
+            link: link.unwrap_or(LinkModel::ZYNQ_HP),
+            simulate: link.is_some(),
             fail_copies: false,
             host_mapped: true,
             memory: SpaceMemory::Mapped(MappedMemory {

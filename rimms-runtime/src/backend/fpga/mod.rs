@@ -18,6 +18,7 @@
 //!   one transform or one ZIP through the DMA.
 //! - [`config`]: the board configuration file (TOML) that names every device path, physical
 //!   offset and limit, so the same driver runs on a board and against the emulator.
+//! - [`buslog`]: the emulator's register bus, an ordered log of every register write.
 //! - [`emulator`]: a model of the AXI DMA and both cores over files that stand in for the
 //!   u-dma-buf device, its sysfs attributes and the register pages; a thread in tests, or a
 //!   separate process driven through the same files.
@@ -32,6 +33,7 @@
 
 pub mod axi_dma;
 pub mod board;
+pub mod buslog;
 pub mod config;
 mod device;
 pub mod emulator;
@@ -43,9 +45,14 @@ pub mod zip_ip;
 
 pub use axi_dma::{AxiDma, Channel, DmaErrorBit};
 pub use board::{Accelerator, FpgaBoard};
-pub use config::{AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig};
-pub use device::{FpgaParts, FpgaSource, BOARD_ENV};
-pub use emulator::{Emulator, EmulatorLayout, InjectedFault, SyncRecord};
+pub use config::{
+    AccelKind, AcceleratorConfig, BoardConfig, FftConfigPath, RegisterBlock, UdmabufConfig,
+};
+pub use device::{FpgaParts, FpgaSource, BOARD_ENV, STRICT_ENV, TIMING_ENV};
+pub use emulator::timing::TimingModel;
+pub use emulator::{
+    Block, BusTrace, Emulator, EmulatorLayout, InjectedFault, Rule, SyncRecord, Violation,
+};
 pub use fault::FpgaFault;
 pub use fft_ip::FftIp;
 pub use regs::RegisterPage;

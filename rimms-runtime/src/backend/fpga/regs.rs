@@ -9,17 +9,24 @@
 //!
 //! Each write is preceded and each read followed by a full fence (as Linux's `writel` /
 //! `readl` carry barriers): data the CPU wrote to the u-dma-buf is visible before the register
-//! write that starts a DMA, and the emulator, which runs on another core and sees the page as
-//! ordinary shared memory, sees a block's writes in program order.
+//! write that starts a DMA.
+//!
+//! An emulated page (its block names a `bus_log`) also appends every write to the emulator's
+//! [`BusLog`], after storing it, so the emulator sees each write once and in order, as a block
+//! on the AXI bus would; a page file alone would only show the latest value of each register.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
 
+use super::buslog::{BusLog, BusWrite};
+use super::config::RegisterBlock;
 use super::fault::{file_error, FpgaFault};
 use crate::Result;
 
@@ -31,6 +38,10 @@ pub struct RegisterPage {
     offset: u64,
     map: MmapRaw,
     len: usize,
+    /// The emulator's bus and this page's tag on it.
+    bus: Option<(Arc<BusLog>, u16)>,
+    /// Modelled (write, read) access times, emulator with a timing model only.
+    model: Option<(Duration, Duration)>,
 }
 
 impl RegisterPage {
@@ -82,7 +93,21 @@ impl RegisterPage {
             offset,
             map,
             len,
+            bus: None,
+            model: None,
         })
+    }
+
+    /// Maps the page a configured block names, with its bus log if it has one.
+    pub fn open_block(device: &str, block: &RegisterBlock) -> Result<Self> {
+        let mut page = Self::open(device, &block.path, block.offset, block.len)?;
+        if let Some(log) = &block.bus_log {
+            page.bus = Some((Arc::new(BusLog::open(device, log)?), block.bus_tag));
+        }
+        page.model = block
+            .model_access_ns
+            .map(|[w, r]| (Duration::from_nanos(w), Duration::from_nanos(r)));
+        Ok(page)
     }
 
     /// The block's name, as used in errors.
@@ -134,6 +159,9 @@ impl RegisterPage {
         // aligned and `off % 4 == 0`), and the mapping lives as long as `self`.
         let v = unsafe { p.read_volatile() };
         fence(Ordering::SeqCst);
+        if let Some((_, read)) = self.model {
+            spin_for(read);
+        }
         Ok(v)
     }
 
@@ -143,7 +171,31 @@ impl RegisterPage {
         fence(Ordering::SeqCst);
         // SAFETY: as in `read32`.
         unsafe { p.write_volatile(value) };
+        if let Some((log, tag)) = &self.bus {
+            // `check` bounded `off` by the page length, which the configuration keeps far
+            // below 2^32.
+            let offset = u32::try_from(off).unwrap_or(u32::MAX);
+            log.append(
+                &self.device,
+                BusWrite {
+                    tag: *tag,
+                    offset,
+                    value,
+                },
+            )?;
+        }
+        if let Some((write, _)) = self.model {
+            spin_for(write);
+        }
         Ok(())
+    }
+}
+
+/// Busy-waits `d`: modelled bus times are far below a sleep's granularity.
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
     }
 }
 

@@ -26,6 +26,11 @@
 //! `sync_mode` then maps it uncached) and no maintenance is needed: the sync calls return at
 //! once. CPU access to an uncached mapping is much slower; that is the trade.
 //!
+//! Against the emulator (`sync_ack` in the configuration) each request is followed by a wait,
+//! bounded, for the emulator's acknowledgement in a small mapped counter file: a sysfs write
+//! returns once the kernel has done the maintenance, a FIFO write at once, and the emulator's
+//! cache model must have applied a request before the CPU or the DMA touches the range.
+//!
 //! Every write to a sysfs attribute opens it with `O_NONBLOCK`, which changes nothing for sysfs
 //! but makes a write to the emulator's FIFO attributes fail with a clear error, instead of
 //! blocking, when no emulator is running.
@@ -41,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
@@ -116,6 +122,11 @@ impl SyncFor {
 
 /// The two sysfs class folders u-dma-buf has used, newest first.
 pub const CLASS_DIRS: [&str; 2] = ["class/u-dma-buf", "class/udmabuf"];
+
+/// The emulator's acknowledgement file in a buffer's sysfs folder.
+pub(crate) const ACK_FILE: &str = "rimms_emu_sync";
+/// How long a sync waits for the emulator's acknowledgement.
+const ACK_WAIT: Duration = Duration::from_secs(2);
 
 /// The packed sync format's widest size field.
 const PACKED_MAX_SIZE: u64 = 0xFFFF_FFF0;
@@ -202,8 +213,11 @@ pub struct Udmabuf {
     phys_addr: u64,
     cache: CacheMode,
     sync: SyncMethod,
-    /// Serialises the four writes of the attribute method.
+    /// Serialises the four writes of the attribute method, and a request with its
+    /// acknowledgement.
     attr_lock: Mutex<()>,
+    /// The emulator's `[requested, done]` counters, when the configuration asks to wait.
+    ack: Option<MmapRaw>,
     syncs_for_cpu: AtomicU64,
     syncs_for_device: AtomicU64,
 }
@@ -285,6 +299,25 @@ impl Udmabuf {
             .len(len)
             .map_raw(&file)
             .map_err(|e| file_error(name, &dev_path, format!("mmap of {len} bytes failed: {e}")))?;
+        let ack = if cfg.sync_ack {
+            let p = class_dir.join(ACK_FILE);
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&p)
+                .map_err(|e| file_error(name, &p, format!("cannot open: {e}")))?;
+            if f.metadata().map(|m| m.len()).unwrap_or(0) < 16 {
+                return Err(file_error(name, &p, "shorter than 16 bytes"));
+            }
+            Some(
+                MmapOptions::new()
+                    .len(16)
+                    .map_raw(&f)
+                    .map_err(|e| file_error(name, &p, format!("mmap failed: {e}")))?,
+            )
+        } else {
+            None
+        };
         tracing::debug!(device = name, len, phys_addr, "u-dma-buf mapped");
         Ok(Self {
             name: name.to_owned(),
@@ -296,6 +329,7 @@ impl Udmabuf {
             cache: cfg.cache,
             sync: cfg.sync,
             attr_lock: Mutex::new(()),
+            ack,
             syncs_for_cpu: AtomicU64::new(0),
             syncs_for_device: AtomicU64::new(0),
         })
@@ -394,6 +428,7 @@ impl Udmabuf {
             return Ok(());
         }
         let trigger = self.class_dir.join(which.attribute());
+        let _guard = self.attr_lock.lock().unwrap_or_else(|p| p.into_inner());
         let packed = if self.sync == SyncMethod::Packed {
             // Widen to 16-byte boundaries, never past the end of the buffer.
             let start = (offset & !15) as u64;
@@ -407,7 +442,6 @@ impl Udmabuf {
         match packed {
             Some(value) => write_attribute(&self.name, &trigger, &format!("{value:#018X}\n"))?,
             None => {
-                let _guard = self.attr_lock.lock().unwrap_or_else(|p| p.into_inner());
                 let dir_num = dir as u32;
                 write_attribute(
                     &self.name,
@@ -427,11 +461,42 @@ impl Udmabuf {
                 write_attribute(&self.name, &trigger, "1\n")?;
             }
         }
+        // Counted only once the request was written, so a failed write never leaves a ticket
+        // the emulator cannot answer; the lock keeps requests and tickets in the same order.
+        let ticket = self
+            .ack_word(0)
+            .map(|w| w.fetch_add(1, Ordering::AcqRel) + 1);
+        if let (Some(ticket), Some(done)) = (ticket, self.ack_word(1)) {
+            let start = Instant::now();
+            while done.load(Ordering::Acquire) < ticket {
+                if start.elapsed() > ACK_WAIT {
+                    return Err(file_error(
+                        &self.name,
+                        &trigger,
+                        format!(
+                            "the emulator did not acknowledge the {} request within {} ms",
+                            which.attribute(),
+                            ACK_WAIT.as_millis()
+                        ),
+                    ));
+                }
+                std::thread::yield_now();
+            }
+        }
         match which {
             SyncFor::Cpu => self.syncs_for_cpu.fetch_add(1, Ordering::Relaxed),
             SyncFor::Device => self.syncs_for_device.fetch_add(1, Ordering::Relaxed),
         };
         Ok(())
+    }
+
+    /// Word `i` (0 requested, 1 done) of the emulator's acknowledgement counters.
+    fn ack_word(&self, i: usize) -> Option<&AtomicU64> {
+        let map = self.ack.as_ref()?;
+        // SAFETY: the mapping is 16 bytes (checked at open), page aligned, so words 0 and 1 are
+        // in bounds and 8-byte aligned; every process maps the file and uses it only through
+        // these atomics.
+        Some(unsafe { AtomicU64::from_ptr(map.as_mut_ptr().add(8 * i.min(1)).cast::<u64>()) })
     }
 
     /// How many `sync_for_cpu` and `sync_for_device` requests this mapping has written.

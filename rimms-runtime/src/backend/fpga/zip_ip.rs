@@ -12,10 +12,11 @@
 //! the conjugate have no operation in the core and are [`Error::Unsupported`], so the runtime
 //! falls back to the CPU.
 //!
-//! Limits: DESIGN.md gives "at most 4,096 elements". This backend counts that limit (the
-//! `max_elems` key of the board configuration) in **complex elements**, the unit of the
-//! runtime's `zip` API, so the `size` register goes up to `2 · max_elems` floats (8,192 by
-//! default). A board whose core buffers fewer floats sets a smaller `max_elems`.
+//! Limits: CEDR's core holds 4,096 floats per input (`REQUIRED_BUFFER_SIZE = 4096*3*sizeof(float)`
+//! in CEDR's `zip.h`: two inputs and the output). The limit is counted in **floats**, the unit
+//! of the `size` register, because that is what overruns the core: the `max_floats` key of the
+//! board configuration (default 4,096), so at most 2,048 complex elements per call; longer ZIPs
+//! are cut into pieces of that size by the caller.
 
 use super::axi_dma::{AxiDma, Channel};
 use super::regs::RegisterPage;
@@ -25,8 +26,8 @@ use crate::{Error, Result, ZipOp};
 pub const ZIP_SIZE_REG: usize = 0x10;
 /// The operation register.
 pub const ZIP_OP_REG: usize = 0x18;
-/// Default `max_elems` (complex elements).
-pub const ZIP_DEFAULT_MAX_ELEMS: usize = 4096;
+/// Default `max_floats`: floats per input on CEDR's image.
+pub const ZIP_DEFAULT_MAX_FLOATS: usize = 4096;
 
 /// An operation of the core, with its register value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,27 +81,27 @@ impl ZipCoreOp {
 pub struct ZipIp {
     name: String,
     ctrl: RegisterPage,
-    max_elems: usize,
+    max_floats: usize,
 }
 
 impl ZipIp {
-    /// Wraps the core's control page; `max_elems` in complex elements.
-    pub fn new(name: &str, ctrl: RegisterPage, max_elems: usize) -> Self {
+    /// Wraps the core's control page; `max_floats` per input.
+    pub fn new(name: &str, ctrl: RegisterPage, max_floats: usize) -> Self {
         Self {
             name: name.to_owned(),
             ctrl,
-            max_elems,
+            max_floats,
         }
     }
 
-    /// The most complex elements per call.
+    /// The most complex elements per call (two floats each).
     pub fn max_elems(&self) -> usize {
-        self.max_elems
+        self.max_floats / 2
     }
 
-    /// The largest `size` register value (floats).
+    /// The largest `size` register value (floats per input).
     pub fn max_floats(&self) -> usize {
-        self.max_elems.saturating_mul(2)
+        self.max_floats
     }
 
     /// The control page.
@@ -114,9 +115,9 @@ impl ZipIp {
             "a ZIP of 0 floats".to_owned()
         } else if size_floats > self.max_floats() {
             format!(
-                "{size_floats} floats exceed the core's {} ({} complex elements)",
-                self.max_floats(),
-                self.max_elems
+                "{size_floats} floats per input exceed the core's {} ({} complex elements)",
+                self.max_floats,
+                self.max_elems()
             )
         } else if op == ZipCoreOp::ComplexMul && size_floats % 2 != 0 {
             format!("a complex multiply needs an even number of floats, not {size_floats}")
@@ -145,9 +146,7 @@ impl ZipIp {
         let out_bytes = size_floats * 4;
         dma.check_buffer(Channel::Mm2s, input, 2 * out_bytes)?;
         dma.check_buffer(Channel::S2mm, output, out_bytes)?;
-        dma.ensure_ready()?;
-        // `check` bounded size_floats by 2 · max_elems, far below 2^32 for any real core; a
-        // configuration that allows more is refused when the board is opened.
+        // `check` bounded size_floats by max_floats, which the configuration keeps below 2^24.
         self.ctrl.write32(ZIP_SIZE_REG, size_floats as u32)?;
         self.ctrl.write32(ZIP_OP_REG, op.code())?;
         dma.transfer(input, 2 * out_bytes, output, out_bytes)

@@ -6,9 +6,13 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::stat::Mode;
 
+use super::model::DMACR_RESET_VALUE;
 use super::EmulatorLayout;
-use crate::backend::fpga::axi_dma::{DMASR_HALTED, MM2S_DMASR, S2MM_DMASR};
-use crate::backend::fpga::config::{AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig};
+use crate::backend::fpga::axi_dma::{DMASR_HALTED, MM2S_DMACR, MM2S_DMASR, S2MM_DMACR, S2MM_DMASR};
+use crate::backend::fpga::buslog::BusLog;
+use crate::backend::fpga::config::{
+    AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig,
+};
 use crate::backend::fpga::udmabuf::CLASS_DIRS;
 use crate::{Error, Result};
 
@@ -16,6 +20,14 @@ use crate::{Error, Result};
 pub(crate) const CONFIG_FILE: &str = "board.toml";
 /// Bytes of one register page file.
 pub(crate) const PAGE_BYTES: usize = 4096;
+pub(crate) use crate::backend::fpga::udmabuf::ACK_FILE;
+/// The bus log's file name under `regs/`.
+const BUS_FILE: &str = "bus.log";
+
+/// The bus log of an emulator folder (every generated block names it).
+pub(crate) fn bus_path(dir: &Path) -> PathBuf {
+    dir.join("regs").join(BUS_FILE)
+}
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Config(format!("emulator: cannot {what} {}: {e}", path.display()))
@@ -33,11 +45,12 @@ pub(crate) fn class_dir(dir: &Path, name: &str, old: bool) -> PathBuf {
 }
 
 /// The register page files of an accelerator.
-pub(crate) fn page_paths(dir: &Path, accel: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn page_paths(dir: &Path, accel: &str) -> (PathBuf, PathBuf, PathBuf) {
     let regs = dir.join("regs");
     (
         regs.join(format!("{accel}.ctrl")),
         regs.join(format!("{accel}.dma")),
+        regs.join(format!("{accel}.reset")),
     )
 }
 
@@ -103,6 +116,8 @@ pub(crate) fn create_without_config(dir: &Path, layout: &EmulatorLayout) -> Resu
         ] {
             write(&class.join(attr), &format!("{value}\n"))?;
         }
+        let ack = class.join(ACK_FILE);
+        fs::write(&ack, [0u8; 16]).map_err(|e| io("write", &ack, e))?;
         for trigger in ["sync_for_cpu", "sync_for_device"] {
             let p = class.join(trigger);
             let _ = fs::remove_file(&p);
@@ -116,34 +131,63 @@ pub(crate) fn create_without_config(dir: &Path, layout: &EmulatorLayout) -> Resu
             cache: u.cache,
             sync: u.sync,
             size: Some(u.size as u64),
+            sync_ack: true,
         });
     }
 
+    let bus = bus_path(dir);
+    BusLog::create(&bus).map_err(|e| io("create", &bus, e))?;
     let mut accelerators = Vec::new();
-    for a in &layout.accelerators {
-        let (ctrl, dma) = page_paths(dir, &a.name);
+    for (i, a) in layout.accelerators.iter().enumerate() {
+        let (ctrl, dma, reset) = page_paths(dir, &a.name);
         write_page(&ctrl, &[])?;
         write_page(
             &dma,
-            &[(MM2S_DMASR, DMASR_HALTED), (S2MM_DMASR, DMASR_HALTED)],
+            &[
+                (MM2S_DMACR, DMACR_RESET_VALUE),
+                (S2MM_DMACR, DMACR_RESET_VALUE),
+                (MM2S_DMASR, DMASR_HALTED),
+                (S2MM_DMASR, DMASR_HALTED),
+            ],
         )?;
-        let block = |path: PathBuf| RegisterBlock {
+        // Tags: 3i the DMA, 3i + 1 the control page, 3i + 2 the reset GPIO.
+        let block = |path: PathBuf, page: usize| RegisterBlock {
             path,
             offset: 0,
             len: PAGE_BYTES,
+            bus_log: Some(bus.clone()),
+            bus_tag: u16::try_from(3 * i + page).unwrap_or(u16::MAX),
+            model_access_ns: layout
+                .timing
+                .as_ref()
+                .map(|t| [t.register_write_ns, t.register_read_ns]),
+        };
+        let fft = a.kind == AccelKind::Fft;
+        let reset = if fft && !a.no_reset_gpio {
+            write_page(&reset, &[(0, 1)])?;
+            Some(block(reset, 2))
+        } else {
+            None
         };
         accelerators.push(AcceleratorConfig {
             kind: a.kind,
             name: a.name.clone(),
             memory: a.memory.clone(),
-            control: block(ctrl),
-            dma: block(dma),
+            control: block(ctrl, 1),
+            dma: block(dma, 0),
+            reset,
+            fft_config: if fft { a.fft_config } else { None },
             max_points: a.max_points,
             config_offset: None,
-            max_elems: a.max_elems,
+            max_floats: a.max_floats,
             dma_length_bits: 26,
             dma_address_bits: 32,
         });
+    }
+    if layout.accelerators.len() > usize::from(u16::MAX) / 3 {
+        return Err(Error::Config(
+            "emulator: too many accelerators for the bus log's tags".to_owned(),
+        ));
     }
     let config = BoardConfig {
         poll_timeout_ms: layout.poll_timeout_ms,

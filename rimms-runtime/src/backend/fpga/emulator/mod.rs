@@ -8,37 +8,55 @@
 //! <dir>/sys/class/u-dma-buf/<udmabuf>/       size, phys_addr, sync_mode, dma_coherent,
 //!                                            sync_offset, sync_size, sync_direction, sync_owner
 //!                                            (plain files), sync_for_cpu, sync_for_device (FIFOs)
-//! <dir>/regs/<accel>.dma, <accel>.ctrl       one 4 KiB page per control block
+//! <dir>/sys/class/u-dma-buf/<udmabuf>/rimms_emu_sync   the sync acknowledgement counters
+//! <dir>/regs/<accel>.dma, .ctrl, .reset      one 4 KiB page per register block
+//! <dir>/regs/bus.log                         the bus log every page write is appended to
 //! <dir>/board.toml                           the BoardConfig pointing at all of the above
 //! ```
 //!
-//! A thread (or, with [`run_standalone`], a whole process) polls the register pages. When a
-//! LENGTH register is written it moves bytes as the DMA would: MM2S reads `LENGTH` bytes at SA,
-//! translated from the buffer's physical address into the buffer file, and feeds them to the
-//! core; the core's output goes to DA through S2MM; then Idle and IOC rise and S2MM LENGTH
-//! reads the bytes received. The FFT core reads its configuration word and the ZIP core its
-//! size and operation registers from the control page when a packet arrives. Soft reset,
-//! halted channels (a LENGTH write while halted does nothing), zero lengths, write-1-to-clear
-//! interrupt bits, error bits that only a reset clears, decode errors for addresses outside
-//! every buffer, and an S2MM buffer too small for the packet (internal error) are modelled.
+//! A thread (or, with [`run_standalone`], a whole process) replays the **bus log**
+//! ([`super::buslog`]): every register write the driver makes, once and in order, as the AXI bus
+//! delivers them on a board. The model holds every rule of DESIGN.md's FPGA section and of the
+//! hardware it names, and records each rule a driver breaks as a [`Violation`]:
+//!
+//! - **AXI DMA (PG021).** Reset values (DMACR `0x0001_0002`, DMASR Halted); a soft reset takes
+//!   time ([`EmulatorLayout::soft_reset_us`]) and a write made before it finishes is lost;
+//!   SA / DA and LENGTH are latched when LENGTH is written, so an address written after it is not used; a
+//!   LENGTH while halted, zero, wider than 26 bits, or while the channel is busy, and an
+//!   unaligned address, are errors; S2MM must be armed (and re-armed for every transfer)
+//!   before MM2S starts, or the core's output is lost; error bits clear only on reset; S2MM
+//!   LENGTH reads the bytes received.
+//! - **FFT core.** Its config channel is an AXI GPIO (tvalid on channel 1, tdata on channel 2;
+//!   a rising edge of tvalid with both channels driven pushes one word) or a config register,
+//!   as the board says; words queue and each frame takes one when it starts; log2 N outside
+//!   3..=11 is clamped; power-on config 2,048-point forward. Frames are assembled from the
+//!   stream: a packet shorter than N leaves its points in the core for the next packet (the
+//!   output shifts, as on hardware) and one longer than N spills into the next frame. The
+//!   reset GPIO (active low) resets core and DMA together; a DMA soft reset leaves the core's
+//!   partial frame in place.
+//! - **ZIP core.** One packet of exactly `2 · size` floats; `size` over the core's capacity is
+//!   an error.
+//! - **Caches.** A cached u-dma-buf has DRAM behind the CPU's view: CPU writes stay in the view
+//!   (dirty) until a `sync_for_device` covers them, the DMA reads and writes DRAM, and the CPU
+//!   keeps reading its stale view until a `sync_for_cpu` covers the range. A driver that forgets
+//!   a sync gets wrong data here as on the board. Every sync write is acknowledged through a
+//!   small mapped counter file, which the driver waits for (the board's sysfs write returns
+//!   only once the maintenance is done; a FIFO write returns at once).
+//!
+//! In **strict** mode ([`EmulatorLayout::strict`], `RIMMS_FPGA_STRICT=1` for runtimes that
+//! start their own emulator) a violation on an accelerator also raises DMAIntErr on both of its
+//! channels, so the driver's call fails; otherwise it is logged as a warning. Either way
+//! [`Emulator::violations`] lists it. A `sync_for_cpu` that drops uncleaned CPU writes belongs
+//! to no accelerator: it is listed and logged, never turned into a DMA error. A missing
+//! `sync_for_cpu` cannot be seen at all (the CPU's reads are invisible): it shows, as on a
+//! board, as stale data.
 //!
 //! Faults can be injected at run time, each for the next transfer of one accelerator
 //! ([`InjectedFault`]): an error bit on either channel, a core that swallows its input and never
-//! answers, a wrong received length. Writes to the sync attributes are accepted and logged
-//! ([`SyncRecord`]); the trigger attributes are FIFOs, so every write is seen once, in order.
+//! answers, a wrong received length.
 //!
-//! Differences from hardware that a driver could notice, all forced by the registers being
-//! ordinary shared memory (a write that stores the value already there is invisible):
-//!
-//! - MM2S LENGTH reads 0 once the emulator has seen the write (PG021: the written value); a
-//!   halted-channel S2MM LENGTH write also reads back 0.
-//! - S2MM's DA and LENGTH are taken as they stand when the MM2S transfer starts, unless a new
-//!   S2MM LENGTH write was seen before; so the S2MM registers must be programmed before MM2S (the
-//!   driver does; on hardware the other order works too).
-//! - A write-1-to-clear store to DMASR is visible, until the emulator answers it, as the value
-//!   written (e.g. `0x1000`); the driver only acts on Idle and IOC seen together, which such a
-//!   value never shows.
-//! - A soft reset also drops a packet the core holds (a hung core recovers).
+//! An optional [`timing::TimingModel`] makes transfers, register accesses and the runtime's
+//! host copies take modelled ZCU102 times.
 //!
 //! The emulator polls with atomic loads; when nothing happens it spins briefly, then sleeps
 //! ~20 µs between polls, so an idle emulator does not hold a core.
@@ -46,6 +64,7 @@
 mod cores;
 mod files;
 mod model;
+pub mod timing;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -57,7 +76,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::axi_dma::{Channel, DmaErrorBit};
-use super::config::{AccelKind, BoardConfig};
+use super::config::{AccelKind, BoardConfig, FftConfigPath};
 use super::udmabuf::{CacheMode, SyncDirection, SyncFor, SyncMethod};
 use crate::{Error, Result};
 
@@ -66,7 +85,7 @@ fn default_timeout_ms() -> u64 {
 }
 
 /// What the emulator builds: its buffers and accelerator instances.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmulatorLayout {
     /// Poll timeout written into the generated board configuration.
@@ -78,6 +97,22 @@ pub struct EmulatorLayout {
     /// The accelerator instances (`[[accelerator]]`).
     #[serde(rename = "accelerator", default)]
     pub accelerators: Vec<EmuAccelerator>,
+    /// Every protocol violation also fails the driver's call (DMAIntErr on both channels).
+    #[serde(default)]
+    pub strict: bool,
+    /// Every DMA transfer takes at least this long, in microseconds (0: done as soon as seen).
+    #[serde(default)]
+    pub transfer_floor_us: u64,
+    /// How long a DMA soft reset takes, in microseconds (default 50).
+    #[serde(default = "default_reset_us")]
+    pub soft_reset_us: u64,
+    /// A timing model: transfers, register accesses and host copies take the modelled time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<timing::TimingModel>,
+}
+
+fn default_reset_us() -> u64 {
+    50
 }
 
 /// One emulated u-dma-buf.
@@ -114,9 +149,15 @@ pub struct EmuAccelerator {
     /// FFT: largest transform in the generated configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_points: Option<usize>,
-    /// ZIP: most complex elements in the generated configuration.
+    /// ZIP: most floats per input (the core's capacity; default 4,096).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_elems: Option<usize>,
+    pub max_floats: Option<usize>,
+    /// FFT: how its config channel is driven (default GPIO, as on CEDR's ZCU102 images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fft_config: Option<FftConfigPath>,
+    /// FFT: no reset GPIO in the generated configuration (default: one, as on CEDR's images).
+    #[serde(default)]
+    pub no_reset_gpio: bool,
 }
 
 impl EmulatorLayout {
@@ -127,7 +168,9 @@ impl EmulatorLayout {
             name: name.to_owned(),
             memory: "udmabuf0".to_owned(),
             max_points: None,
-            max_elems: None,
+            max_floats: None,
+            fft_config: None,
+            no_reset_gpio: false,
         };
         Self {
             poll_timeout_ms: default_timeout_ms(),
@@ -145,6 +188,10 @@ impl EmulatorLayout {
                 acc(AccelKind::Zip, "zip0"),
                 acc(AccelKind::Zip, "zip1"),
             ],
+            strict: false,
+            transfer_floor_us: 0,
+            soft_reset_us: default_reset_us(),
+            timing: None,
         }
     }
 
@@ -198,10 +245,102 @@ pub struct SyncRecord {
     pub packed: bool,
 }
 
+/// A rule of the hardware that a driver broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Rule {
+    /// A DMA register written during a soft reset or while the reset GPIO holds the DMA.
+    WriteDuringReset,
+    /// LENGTH written while the channel is halted.
+    LengthWhileHalted,
+    /// LENGTH written as 0.
+    ZeroLength,
+    /// LENGTH wider than the 26-bit field.
+    LengthTooWide,
+    /// LENGTH written while the channel's previous transfer is in flight.
+    LengthWhileBusy,
+    /// An address written while a transfer is in flight (not used for it).
+    AddressWhileBusy,
+    /// LENGTH written with no address written since the last transfer (LENGTH before address).
+    AddressNotProgrammed,
+    /// A transfer address not 8-byte aligned.
+    UnalignedAddress,
+    /// MM2S started with S2MM not armed: MM2S before S2MM, or S2MM not re-armed.
+    OutputWithoutS2mm,
+    /// The DMA read memory the CPU had written and not cleaned (a missing `sync_for_device`).
+    MissingSyncForDevice,
+    /// A `sync_for_cpu` dropped CPU writes that were never cleaned.
+    CpuWritesDiscarded,
+    /// A value other than 0 / 1 written to the FFT config GPIO's tvalid channel.
+    FftConfigWrongChannel,
+    /// tvalid raised while a config GPIO channel was still an input.
+    FftConfigNotDriven,
+    /// A config word's log2 N outside the core's range (clamped).
+    FftConfigClamped,
+    /// An MM2S packet that does not end on an FFT frame boundary.
+    FftFrameLength,
+    /// A reset GPIO written while it is an input.
+    ResetNotDriven,
+    /// A ZIP size of 0 or over the core's capacity.
+    ZipOverCapacity,
+    /// A ZIP packet not exactly `2 · size` floats.
+    ZipPacketLength,
+}
+
+/// Which register block of an accelerator a write went to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Block {
+    /// The AXI DMA.
+    Dma,
+    /// The core's control page (the FFT's config GPIO or register, the ZIP's registers).
+    Control,
+    /// The FFT's reset GPIO.
+    Reset,
+}
+
+/// One register write as the emulated bus delivered it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BusTrace {
+    /// The accelerator.
+    pub accel: String,
+    /// The block.
+    pub block: Block,
+    /// Byte offset in the block.
+    pub offset: u32,
+    /// The value written.
+    pub value: u32,
+}
+
+/// One protocol violation the emulator saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The accelerator it happened on (`None` for a u-dma-buf's cache maintenance).
+    pub accel: Option<String>,
+    /// The rule broken.
+    pub rule: Rule,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {:?}: {}",
+            self.accel.as_deref().unwrap_or("u-dma-buf"),
+            self.rule,
+            self.detail
+        )
+    }
+}
+
 /// State shared between the emulator thread and its handle.
 #[derive(Debug)]
 pub(crate) struct Control {
     names: Vec<String>,
+    pub(crate) strict: bool,
+    violations: Mutex<Vec<Violation>>,
+    trace: Mutex<Vec<BusTrace>>,
     faults: Mutex<Vec<VecDeque<InjectedFault>>>,
     transfers: Vec<AtomicU64>,
     completions: Vec<AtomicU64>,
@@ -211,16 +350,45 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    fn new(names: Vec<String>) -> Self {
+    fn new(names: Vec<String>, strict: bool) -> Self {
         let n = names.len();
         Self {
             names,
+            strict,
+            violations: Mutex::new(Vec::new()),
+            trace: Mutex::new(Vec::new()),
             faults: Mutex::new(vec![VecDeque::new(); n]),
             transfers: (0..n).map(|_| AtomicU64::new(0)).collect(),
             completions: (0..n).map(|_| AtomicU64::new(0)).collect(),
             sync_log: Mutex::new(Vec::new()),
             epoch: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn violate(&self, accel: Option<usize>, rule: Rule, detail: String) {
+        let v = Violation {
+            accel: accel.and_then(|i| self.names.get(i).cloned()),
+            rule,
+            detail,
+        };
+        tracing::warn!(violation = %v, strict = self.strict, "FPGA emulator: protocol violation");
+        self.violations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(v);
+    }
+
+    pub(crate) fn trace(&self, idx: usize, block: Block, offset: u32, value: u32) {
+        let accel = self.names.get(idx).cloned().unwrap_or_default();
+        self.trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(BusTrace {
+                accel,
+                block,
+                offset,
+                value,
+            });
     }
 
     pub(crate) fn take_fault(&self, idx: usize) -> Option<InjectedFault> {
@@ -276,7 +444,7 @@ impl Emulator {
     /// there are replaced), writes `dir/board.toml`, and starts the model on a thread.
     pub fn start(dir: &Path, layout: &EmulatorLayout) -> Result<Self> {
         let config = files::create_without_config(dir, layout)?;
-        let (model, control) = model::Board::open(&config, layout)?;
+        let (model, control) = model::Board::open(dir, &config, layout)?;
         files::write_config(dir, &config)?;
         let control = Arc::new(control);
         let stop = Arc::new(AtomicBool::new(false));
@@ -359,6 +527,47 @@ impl Emulator {
             .clone()
     }
 
+    /// The protocol violations seen so far, in order (after settling).
+    pub fn violations(&self) -> Vec<Violation> {
+        self.settle();
+        self.control
+            .violations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Every register write the bus delivered since the last [`clear_trace`](Self::clear_trace),
+    /// in order (after settling).
+    pub fn bus_trace(&self) -> Vec<BusTrace> {
+        self.settle();
+        self.control
+            .trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Empties the bus trace and the violation list (after settling).
+    pub fn clear_trace(&self) {
+        self.settle();
+        self.control
+            .trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.control
+            .violations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Whether violations fail the driver's calls.
+    pub fn is_strict(&self) -> bool {
+        self.control.strict
+    }
+
     /// Empties the sync log (after settling).
     pub fn clear_sync_log(&self) {
         self.settle();
@@ -392,10 +601,10 @@ impl Drop for Emulator {
 /// emulator process (`rimms fpga-emu`). Creates the files for `layout` under `dir` and writes
 /// `dir/board.toml` last (atomically), so another process can wait for that file and then open
 /// the board with [`super::FpgaBoard::open`] as it would open real hardware. Fault injection is
-/// not available this way.
+/// not available this way; violations are logged as warnings (and fail calls in strict mode).
 pub fn run_standalone(dir: &Path, layout: &EmulatorLayout, stop: &AtomicBool) -> Result<()> {
     let config = files::create_without_config(dir, layout)?;
-    let (model, control) = model::Board::open(&config, layout)?;
+    let (model, control) = model::Board::open(dir, &config, layout)?;
     files::write_config(dir, &config)?;
     tracing::info!(dir = %dir.display(), "standalone FPGA emulator running");
     model.run(&control, stop);
