@@ -44,6 +44,8 @@ pub mod kernels;
 mod lanes;
 pub mod memory;
 pub mod probe;
+#[cfg(test)]
+mod sim_streams;
 mod staging;
 
 pub use baseline::{run_baseline, BaselineAlloc};
