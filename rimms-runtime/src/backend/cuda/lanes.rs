@@ -170,6 +170,7 @@ impl<S: Streams> Lanes<S> {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn model(&self) -> &S {
         &self.model
     }
