@@ -58,15 +58,15 @@ pub enum Probe {
     NoGpu(String),
 }
 
-/// Which CUDA libraries can be opened. The driver is needed for anything; NVRTC (kernels) and
+/// Which CUDA libraries can be used. The driver is needed for anything; NVRTC (kernels) and
 /// cuFFT (`fft`) for a [`CudaBackend`](super::CudaBackend).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Libraries {
     /// `libcuda` (the driver, installed with the NVIDIA kernel driver).
     pub driver: bool,
-    /// `libnvrtc` (CUDA toolkit runtime libraries).
+    /// `libnvrtc` (CUDA 12 or 13), found and opened.
     pub nvrtc: bool,
-    /// `libcufft` (CUDA toolkit runtime libraries).
+    /// `libcufft` (CUDA 12 or 13), found and opened.
     pub cufft: bool,
 }
 
@@ -78,37 +78,47 @@ pub fn driver_present() -> bool {
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
-/// Which of the libraries the backend uses can be opened. Cached after the first call.
+/// Which of the libraries the backend uses can be used: see [`super::libs::report`] for
+/// which files, or where they were looked for. Found on the first call.
 pub fn libraries() -> Libraries {
-    static NVRTC: OnceLock<bool> = OnceLock::new();
-    static CUFFT: OnceLock<bool> = OnceLock::new();
+    let report = super::libs::report();
     Libraries {
         driver: driver_present(),
-        // SAFETY: as in `driver_present`: open and close the library, call nothing in it.
-        nvrtc: *NVRTC.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }),
-        // SAFETY: as above.
-        cufft: *CUFFT.get_or_init(|| unsafe { cudarc::cufft::sys::is_culib_present() }),
+        nvrtc: super::nvrtc::Nvrtc::get().is_ok(),
+        cufft: report.cufft.loaded().is_some(),
     }
 }
 
 /// Why the backend's libraries beyond the driver cannot be used, if they cannot.
 pub(crate) fn missing_toolkit_libraries() -> Option<String> {
-    let libs = libraries();
     let mut missing = Vec::new();
-    if !libs.nvrtc {
-        missing.push("libnvrtc (NVRTC, to compile the kernels)");
+    if let Err(why) = super::nvrtc::Nvrtc::get() {
+        missing.push(format!("NVRTC (to compile the kernels): {why}"));
     }
-    if !libs.cufft {
-        missing.push("libcufft (cuFFT, for fft)");
+    if let super::libs::Found::Missing { why, looked_in } = &super::libs::report().cufft {
+        missing.push(format!(
+            "cuFFT (for fft): libcufft: {why}; looked in: {}",
+            looked_in.join(", ")
+        ));
     }
     if missing.is_empty() {
         None
     } else {
         Some(format!(
-            "a GPU is present but {} could not be loaded: install the CUDA 12 runtime \
-             libraries or add their folder to LD_LIBRARY_PATH",
-            missing.join(" and ")
+            "a GPU is present but the CUDA 12 or 13 libraries cannot be used: {}. Install \
+             them (the toolkit, or pip's nvidia-cuda-nvrtc and nvidia-cufft) or name their \
+             folder in {}",
+            missing.join("; "),
+            super::libs::LIB_DIRS_ENV
         ))
+    }
+}
+
+/// The driver's CUDA version (13000 for 13.0), if there is a usable driver.
+pub fn driver_version() -> Option<i32> {
+    match probe_detailed() {
+        Ok(Probe::Found(info)) => Some(info.driver_version),
+        _ => None,
     }
 }
 
