@@ -92,6 +92,9 @@ impl std::fmt::Display for LibraryReport {
                     l.version.0,
                     l.version.1
                 )?,
+                Found::Missing { why, looked_in } if looked_in.is_empty() => {
+                    writeln!(f, "{name}: {why}")?
+                }
                 Found::Missing { why, looked_in } => {
                     writeln!(f, "{name}: {why}; looked in: {}", looked_in.join(", "))?
                 }
