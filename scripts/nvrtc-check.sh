@@ -34,7 +34,7 @@ export RIMMS_CUDA_LIB_DIRS="$DIR/lib" RIMMS_REQUIRE_NVRTC=1
 out=$(cargo test -p rimms-runtime --test cuda_nvrtc -- --nocapture 2>&1) || { echo "$out"; exit 1; }
 echo "$out" | grep -E "^test |test result|^NVRTC"
 # A filter or a skip that ran nothing would pass silently.
-grep -q "test result: ok. 4 passed" <<<"$out" || { echo "nvrtc-check: not all 4 NVRTC tests ran"; exit 1; }
+grep -q "test result: ok. 5 passed" <<<"$out" || { echo "nvrtc-check: not all 5 NVRTC tests ran"; exit 1; }
 grep -q "compute_75: .* no warnings" <<<"$out" || { echo "nvrtc-check: no compile seen"; exit 1; }
 out=$(cargo test -p rimms-runtime --lib backend::cuda::nvrtc 2>&1) || { echo "$out"; exit 1; }
 grep -q "test result: ok. 1 passed" <<<"$out" || { echo "nvrtc-check: the NVRTC log test did not run"; exit 1; }

@@ -180,3 +180,24 @@ fn nvrtc_is_found_in_pip_wheels_and_toolkit_folders() {
     ]);
     assert_eq!(got, toolkit.join("lib64").join(name).display().to_string());
 }
+
+/// A library the backend found off the loader path and opened by full path serves cudarc's
+/// opening by bare name (the loader matches the name against what is loaded): how cuFFT,
+/// found in a toolkit or pip folder, reaches cudarc. Shown with NVRTC, and with cuFFT where
+/// one was found (its nvJitLink then of the same CUDA major).
+#[test]
+fn libraries_found_by_path_serve_cudarcs_bare_names() {
+    let Some(_) = nvrtc() else { return };
+    cuda::compile_kernels("compute_75").unwrap();
+    // SAFETY: opens and closes the library, calling nothing in it.
+    assert!(unsafe { cudarc::nvrtc::sys::is_culib_present() });
+    let report = cuda::library_report();
+    println!("{report}");
+    if let Found::Loaded(fft) = &report.cufft {
+        // SAFETY: as above.
+        assert!(unsafe { cudarc::cufft::sys::is_culib_present() });
+        if let Found::Loaded(jit) = &report.nvjitlink {
+            assert_eq!(jit.version.0, fft.version.0 + 1, "{report}");
+        }
+    }
+}

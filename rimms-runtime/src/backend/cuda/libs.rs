@@ -274,16 +274,20 @@ fn bare_names(stem: &str) -> Vec<String> {
     names
 }
 
-/// Candidate files of `kind`, in search order, and the places looked in.
-fn candidates(kind: Kind) -> (Vec<PathBuf>, Vec<String>) {
+/// Candidate files of `kind`, in search order, and the places looked in. `loader_first`: the
+/// loader path before `RIMMS_CUDA_LIB_DIRS`.
+fn candidates(kind: Kind, loader_first: bool) -> (Vec<PathBuf>, Vec<String>) {
     let mut files = Vec::new();
     let mut looked = Vec::new();
     let dirs = search_dirs();
     let env_dirs = std::env::var_os(LIB_DIRS_ENV)
         .map(|l| std::env::split_paths(&l).collect::<Vec<_>>())
         .unwrap_or_default();
-    // The folders the user named come before the loader path; the rest after it.
-    let (named, rest): (Vec<_>, Vec<_>) = dirs.into_iter().partition(|d| env_dirs.contains(d));
+    // The folders the user named come before the loader path, unless what the loader finds
+    // wins anyway (cudarc opens cuFFT by bare name); the rest come after it.
+    let (named, rest): (Vec<_>, Vec<_>) = dirs
+        .into_iter()
+        .partition(|d| env_dirs.contains(d) && !loader_first);
     for d in &named {
         looked.push(d.display().to_string());
         files.extend(files_in(d, kind));
@@ -363,8 +367,12 @@ fn soname(path: &Path) -> Option<String> {
 }
 
 /// Takes the first candidate `accept` takes; the report says why every other was refused.
-fn choose(kind: Kind, mut accept: impl FnMut(&Path) -> Result<(i32, i32), String>) -> Found {
-    let (files, looked_in) = candidates(kind);
+fn choose(
+    kind: Kind,
+    loader_first: bool,
+    mut accept: impl FnMut(&Path) -> Result<(i32, i32), String>,
+) -> Found {
+    let (files, looked_in) = candidates(kind, loader_first);
     let mut refused = Vec::new();
     for f in files {
         match accept(&f) {
@@ -384,7 +392,7 @@ fn choose(kind: Kind, mut accept: impl FnMut(&Path) -> Result<(i32, i32), String
 /// reports it, 13000 for 13.0), or the first found when the driver is not known. Only its
 /// file is chosen here; [`super::nvrtc`] opens it.
 fn find_nvrtc(driver: Option<i32>) -> Found {
-    let (files, looked_in) = candidates(NVRTC);
+    let (files, looked_in) = candidates(NVRTC, false);
     let mut refused = Vec::new();
     let mut best: Option<Loaded> = None;
     for f in files {
@@ -427,15 +435,30 @@ fn find_nvrtc(driver: Option<i32>) -> Found {
     }
 }
 
-/// cuFFT and the nvJitLink it needs: a cuFFT cudarc can open by one of its names, with an
-/// nvJitLink of the same CUDA major loaded first where there is one.
+/// The nvJitLink of CUDA `major`, opened and kept open (so cuFFT's own opening of it, by
+/// bare name, finds it).
+fn find_nvjitlink(major: i32) -> Found {
+    choose(NVJITLINK, false, |j| {
+        let (lib, v) = open_versioned(j, |l| major_minor(l, b"nvJitLinkVersion\0"))?;
+        if v.0 == major {
+            keep(lib);
+            Ok(v)
+        } else {
+            Err(format!("CUDA {} nvJitLink, not {major}", v.0))
+        }
+    })
+}
+
+/// cuFFT and the nvJitLink it needs: a cuFFT cudarc opens by one of its names (what the
+/// loader path gives first, as cudarc would find it itself), with an nvJitLink of the same
+/// CUDA major loaded before it, where there is one (cuFFT of CUDA 12.0 to 12.3 needs none).
 fn find_cufft() -> (Found, Found) {
     let names = bare_names(CUFFT.stem);
     let mut jit = Found::Missing {
         why: "not needed: no cuFFT found".to_string(),
         looked_in: Vec::new(),
     };
-    let cufft = choose(CUFFT, |f| {
+    let cufft = choose(CUFFT, true, |f| {
         let so = soname(f).ok_or("not a library file name")?;
         if !names.contains(&so) {
             return Err(format!(
@@ -443,21 +466,24 @@ fn find_cufft() -> (Found, Found) {
                 names.join(", ")
             ));
         }
-        // Learn the CUDA major from the cuFFT first (opening it does not load nvJitLink).
+        // The CUDA major from the name (cuFFT 11 is CUDA 12's), so that its nvJitLink is
+        // loaded before cuFFT, whether cuFFT links it or opens it when planning.
+        let named_major = so
+            .rsplit('.')
+            .next()
+            .and_then(|m| m.parse::<i32>().ok())
+            .map(|m| cuda_major_of_cufft((m, 0)));
+        if let Some(major) = named_major {
+            jit = find_nvjitlink(major);
+        }
         // SAFETY: as in `through_loader`.
-        let probe = unsafe { libloading::Library::new(f) }.map_err(|e| e.to_string())?;
-        let v = cufft_version(&probe).ok_or("it does not report its version")?;
+        let lib = unsafe { libloading::Library::new(f) }.map_err(|e| e.to_string())?;
+        let v = cufft_version(&lib).ok_or("it does not report its version")?;
         let major = cuda_major_of_cufft(v);
-        jit = choose(NVJITLINK, |j| {
-            let (lib, jv) = open_versioned(j, |l| major_minor(l, b"nvJitLinkVersion\0"))?;
-            if jv.0 == major {
-                keep(lib);
-                Ok(jv)
-            } else {
-                Err(format!("CUDA {} nvJitLink for a CUDA {major} cuFFT", jv.0))
-            }
-        });
-        keep(probe);
+        if named_major != Some(major) {
+            jit = find_nvjitlink(major);
+        }
+        keep(lib);
         Ok(v)
     });
     (cufft, jit)
