@@ -36,6 +36,9 @@ echo "$out" | grep -E "^test |test result|^NVRTC"
 # A filter or a skip that ran nothing would pass silently.
 grep -q "test result: ok. 5 passed" <<<"$out" || { echo "nvrtc-check: not all 5 NVRTC tests ran"; exit 1; }
 grep -q "compute_75: .* no warnings" <<<"$out" || { echo "nvrtc-check: no compile seen"; exit 1; }
-out=$(cargo test -p rimms-runtime --lib backend::cuda::nvrtc 2>&1) || { echo "$out"; exit 1; }
-grep -q "test result: ok. 1 passed" <<<"$out" || { echo "nvrtc-check: the NVRTC log test did not run"; exit 1; }
+out=$(cargo test -p rimms-runtime --lib -- backend::cuda::nvrtc backend::cuda::libs 2>&1) ||
+  { echo "$out"; exit 1; }
+echo "$out" | grep -E "^test |test result"
+grep -q "test result: ok. 6 passed" <<<"$out" ||
+  { echo "nvrtc-check: the NVRTC log and library search tests did not all run"; exit 1; }
 echo "nvrtc-check: every kernel compiled with $DIR/lib"

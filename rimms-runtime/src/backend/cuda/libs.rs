@@ -572,4 +572,29 @@ mod tests {
             ["libnvrtc.so.13", "libnvrtc.so.13.0.48", "libnvrtc.so"]
         );
     }
+
+    /// Where an NVRTC is found (CI names the wheel's folder): a driver older than it refuses
+    /// it, saying so, and a driver as new takes it.
+    #[test]
+    fn nvrtc_newer_than_the_driver_is_refused() {
+        let Found::Loaded(l) = find_nvrtc(None) else {
+            println!("skipped: no libnvrtc");
+            return;
+        };
+        let (major, minor) = l.version;
+        let same = major * 1000 + minor * 10;
+        assert_eq!(
+            find_nvrtc(Some(same)).loaded().map(|x| x.version),
+            Some(l.version)
+        );
+        match find_nvrtc(Some(same - 10)) {
+            Found::Missing { why, .. } => {
+                assert!(why.contains("newer than the driver"), "{why}")
+            }
+            Found::Loaded(other) => {
+                // Another, older NVRTC on this machine may serve the older driver.
+                assert!(other.version < l.version, "{other:?}")
+            }
+        }
+    }
 }
