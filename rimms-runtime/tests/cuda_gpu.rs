@@ -847,3 +847,38 @@ fn concurrent_submissions_on_all_streams_give_sequential_results() {
         syncer.join().unwrap();
     });
 }
+
+/// GPU ordinal `n` is `Device::Gpu(n)` with the space `gpuN`, asked for alone or among all:
+/// the last GPU of the machine asked for on its own keeps its ordinal.
+#[test]
+#[ignore = "needs a GPU"]
+fn a_gpu_is_named_by_its_ordinal_whichever_way_it_is_asked_for() {
+    let Some(_) = gpu() else { return };
+    let count = rimms_runtime::backend::cuda::probe()
+        .unwrap()
+        .map_or(0, |i| i.devices.len());
+    let last = count - 1;
+    let alone = rimms_runtime::Runtime::builder()
+        .gpu(last)
+        .gpu_pool(16 << 20)
+        .build()
+        .unwrap();
+    let gpus: Vec<_> = alone
+        .devices()
+        .into_iter()
+        .filter(|d| matches!(d, rimms_runtime::Device::Gpu(_)))
+        .collect();
+    assert_eq!(gpus, [rimms_runtime::Device::Gpu(last as u8)]);
+    let space = alone.space_of(gpus[0]).unwrap();
+    assert_eq!(alone.space_name(space), format!("gpu{last}"));
+    drop(alone);
+    let all = rimms_runtime::Runtime::builder()
+        .gpu_if_available()
+        .gpu_pool(16 << 20)
+        .build()
+        .unwrap();
+    for n in 0..count {
+        let space = all.space_of(rimms_runtime::Device::Gpu(n as u8)).unwrap();
+        assert_eq!(all.space_name(space), format!("gpu{n}"));
+    }
+}
