@@ -104,7 +104,7 @@ impl std::fmt::Display for LibraryReport {
     }
 }
 
-/// A library of interest: its file name stem and the symbol that reports its version.
+/// A library of interest, by its file name stem (`libnvrtc` for `libnvrtc.so.12`).
 #[derive(Clone, Copy)]
 struct Kind {
     stem: &'static str,
@@ -116,7 +116,7 @@ const NVJITLINK: Kind = Kind {
     stem: "libnvJitLink",
 };
 
-/// The places to look, in order, with the loader path as `None`.
+/// The folders to look in, in order (the loader path is searched separately, by name).
 fn search_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(list) = std::env::var_os(LIB_DIRS_ENV) {
