@@ -110,7 +110,8 @@ build() {
   bytes=$(stat -c %s "$KIT_DIR/$ARCHIVE_NAME")
   echo "gpu-kit: $n binaries in $KIT_DIR/$ARCHIVE_NAME: $((bytes / 1024 / 1024)) MiB" \
     "($bytes bytes), built in $((SECONDS - started)) s"
-  ((bytes < 60 * 1024 * 1024)) || die "the kit is over 60 MiB"
+  # What travels to a GPU machine is the release kit, with the working tree, in 64 MiB.
+  [[ "$KIT_PROFILE" != release ]] || ((bytes < 60 * 1024 * 1024)) || die "the kit is over 60 MiB"
 }
 
 # ---- run ----
