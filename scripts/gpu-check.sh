@@ -4,9 +4,10 @@
 # runtime baseline, tracked, the CUDA layer alone, hand-written cudarc), the SAR benchmark
 # (baseline, tracked, hand-written cudarc), and the `rimms bench` table with its gpu rows.
 #
-# Run it on a machine with an NVIDIA GPU, its driver, and the CUDA 12 (or 13) runtime
-# libraries libnvrtc and libcufft. No CUDA toolkit is needed to build: cudarc opens the
-# libraries when the program runs.
+# Run it on a machine with an NVIDIA GPU, its driver, the CUDA 12 (or 13) runtime libraries
+# libnvrtc and libcufft, and a Rust toolchain; a machine without cargo runs the prebuilt kit
+# instead (scripts/gpu-kit.sh). No CUDA toolkit is needed to build: the libraries are opened
+# when the program runs.
 #
 #   scripts/gpu-check.sh                  # fails if there is no usable GPU
 #   RIMMS_REQUIRE_GPU=0 scripts/gpu-check.sh   # passes without one (tests report skips)
@@ -29,73 +30,20 @@ else
   echo "(no nvidia-smi)"
 fi
 
-# cudarc's bindings are pinned to CUDA 12.6; it opens the libraries by their usual names
-# (libnvrtc.so, .so.12, .so.11 ...; libcufft.so, .so.12, .so.11 ...) through the loader path.
-# Add the folders where CUDA installs them (toolkit folders, pip's nvidia-* wheels), and where
-# only a CUDA 13 libnvrtc.so.13 exists, give it the plain name in a private folder.
-libdirs=()
-add_dir() {
-  local d
-  for d in "${libdirs[@]+"${libdirs[@]}"}"; do
-    [[ "$d" == "$1" ]] && return 0
-  done
-  libdirs+=("$1")
-}
-candidates=()
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib /usr/local/cuda-*/lib64 \
-  /usr/local/cuda-*/targets/*/lib /opt/cuda*/lib64; do
-  [[ -d "$d" ]] && candidates+=("$d")
-done
-if command -v python3 >/dev/null; then
-  while read -r sp; do
-    for d in "$sp"/nvidia/*/lib; do
-      [[ -d "$d" ]] && candidates+=("$d")
-    done
-  done < <(python3 -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null || true)
-fi
-for d in "${candidates[@]+"${candidates[@]}"}"; do
-  if compgen -G "$d/libnvrtc.so*" >/dev/null || compgen -G "$d/libcufft.so*" >/dev/null; then
-    add_dir "$d"
-  fi
-done
-
-nvrtc_by_usual_name() {
-  local d n
-  for d in "${libdirs[@]+"${libdirs[@]}"}"; do
-    for n in libnvrtc.so libnvrtc.so.12 libnvrtc.so.11; do
-      [[ -e "$d/$n" ]] && return 0
-    done
-  done
-  ldconfig -p 2>/dev/null | grep -qE 'libnvrtc\.so(\.1[12])? '
-}
-if ! nvrtc_by_usual_name; then
-  newest=""
-  for d in "${libdirs[@]+"${libdirs[@]}"}"; do
-    for f in "$d"/libnvrtc.so.[0-9]*; do
-      [[ -e "$f" && "$f" =~ libnvrtc\.so\.[0-9]+$ ]] && newest="$f"
-    done
-  done
-  if [[ -n "$newest" ]]; then
-    shim="$(mktemp -d)"
-    ln -s "$newest" "$shim/libnvrtc.so"
-    libdirs=("$shim" "${libdirs[@]}")
-    echo "using $newest as libnvrtc.so"
-  fi
-fi
-if ((${#libdirs[@]})); then
-  LD_LIBRARY_PATH="$(IFS=:; echo "${libdirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export LD_LIBRARY_PATH
-fi
-echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+# The runtime finds NVRTC, cuFFT and nvJitLink of CUDA 12 or 13 itself (the loader path,
+# RIMMS_CUDA_LIB_DIRS, CUDA_HOME, /usr/local/cuda*, pip's nvidia/*/lib next to any python3),
+# and says what it loaded:
+cargo run --release -q -p rimms-runtime --example gpu_fzf_bench -- --probe
 
 echo "== build (release)"
 cargo build --release -p rimms-runtime --lib --test cuda_gpu --test cuda_no_gpu \
-  --example gpu_fzf_bench
+  --test cuda_nvrtc --example gpu_fzf_bench
 cargo build --release -p rimms --test gpu --test device_memory
 cargo build --release -p rimms-cli --bins --example gpu_sar
 
 echo "== GPU tests (RIMMS_REQUIRE_GPU=$RIMMS_REQUIRE_GPU)"
-cargo test --release -p rimms-runtime --test cuda_no_gpu --test cuda_gpu -- --nocapture
+cargo test --release -p rimms-runtime --test cuda_no_gpu --test cuda_gpu --test cuda_nvrtc -- \
+  --include-ignored --nocapture
 cargo test --release -p rimms-runtime --lib backend::cuda
 # gpu(n) as a runtime device: the card tests on GPU 0, the apps on the gpu mapping.
 cargo test --release -p rimms --test gpu -- --nocapture

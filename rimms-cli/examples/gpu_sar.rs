@@ -15,7 +15,7 @@
 
 use cudarc::cufft::{sys::cufftType, sys::float2, CudaFft, FftDirection as CuDir};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use rimms::backend::cuda::KERNEL_SOURCE;
+use rimms::backend::cuda::kernel_ptx;
 use rimms::{Complex32, Error as RimmsError, Runtime};
 use rimms_cli::apps::sar::{self, azimuth_filter, range_chirp, Input, Scene, NFAST, NSLOW};
 use rimms_cli::apps::{Mapping, Mode, Options};
@@ -208,7 +208,9 @@ fn hand_written(raw: &[Complex32], frames: usize) -> Res<(f64, Vec<f32>)> {
     let n = NSLOW * NFAST;
     let ctx = CudaContext::new(0)?;
     let stream = ctx.new_stream()?;
-    let module = ctx.load_module(cudarc::nvrtc::compile_ptx(KERNEL_SOURCE)?)?;
+    // The kernels as the backend compiles them, with the NVRTC it found (cudarc's own
+    // compile_ptx opens NVRTC by CUDA 12's names only).
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(kernel_ptx()?))?;
     let k = Kernels {
         stream: stream.clone(),
         zip: module.load_function("rimms_zip")?,

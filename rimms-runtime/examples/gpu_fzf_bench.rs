@@ -19,6 +19,10 @@
 //!
 //! `cargo run --release -p rimms-runtime --example gpu_fzf_bench -- [--frames N]
 //! [--points N] [--batch N]`
+//!
+//! `--probe` prints instead what the backend finds (the GPUs, the driver's CUDA version, and
+//! which NVRTC, cuFFT and nvJitLink files it loaded, or where it looked): the GPU kit's first
+//! step.
 
 #[cfg(not(feature = "cuda"))]
 fn main() {
@@ -38,7 +42,8 @@ mod bench {
     use cudarc::cufft::{sys::cufftType, sys::float2, CudaFft, FftDirection as CuDir};
     use cudarc::driver::{CudaContext, CudaSlice, LaunchConfig, PushKernelArg};
     use rimms_runtime::backend::cuda::{
-        no_gpu_reason, BaselineAlloc, CudaBackend, GpuOp, KERNEL_SOURCE,
+        cuda_version, kernel_ptx, library_report, no_gpu_reason, probe_detailed, BaselineAlloc,
+        CudaBackend, GpuOp, Probe,
     };
     use rimms_runtime::{Complex32, Device, ExecMode, FftDirection, HeteData, Runtime, ZipOp};
     use std::error::Error;
@@ -47,6 +52,7 @@ mod bench {
     type Res<T> = Result<T, Box<dyn Error>>;
 
     struct Args {
+        probe: bool,
         frames: usize,
         points: usize,
         batch: usize,
@@ -54,6 +60,7 @@ mod bench {
 
     fn args() -> Res<Args> {
         let mut a = Args {
+            probe: false,
             frames: 20,
             points: 2048,
             batch: 512,
@@ -65,6 +72,7 @@ mod bench {
                 Ok(v.parse()?)
             };
             match flag.as_str() {
+                "--probe" => a.probe = true,
                 "--frames" => a.frames = value()?.max(1),
                 "--points" => a.points = value()?.max(1),
                 "--batch" => a.batch = value()?.max(1),
@@ -131,6 +139,9 @@ mod bench {
 
     pub fn run() -> Res<()> {
         let a = args()?;
+        if a.probe {
+            return probe();
+        }
         let n = a.points * a.batch;
         let bytes = n * std::mem::size_of::<Complex32>();
         let Some(gpu) = CudaBackend::new(0, (4 * bytes).max(64 << 20))? else {
@@ -244,6 +255,28 @@ mod bench {
         Ok(())
     }
 
+    /// The GPUs, the driver and the libraries, as the backend sees them.
+    fn probe() -> Res<()> {
+        match probe_detailed()? {
+            Probe::Found(info) => {
+                println!("driver: CUDA {}", cuda_version(info.driver_version));
+                for d in &info.devices {
+                    println!(
+                        "gpu{}: {} ({} MiB, compute {}.{})",
+                        d.index,
+                        d.name,
+                        d.total_memory >> 20,
+                        d.compute_capability.0,
+                        d.compute_capability.1
+                    );
+                }
+            }
+            Probe::NoGpu(why) => println!("no GPU: {why}"),
+        }
+        print!("{}", library_report());
+        Ok(())
+    }
+
     /// What `calibrate_links` measures between the host and gpu0, beside the configured model
     /// the scheduler otherwise ranks by.
     fn print_calibrated_link() -> Res<()> {
@@ -312,7 +345,9 @@ mod bench {
 
         let ctx = CudaContext::new(0)?;
         let stream = ctx.new_stream()?;
-        let module = ctx.load_module(cudarc::nvrtc::compile_ptx(KERNEL_SOURCE)?)?;
+        // The kernels as the backend compiles them, with the NVRTC it found (cudarc's own
+        // compile_ptx opens NVRTC by CUDA 12's names only).
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(kernel_ptx()?))?;
         let zip = module.load_function("rimms_zip")?;
         let scale = module.load_function("rimms_scale")?;
         let plan = CudaFft::plan_1d(

@@ -197,8 +197,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Adds GPU `ordinal` as the next `gpu(n)`; building fails with [`Error::NoGpu`], saying
-    /// why, where it cannot be used.
+    /// Adds GPU `ordinal` as the device `gpu(ordinal)` (space `gpu<ordinal>`); building fails
+    /// with [`Error::NoGpu`], saying why, where it cannot be used.
     pub fn gpu(mut self, ordinal: usize) -> Self {
         match &mut self.gpus {
             GpuRequest::These(list) => list.push(ordinal),

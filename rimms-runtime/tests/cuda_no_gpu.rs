@@ -5,7 +5,7 @@
 #![cfg(feature = "cuda")]
 
 use rimms_runtime::backend::cuda::{self, CudaBackend, MemoryConfig, Probe};
-use rimms_runtime::Error;
+use rimms_runtime::{Device, Error, Runtime};
 use std::process::Command;
 
 /// Set in the child processes this test starts.
@@ -43,6 +43,16 @@ fn probe_and_backend_agree_in_process() {
     }
 }
 
+/// `.gpu(n)` names the device by the driver's ordinal; asking twice for one is a mistake in
+/// the configuration, said before any GPU is looked for.
+#[test]
+fn a_gpu_asked_for_twice_is_a_configuration_error() {
+    match Runtime::builder().gpu(0).gpu(0).build() {
+        Err(Error::Config(why)) => assert!(why.contains("gpu0 is asked for twice"), "{why}"),
+        other => panic!("{:?}", other.map(|_| "a runtime")),
+    }
+}
+
 #[test]
 fn a_missing_index_is_no_gpu_not_an_error() {
     // Whatever the machine has, it does not have 4096 GPUs.
@@ -65,11 +75,22 @@ fn child_body() {
     }
     let reason = cuda::no_gpu_reason();
     let backend = CudaBackend::new(0, 1 << 20);
-    match (&reason, &backend) {
-        (Some(why), Ok(None)) => println!("CHILD-RESULT no GPU: {why}"),
-        (None, Ok(Some(_))) => println!("CHILD-RESULT GPU found"),
+    // Asking for whatever GPUs there are never fails for want of one.
+    let runtime = Runtime::builder()
+        .gpu_if_available()
+        .gpu_pool(1 << 20)
+        .build()
+        .map(|rt| {
+            rt.devices()
+                .iter()
+                .filter(|d| matches!(d, Device::Gpu(_)))
+                .count()
+        });
+    match (&reason, &backend, &runtime) {
+        (Some(why), Ok(None), Ok(0)) => println!("CHILD-RESULT no GPU: {why}"),
+        (None, Ok(Some(_)), Ok(n)) if *n > 0 => println!("CHILD-RESULT GPU found"),
         _ => println!(
-            "CHILD-RESULT inconsistent: {reason:?} / {:?}",
+            "CHILD-RESULT inconsistent: {reason:?} / {:?} / {runtime:?}",
             backend.map(|b| b.is_some())
         ),
     }
@@ -139,31 +160,59 @@ fn fake_driver(name: &str, source: &str) -> Option<std::path::PathBuf> {
     status.success().then_some(dir)
 }
 
-/// Drivers that load but cannot serve: one with no device, one with zero devices, one
-/// missing every symbol. Each gives "no GPU" or an error in a child process that exits
-/// normally: nothing aborts and no panic escapes.
+/// Drivers that load but cannot serve, each a stand-in `libcuda` whose `cuInit` answers as
+/// the real one does in that situation: no device, zero devices, the toolkit's stub library,
+/// a driver older than its library, a missing kernel module, and a library missing every
+/// symbol. Each is "no GPU" with its reason, in a child process that exits normally, and a
+/// runtime asking for whatever GPUs there are builds with none.
 #[test]
-fn stand_in_drivers_give_answers_not_aborts() {
+fn stand_in_drivers_give_no_gpu_with_a_reason() {
+    let init = |code: i32| format!("int cuInit(unsigned int f) {{ (void)f; return {code}; }}\n");
     let cases = [
         (
             "no-device",
-            "int cuInit(unsigned int f) { (void)f; return 100; }\n",
+            init(100),
             "no GPU: the CUDA driver is installed but reports no device",
         ),
         (
             "zero-devices",
             "int cuInit(unsigned int f) { (void)f; return 0; }\n\
-             int cuDeviceGetCount(int *n) { *n = 0; return 0; }\n",
+             int cuDriverGetVersion(int *v) { *v = 13000; return 0; }\n\
+             int cuDeviceGetCount(int *n) { *n = 0; return 0; }\n"
+                .to_string(),
             "no GPU: the CUDA driver is installed but sees no device",
         ),
         (
+            "stub",
+            init(34),
+            "no GPU: the libcuda found is the CUDA toolkit's stub",
+        ),
+        (
+            "old-driver",
+            "int cuInit(unsigned int f) { (void)f; return 0; }\n\
+             int cuDriverGetVersion(int *v) { *v = 11040; return 0; }\n\
+             int cuDeviceGetCount(int *n) { *n = 1; return 0; }\n"
+                .to_string(),
+            "no GPU: the NVIDIA driver is too old: it supports CUDA 11.4, the backend needs 12.0",
+        ),
+        (
+            "driver-mismatch",
+            init(803),
+            "no GPU: the NVIDIA kernel module and the libcuda found are of different",
+        ),
+        (
+            "no-kernel-module",
+            init(999),
+            "no GPU: the CUDA driver could not start: the NVIDIA kernel module",
+        ),
+        (
             "no-symbols",
-            "int rimms_nothing_here;\n",
-            "error: CUDA device enumeration failed",
+            "int rimms_nothing_here;\n".to_string(),
+            "no GPU: the CUDA driver library (libcuda) cannot be used",
         ),
     ];
     for (name, source, expect) in cases {
-        let Some(dir) = fake_driver(name, source) else {
+        let Some(dir) = fake_driver(name, &source) else {
             println!("skipped: no C compiler to build a stand-in libcuda");
             return;
         };

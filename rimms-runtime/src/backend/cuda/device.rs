@@ -336,17 +336,31 @@ fn gemm(
 }
 
 /// Opens the GPUs a runtime asked for: `wanted` ordinals (each required), or every one the
-/// driver reports if `None` (each optional: a GPU that cannot be used is logged and left out).
+/// driver reports if `None` (each optional: a GPU that cannot be used is logged and left out,
+/// so a machine without a usable GPU gets none rather than an error).
+///
+/// GPU ordinal `n` is the device `gpu(n)` with the space `gpuN` whichever way it was asked
+/// for, so `.gpu(1)` alone gives `Device::Gpu(1)`, and a device's name is the same in every
+/// program on the machine.
 pub(crate) fn open(
     wanted: Option<&[usize]>,
     config: super::MemoryConfig,
     granule: usize,
 ) -> Result<Vec<RuntimeGpu>> {
     let opened: Vec<CudaBackend> = match wanted {
-        Some(indices) => indices
-            .iter()
-            .map(|&i| CudaBackend::require(i, config))
-            .collect::<Result<_>>()?,
+        Some(indices) => {
+            let mut seen = Vec::with_capacity(indices.len());
+            for &i in indices {
+                if seen.contains(&i) {
+                    return Err(Error::Config(format!("gpu{i} is asked for twice")));
+                }
+                seen.push(i);
+            }
+            indices
+                .iter()
+                .map(|&i| CudaBackend::require(i, config))
+                .collect::<Result<_>>()?
+        }
         None => {
             let count = match super::probe_detailed()? {
                 super::Probe::Found(info) => info.devices.len(),
@@ -357,17 +371,26 @@ pub(crate) fn open(
             };
             let mut found = Vec::new();
             for i in 0..count {
-                found.extend(CudaBackend::with_config(i, config)?);
+                match CudaBackend::with_config(i, config) {
+                    Ok(gpu) => found.extend(gpu),
+                    // A mistake in the configuration is the caller's to hear about.
+                    Err(e @ Error::Config(_)) => return Err(e),
+                    Err(e) => tracing::warn!("gpu{i} is left out: {e}"),
+                }
             }
             found
         }
     };
     opened
         .into_iter()
-        .enumerate()
-        .map(|(n, gpu)| {
-            let n = u8::try_from(n)
-                .map_err(|_| Error::Config("more GPUs than one runtime can hold".to_string()))?;
+        .map(|gpu| {
+            let n = u8::try_from(gpu.index()).map_err(|_| {
+                Error::Config(format!(
+                    "gpu{}: a runtime names GPUs 0 to {} only",
+                    gpu.index(),
+                    u8::MAX
+                ))
+            })?;
             RuntimeGpu::new(n, gpu, granule)
         })
         .collect()

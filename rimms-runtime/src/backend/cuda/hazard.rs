@@ -15,7 +15,9 @@
 //! - work on one lane (stream) completes in order, so per other lane only the *latest*
 //!   conflicting entry matters: waiting for it covers every earlier one on that lane;
 //! - finished work needs no waiting, so entries whose token says "done" are dropped
-//!   ([`Hazards::retire`]).
+//!   ([`Hazards::retire`]), and so is everything recorded on a lane before that lane was
+//!   synchronised ([`Hazards::retire_synchronized`]). Only work *known* to be finished goes:
+//!   an entry dropped while still running would let later work overtake it.
 
 /// A byte range `[start, end)` of a pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +53,8 @@ fn any_overlap(a: &[Span], b: &[Span]) -> bool {
 /// One piece of work that may still be running.
 #[derive(Debug)]
 struct Pending<E> {
+    /// Order of recording: entries with a smaller number were recorded earlier.
+    seq: u64,
     lane: usize,
     reads: Vec<Span>,
     writes: Vec<Span>,
@@ -61,6 +65,7 @@ struct Pending<E> {
 #[derive(Debug)]
 pub(crate) struct Hazards<E> {
     pending: Vec<Pending<E>>,
+    next_seq: u64,
 }
 
 impl<E: Clone> Hazards<E> {
@@ -68,6 +73,7 @@ impl<E: Clone> Hazards<E> {
     pub(crate) fn new() -> Self {
         Hazards {
             pending: Vec::new(),
+            next_seq: 0,
         }
     }
 
@@ -94,7 +100,10 @@ impl<E: Clone> Hazards<E> {
 
     /// Records an operation that has been enqueued on `lane` and completes with `done`.
     pub(crate) fn record(&mut self, lane: usize, reads: &[Span], writes: &[Span], done: E) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
         self.pending.push(Pending {
+            seq,
             lane,
             reads: reads.to_vec(),
             writes: writes.to_vec(),
@@ -105,6 +114,21 @@ impl<E: Clone> Hazards<E> {
     /// Drops every entry whose token `is_done` says has completed.
     pub(crate) fn retire(&mut self, mut is_done: impl FnMut(&E) -> bool) {
         self.pending.retain(|p| !is_done(&p.done));
+    }
+
+    /// A mark of the present: every entry recorded so far is older than it. Synchronising a
+    /// lane after taking the mark finishes the lane's entries older than the mark, and only
+    /// those ([`retire_synchronized`](Self::retire_synchronized)).
+    pub(crate) fn mark(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Drops the entries on the lanes `synced` accepts that were recorded before `mark`: they
+    /// were on those lanes' streams when the streams were synchronised, so they are done.
+    /// Entries recorded since (by another thread, while the streams were being waited for)
+    /// may still be running and stay.
+    pub(crate) fn retire_synchronized(&mut self, mark: u64, synced: impl Fn(usize) -> bool) {
+        self.pending.retain(|p| p.seq >= mark || !synced(p.lane));
     }
 
     /// Entries still pending.
@@ -190,5 +214,19 @@ mod tests {
         assert_eq!(h.waits_for(COMPUTE, &[s(0, 10)], &[]), [2]);
         h.retire(|_| true);
         assert!(h.waits_for(COMPUTE, &[s(0, 10)], &[]).is_empty());
+    }
+
+    #[test]
+    fn synchronising_retires_only_what_was_recorded_before_on_those_lanes() {
+        let mut h = Hazards::new();
+        h.record(H2D, &[], &[s(0, 10)], "before");
+        h.record(99, &[s(0, 10)], &[], "peer");
+        let mark = h.mark();
+        h.record(H2D, &[], &[s(0, 10)], "meanwhile");
+        h.retire_synchronized(mark, |lane| lane < 4);
+        // The entry recorded after the mark and the one on another device's stream stay.
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.waits_for(COMPUTE, &[s(0, 10)], &[]), ["meanwhile"]);
+        assert_eq!(h.waits_for(H2D, &[], &[s(0, 10)]), ["peer"]);
     }
 }

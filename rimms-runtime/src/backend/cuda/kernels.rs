@@ -24,7 +24,7 @@ use super::memory::{Arena, DevRange};
 use crate::error::{Error, Result};
 use crate::kernel::{FftDirection, ZipOp};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{self, Ptx};
+use cudarc::nvrtc::Ptx;
 use num_complex::Complex32;
 use std::sync::{Arc, OnceLock};
 
@@ -165,23 +165,34 @@ pub fn kernel_ptx() -> Result<String> {
     Ok(ptx()?.to_src())
 }
 
-/// PTX of [`KERNEL_SOURCE`], compiled on first use; a compile error is kept as its message.
+/// Compiles [`KERNEL_SOURCE`] for `arch` (`compute_XX` gives PTX, `sm_XX` machine code) with
+/// the NVRTC the backend found, and says which NVRTC that was: the check that every kernel
+/// compiles, without a GPU. The log of a successful compile holds its warnings.
+pub fn compile_kernels(arch: &str) -> Result<(super::Loaded, super::Compiled)> {
+    let what = || format!("NVRTC compilation of the built-in kernels for {arch}");
+    let nvrtc = super::nvrtc::Nvrtc::get().map_err(|why| cuda_error(what(), why))?;
+    let option = format!("--gpu-architecture={arch}");
+    let compiled = nvrtc
+        .compile(KERNEL_SOURCE, KERNEL_FILE, &[&option])
+        .map_err(|why| cuda_error(what(), why))?;
+    Ok((nvrtc.loaded.clone(), compiled))
+}
+
+/// The name the kernels' source goes by in NVRTC's messages.
+const KERNEL_FILE: &str = "rimms_kernels.cu";
+
+/// PTX of [`KERNEL_SOURCE`] for NVRTC's default architecture (which every GPU the driver
+/// supports can load), compiled on first use; a compile error is kept as its message.
 fn ptx() -> Result<Ptx> {
-    if !super::probe::libraries().nvrtc {
-        return Err(cuda_error(
-            "NVRTC compilation of the built-in kernels",
-            "libnvrtc could not be loaded",
-        ));
-    }
-    static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
+    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
     PTX.get_or_init(|| {
-        let opts = nvrtc::CompileOptions {
-            name: Some("rimms_kernels.cu".to_string()),
-            ..Default::default()
-        };
-        nvrtc::compile_ptx_with_opts(KERNEL_SOURCE, opts).map_err(|e| e.to_string())
+        let nvrtc = super::nvrtc::Nvrtc::get()?;
+        nvrtc
+            .compile(KERNEL_SOURCE, KERNEL_FILE, &[])
+            .map(|c| c.ptx)
     })
     .clone()
+    .map(Ptx::from_src)
     .map_err(|why| cuda_error("NVRTC compilation of the built-in kernels", why))
 }
 

@@ -6,6 +6,8 @@
 //! ([`probe()`]). The pieces, each in its own module:
 //!
 //! - [`probe`](mod@probe): is there a driver, which devices, why not;
+//! - [`libs`]: where NVRTC, cuFFT and nvJitLink of CUDA 12 or 13 are, and which were loaded
+//!   (`nvrtc`, internal: our own calls into the NVRTC found);
 //! - [`memory`]: the device's memory space — one pool reserved up front and carved by the NF
 //!   allocator, pinned staging for asynchronous copies, copies in, out, within and between
 //!   GPUs;
@@ -42,18 +44,24 @@ mod fft;
 mod hazard;
 pub mod kernels;
 mod lanes;
+pub mod libs;
 pub mod memory;
+mod nvrtc;
 pub mod probe;
+#[cfg(test)]
+mod sim_streams;
 mod staging;
 
 pub use baseline::{run_baseline, BaselineAlloc};
 pub use fft::FftPlan;
-pub use kernels::{kernel_ptx, GpuKernels, GpuOp, KERNEL_SOURCE};
+pub use kernels::{compile_kernels, kernel_ptx, GpuKernels, GpuOp, KERNEL_SOURCE};
 pub use lanes::GpuEvent;
+pub use libs::{report as library_report, Found, LibraryReport, Loaded, LIB_DIRS_ENV};
 pub use memory::{DevRange, GpuAlloc, GpuMemory, MemoryConfig, MemoryUse, PendingRead};
+pub use nvrtc::Compiled;
 pub use probe::{
-    driver_present, libraries, no_gpu_reason, probe, probe_detailed, GpuDevice, GpuInfo, Libraries,
-    Probe, NO_GPU_ENV,
+    cuda_version, driver_present, driver_version, libraries, no_gpu_reason, probe, probe_detailed,
+    GpuDevice, GpuInfo, Libraries, Probe, MIN_DRIVER_VERSION, NO_GPU_ENV,
 };
 
 use crate::error::{Error, Result};

@@ -7,18 +7,18 @@
 //! ([`libraries`]) before their first call. The answers are cached: a library is there or not
 //! for the life of the process.
 //!
-//! Outcomes of [`probe`]:
-//! - no driver library, no device, or `RIMMS_NO_GPU` set: `Ok(None)`, with the reason from
-//!   [`probe_detailed`] or [`no_gpu_reason`];
-//! - a driver that is there but refuses to start for another reason (a driver older than the
-//!   library, a broken installation): an error, because a user who has a GPU wants to hear
-//!   why it cannot be used rather than silently run on the CPU.
+//! Outcomes of [`probe`]: a list of devices, or `Ok(None)` with the reason from
+//! [`probe_detailed`] or [`no_gpu_reason`]. Every way a machine can fail to offer a usable
+//! GPU is such a reason, not an error: no driver library, `RIMMS_NO_GPU` set, no device, the
+//! toolkit's stub `libcuda` found instead of the driver's, a driver older than the library,
+//! a missing or mismatched kernel module, a library missing a symbol. A program that asks for
+//! whatever GPUs there are (`gpu_if_available`) then runs on the CPU and logs why; one that
+//! requires a GPU gets [`Error::NoGpu`](crate::Error::NoGpu) carrying the same reason.
 //!
 //! As a last guard, the enumeration runs under `catch_unwind`, so a cudarc panic we did not
-//! foresee (say, a symbol missing from a very old driver) becomes an error instead of
+//! foresee (say, a symbol missing from a very old driver) becomes a reason instead of
 //! unwinding into the caller.
 
-use super::cuda_error;
 use crate::error::Result;
 use cudarc::driver::{result, sys, DriverError};
 use std::sync::OnceLock;
@@ -58,15 +58,15 @@ pub enum Probe {
     NoGpu(String),
 }
 
-/// Which CUDA libraries can be opened. The driver is needed for anything; NVRTC (kernels) and
+/// Which CUDA libraries can be used. The driver is needed for anything; NVRTC (kernels) and
 /// cuFFT (`fft`) for a [`CudaBackend`](super::CudaBackend).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Libraries {
     /// `libcuda` (the driver, installed with the NVIDIA kernel driver).
     pub driver: bool,
-    /// `libnvrtc` (CUDA toolkit runtime libraries).
+    /// `libnvrtc` (CUDA 12 or 13), found and opened.
     pub nvrtc: bool,
-    /// `libcufft` (CUDA toolkit runtime libraries).
+    /// `libcufft` (CUDA 12 or 13), found and opened.
     pub cufft: bool,
 }
 
@@ -78,37 +78,47 @@ pub fn driver_present() -> bool {
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
-/// Which of the libraries the backend uses can be opened. Cached after the first call.
+/// Which of the libraries the backend uses can be used: see [`super::libs::report`] for
+/// which files, or where they were looked for. Found on the first call.
 pub fn libraries() -> Libraries {
-    static NVRTC: OnceLock<bool> = OnceLock::new();
-    static CUFFT: OnceLock<bool> = OnceLock::new();
+    let report = super::libs::report();
     Libraries {
         driver: driver_present(),
-        // SAFETY: as in `driver_present`: open and close the library, call nothing in it.
-        nvrtc: *NVRTC.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }),
-        // SAFETY: as above.
-        cufft: *CUFFT.get_or_init(|| unsafe { cudarc::cufft::sys::is_culib_present() }),
+        nvrtc: super::nvrtc::Nvrtc::get().is_ok(),
+        cufft: report.cufft.loaded().is_some(),
     }
 }
 
 /// Why the backend's libraries beyond the driver cannot be used, if they cannot.
 pub(crate) fn missing_toolkit_libraries() -> Option<String> {
-    let libs = libraries();
     let mut missing = Vec::new();
-    if !libs.nvrtc {
-        missing.push("libnvrtc (NVRTC, to compile the kernels)");
+    if let Err(why) = super::nvrtc::Nvrtc::get() {
+        missing.push(format!("NVRTC (to compile the kernels): {why}"));
     }
-    if !libs.cufft {
-        missing.push("libcufft (cuFFT, for fft)");
+    if let super::libs::Found::Missing { why, looked_in } = &super::libs::report().cufft {
+        missing.push(format!(
+            "cuFFT (for fft): libcufft: {why}; looked in: {}",
+            looked_in.join(", ")
+        ));
     }
     if missing.is_empty() {
         None
     } else {
         Some(format!(
-            "a GPU is present but {} could not be loaded: install the CUDA 12 runtime \
-             libraries or add their folder to LD_LIBRARY_PATH",
-            missing.join(" and ")
+            "a GPU is present but the CUDA 12 or 13 libraries cannot be used: {}. Install \
+             them (the toolkit, or pip's nvidia-cuda-nvrtc and nvidia-cufft) or name their \
+             folder in {}",
+            missing.join("; "),
+            super::libs::LIB_DIRS_ENV
         ))
+    }
+}
+
+/// The driver's CUDA version (13000 for 13.0), if there is a usable driver.
+pub fn driver_version() -> Option<i32> {
+    match probe_detailed() {
+        Ok(Probe::Found(info)) => Some(info.driver_version),
+        _ => None,
     }
 }
 
@@ -120,8 +130,8 @@ fn forced_off() -> Option<String> {
     }
 }
 
-/// Finds the GPUs: `Ok(None)` when there are none (see [`probe_detailed`] for why), an error
-/// only for an installation that is there but broken. Never panics.
+/// Finds the GPUs: `Ok(None)` when there are none (see [`probe_detailed`] for why). Never
+/// panics.
 pub fn probe() -> Result<Option<GpuInfo>> {
     Ok(match probe_detailed()? {
         Probe::Found(info) => Some(info),
@@ -129,8 +139,7 @@ pub fn probe() -> Result<Option<GpuInfo>> {
     })
 }
 
-/// Why there is no usable GPU, or `None` when there is one. A broken installation gives its
-/// error message as the reason.
+/// Why there is no usable GPU, or `None` when there is one.
 pub fn no_gpu_reason() -> Option<String> {
     match probe_detailed() {
         Ok(Probe::Found(_)) => None,
@@ -139,7 +148,8 @@ pub fn no_gpu_reason() -> Option<String> {
     }
 }
 
-/// Finds the GPUs, and says why when there are none. Never panics.
+/// Finds the GPUs, and says why when there are none. Never panics; the `Result` is kept for
+/// callers written against earlier versions and is always `Ok`.
 pub fn probe_detailed() -> Result<Probe> {
     if let Some(why) = forced_off() {
         return Ok(Probe::NoGpu(why));
@@ -151,13 +161,14 @@ pub fn probe_detailed() -> Result<Probe> {
                 .to_string(),
         ));
     }
-    match std::panic::catch_unwind(enumerate) {
-        Ok(outcome) => outcome,
-        Err(payload) => Err(cuda_error(
-            "device enumeration",
-            format!("cudarc panicked: {}", panic_message(payload.as_ref())),
+    Ok(match std::panic::catch_unwind(enumerate) {
+        Ok(Ok(info)) => Probe::Found(info),
+        Ok(Err(why)) => Probe::NoGpu(why),
+        Err(payload) => Probe::NoGpu(format!(
+            "the CUDA driver library (libcuda) cannot be used: {}",
+            panic_message(payload.as_ref())
         )),
-    }
+    })
 }
 
 /// The text of a panic payload.
@@ -171,44 +182,79 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Initialises the driver and lists the devices. Only called once the library is known to be
-/// loadable.
-fn enumerate() -> Result<Probe> {
-    match result::init() {
-        Ok(()) => {}
-        Err(DriverError(sys::CUresult::CUDA_ERROR_NO_DEVICE)) => {
-            return Ok(Probe::NoGpu(
-                "the CUDA driver is installed but reports no device (cuInit: \
-                 CUDA_ERROR_NO_DEVICE)"
-                    .to_string(),
-            ))
+/// The oldest driver the backend runs on: CUDA 12.0, the first that the driver calls of the
+/// pinned CUDA 12 binding (and the kernels' PTX) are all known to work with.
+pub const MIN_DRIVER_VERSION: i32 = 12000;
+
+/// `12060` as `12.6`: how CUDA writes its versions.
+pub fn cuda_version(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// Why `cuInit` failing with `e` means there is no usable GPU, in words a user can act on.
+pub(crate) fn init_failure(e: DriverError) -> String {
+    use sys::CUresult as R;
+    let why = match e.0 {
+        R::CUDA_ERROR_NO_DEVICE => "the CUDA driver is installed but reports no device",
+        R::CUDA_ERROR_STUB_LIBRARY => {
+            "the libcuda found is the CUDA toolkit's stub, not the driver's: no NVIDIA driver \
+             is installed, or a stubs folder comes first on the library path"
         }
-        Err(e) => return Err(cuda_error("cuInit (driver start)", e)),
-    }
-    let count = result::device::get_count().map_err(|e| cuda_error("cuDeviceGetCount", e))?;
-    if count <= 0 {
-        return Ok(Probe::NoGpu(
-            "the CUDA driver is installed but sees no device (cuDeviceGetCount = 0)".to_string(),
-        ));
-    }
+        R::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH | R::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => {
+            "the NVIDIA kernel module and the libcuda found are of different driver versions"
+        }
+        R::CUDA_ERROR_NOT_PERMITTED | R::CUDA_ERROR_OPERATING_SYSTEM => {
+            "the operating system refused access to the GPU (device files or permissions)"
+        }
+        R::CUDA_ERROR_DEVICE_UNAVAILABLE | R::CUDA_ERROR_SYSTEM_NOT_READY => {
+            "the GPU is unavailable (exclusive to another process, or the system is not ready)"
+        }
+        R::CUDA_ERROR_UNKNOWN => {
+            "the CUDA driver could not start: the NVIDIA kernel module is probably not \
+             loaded (check /dev/nvidia* and `nvidia-smi`)"
+        }
+        _ => "the CUDA driver could not start",
+    };
+    // The code's name only: the driver's own message would be one more call into a library
+    // that has just failed to start (and that a stand-in may not even have).
+    format!("{why} (cuInit: {:?})", e.0)
+}
+
+/// Initialises the driver and lists the devices, or says why there is no usable one. Only
+/// called once the library is known to be loadable.
+fn enumerate() -> std::result::Result<GpuInfo, String> {
+    result::init().map_err(init_failure)?;
+    let call = |name: &str, e: DriverError| format!("the CUDA driver failed {name}: {:?}", e.0);
     let mut driver_version = 0;
     // SAFETY: the driver is initialised and the out-pointer is a live local.
     unsafe { sys::cuDriverGetVersion(&mut driver_version) }
         .result()
-        .map_err(|e| cuda_error("cuDriverGetVersion", e))?;
+        .map_err(|e| call("cuDriverGetVersion", e))?;
+    if driver_version < MIN_DRIVER_VERSION {
+        return Err(format!(
+            "the NVIDIA driver is too old: it supports CUDA {}, the backend needs {} or newer",
+            cuda_version(driver_version),
+            cuda_version(MIN_DRIVER_VERSION)
+        ));
+    }
+    let count = result::device::get_count().map_err(|e| call("cuDeviceGetCount", e))?;
+    if count <= 0 {
+        return Err(
+            "the CUDA driver is installed but sees no device (cuDeviceGetCount = 0)".to_string(),
+        );
+    }
     let mut devices = Vec::with_capacity(count as usize);
     for ordinal in 0..count {
-        let what = |call: &str| format!("{call} for device {ordinal}");
-        let dev = result::device::get(ordinal).map_err(|e| cuda_error(what("cuDeviceGet"), e))?;
-        let name =
-            result::device::get_name(dev).map_err(|e| cuda_error(what("cuDeviceGetName"), e))?;
+        let what = |name: &str, e| call(&format!("{name} for device {ordinal}"), e);
+        let dev = result::device::get(ordinal).map_err(|e| what("cuDeviceGet", e))?;
+        let name = result::device::get_name(dev).map_err(|e| what("cuDeviceGetName", e))?;
         // SAFETY: `dev` is a device handle the driver just returned.
-        let total_memory = unsafe { result::device::total_mem(dev) }
-            .map_err(|e| cuda_error(what("cuDeviceTotalMem"), e))?;
+        let total_memory =
+            unsafe { result::device::total_mem(dev) }.map_err(|e| what("cuDeviceTotalMem", e))?;
         let attr = |a: sys::CUdevice_attribute| {
             // SAFETY: as above.
             unsafe { result::device::get_attribute(dev, a) }
-                .map_err(|e| cuda_error(what("cuDeviceGetAttribute"), e))
+                .map_err(|e| what("cuDeviceGetAttribute", e))
         };
         let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
@@ -219,8 +265,8 @@ fn enumerate() -> Result<Probe> {
             compute_capability: (major, minor),
         });
     }
-    Ok(Probe::Found(GpuInfo {
+    Ok(GpuInfo {
         driver_version,
         devices,
-    }))
+    })
 }
