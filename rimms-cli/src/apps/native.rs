@@ -45,8 +45,9 @@ enum Place {
         name: String,
         link: Option<LinkModel>,
     },
-    /// The FPGA board, its u-dma-buf shared with the CPU.
-    Fpga(Board),
+    /// The FPGA board, its u-dma-buf shared with the CPU (boxed: it is far larger than the
+    /// other places).
+    Fpga(Box<Board>),
 }
 
 struct Board {
@@ -137,7 +138,7 @@ impl<T> Mirror<T> {
 impl Native {
     pub fn new(mapping: Mapping, sim: &SimConfig) -> Result<Native, AppError> {
         let place = match (mapping, mapping.device(Step::Fft)) {
-            (Mapping::Fpga | Mapping::FpgaCpu, _) => Place::Fpga(Board::open(mapping)?),
+            (Mapping::Fpga | Mapping::FpgaCpu, _) => Place::Fpga(Box::new(Board::open(mapping)?)),
             (_, Target::On(Device::Cpu)) => Place::Host,
             // Native code for the other mappings runs on the one device their FFTs run on;
             // they place every step there.
@@ -236,7 +237,11 @@ impl Native {
         b: &[Complex32],
         out: &mut [Complex32],
     ) -> Result<(), AppError> {
-        let Place::Fpga(board @ Board { zip: Some(zip), .. }) = &self.place else {
+        let on_fpga = match &self.place {
+            Place::Fpga(board) => board.zip.map(|zip| (board, zip)),
+            _ => None,
+        };
+        let Some((board, zip)) = on_fpga else {
             kernels::zip(op, a, b, out);
             return Ok(());
         };
@@ -246,7 +251,7 @@ impl Native {
             board.offset_of(out)?,
         );
         board
-            .accelerator(*zip)
+            .accelerator(zip)
             .zip_in_pieces(op, out.len(), a, b, o)?;
         Ok(())
     }
