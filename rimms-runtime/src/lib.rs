@@ -54,4 +54,4 @@ pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy, Target};
 pub use scope::Scope;
 pub use space::{LinkModel, SpaceId, SpaceSet};
-pub use stats::{ApiStats, LinkStats, SpaceStats, Stats, TRACE_FILE_ENV};
+pub use stats::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};
