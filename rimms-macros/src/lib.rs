@@ -123,6 +123,60 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `#pragma rimms parallel for` as a Rust macro:
 /// `rimms::parallel_for!(for i in 0..n { y[i] = a * x[i] + y[i]; })`.
 ///
+/// ```
+/// # fn main() -> rimms::Result<()> {
+/// use rimms::{HeteData, Runtime};
+/// let rt = Runtime::builder().build()?;
+/// let x = HeteData::from_slice(&rt, &[1.0f32, 2.0, 3.0])?;
+/// let mut y = HeteData::from_slice(&rt, &[1.0f32; 3])?;
+/// let (a, n) = (2.0, x.len());
+/// rimms::parallel_for!(for i in 0..n {
+///     y[i] = a * x[i] + y[i];
+/// })?;
+/// assert_eq!(y.host()?, &[3.0, 5.0, 7.0]);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// **Reductions.** Iterations cannot update shared state (`total += x[i]`, `dets.push(i)`):
+/// they run in parallel. Instead, name a reduction before `for` and make each iteration's
+/// value the body's result; the loop evaluates to `rimms::Result` of the combined value.
+/// As in rayon, each task folds its own iterations and the partial results are combined
+/// after, in index order:
+///
+/// - `sum`: the sum (`T::default()` for no values);
+/// - `min`, `max`: `Option` of the least or greatest value (of equal values the first wins,
+///   so `(value, i)` gives the index; a NaN is skipped);
+/// - `collect`: a `Vec` of the values in index order;
+/// - `reduce(|| identity, |a, b| op)`: a fold with an associative `op` and its neutral value.
+///
+/// An iteration that `continue`s gives no value.
+///
+/// ```
+/// # fn main() -> rimms::Result<()> {
+/// use rimms::{HeteData, Runtime};
+/// let rt = Runtime::builder().build()?;
+/// let pw = HeteData::from_slice(&rt, &[1.0f32, 9.0, 1.0, 4.0, 8.0, 1.0])?;
+/// let n = pw.len();
+/// let total: f32 = rimms::parallel_for!(sum for i in 0..n { pw[i] })?;
+/// let strongest = rimms::parallel_for!(max for i in 0..n { (pw[i], i) })?;
+/// let above: Vec<usize> = rimms::parallel_for!(collect for i in 0..n {
+///     if pw[i] < 4.0 {
+///         continue;
+///     }
+///     i
+/// })?;
+/// let product = rimms::parallel_for!(reduce(|| 1.0f32, |a, b| a * b) for i in 0..n { pw[i] })?;
+/// assert_eq!((total, strongest, above, product), (24.0, Some((9.0, 1)), vec![1, 3, 4], 288.0));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// **Buffers used whole.** A buffer the body only reads may also be used whole, as the
+/// `&[T]` of its synced contents: `f(&pw, i)`, `pw.len()`, `pw.iter()`. (The macro knows a
+/// name is a buffer because the body indexes it somewhere.) A buffer the loop writes can
+/// only be indexed at the loop variable: each task holds just its own elements.
+///
 /// Every buffer indexed in the body is synced to the host once, in the mode its use needs;
 /// iterations run on rayon in fragment-sized chunks; written buffers are host-owned after.
 /// Evaluates to `rimms::Result<()>`: a range that runs past a buffer (even an empty one) is
@@ -137,8 +191,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// that is not what it seems panics in that task, never writes elsewhere. A write is recorded
 /// when the loop finishes; a loop that fails or panics part-way leaves the other valid copies
 /// as they were. Writing at another index than the loop variable, reading a written buffer at
-/// another index, binding the loop variable or a buffer's name again inside the body, and
-/// taking raw pointers of buffers are compile errors.
+/// another index, binding the loop variable or a buffer's name again inside the body,
+/// taking raw pointers of buffers, `break` and `return` (use `continue`), and updating a
+/// variable or collection from outside the body (use a reduction) are compile errors that
+/// say so.
 #[proc_macro]
 pub fn parallel_for(input: TokenStream) -> TokenStream {
     parallel_for::expand(input.into()).into()

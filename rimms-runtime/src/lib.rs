@@ -35,8 +35,8 @@ pub use rimms_macros::{api, kernel, parallel_for};
 pub mod __private {
     pub use crate::coherence::Access;
     pub use crate::host_loop::{
-        check_loop_bounds, loop_range, loop_range_inclusive, run_loop, LoopMut, LoopParts,
-        LoopRead, LoopWrite, LOOP_CHUNK,
+        check_loop_bounds, loop_range, loop_range_inclusive, run_loop, run_reduce, Collect,
+        Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum, LOOP_CHUNK,
     };
     pub use crate::kernel::{
         assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg,
