@@ -447,27 +447,19 @@ fn failed(errors: Errors) -> TokenStream {
     quote!({ #errors ::core::result::Result::<(), #rimms::Error>::Ok(()) })
 }
 
-/// What a loop gives: nothing, or its iterations' values combined.
-enum Reduce {
-    None,
-    /// `sum`, `min`, `max`, `collect`: a reduction of the runtime's, by its constructor.
-    Builtin(TokenStream),
-    /// `reduce(identity, op)`.
-    Fold(Expr, Expr),
-}
-
 const REDUCTIONS: &str = "`sum`, `min`, `max`, `collect` or `reduce(|| identity, |a, b| op)`";
 
-/// `[REDUCTION] for i in RANGE { … }`.
-fn parse_input(input: syn::parse::ParseStream) -> syn::Result<(Reduce, ExprForLoop)> {
+/// `[REDUCTION] for i in RANGE { … }`: the loop, and the expression that makes its reduction
+/// (a `Reduction` of the runtime's), if it has one.
+fn parse_input(input: syn::parse::ParseStream) -> syn::Result<(Option<TokenStream>, ExprForLoop)> {
     let rimms = paths::rimms();
     let reduce = if input.peek(Ident) {
         let name: Ident = input.parse()?;
         match name.to_string().as_str() {
-            "sum" => Reduce::Builtin(quote!(#rimms::__private::Sum::new())),
-            "min" => Reduce::Builtin(quote!(#rimms::__private::Extreme::min())),
-            "max" => Reduce::Builtin(quote!(#rimms::__private::Extreme::max())),
-            "collect" => Reduce::Builtin(quote!(#rimms::__private::Collect::new())),
+            "sum" => Some(quote!(#rimms::__private::Sum::new())),
+            "min" => Some(quote!(#rimms::__private::Extreme::min())),
+            "max" => Some(quote!(#rimms::__private::Extreme::max())),
+            "collect" => Some(quote!(#rimms::__private::Collect::new())),
             "reduce" => {
                 let content;
                 syn::parenthesized!(content in input);
@@ -475,17 +467,19 @@ fn parse_input(input: syn::parse::ParseStream) -> syn::Result<(Reduce, ExprForLo
                 content.parse::<syn::Token![,]>()?;
                 let op: Expr = content.parse()?;
                 let _ = content.parse::<Option<syn::Token![,]>>()?;
-                Reduce::Fold(identity, op)
+                Some(quote!(#rimms::__private::Fold::new(#identity, #op)))
             }
-            other => return Err(syn::Error::new(
-                name.span(),
-                format!(
+            other => {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!(
                     "unknown reduction `{other}`: `parallel_for!` takes {REDUCTIONS} before `for`"
                 ),
-            )),
+                ))
+            }
         }
     } else {
-        Reduce::None
+        None
     };
     Ok((reduce, input.parse()?))
 }
@@ -677,12 +671,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
         local("__rimms_acc"),
         local("__rimms_value"),
     );
-    let reduction_value = match reduce {
-        Reduce::None => None,
-        Reduce::Builtin(made) => Some(made),
-        Reduce::Fold(identity, op) => Some(quote!(#rimms::__private::Fold::new(#identity, #op))),
-    };
-    let Some(made) = reduction_value else {
+    let Some(made) = reduce else {
         return quote! {
             (|| -> #rimms::Result<()> {
                 let #range: ::core::ops::Range<usize> = #rimms::__private::#range_fn?;
