@@ -184,6 +184,13 @@ impl<'a> From<&'a str> for SpaceRef<'a> {
     }
 }
 
+/// A name from a list of names (`for name in &["host", "sim0"]`).
+impl<'a> From<&&'a str> for SpaceRef<'a> {
+    fn from(name: &&'a str) -> Self {
+        SpaceRef::Name(name)
+    }
+}
+
 impl<'a> From<&'a String> for SpaceRef<'a> {
     fn from(name: &'a String) -> Self {
         SpaceRef::Name(name)
