@@ -354,8 +354,8 @@ mod tests {
         let second = Timeline::create(path.clone()).expect("second");
         drop(first);
         let third = Timeline::create(path.clone()).expect("third");
-        assert_eq!(first_path(&second), dir.path().join("several.2.json"));
-        assert_eq!(first_path(&third), dir.path().join("several.3.json"));
+        assert_eq!(second.path, dir.path().join("several.2.json"));
+        assert_eq!(third.path, dir.path().join("several.3.json"));
         for p in [
             path,
             dir.path().join("several.2.json"),
@@ -365,10 +365,6 @@ mod tests {
             assert_eq!(text, format!("{HEAD}{TAIL}"), "{}", p.display());
         }
         assert_eq!(numbered(Path::new("a/t"), 2), Path::new("a/t.2"));
-    }
-
-    fn first_path(t: &Timeline) -> PathBuf {
-        t.path.clone()
     }
 
     #[test]
