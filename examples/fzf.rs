@@ -44,8 +44,8 @@ fn fzf(mode: ExecMode) -> rimms::Result<()> {
     println!(
         "{mode:?}: {} copies, {:.1} MiB host->sim0, {:.1} MiB sim0->host",
         stats.total_copies(),
-        stats.bytes("host", "sim0") as f64 / (1 << 20) as f64,
-        stats.bytes("sim0", "host") as f64 / (1 << 20) as f64
+        stats.bytes("host", "sim0")? as f64 / (1 << 20) as f64,
+        stats.bytes("sim0", "host")? as f64 / (1 << 20) as f64
     );
     Ok(())
 }

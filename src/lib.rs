@@ -25,11 +25,87 @@
 //! let y = y.host()?; // the one copy back
 //! assert!((y[10].re - 5.0).abs() < 1e-3);
 //! // x and filter went to sim0 once each; only y came back.
-//! assert_eq!(rt.stats().bytes("host", "sim0"), 2 * 8 * n as u64);
-//! assert_eq!(rt.stats().bytes("sim0", "host"), 8 * n as u64);
+//! assert_eq!(rt.stats().bytes("host", "sim0")?, 2 * 8 * n as u64);
+//! assert_eq!(rt.stats().bytes("sim0", "host")?, 8 * n as u64);
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## A small pipeline of your own
+//!
+//! A matched filter on every pulse of a matrix, the power of the result, and the detections
+//! collected by a parallel host loop. `zip_rows` applies one row to all rows in one call;
+//! `parallel_for!(collect …)` gathers each iteration's value in index order (an iteration
+//! that `continue`s gives none).
+//!
+//! ```
+//! use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig, ZipOp};
+//!
+//! # fn main() -> rimms::Result<()> {
+//! let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+//! let (pulses, n) = (4, 64);
+//! // Each pulse holds an echo of a 3-sample pulse at range cell 10 + pulse.
+//! let code = [Complex32::new(1.0, 0.0), Complex32::new(0.0, 1.0), Complex32::new(-1.0, 0.0)];
+//! let mut echoes = vec![Complex32::new(0.0, 0.0); pulses * n];
+//! for p in 0..pulses {
+//!     for (t, c) in code.iter().enumerate() {
+//!         echoes[p * n + 10 + p + t] = *c;
+//!     }
+//! }
+//! let mut reference = vec![Complex32::new(0.0, 0.0); n];
+//! reference[..3].copy_from_slice(&code);
+//! let (echoes, reference) = (HeteData::from_slice(&rt, &echoes)?, HeteData::from_slice(&rt, &reference)?);
+//! let mut spectra = HeteData::alloc(&rt, pulses * n)?;
+//! let mut filter = HeteData::alloc(&rt, n)?;
+//! let mut product = HeteData::alloc(&rt, pulses * n)?;
+//! let mut compressed = HeteData::alloc(&rt, pulses * n)?;
+//! let mut power = HeteData::<f32>::alloc(&rt, pulses * n)?;
+//! let dev = Device::Sim(0);
+//! rt.fft(dev, FftDirection::Forward, n, &echoes, &mut spectra)?;
+//! rt.fft(dev, FftDirection::Forward, n, &reference, &mut filter)?;
+//! rt.zip_rows(dev, ZipOp::MulConj, &spectra, &filter, &mut product)?; // correlate every pulse
+//! rt.fft(dev, FftDirection::Inverse, n, &product, &mut compressed)?;
+//! rt.power(dev, &compressed, &mut power)?;
+//! let cells = power.len();
+//! let hits: Vec<usize> = rimms::parallel_for!(collect for i in 0..cells {
+//!     if power[i] < 6.0 {
+//!         continue;
+//!     }
+//!     i
+//! })?;
+//! // The compressed peak is |3|² = 9 at each pulse's echo; the sidelobes are 4 and 1.
+//! assert_eq!(hits, vec![10, n + 11, 2 * n + 12, 3 * n + 13]);
+//! // In: the echoes and the reference once; out: only the power map, once.
+//! let stats = rt.stats();
+//! assert_eq!(stats.bytes("host", "sim0")?, 8 * (pulses * n + n) as u64);
+//! assert_eq!(stats.bytes("sim0", "host")?, 4 * (pulses * n) as u64);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## What each device runs
+//!
+//! [`Runtime::capabilities`] reports it for the devices of a runtime, and `rimms devices`
+//! prints it for this machine's; a call a device cannot make is refused before anything moves,
+//! with the reason (and, where one exists, the short equivalent).
+//!
+//! | device | APIs | limits |
+//! |---|---|---|
+//! | `cpu` | every built-in: `fft`, `fft_in_place`, `zip`, `zip_rows`, `conj`, `magnitude`, `power`, `window`, `scale`, `fftshift`, `transpose`, `gemm` | none |
+//! | `sim` | the CPU's kernels on the card's own memory (or staged through device-only memory) | FFT size up to `SimConfig::max_fft_points` |
+//! | `fpga` FFT core | `fft`, `fft_in_place` | 8 to 2,048 points (the emulator's default board) |
+//! | `fpga` ZIP core | `zip` | `Add`, `Sub`, `Mul`; no `Div`, no `MulConj` (conjugate `b` first, then `Mul`); longer ZIPs than the core's 4,096 elements are cut into pieces by the runtime |
+//! | `gpu` | `fft`, `fft_in_place`, `zip`, `conj`, `magnitude`, `fftshift`, `transpose`, `scale`, `gemm` | its buffers are in device memory |
+//!
+//! Every API without an implementation for a device kind (a user's kernel, `power` on an
+//! FPGA) runs on the devices that have one; [`Error::NoImplementation`] lists them.
+//!
+//! ## Names of devices and memories
+//!
+//! A device computes in a memory space: `sim0` in `sim0`, but every FPGA core of a board in
+//! its u-dma-buf, `udmabuf0`. Stats are per space; [`Stats::bytes`] and friends take a space
+//! name or a [`SpaceId`] ([`Runtime::space_of`] gives a device's), and a name that is not a
+//! space is an error, never a silent zero.
 //!
 //! Everything a user needs is re-exported here; the crates behind it (`rimms-runtime`,
 //! `rimms-macros`) are implementation details.

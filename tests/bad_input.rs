@@ -272,7 +272,10 @@ fn a_failed_kernel_keeps_the_last_valid_copy() {
     let st = x.fragment_state(0).expect("state");
     assert_eq!(st.valid, rimms::SpaceSet::only(rimms::SpaceId::HOST));
     assert_eq!(x.host().expect("host"), &signal(2048, 12)[..]);
-    assert_eq!(rt.stats().bytes("sim0", "host"), 0);
+    let stats = rt.stats();
+    assert_eq!(stats.bytes("sim0", "host").unwrap(), 0);
+    // Nothing else moved either: only x's one trip to sim0.
+    assert_eq!(stats.total_bytes(), 2048 * 8);
 }
 
 #[test]

@@ -61,12 +61,20 @@ fn a_custom_kernel_chain_moves_only_what_it_must() {
     assert!(sum.host().expect("host").iter().all(|&v| v == 1));
     let s = rt.stats();
     let bytes = u64::from(n) * 4;
-    assert_eq!(s.bytes("host", "sim0"), 2 * bytes, "a and b once each");
     assert_eq!(
-        s.bytes("sim0", "sim1"),
+        s.bytes("host", "sim0").unwrap(),
+        2 * bytes,
+        "a and b once each"
+    );
+    assert_eq!(
+        s.bytes("sim0", "sim1").unwrap(),
         bytes,
         "sum, held only by sim0, moves to sim1"
     );
-    assert_eq!(s.bytes("sim1", "host"), bytes, "the result comes back once");
+    assert_eq!(
+        s.bytes("sim1", "host").unwrap(),
+        bytes,
+        "the result comes back once"
+    );
     assert_eq!(s.total_copies(), 4);
 }

@@ -177,7 +177,10 @@ fn two_cards_copy_to_each_other_directly_and_both_ways_at_once() {
     let s = rt.stats();
     let bytes = (input.len() * 4) as u64;
     assert_eq!(
-        (s.bytes("sim1", "sim0"), s.bytes("sim0", "sim1")),
+        (
+            s.bytes("sim1", "sim0").unwrap(),
+            s.bytes("sim0", "sim1").unwrap()
+        ),
         (bytes, bytes)
     );
     assert_eq!(

@@ -58,10 +58,13 @@ fn fzf_on_the_fpga_copies_only_the_inputs_in_when_tracked() {
     // x and the filter go into the u-dma-buf once each; spectrum and product never leave it;
     // the host reads y where the FPGA wrote it (cache maintenance, no copy).
     assert_eq!(
-        (s.copies("host", UDMABUF), s.bytes("host", UDMABUF)),
+        (
+            s.copies("host", UDMABUF).unwrap(),
+            s.bytes("host", UDMABUF).unwrap()
+        ),
         (2, 2 * BYTES)
     );
-    assert_eq!(s.copies(UDMABUF, "host"), 0);
+    assert_eq!(s.copies(UDMABUF, "host").unwrap(), 0);
     assert_eq!(s.total_copies(), 2);
 }
 
@@ -73,11 +76,17 @@ fn fzf_on_the_fpga_in_baseline_stages_every_argument_like_cedr() {
     let s = rt.stats();
     // fft: x in, spectrum out; zip: spectrum and filter in, product out; ifft: product in, y out.
     assert_eq!(
-        (s.copies("host", UDMABUF), s.bytes("host", UDMABUF)),
+        (
+            s.copies("host", UDMABUF).unwrap(),
+            s.bytes("host", UDMABUF).unwrap()
+        ),
         (4, 4 * BYTES)
     );
     assert_eq!(
-        (s.copies(UDMABUF, "host"), s.bytes(UDMABUF, "host")),
+        (
+            s.copies(UDMABUF, "host").unwrap(),
+            s.bytes(UDMABUF, "host").unwrap()
+        ),
         (3, 3 * BYTES)
     );
     let pool = s.space(UDMABUF).expect("u-dma-buf pool");
@@ -93,10 +102,13 @@ fn fft_on_the_fpga_zip_on_the_cpu_the_papers_split() {
     // x in; the CPU reads the spectrum in place in the u-dma-buf and writes the product in
     // host memory, which the inverse FFT then needs: one copy in; y is read in place.
     assert_eq!(
-        (s.copies("host", UDMABUF), s.bytes("host", UDMABUF)),
+        (
+            s.copies("host", UDMABUF).unwrap(),
+            s.bytes("host", UDMABUF).unwrap()
+        ),
         (2, 2 * BYTES)
     );
-    assert_eq!(s.copies(UDMABUF, "host"), 0);
+    assert_eq!(s.copies(UDMABUF, "host").unwrap(), 0);
 
     let baseline = runtime(ExecMode::Baseline);
     let y = fzf(&baseline, FFT0, Device::Cpu, FFT1);
@@ -104,11 +116,14 @@ fn fft_on_the_fpga_zip_on_the_cpu_the_papers_split() {
     let s = baseline.stats();
     // Each FFT stages its input in and its output out; the CPU ZIP copies nothing.
     assert_eq!(
-        (s.copies("host", UDMABUF), s.copies(UDMABUF, "host")),
+        (
+            s.copies("host", UDMABUF).unwrap(),
+            s.copies(UDMABUF, "host").unwrap()
+        ),
         (2, 2)
     );
     assert_eq!(
-        s.bytes("host", UDMABUF) + s.bytes(UDMABUF, "host"),
+        s.bytes("host", UDMABUF).unwrap() + s.bytes(UDMABUF, "host").unwrap(),
         4 * BYTES
     );
 }
@@ -315,7 +330,10 @@ fn zero_copy_puts_unplaced_host_and_cpu_data_in_the_u_dma_buf() {
     assert!(rel_error(&y, &fzf_reference()) < 1e-4);
     let s = rt.stats();
     assert_eq!(
-        (s.copies("host", UDMABUF), s.copies(UDMABUF, "host")),
+        (
+            s.copies("host", UDMABUF).unwrap(),
+            s.copies(UDMABUF, "host").unwrap()
+        ),
         (4, 3)
     );
 }

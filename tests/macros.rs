@@ -53,14 +53,16 @@ fn a_kernel_pipeline_across_cpu_and_two_sims_moves_the_minimum() {
     assert_eq!(y.host().expect("host"), &want[..]);
     let s = rt.stats();
     let bytes = (n * 4) as u64;
-    assert_eq!(s.bytes("sim1", "sim0"), bytes, "x to sim0");
+    assert_eq!(s.bytes("sim1", "sim0").unwrap(), bytes, "x to sim0");
     assert_eq!(
-        s.bytes("sim0", "host"),
+        s.bytes("sim0", "host").unwrap(),
         2 * bytes,
         "x and y to the host, once each"
     );
     assert_eq!(
-        s.bytes("host", "sim0") + s.bytes("host", "sim1") + s.bytes("sim1", "host"),
+        s.bytes("host", "sim0").unwrap()
+            + s.bytes("host", "sim1").unwrap()
+            + s.bytes("sim1", "host").unwrap(),
         0
     );
     assert_eq!(s.total_copies(), 3);
@@ -138,15 +140,15 @@ fn parallel_for_between_device_kernels_syncs_each_buffer_once() {
     let s = rt.stats();
     let bytes = (n * 4) as u64;
     assert_eq!(
-        s.copies("sim0", "host"),
+        s.copies("sim0", "host").unwrap(),
         2,
         "x and y, once each, not once per element"
     );
-    assert_eq!(s.bytes("sim0", "host"), 2 * bytes);
+    assert_eq!(s.bytes("sim0", "host").unwrap(), 2 * bytes);
     assert_eq!(s.total_copies(), 2);
     // y is host-owned after the loop: the next kernel on sim0 moves it back, once.
     axpy(&rt, Device::Sim(0), 1.0, &x, &mut y).expect("axpy");
-    assert_eq!(rt.stats().bytes("host", "sim0"), bytes);
+    assert_eq!(rt.stats().bytes("host", "sim0").unwrap(), bytes);
     let want: Vec<f32> = (0..n).map(|i| 4.0 * i as f32).collect();
     assert_eq!(y.host().expect("host"), &want[..]);
 }

@@ -34,8 +34,8 @@ fn two_fft(mode: ExecMode) -> (Vec<Complex32>, u64, u64, u64) {
     let s = rt.stats();
     (
         out,
-        s.bytes("host", "sim0"),
-        s.bytes("sim0", "host"),
+        s.bytes("host", "sim0").unwrap(),
+        s.bytes("sim0", "host").unwrap(),
         s.total_copies(),
     )
 }
@@ -71,11 +71,11 @@ fn fzf_matches_the_direct_dft_and_moves_the_minimum_when_tracked() {
     let (y, s) = fzf(ExecMode::Tracked);
     assert!(rel_error(&y, &fzf_reference()) < 1e-4);
     assert_eq!(
-        s.bytes("host", "sim0"),
+        s.bytes("host", "sim0").unwrap(),
         2 * BYTES,
         "x and the filter, once each"
     );
-    assert_eq!(s.bytes("sim0", "host"), BYTES, "only y comes back");
+    assert_eq!(s.bytes("sim0", "host").unwrap(), BYTES, "only y comes back");
     assert_eq!(s.total_copies(), 3);
     let fft = s.api("fft").expect("fft stats");
     assert_eq!(
@@ -90,8 +90,8 @@ fn fzf_in_baseline_moves_what_cedr_moves() {
     let (y, s) = fzf(ExecMode::Baseline);
     assert!(rel_error(&y, &fzf_reference()) < 1e-4);
     // fft: x in, spectrum out; zip: spectrum and filter in, product out; ifft: product in, y out.
-    assert_eq!(s.bytes("host", "sim0"), 4 * BYTES);
-    assert_eq!(s.bytes("sim0", "host"), 3 * BYTES);
+    assert_eq!(s.bytes("host", "sim0").unwrap(), 4 * BYTES);
+    assert_eq!(s.bytes("sim0", "host").unwrap(), 3 * BYTES);
     assert_eq!(s.total_copies(), 7);
     // One device allocation per argument per call, all freed.
     let sim = s.space("sim0").expect("sim0");

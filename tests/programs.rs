@@ -592,8 +592,8 @@ fn check_program(ops: &[Op], host_mapped: bool) -> Result<(), TestCaseError> {
                 .unwrap_or_default();
             prop_assert_eq!(
                 (
-                    stats.copies(from_name, to_name),
-                    stats.bytes(from_name, to_name)
+                    stats.copies(from_name, to_name).unwrap(),
+                    stats.bytes(from_name, to_name).unwrap()
                 ),
                 (copies, bytes),
                 "link {} -> {}",

@@ -88,8 +88,8 @@ fn fixed_uses_the_named_device_per_api() {
     rt.zip(Target::Auto, ZipOp::Add, &x, &x, &mut z).unwrap();
     let stats = rt.stats();
     // The FFT read x on sim1, the ZIP on sim0.
-    assert_eq!(stats.bytes("host", "sim1"), 256 * 8);
-    assert_eq!(stats.bytes("host", "sim0"), 256 * 8);
+    assert_eq!(stats.bytes("host", "sim1").unwrap(), 256 * 8);
+    assert_eq!(stats.bytes("host", "sim0").unwrap(), 256 * 8);
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn auto_skips_devices_whose_limits_the_call_exceeds() {
     );
     rt.fft(Target::Auto, FftDirection::Forward, 512, &x, &mut y)
         .unwrap();
-    assert_eq!(rt.stats().bytes("host", "sim0"), 1024 * 8);
+    assert_eq!(rt.stats().bytes("host", "sim0").unwrap(), 1024 * 8);
     assert_eq!(y.host().unwrap()[0], Complex32::new(512.0, 0.0));
 }
 
@@ -360,7 +360,7 @@ fn a_calibrated_link_turns_the_data_aware_decision() {
             .unwrap();
         let got = out.to_vec().unwrap();
         assert!(got.iter().zip(&x).all(|(g, v)| *g == v + v));
-        rt.stats().bytes("host", "sim0")
+        rt.stats().bytes("host", "sim0").unwrap()
     };
     // Trusting the configured second, the CPU's 8 ms is cheaper; measured, the copies cost
     // well under a millisecond, so the call goes to sim0 and its input crosses.

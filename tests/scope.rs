@@ -34,8 +34,16 @@ fn rows_on_three_devices_at_once_match_a_direct_dft() {
     // Each sim took 4 rows in and gave 4 back; nothing else moved.
     let stats = rt.stats();
     for sim in ["sim0", "sim1"] {
-        assert_eq!(stats.bytes("host", sim), 4 * ROW_BYTES, "host → {sim}");
-        assert_eq!(stats.bytes(sim, "host"), 4 * ROW_BYTES, "{sim} → host");
+        assert_eq!(
+            stats.bytes("host", sim).unwrap(),
+            4 * ROW_BYTES,
+            "host → {sim}"
+        );
+        assert_eq!(
+            stats.bytes(sim, "host").unwrap(),
+            4 * ROW_BYTES,
+            "{sim} → host"
+        );
     }
     assert_eq!(stats.total_bytes(), 16 * ROW_BYTES);
 }
@@ -60,9 +68,9 @@ fn concurrent_reads_of_one_fragment_copy_it_once_per_device() {
     })
     .unwrap();
     let stats = rt.stats();
-    assert_eq!(stats.copies("host", "sim0"), 1);
-    assert_eq!(stats.copies("host", "sim1"), 1);
-    assert_eq!(stats.bytes("host", "sim0"), ROW_BYTES);
+    assert_eq!(stats.copies("host", "sim0").unwrap(), 1);
+    assert_eq!(stats.copies("host", "sim1").unwrap(), 1);
+    assert_eq!(stats.bytes("host", "sim0").unwrap(), ROW_BYTES);
     let x = shared.to_vec().unwrap();
     for out in &outs {
         let got = out.to_vec().unwrap();

@@ -184,7 +184,7 @@ fn an_unconditional_overwrite_copies_nothing_in() {
     .expect("loop");
     let stats = rt.stats();
     assert_eq!(
-        stats.bytes("sim0", "host"),
+        stats.bytes("sim0", "host").unwrap(),
         0,
         "write-discard copies nothing"
     );

@@ -285,7 +285,7 @@ fn eight_threads_of_random_calls_match_both_models() {
     for from in 0..3 {
         for to in 0..3 {
             assert_eq!(
-                stats.bytes(SPACES[from], SPACES[to]),
+                stats.bytes(SPACES[from], SPACES[to]).unwrap(),
                 want[from][to],
                 "bytes {} → {}",
                 SPACES[from],

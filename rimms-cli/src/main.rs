@@ -37,6 +37,7 @@ fn bench_legend() -> String {
   rimms run correlator --delay 200             find a chirp delayed by 200 samples in noise
   rimms run sar --map auto --json              SAR with every call placed by the scheduler, as JSON
   rimms bench --app sar --frames 20 --plot bench.svg
+  rimms devices                                what each device runs: APIs, FFT sizes, ZIP ops
   RIMMS_TRACE_FILE=trace.json rimms run pulse-doppler --map fpga   (open trace.json in ui.perfetto.dev)
   RIMMS_STATS_PAGE=1 rimms run fzf --frames 100000 & rimms memstat --pid $! --watch 1
 
@@ -81,6 +82,10 @@ enum Command {
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
+    /// What each device can run: its APIs, FFT sizes and ZIP operations. Lists the CPU, a
+    /// simulated card, the FPGA (the board RIMMS_FPGA_BOARD names, else the emulator) and
+    /// GPU 0 where there is one.
+    Devices,
     /// Live per-space and per-link figures of a running program, from the stats page its
     /// runtime publishes when started with RIMMS_STATS_PAGE=1.
     Memstat {
@@ -293,6 +298,20 @@ fn memstat_cmd(pid: Option<u32>, page: Option<PathBuf>, watch: Option<f64>) -> R
     })
 }
 
+fn devices_cmd() -> Result<(), Failure> {
+    let fpga = rimms::FpgaSource::from_env().map_err(|e| format!("the FPGA board: {e}"))?;
+    let builder = rimms::Runtime::builder()
+        .sim(SimConfig::default())
+        .fpga(fpga);
+    // A machine without a usable GPU lists the others.
+    let with_gpu = rimms::Runtime::builder().gpu(0).build().is_ok();
+    let builder = if with_gpu { builder.gpu(0) } else { builder };
+    let rt = builder.build().map_err(|e| e.to_string())?;
+    let text: String = rt.capabilities().iter().map(|c| c.to_string()).collect();
+    output::print(&text)?;
+    Ok(())
+}
+
 /// Whether log lines may carry colour codes: only on a terminal, and never with `NO_COLOR`
 /// set to anything (https://no-color.org).
 fn colour() -> bool {
@@ -321,6 +340,7 @@ fn main() -> ExitCode {
             rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds)
                 .map_err(|e| Failure::Error(e.to_string())),
         ),
+        Command::Devices => ("devices", devices_cmd()),
         Command::Memstat { pid, page, watch } => ("memstat", memstat_cmd(pid, page, watch)),
         Command::Bench {
             frames,

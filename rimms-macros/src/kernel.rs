@@ -3,7 +3,7 @@
 
 use crate::api::{api_items, decl_ident, spec_ident, Caller};
 use crate::paths;
-use crate::signature::{form_of, read_params, Errors, Form, Param};
+use crate::signature::{form_of, read_params, Errors, Form, Mode, Param};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::parse::{Parse, ParseStream};
@@ -175,17 +175,16 @@ fn implementation(
         _ => None,
     });
     for (i, (arg, mode, span)) in managed.enumerate() {
-        let mode_tokens = mode.tokens(rimms);
-        let message = format!(
-            "kernel `{name}` does not match API `{api_name}`: its argument `{arg}` is {}, which the API declares differently",
-            mode.describe()
-        );
-        // One const item per argument, spanned on it, so a mismatch points at the argument.
-        checks.push(quote_spanned! {*span=>
-            const _: () = if !#rimms::__private::mode_is(<#spec as #rimms::__private::ApiSpec>::MODES, #i, #mode_tokens) {
-                ::core::panic!(#message);
-            };
-        });
+        for declared in Mode::ALL.into_iter().filter(|m| m != mode) {
+            checks.push(mode_check(
+                rimms,
+                &spec,
+                (name, &api_name),
+                (arg, i, *span),
+                *mode,
+                declared,
+            ));
+        }
     }
     let form = form_of(params, errors);
     host_form_on_gpu(&args.devices, form, errors);
@@ -216,6 +215,68 @@ fn implementation(
         #signature_check
         #(#checks)*
         #(#registrations)*
+    }
+}
+
+/// A compile-time check that the API does not declare managed argument `index` as `declared`
+/// when the kernel takes it as `mode`.
+///
+/// The API's modes are known only to the type checker (its declaration is another macro's
+/// expansion), so the check is a trait bound that holds unless the API's mode is `declared`:
+/// one local trait per possible mismatch, whose `#[diagnostic::on_unimplemented]` message
+/// names both sides and the fix, spanned on the argument. A const panic would say the same in
+/// an "evaluation panicked" error that reads like a compiler fault.
+fn mode_check(
+    rimms: &TokenStream,
+    spec: &Path,
+    (kernel, api): (&Ident, &str),
+    (arg, index, span): (&Ident, usize, Span),
+    mode: Mode,
+    declared: Mode,
+) -> TokenStream {
+    let message = format!(
+        "kernel `{kernel}` does not match API `{api}`: its argument `{arg}` is {}, but the API declares it {}",
+        mode.describe(),
+        declared.describe()
+    );
+    let label = format!("the API declares `{arg}` {}", declared.describe());
+    let note = format!(
+        "{}; the API's declaration decides how the runtime moves `{arg}`",
+        fix(arg, declared)
+    );
+    let declared_tokens = declared.tokens(rimms);
+    // Located at the argument, so the error points there; resolved at the macro's own site,
+    // so no user name can meet them. rustc's help lines name the trait and the struct.
+    let hidden = |name: &str| Ident::new(name, span.resolved_at(Span::mixed_site()));
+    let (matches, check, require, run) = (
+        hidden("KernelModeMatchesApi"),
+        hidden("ApiDeclaresIt"),
+        hidden("require_same_mode"),
+        hidden("check_mode"),
+    );
+    quote_spanned! {span=>
+        const _: () = {
+            #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
+            trait #matches {}
+            struct #check<const DECLARED: bool>;
+            impl #matches for #check<false> {}
+            fn #require<T: #matches>() {}
+            #[allow(dead_code)]
+            fn #run() {
+                #require::<#check<{
+                    #rimms::__private::mode_is(<#spec as #rimms::__private::ApiSpec>::MODES, #index, #declared_tokens)
+                }>>();
+            }
+        };
+    }
+}
+
+/// How to write argument `arg` to match an API that declares it `declared`.
+fn fix(arg: &Ident, declared: Mode) -> String {
+    match declared {
+        Mode::Read => format!("take it as `{arg}: &[T]`: the API only reads it"),
+        Mode::ReadWrite => format!("take it as `{arg}: &mut [T]`, without `#[out]`: the API reads it before writing, so its old contents must arrive"),
+        Mode::Write => format!("mark it `#[out] {arg}: &mut [T]`: the API overwrites it without reading it (`#[out]` must be repeated on every implementation)"),
     }
 }
 

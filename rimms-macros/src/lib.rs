@@ -18,23 +18,103 @@ use proc_macro::TokenStream;
 
 /// Declares an API: a typed operation that devices implement.
 ///
-/// ```ignore
+/// The declaration has no body. `&[T]` arguments are read, `&mut [T]` read and written,
+/// `#[out] &mut [T]` overwritten without being read (write-discard: the runtime does not copy
+/// their old contents in); other arguments pass by value (they must be
+/// [`KernelValue`](../rimms/trait.KernelValue.html)s: plain data, no pointers). A first
+/// `ctx: &KernelCtx` gives implementations the runtime's caches and device drivers, and a
+/// `-> rimms::Result<()>` lets them fail.
+///
+/// The declaration becomes a function `name(rt, device, values…, &buffers…) ->
+/// rimms::Result<()>` that takes [`HeteData`](../rimms/struct.HeteData.html) buffers or
+/// their views (`&` for read, `&mut` for written arguments) and a `Device` or `Target::Auto`;
+/// implement it per kind of device with [`#[rimms::kernel(api = …)]`](macro@kernel).
+///
+/// ```
 /// #[rimms::api]
 /// pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]);
-/// ```
 ///
-/// `&[T]` arguments are read, `&mut [T]` read and written, `#[out] &mut [T]` overwritten
-/// (write-discard); other arguments pass by value; a first `ctx: &KernelCtx` gives an
-/// implementation the runtime's caches. The declaration becomes a function
-/// `saxpy(rt, device, a, &x, &mut y) -> rimms::Result<()>` taking buffers or views.
+/// #[rimms::kernel(api = saxpy, device = [cpu, sim])]
+/// fn saxpy_host(a: f32, x: &[f32], y: &mut [f32]) {
+///     for (y, x) in y.iter_mut().zip(x) {
+///         *y += a * x;
+///     }
+/// }
+///
+/// # fn main() -> rimms::Result<()> {
+/// use rimms::{Device, HeteData, Runtime, SimConfig};
+/// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+/// let x = HeteData::from_slice(&rt, &[1.0f32, 2.0, 3.0])?;
+/// let mut y = HeteData::from_slice(&rt, &[10.0f32; 3])?;
+/// saxpy(&rt, Device::Sim(0), 2.0, &x, &mut y)?;
+/// assert_eq!(y.host()?, &[12.0, 14.0, 16.0]);
+/// # Ok(())
+/// # }
+/// ```
 #[proc_macro_attribute]
 pub fn api(attr: TokenStream, item: TokenStream) -> TokenStream {
     api::expand(attr.into(), item.into()).into()
 }
 
-/// Implements an API for a kind of device (`#[rimms::kernel(api = saxpy, device = cpu)]`,
-/// `device = [cpu, sim]` for several), or, without `api`, turns one function into a kernel of
-/// its own that runs on the named device (`#[rimms::kernel(device = sim)]`, `sim(1)`).
+/// Implements an API for kinds of device, or makes one function a kernel of its own.
+///
+/// **Implementing an API**: `#[rimms::kernel(api = NAME, device = cpu)]` (or a list,
+/// `device = [cpu, sim]`) registers the function as `NAME`'s implementation for those kinds
+/// of device. Its signature must be the API's, argument by argument, **including `#[out]`**:
+/// the attribute is part of the signature (it tells the runtime not to copy the old contents
+/// in), so an implementation repeats it wherever the API has it. A kernel whose access mode
+/// differs from the API's is a compile error on the argument, naming both sides and the fix.
+/// Host kinds (`cpu`, `sim`, `fpga`) take `&[T]` / `&mut [T]`; a `gpu` implementation takes
+/// `ctx: &KernelCtx` then `DevSlice<T>` / `DevSliceMut<T>`.
+///
+/// ```
+/// use rimms::{Device, HeteData, Runtime, SimConfig};
+///
+/// #[rimms::api]
+/// pub fn power(x: &[f32], #[out] out: &mut [f32]);
+///
+/// // `#[out]` is repeated: without it this would be a read-write argument, and the
+/// // compiler would say so at `out`.
+/// #[rimms::kernel(api = power, device = [cpu, sim])]
+/// fn power_host(x: &[f32], #[out] out: &mut [f32]) {
+///     for (o, x) in out.iter_mut().zip(x) {
+///         *o = x * x;
+///     }
+/// }
+///
+/// # fn main() -> rimms::Result<()> {
+/// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+/// let x = HeteData::from_slice(&rt, &[1.0f32, -2.0, 3.0])?;
+/// let mut out = HeteData::<f32>::alloc(&rt, 3)?;
+/// power(&rt, Device::Sim(0), &x, &mut out)?;
+/// assert_eq!(out.host()?, &[1.0, 4.0, 9.0]);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// **A stand-alone kernel**: without `api`, `#[rimms::kernel(device = sim)]` (or `sim(1)` for
+/// an instance, `auto` to let the scheduler place it among `cpu` and `sim` devices) declares
+/// an API of the function's name with this one implementation. The function is replaced by
+/// its caller, `name(rt, values…, &buffers…) -> rimms::Result<()>`: the same arguments
+/// with `rt: &Runtime` first and managed buffers (`HeteData` or views) in place of slices,
+/// and no device argument (it is fixed by the attribute).
+///
+/// ```
+/// use rimms::{HeteData, Runtime, SimConfig};
+///
+/// #[rimms::kernel(device = sim)]
+/// fn fill(value: f32, #[out] y: &mut [f32]) {
+///     y.fill(value);
+/// }
+///
+/// # fn main() -> rimms::Result<()> {
+/// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+/// let mut y = HeteData::<f32>::alloc(&rt, 4)?;
+/// fill(&rt, 7.0, &mut y)?; // runs on sim0
+/// assert_eq!(y.host()?, &[7.0; 4]);
+/// # Ok(())
+/// # }
+/// ```
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     kernel::expand(attr.into(), item.into()).into()
@@ -42,6 +122,60 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// `#pragma rimms parallel for` as a Rust macro:
 /// `rimms::parallel_for!(for i in 0..n { y[i] = a * x[i] + y[i]; })`.
+///
+/// ```
+/// # fn main() -> rimms::Result<()> {
+/// use rimms::{HeteData, Runtime};
+/// let rt = Runtime::builder().build()?;
+/// let x = HeteData::from_slice(&rt, &[1.0f32, 2.0, 3.0])?;
+/// let mut y = HeteData::from_slice(&rt, &[1.0f32; 3])?;
+/// let (a, n) = (2.0, x.len());
+/// rimms::parallel_for!(for i in 0..n {
+///     y[i] = a * x[i] + y[i];
+/// })?;
+/// assert_eq!(y.host()?, &[3.0, 5.0, 7.0]);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// **Reductions.** Iterations cannot update shared state (`total += x[i]`, `dets.push(i)`):
+/// they run in parallel. Instead, name a reduction before `for` and make each iteration's
+/// value the body's result; the loop evaluates to `rimms::Result` of the combined value.
+/// As in rayon, each task folds its own iterations and the partial results are combined
+/// after, in index order:
+///
+/// - `sum`: the sum (`T::default()` for no values);
+/// - `min`, `max`: `Option` of the least or greatest value (of equal values the first wins,
+///   so `(value, i)` gives the index; a NaN is skipped);
+/// - `collect`: a `Vec` of the values in index order;
+/// - `reduce(|| identity, |a, b| op)`: a fold with an associative `op` and its neutral value.
+///
+/// An iteration that `continue`s gives no value.
+///
+/// ```
+/// # fn main() -> rimms::Result<()> {
+/// use rimms::{HeteData, Runtime};
+/// let rt = Runtime::builder().build()?;
+/// let pw = HeteData::from_slice(&rt, &[1.0f32, 9.0, 1.0, 4.0, 8.0, 1.0])?;
+/// let n = pw.len();
+/// let total: f32 = rimms::parallel_for!(sum for i in 0..n { pw[i] })?;
+/// let strongest = rimms::parallel_for!(max for i in 0..n { (pw[i], i) })?;
+/// let above: Vec<usize> = rimms::parallel_for!(collect for i in 0..n {
+///     if pw[i] < 4.0 {
+///         continue;
+///     }
+///     i
+/// })?;
+/// let product = rimms::parallel_for!(reduce(|| 1.0f32, |a, b| a * b) for i in 0..n { pw[i] })?;
+/// assert_eq!((total, strongest, above, product), (24.0, Some((9.0, 1)), vec![1, 3, 4], 288.0));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// **Buffers used whole.** A buffer the body only reads may also be used whole, as the
+/// `&[T]` of its synced contents: `f(&pw, i)`, `pw.len()`, `pw.iter()`. (The macro knows a
+/// name is a buffer because the body indexes it somewhere.) A buffer the loop writes can
+/// only be indexed at the loop variable: each task holds just its own elements.
 ///
 /// Every buffer indexed in the body is synced to the host once, in the mode its use needs;
 /// iterations run on rayon in fragment-sized chunks; written buffers are host-owned after.
@@ -57,8 +191,10 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// that is not what it seems panics in that task, never writes elsewhere. A write is recorded
 /// when the loop finishes; a loop that fails or panics part-way leaves the other valid copies
 /// as they were. Writing at another index than the loop variable, reading a written buffer at
-/// another index, binding the loop variable or a buffer's name again inside the body, and
-/// taking raw pointers of buffers are compile errors.
+/// another index, binding the loop variable or a buffer's name again inside the body,
+/// taking raw pointers of buffers, `break` and `return` (use `continue`), and updating a
+/// variable or collection from outside the body (use a reduction) are compile errors that
+/// say so.
 #[proc_macro]
 pub fn parallel_for(input: TokenStream) -> TokenStream {
     parallel_for::expand(input.into()).into()

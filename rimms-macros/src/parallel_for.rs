@@ -8,6 +8,13 @@
 //! buffer once, before the loop, in the mode its use needs, and runs the body over chunks of
 //! the range.
 //!
+//! A reduction named before `for` (`sum`, `min`, `max`, `collect`, `reduce(id, op)`) makes the
+//! body's value each iteration's contribution: every task folds its own iterations into an
+//! accumulator of its own, and `run_reduce` combines them after, so reductions add no shared
+//! state. Shared state the body tries to update itself (`total += …`, `v.push(…)`) is refused
+//! with the reduction that does it, since rustc would only say "cannot borrow … in a `Fn`
+//! closure".
+//!
 //! None of that analysis is what keeps the loop sound. Each chunk gets its own disjoint parts
 //! of the buffers (`rimms::__private::run_loop` splits them with `split_at_mut`), and the body
 //! indexes them with ordinary checked indexing, so an index the analysis misjudged panics
@@ -133,7 +140,7 @@ impl<'ast> Visit<'ast> for Collect<'_> {
             ),
             Expr::Return(r) => self.errors.at(
                 r.span(),
-                "`return` in `parallel_for!`: the body runs as separate parallel iterations; use a sequential loop",
+                "`return` in `parallel_for!`: the body runs as separate parallel iterations, not as a function; use `continue` to end this iteration early (with a reduction, a `continue`d iteration gives no value), or a sequential loop to leave it",
             ),
             _ => syn::visit::visit_expr(self, expr),
         }
@@ -274,6 +281,104 @@ impl<'ast> Visit<'ast> for Rebinds<'_> {
     }
 }
 
+/// Every name a pattern in the body binds: variables of the iteration itself, which the body
+/// may update as it likes.
+#[derive(Default)]
+struct Locals(std::collections::BTreeSet<String>);
+
+impl<'ast> Visit<'ast> for Locals {
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        self.0.insert(p.ident.to_string());
+        syn::visit::visit_pat_ident(self, p);
+    }
+}
+
+/// Methods that add to a collection.
+const GROWS: [&str; 7] = [
+    "push",
+    "push_str",
+    "push_back",
+    "push_front",
+    "insert",
+    "extend",
+    "append",
+];
+
+/// Finds state shared between iterations that the body tries to update (`total += x[i]`,
+/// `dets.push(i)`), which rustc would refuse with "cannot borrow … in a `Fn` closure": the
+/// macro says why and which reduction does it. Also finds a written buffer used whole.
+struct Shared<'a> {
+    locals: &'a std::collections::BTreeSet<String>,
+    buffers: &'a BTreeMap<String, Use>,
+    errors: &'a mut Errors,
+}
+
+impl Shared<'_> {
+    /// A name from outside the body that is not a buffer the loop indexes.
+    fn outer<'e>(&self, expr: &'e Expr) -> Option<&'e Ident> {
+        ident_of(expr).filter(|name| {
+            let name = name.to_string();
+            !self.locals.contains(&name) && !self.buffers.contains_key(&name)
+        })
+    }
+}
+
+impl<'ast> Visit<'ast> for Shared<'_> {
+    fn visit_expr(&mut self, expr: &'ast Expr) {
+        match expr {
+            Expr::Binary(b) if is_compound_assign(&b.op) => {
+                if let Some(name) = self.outer(&b.left) {
+                    self.errors.at(
+                        b.span(),
+                        format!("`{name}` is updated by every iteration, but iterations run in parallel and cannot share it; make each iteration's share the body's result and let a reduction add them up: `let {name} = parallel_for!(sum for i in … {{ … }})?`; the reductions are {REDUCTIONS}"),
+                    );
+                }
+            }
+            Expr::Assign(a) => {
+                if let Some(name) = self.outer(&a.left) {
+                    self.errors.at(
+                        a.span(),
+                        format!("`{name}` is assigned by iterations that run in parallel; give each iteration's value as the body's result and combine them with a reduction ({REDUCTIONS}): `let {name} = parallel_for!(max for i in … {{ … }})?`"),
+                    );
+                }
+            }
+            Expr::MethodCall(m) if GROWS.iter().any(|g| m.method == g) => {
+                if let Some(name) = self.outer(&m.receiver) {
+                    self.errors.at(
+                        m.method.span(),
+                        format!("`{name}.{}(…)` in `parallel_for!`: iterations run in parallel and cannot add to one collection; make the item the body's result (`continue` where there is none) and collect in index order: `let {name} = parallel_for!(collect for i in … {{ if … {{ continue; }} i }})?`", m.method),
+                    );
+                }
+            }
+            Expr::Index(ix) if ident_of(&ix.expr).is_some() => {
+                // `y[i]`: the indexed name is not a use of the whole buffer.
+                self.visit_expr(&ix.index);
+                return;
+            }
+            Expr::Call(c) if ident_of(&c.func).is_some() => {
+                for arg in &c.args {
+                    self.visit_expr(arg);
+                }
+                return;
+            }
+            _ => {
+                if let Some(name) = ident_of(expr) {
+                    let key = name.to_string();
+                    // A name the body binds again is reported as such, not as a whole use.
+                    let written = self.buffers.get(&key).is_some_and(|u| u.written);
+                    if written && !self.locals.contains(&key) {
+                        self.errors.at(
+                            name.span(),
+                            format!("`{name}` is written in this loop, so it cannot be used whole: each task holds only its own elements of it; index it as `{name}[i]`"),
+                        );
+                    }
+                }
+            }
+        }
+        syn::visit::visit_expr(self, expr);
+    }
+}
+
 /// Hygiene for everything the expansion names: user code cannot see or shadow these.
 fn local(name: &str) -> Ident {
     Ident::new(name, Span::mixed_site())
@@ -296,22 +401,42 @@ struct Rewrite<'a> {
 
 impl VisitMut for Rewrite<'_> {
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
-        syn::visit_mut::visit_expr_mut(self, expr);
-        let Expr::Index(ix) = expr else { return };
-        let Some(name) = ident_of(&ix.expr).cloned() else {
-            return;
-        };
-        let Some(u) = self.uses.get(&name.to_string()) else {
-            return;
-        };
-        let index = &ix.index;
-        *expr = if u.only_at_loop_index {
-            let (part, lo) = (part(&name), local("__rimms_lo"));
-            syn::parse_quote!(#part[(#index).wrapping_sub(#lo)])
-        } else {
-            let whole = whole(&name);
-            syn::parse_quote!(#whole[#index])
-        };
+        match expr {
+            Expr::Index(ix) => {
+                let Some(name) = ident_of(&ix.expr).cloned() else {
+                    return syn::visit_mut::visit_expr_mut(self, expr);
+                };
+                self.visit_expr_mut(&mut ix.index);
+                let Some(u) = self.uses.get(&name.to_string()) else {
+                    return;
+                };
+                let index = &ix.index;
+                *expr = if u.only_at_loop_index {
+                    let (part, lo) = (part(&name), local("__rimms_lo"));
+                    syn::parse_quote!(#part[(#index).wrapping_sub(#lo)])
+                } else {
+                    let whole = whole(&name);
+                    syn::parse_quote!(#whole[#index])
+                };
+            }
+            Expr::Call(c) if ident_of(&c.func).is_some() => {
+                for arg in c.args.iter_mut() {
+                    self.visit_expr_mut(arg);
+                }
+            }
+            _ => {
+                // A read-only buffer used whole (`f(&pw, i)`, `pw.len()`) is its synced
+                // contents, a `&[T]`; a written one was refused before.
+                if let Some(name) = ident_of(expr).cloned() {
+                    if self.uses.contains_key(&name.to_string()) {
+                        let whole = whole(&name);
+                        *expr = syn::parse_quote!(#whole);
+                        return;
+                    }
+                }
+                syn::visit_mut::visit_expr_mut(self, expr);
+            }
+        }
     }
 }
 
@@ -322,13 +447,51 @@ fn failed(errors: Errors) -> TokenStream {
     quote!({ #errors ::core::result::Result::<(), #rimms::Error>::Ok(()) })
 }
 
+const REDUCTIONS: &str = "`sum`, `min`, `max`, `collect` or `reduce(|| identity, |a, b| op)`";
+
+/// `[REDUCTION] for i in RANGE { … }`: the loop, and the expression that makes its reduction
+/// (a `Reduction` of the runtime's), if it has one.
+fn parse_input(input: syn::parse::ParseStream) -> syn::Result<(Option<TokenStream>, ExprForLoop)> {
+    let rimms = paths::rimms();
+    let reduce = if input.peek(Ident) {
+        let name: Ident = input.parse()?;
+        match name.to_string().as_str() {
+            "sum" => Some(quote!(#rimms::__private::Sum::new())),
+            "min" => Some(quote!(#rimms::__private::Extreme::min())),
+            "max" => Some(quote!(#rimms::__private::Extreme::max())),
+            "collect" => Some(quote!(#rimms::__private::Collect::new())),
+            "reduce" => {
+                let content;
+                syn::parenthesized!(content in input);
+                let identity: Expr = content.parse()?;
+                content.parse::<syn::Token![,]>()?;
+                let op: Expr = content.parse()?;
+                let _ = content.parse::<Option<syn::Token![,]>>()?;
+                Some(quote!(#rimms::__private::Fold::new(#identity, #op)))
+            }
+            other => {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!(
+                    "unknown reduction `{other}`: `parallel_for!` takes {REDUCTIONS} before `for`"
+                ),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok((reduce, input.parse()?))
+}
+
 pub fn expand(input: TokenStream) -> TokenStream {
-    let mut lp: ExprForLoop = match syn::parse2(input) {
-        Ok(lp) => lp,
+    let (reduce, mut lp) = match syn::parse::Parser::parse2(parse_input, input) {
+        Ok(parsed) => parsed,
+        Err(e) if e.to_string().starts_with("unknown reduction") => return e.to_compile_error(),
         Err(e) => {
             return syn::Error::new(
                 e.span(),
-                "`parallel_for!` takes one loop over a range: `parallel_for!(for i in 0..n { y[i] = x[i]; })`",
+                format!("`parallel_for!` takes one loop over a range, optionally after a reduction: `parallel_for!(for i in 0..n {{ y[i] = x[i]; }})`, `parallel_for!(sum for i in 0..n {{ x[i] }})`; the reductions are {REDUCTIONS}"),
             )
             .to_compile_error()
         }
@@ -407,6 +570,14 @@ pub fn expand(input: TokenStream) -> TokenStream {
     .visit_block(&lp.body);
     Rebinds {
         index: &index,
+        buffers: &uses,
+        errors: &mut errors,
+    }
+    .visit_block(&lp.body);
+    let mut locals = Locals::default();
+    locals.visit_block(&lp.body);
+    Shared {
+        locals: &locals.0,
         buffers: &uses,
         errors: &mut errors,
     }
@@ -495,28 +666,66 @@ pub fn expand(input: TokenStream) -> TokenStream {
     Rewrite { uses: &uses }.visit_block_mut(&mut lp.body);
     let body = &lp.body;
     let loop_label = &lp.label;
+    let (reduction, acc, value) = (
+        local("__rimms_reduction"),
+        local("__rimms_acc"),
+        local("__rimms_value"),
+    );
+    let Some(made) = reduce else {
+        return quote! {
+            (|| -> #rimms::Result<()> {
+                let #range: ::core::ops::Range<usize> = #rimms::__private::#range_fn?;
+                #[allow(unused_mut)]
+                let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
+                #(#prologue)*
+                #rimms::__private::run_loop(
+                    ::core::clone::Clone::clone(&#range),
+                    #chunk,
+                    #parts_value,
+                    |#sub: ::core::ops::Range<usize>, #parts_pat| {
+                        let #lo = #sub.start;
+                        let #count = #sub.end - #sub.start;
+                        #(#trims)*
+                        #loop_label for #k in 0..#count {
+                            let #index = #lo + #k;
+                            #body
+                        }
+                    },
+                );
+                #(#finish)*
+                ::core::result::Result::Ok(())
+            })()
+        };
+    };
+    // Each task folds its own iterations into its own accumulator; `run_reduce` combines the
+    // accumulators after, in index order. A `continue` skips the fold: no value.
     quote! {
-        (|| -> #rimms::Result<()> {
+        (|| -> #rimms::Result<_> {
             let #range: ::core::ops::Range<usize> = #rimms::__private::#range_fn?;
             #[allow(unused_mut)]
             let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
             #(#prologue)*
-            #rimms::__private::run_loop(
+            let #reduction = #made;
+            let #value = #rimms::__private::run_reduce(
                 ::core::clone::Clone::clone(&#range),
                 #chunk,
                 #parts_value,
+                &#reduction,
                 |#sub: ::core::ops::Range<usize>, #parts_pat| {
                     let #lo = #sub.start;
                     let #count = #sub.end - #sub.start;
                     #(#trims)*
+                    let mut #acc = #rimms::__private::Reduction::identity(&#reduction);
                     #loop_label for #k in 0..#count {
                         let #index = #lo + #k;
-                        #body
+                        let #value = #body;
+                        #acc = #rimms::__private::Reduction::step(&#reduction, #acc, #value);
                     }
+                    #acc
                 },
             );
             #(#finish)*
-            ::core::result::Result::Ok(())
+            ::core::result::Result::Ok(#value)
         })()
     }
 }

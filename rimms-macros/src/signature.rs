@@ -15,6 +15,8 @@ pub enum Mode {
 }
 
 impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Read, Mode::ReadWrite, Mode::Write];
+
     pub fn tokens(self, rimms: &TokenStream) -> TokenStream {
         match self {
             Mode::Read => quote!(#rimms::__private::Access::Read),

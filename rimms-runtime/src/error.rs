@@ -232,6 +232,19 @@ pub enum Error {
         available: String,
     },
 
+    /// A stats lookup named a space or an API that does not exist.
+    #[error("no {what} named `{name}` in this runtime (it has: {known}){hint}")]
+    UnknownName {
+        /// What was looked up: "space" or "API".
+        what: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The names that exist.
+        known: String,
+        /// How to find the right name, or empty.
+        hint: &'static str,
+    },
+
     /// A runtime configuration that cannot work.
     #[error("invalid runtime configuration: {0}")]
     Config(String),

@@ -9,6 +9,10 @@
 //! write out of bounds nor reach another task's elements. The macro's analysis only adds
 //! compile errors for patterns it recognises and picks the access mode.
 //!
+//! A loop with a reduction ([`Reduction`]) keeps that design: each task folds its own
+//! iterations into an accumulator it owns, and neighbouring accumulators are combined after
+//! both tasks ended ([`run_reduce`]); no task sees another's.
+//!
 //! Indexed names in a loop body may be managed buffers (synced here) or plain slices, vectors
 //! and arrays (passed through), so the macro need not know types.
 
@@ -16,7 +20,9 @@ use crate::coherence::Access;
 use crate::data::{HeteData, HeteSlice, HeteSliceMut, HostWrite};
 use crate::error::{Error, Result};
 use bytemuck::Pod;
-use std::ops::Range;
+use std::cmp::Ordering;
+use std::marker::PhantomData;
+use std::ops::{Add, Range};
 
 /// Iterations per rayon task when no buffer says otherwise; loops shorter than this run
 /// sequentially, since handing work to other threads costs more than a few thousand
@@ -102,27 +108,45 @@ pub fn run_loop<P: LoopParts>(
     body: impl Fn(Range<usize>, P) + Sync,
 ) {
     let splits = rayon::current_num_threads();
-    split(range, chunk.max(1), parts, splits, &body);
+    split(range, chunk.max(1), parts, &Nothing, splits, &body);
 }
 
-fn split<P: LoopParts>(
+/// [`run_loop`] for a loop with a reduction: each chunk's `body` folds its iterations' values
+/// into an accumulator of its own, and the accumulators of neighbouring chunks are combined
+/// low before high, so the result is in index order and the same on any number of threads.
+/// Unlike a plain loop, it is always cut into single chunks, since how values are grouped
+/// changes a floating-point sum: the pieces depend only on `range` and `chunk`.
+pub fn run_reduce<P: LoopParts, R: Reduction>(
     range: Range<usize>,
     chunk: usize,
     parts: P,
+    reduction: &R,
+    body: impl Fn(Range<usize>, P) -> R::Acc + Sync,
+) -> R::Output {
+    let acc = split(range, chunk.max(1), parts, reduction, usize::MAX, &body);
+    reduction.finish(acc)
+}
+
+/// Cuts `range` in two at a chunk boundary while it holds more than one chunk and `splits`
+/// allows (halved at each level, renewed to the thread count where a half was stolen).
+fn split<P: LoopParts, R: Reduction>(
+    range: Range<usize>,
+    chunk: usize,
+    parts: P,
+    reduction: &R,
     splits: usize,
-    body: &(impl Fn(Range<usize>, P) + Sync),
-) {
+    body: &(impl Fn(Range<usize>, P) -> R::Acc + Sync),
+) -> R::Acc {
     let chunks = range.len().div_ceil(chunk);
     if chunks <= 1 || splits == 0 {
-        body(range, parts);
-        return;
+        return body(range, parts);
     }
     let mid = chunks / 2 * chunk;
     let (low, high) = parts.split_at(mid);
     let at = range.start + mid;
     let threads = rayon::current_num_threads();
-    rayon::join_context(
-        |_| split(range.start..at, chunk, low, splits / 2, body),
+    let (low, high) = rayon::join_context(
+        |_| split(range.start..at, chunk, low, reduction, splits / 2, body),
         // A stolen half has a thread of its own to keep busy: split it further.
         |ctx| {
             let splits = if ctx.migrated() {
@@ -130,9 +154,205 @@ fn split<P: LoopParts>(
             } else {
                 splits / 2
             };
-            split(at..range.end, chunk, high, splits, body)
+            split(at..range.end, chunk, high, reduction, splits, body)
         },
     );
+    reduction.combine(low, high)
+}
+
+/// How `parallel_for!(REDUCTION for i in … { value })` combines the values its iterations
+/// give, in the spirit of rayon's `sum`, `min`, `max`, `collect` and `reduce`: every task
+/// folds its own iterations into an accumulator ([`step`](Reduction::step)), and
+/// accumulators are merged pairwise ([`combine`](Reduction::combine)), so nothing is shared
+/// between tasks while they run. An iteration that `continue`s gives no value.
+pub trait Reduction: Sync {
+    /// The value one iteration gives.
+    type Item;
+    /// What a task accumulates.
+    type Acc: Send;
+    /// What the loop evaluates to.
+    type Output;
+    /// The accumulator of a task that has seen nothing.
+    fn identity(&self) -> Self::Acc;
+    /// `acc` after one more iteration's value.
+    fn step(&self, acc: Self::Acc, item: Self::Item) -> Self::Acc;
+    /// The accumulators of two neighbouring runs of iterations, `low` before `high`.
+    fn combine(&self, low: Self::Acc, high: Self::Acc) -> Self::Acc;
+    /// The loop's result.
+    fn finish(&self, acc: Self::Acc) -> Self::Output;
+}
+
+/// A loop without a reduction.
+struct Nothing;
+
+impl Reduction for Nothing {
+    type Item = ();
+    type Acc = ();
+    type Output = ();
+    fn identity(&self) {}
+    fn step(&self, _: (), _: ()) {}
+    fn combine(&self, _: (), _: ()) {}
+    fn finish(&self, _: ()) {}
+}
+
+/// `sum`: the sum of the values (`T::default()`, zero, for a loop without any).
+pub struct Sum<T>(PhantomData<fn(T) -> T>);
+
+impl<T> Sum<T> {
+    /// The reduction; its item type comes from the loop body.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Sum(PhantomData)
+    }
+}
+
+impl<T: Add<Output = T> + Default + Send> Reduction for Sum<T> {
+    type Item = T;
+    type Acc = T;
+    type Output = T;
+    fn identity(&self) -> T {
+        T::default()
+    }
+    fn step(&self, acc: T, item: T) -> T {
+        acc + item
+    }
+    fn combine(&self, low: T, high: T) -> T {
+        low + high
+    }
+    fn finish(&self, acc: T) -> T {
+        acc
+    }
+}
+
+/// `min` and `max`: the least or greatest value, `None` for a loop without any. Of equal
+/// values the first (lowest index) wins, so `(value, i)` pairs give the arg-min or arg-max;
+/// a value not comparable with itself (a NaN) is skipped.
+pub struct Extreme<T> {
+    /// `Less` for `min`, `Greater` for `max`.
+    keep: Ordering,
+    item: PhantomData<fn(T) -> T>,
+}
+
+impl<T> Extreme<T> {
+    /// `min`.
+    pub fn min() -> Self {
+        Extreme {
+            keep: Ordering::Less,
+            item: PhantomData,
+        }
+    }
+
+    /// `max`.
+    pub fn max() -> Self {
+        Extreme {
+            keep: Ordering::Greater,
+            item: PhantomData,
+        }
+    }
+
+    fn pick(&self, low: Option<T>, high: Option<T>) -> Option<T>
+    where
+        T: PartialOrd,
+    {
+        match (low, high) {
+            (Some(l), Some(h)) => Some(if h.partial_cmp(&l) == Some(self.keep) {
+                h
+            } else {
+                l
+            }),
+            (l, h) => l.or(h),
+        }
+    }
+}
+
+impl<T: PartialOrd + Send> Reduction for Extreme<T> {
+    type Item = T;
+    type Acc = Option<T>;
+    type Output = Option<T>;
+    fn identity(&self) -> Option<T> {
+        None
+    }
+    fn step(&self, acc: Option<T>, item: T) -> Option<T> {
+        if item.partial_cmp(&item).is_none() {
+            return acc;
+        }
+        self.pick(acc, Some(item))
+    }
+    fn combine(&self, low: Option<T>, high: Option<T>) -> Option<T> {
+        self.pick(low, high)
+    }
+    fn finish(&self, acc: Option<T>) -> Option<T> {
+        acc
+    }
+}
+
+/// `collect`: every value in index order.
+pub struct Collect<T>(PhantomData<fn(T) -> T>);
+
+impl<T> Collect<T> {
+    /// The reduction; its item type comes from the loop body.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Collect(PhantomData)
+    }
+}
+
+impl<T: Send> Reduction for Collect<T> {
+    type Item = T;
+    type Acc = Vec<T>;
+    type Output = Vec<T>;
+    fn identity(&self) -> Vec<T> {
+        Vec::new()
+    }
+    fn step(&self, mut acc: Vec<T>, item: T) -> Vec<T> {
+        acc.push(item);
+        acc
+    }
+    fn combine(&self, mut low: Vec<T>, mut high: Vec<T>) -> Vec<T> {
+        low.append(&mut high);
+        low
+    }
+    fn finish(&self, acc: Vec<T>) -> Vec<T> {
+        acc
+    }
+}
+
+/// `reduce(identity, op)`: a user fold, as rayon's `reduce`. `op` must be associative and
+/// `identity()` its neutral value, since tasks start from it and their results are combined
+/// with `op` in an order that depends on the range, not on `op`.
+pub struct Fold<T, I, F> {
+    identity: I,
+    op: F,
+    item: PhantomData<fn(T) -> T>,
+}
+
+impl<T, I: Fn() -> T, F: Fn(T, T) -> T> Fold<T, I, F> {
+    /// The fold of `op` from `identity()`.
+    pub fn new(identity: I, op: F) -> Self {
+        Fold {
+            identity,
+            op,
+            item: PhantomData,
+        }
+    }
+}
+
+impl<T: Send, I: Fn() -> T + Sync, F: Fn(T, T) -> T + Sync> Reduction for Fold<T, I, F> {
+    type Item = T;
+    type Acc = T;
+    type Output = T;
+    fn identity(&self) -> T {
+        (self.identity)()
+    }
+    fn step(&self, acc: T, item: T) -> T {
+        (self.op)(acc, item)
+    }
+    fn combine(&self, low: T, high: T) -> T {
+        (self.op)(low, high)
+    }
+    fn finish(&self, acc: T) -> T {
+        acc
+    }
 }
 
 /// A buffer a loop only reads.
@@ -301,6 +521,93 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Runs `value(i)` for every index of `range` under `reduction`, with the chunk size given,
+    /// as `parallel_for!` expands a reduction (no buffers).
+    fn reduce<R: Reduction>(
+        range: Range<usize>,
+        chunk: usize,
+        reduction: &R,
+        value: impl Fn(usize) -> Option<R::Item> + Sync,
+    ) -> R::Output {
+        run_reduce(range, chunk, (), reduction, |sub: Range<usize>, ()| {
+            let mut acc = reduction.identity();
+            for i in sub {
+                if let Some(v) = value(i) {
+                    acc = reduction.step(acc, v);
+                }
+            }
+            acc
+        })
+    }
+
+    /// Each reduction against a sequential fold, on ranges cut into one, several and many
+    /// chunks, with iterations that give no value (`continue`).
+    #[test]
+    fn reductions_match_sequential_folds() {
+        // Short under Miri, which runs every rayon task it spawns.
+        let len = if cfg!(miri) { 40 } else { 1000 };
+        let data: Vec<i64> = (0..len as i64).map(|i| (i * 7919 % 1009) - 500).collect();
+        let given = |i: usize| (i % 3 != 0).then(|| data[i]);
+        for (start, end, chunk) in [
+            (0, 0, 4),
+            (3, 4, 4),
+            (0, len, len),
+            (5, len, 7),
+            (0, len, 1),
+        ] {
+            let kept: Vec<(usize, i64)> = (start..end)
+                .filter_map(|i| given(i).map(|v| (i, v)))
+                .collect();
+            let case = format!("{start}..{end} by {chunk}");
+            let sum = reduce(start..end, chunk, &Sum::new(), given);
+            assert_eq!(sum, kept.iter().map(|(_, v)| v).sum::<i64>(), "{case}");
+            let min = reduce(start..end, chunk, &Extreme::min(), |i| {
+                given(i).map(|v| (v, i))
+            });
+            let want_min = kept.iter().map(|&(i, v)| (v, i)).min();
+            assert_eq!(min, want_min, "{case}");
+            let max = reduce(start..end, chunk, &Extreme::max(), |i| {
+                given(i).map(|v| (v, i))
+            });
+            // Of equal values the first wins: the greatest value at its lowest index.
+            let want_max = kept
+                .iter()
+                .map(|&(i, v)| (v, usize::MAX - i))
+                .max()
+                .map(|(v, j)| (v, usize::MAX - j));
+            assert_eq!(max, want_max, "{case}");
+            let all = reduce(start..end, chunk, &Collect::new(), |i| given(i).map(|_| i));
+            assert_eq!(
+                all,
+                kept.iter().map(|&(i, _)| i).collect::<Vec<_>>(),
+                "{case}"
+            );
+            let fold = reduce(
+                start..end,
+                chunk,
+                &Fold::new(|| 0i64, |a: i64, b: i64| a.max(b.abs())),
+                given,
+            );
+            assert_eq!(
+                fold,
+                kept.iter().map(|(_, v)| v.abs()).max().unwrap_or(0),
+                "{case}"
+            );
+        }
+    }
+
+    /// A NaN is neither the least nor the greatest value; ties keep the first.
+    #[test]
+    fn min_and_max_skip_nan_and_keep_the_first_of_equals() {
+        let v = [f32::NAN, 2.0, -1.0, f32::NAN, -1.0, 2.0];
+        let min = reduce(0..v.len(), 2, &Extreme::min(), |i| Some((v[i], i)));
+        let max = reduce(0..v.len(), 2, &Extreme::max(), |i| Some(v[i]));
+        assert_eq!(min, Some((-1.0, 2)));
+        assert_eq!(max, Some(2.0));
+        let only_nan = reduce(0..1, 2, &Extreme::min(), |_| Some(f32::NAN));
+        assert_eq!(only_nan, None);
+    }
 
     /// Every index of the range is visited exactly once, with the matching element of every
     /// part, however the range is cut.

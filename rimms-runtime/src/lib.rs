@@ -25,8 +25,8 @@ pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
 pub use kernel::{
-    apis, Api, ApiDecl, DevSlice, DevSliceMut, FftDirection, HostArg, KernelArg, KernelCtx,
-    KernelValue, ZipOp,
+    apis, Api, ApiDecl, Capabilities, DevSlice, DevSliceMut, FftDirection, HostArg, KernelArg,
+    KernelCtx, KernelValue, ZipOp, ZipSupport,
 };
 pub use rimms_macros::{api, kernel, parallel_for};
 
@@ -35,8 +35,8 @@ pub use rimms_macros::{api, kernel, parallel_for};
 pub mod __private {
     pub use crate::coherence::Access;
     pub use crate::host_loop::{
-        check_loop_bounds, loop_range, loop_range_inclusive, run_loop, LoopMut, LoopParts,
-        LoopRead, LoopWrite, LOOP_CHUNK,
+        check_loop_bounds, loop_range, loop_range_inclusive, run_loop, run_reduce, Collect,
+        Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum, LOOP_CHUNK,
     };
     pub use crate::kernel::{
         assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg,
@@ -54,4 +54,4 @@ pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy, Target};
 pub use scope::Scope;
 pub use space::{LinkModel, SpaceId, SpaceSet};
-pub use stats::{ApiStats, LinkStats, SpaceStats, Stats, TRACE_FILE_ENV};
+pub use stats::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};

@@ -53,6 +53,29 @@ pub mod apis {
     #[rimms_macros::api]
     pub fn magnitude(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()>;
 
+    /// `out = |input|²`.
+    #[rimms_macros::api]
+    pub fn power(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()>;
+
+    /// `out[r·L + j] = input[r·L + j] · window[j]`, `L = window.len()`.
+    #[rimms_macros::api]
+    pub fn window(
+        ctx: &KernelCtx,
+        input: &[C32],
+        window: &[f32],
+        #[out] out: &mut [C32],
+    ) -> Result<()>;
+
+    /// `out[r·L + j] = a[r·L + j] op row[j]`, `L = row.len()`.
+    #[rimms_macros::api]
+    pub fn zip_rows(
+        ctx: &KernelCtx,
+        op: ZipOp,
+        a: &[C32],
+        row: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()>;
+
     /// Swap of the halves of every row of `row_len`.
     #[rimms_macros::api]
     pub fn fftshift(
@@ -108,6 +131,28 @@ fn same_len(api: &'static str, device: Target, names: [&str; 2], lens: [usize; 2
             "`{}` has {} elements but `{}` has {}",
             names[0], lens[0], names[1], lens[1]
         )
+    })
+}
+
+/// The short equivalent of a ZIP operation a device lacks, for its error.
+fn equivalent(op: ZipOp) -> &'static str {
+    match op {
+        ZipOp::MulConj => "; the same result in two calls: conjugate `b` once where `conj` runs (`rt.conj(Device::Cpu, &b, &mut b_conj)`), then `rt.zip(device, ZipOp::Mul, &a, &b_conj, &mut out)` here",
+        ZipOp::Div => "; `rimms devices` lists the devices that divide",
+        _ => "",
+    }
+}
+
+/// Refuses a broadcast row (`name`, `row_len` elements) that does not tile `len` elements.
+fn whole_rows(
+    api: &'static str,
+    device: Target,
+    name: &str,
+    row_len: usize,
+    len: usize,
+) -> Result<()> {
+    shape(api, device, row_len > 0 && len % row_len == 0, || {
+        format!("{len} elements are not a whole number of rows of `{name}`'s {row_len}")
     })
 }
 
@@ -225,7 +270,7 @@ impl Runtime {
             .map_err(|why| Error::Unsupported {
                 api: "zip",
                 device: device.to_string(),
-                why,
+                why: format!("{why}{}", equivalent(op)),
             })?;
         apis::zip(self, device, op, &a, &b, &mut out)
     }
@@ -259,6 +304,98 @@ impl Runtime {
             [input.len(), out.len()],
         )?;
         apis::magnitude(self, device, &input, &mut out)
+    }
+
+    /// `out = |input|²`, element-wise: the power of each sample ([`Runtime::magnitude`]
+    /// gives `|input|`).
+    ///
+    /// ```
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig};
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// let x = HeteData::from_slice(&rt, &[Complex32::new(3.0, 4.0), Complex32::new(0.0, -2.0)])?;
+    /// let mut p = HeteData::<f32>::alloc(&rt, 2)?;
+    /// rt.power(Device::Sim(0), &x, &mut p)?;
+    /// assert_eq!(p.host()?, &[25.0, 4.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn power(
+        &self,
+        device: impl Into<Target>,
+        input: &impl Input<C32>,
+        out: &mut impl Output<f32>,
+    ) -> Result<()> {
+        let (input, mut out) = (input.input(), out.output());
+        let device: Target = device.into();
+        same_len("power", device, ["input", "out"], [input.len(), out.len()])?;
+        apis::power(self, device, &input, &mut out)
+    }
+
+    /// Multiplies every row of `input` by a real `window` (a Hann taper before a Doppler FFT,
+    /// or any per-element real scale): `out[r·L + j] = input[r·L + j] · window[j]` with
+    /// `L = window.len()`. A window as long as `input` scales each element by its own factor.
+    ///
+    /// ```
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig};
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// // Two rows of three samples, each row tapered by the same window.
+    /// let x = HeteData::from_slice(&rt, &[Complex32::new(2.0, 2.0); 6])?;
+    /// let w = HeteData::from_slice(&rt, &[0.0f32, 1.0, 0.5])?;
+    /// let mut y = HeteData::<Complex32>::alloc(&rt, 6)?;
+    /// rt.window(Device::Sim(0), &x, &w, &mut y)?;
+    /// let y = y.host()?;
+    /// assert_eq!(y[1], Complex32::new(2.0, 2.0));
+    /// assert_eq!(y[5], Complex32::new(1.0, 1.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn window(
+        &self,
+        device: impl Into<Target>,
+        input: &impl Input<C32>,
+        window: &impl Input<f32>,
+        out: &mut impl Output<C32>,
+    ) -> Result<()> {
+        let (input, window, mut out) = (input.input(), window.input(), out.output());
+        let device: Target = device.into();
+        same_len("window", device, ["input", "out"], [input.len(), out.len()])?;
+        whole_rows("window", device, "window", window.len(), input.len())?;
+        apis::window(self, device, &input, &window, &mut out)
+    }
+
+    /// `out = a op row` with `row` broadcast over every row of `a`:
+    /// `out[r·L + j] = a[r·L + j] op row[j]`, `L = row.len()`. One call applies a matched
+    /// filter's spectrum (or any per-column factor) to every pulse of a matrix.
+    ///
+    /// ```
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig, ZipOp};
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// let a = HeteData::from_slice(&rt, &[Complex32::new(1.0, 0.0); 4])?; // 2 × 2
+    /// let row = HeteData::from_slice(&rt, &[Complex32::new(0.0, 1.0), Complex32::new(2.0, 0.0)])?;
+    /// let mut out = HeteData::<Complex32>::alloc(&rt, 4)?;
+    /// rt.zip_rows(Device::Sim(0), ZipOp::MulConj, &a, &row, &mut out)?;
+    /// let out = out.host()?;
+    /// assert_eq!(out[0], Complex32::new(0.0, -1.0)); // 1 · conj(i)
+    /// assert_eq!(out[3], Complex32::new(2.0, 0.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn zip_rows(
+        &self,
+        device: impl Into<Target>,
+        op: ZipOp,
+        a: &impl Input<C32>,
+        row: &impl Input<C32>,
+        out: &mut impl Output<C32>,
+    ) -> Result<()> {
+        let (a, row, mut out) = (a.input(), row.input(), out.output());
+        let device: Target = device.into();
+        same_len("zip_rows", device, ["a", "out"], [a.len(), out.len()])?;
+        whole_rows("zip_rows", device, "row", row.len(), a.len())?;
+        apis::zip_rows(self, device, op, &a, &row, &mut out)
     }
 
     /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).

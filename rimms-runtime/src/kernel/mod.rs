@@ -8,6 +8,7 @@
 
 mod api;
 mod builtin;
+mod capabilities;
 mod ctx;
 mod custom;
 mod device_args;
@@ -19,6 +20,7 @@ mod value;
 
 pub use api::Api;
 pub use builtin::apis;
+pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
 pub use ctx::KernelCtx;
 pub use custom::{call_registered, downcast};
 pub use device_args::{DevArg, DevSlice, DevSliceMut, PlacedArgs};

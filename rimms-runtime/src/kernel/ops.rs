@@ -11,7 +11,9 @@ pub enum ZipOp {
     Mul,
     /// `out = a / b`
     Div,
-    /// `out = a * conj(b)`: the correlation step of matched filters.
+    /// `out = a * conj(b)`: the correlation step of matched filters. Not every device has
+    /// it (the FPGA's ZIP core does not; [`Runtime::capabilities`](crate::Runtime::capabilities)
+    /// says which do): there, conjugate `b` once with `Runtime::conj` and ZIP with [`ZipOp::Mul`].
     MulConj,
 }
 

@@ -14,7 +14,8 @@ pub use timeline::TRACE_FILE_ENV;
 pub(crate) use trace::Reason;
 pub(crate) use trace::{enabled_from_env as trace_enabled_from_env, trace_transfer};
 
-use crate::space::MAX_SPACES;
+use crate::error::{Error, Result};
+use crate::space::{SpaceId, MAX_SPACES};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -164,20 +165,107 @@ pub struct Stats {
     pub apis: Vec<ApiStats>,
 }
 
+/// A memory space in a stats lookup: its name (`"host"`, `"sim0"`, `"udmabuf0"`) or its
+/// [`SpaceId`], which [`Runtime::space_of`](crate::Runtime::space_of) gives for a device.
+///
+/// A device and its memory are named differently (`fpga0` computes in `udmabuf0`), so a
+/// lookup by a name that is not a space is an error rather than a silent zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceRef<'a> {
+    /// The space's name, as in [`SpaceStats::name`].
+    Name(&'a str),
+    /// The space's id.
+    Id(SpaceId),
+}
+
+impl<'a> From<&'a str> for SpaceRef<'a> {
+    fn from(name: &'a str) -> Self {
+        SpaceRef::Name(name)
+    }
+}
+
+/// A name from a list of names (`for name in &["host", "sim0"]`).
+impl<'a> From<&&'a str> for SpaceRef<'a> {
+    fn from(name: &&'a str) -> Self {
+        SpaceRef::Name(name)
+    }
+}
+
+impl<'a> From<&'a String> for SpaceRef<'a> {
+    fn from(name: &'a String) -> Self {
+        SpaceRef::Name(name)
+    }
+}
+
+impl From<SpaceId> for SpaceRef<'_> {
+    fn from(id: SpaceId) -> Self {
+        SpaceRef::Id(id)
+    }
+}
+
 impl Stats {
-    /// The link `from` → `to`, by space name, if it carried anything.
-    pub fn link(&self, from: &str, to: &str) -> Option<&LinkStats> {
-        self.links.iter().find(|l| l.from == from && l.to == to)
+    /// The name of a space, checked: an unknown name or id is an [`Error::UnknownName`].
+    fn space_name<'s>(&'s self, space: SpaceRef<'_>) -> Result<&'s str> {
+        let found = match space {
+            SpaceRef::Name(name) => self.spaces.iter().find(|s| s.name == name),
+            // Snapshots list spaces in id order.
+            SpaceRef::Id(id) => self.spaces.get(id.index()),
+        };
+        found.map(|s| s.name.as_str()).ok_or_else(|| Error::UnknownName {
+            what: "space",
+            name: match space {
+                SpaceRef::Name(name) => name.to_string(),
+                SpaceRef::Id(id) => format!("#{}", id.index()),
+            },
+            known: self.spaces.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+            hint: "; a device computes in a space of another name (fpga0 in udmabuf0): look it up with `Runtime::space_of(device)`",
+        })
     }
 
-    /// Bytes copied over `from` → `to` (0 if none).
-    pub fn bytes(&self, from: &str, to: &str) -> u64 {
-        self.link(from, to).map_or(0, |l| l.bytes)
+    /// The link `from` → `to` (by name or [`SpaceId`]); `Ok(None)` if it carried nothing, an
+    /// error if either space does not exist.
+    ///
+    /// ```
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig, SpaceId};
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// let x = HeteData::from_slice(&rt, &[Complex32::new(1.0, 2.0); 256])?;
+    /// let mut y = HeteData::<Complex32>::alloc(&rt, 256)?;
+    /// rt.conj(Device::Sim(0), &x, &mut y)?;
+    /// let sim = rt.space_of(Device::Sim(0))?;
+    /// let stats = rt.stats();
+    /// // x went to the simulated device once: 256 elements of 8 bytes.
+    /// assert_eq!(stats.link(SpaceId::HOST, sim)?.map(|l| l.bytes), Some(2048));
+    /// assert_eq!(stats.link("sim0", "host")?, None);
+    /// assert!(stats.link("host", "fpga0").is_err()); // no such space
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn link<'a>(
+        &self,
+        from: impl Into<SpaceRef<'a>>,
+        to: impl Into<SpaceRef<'a>>,
+    ) -> Result<Option<&LinkStats>> {
+        let (from, to) = (self.space_name(from.into())?, self.space_name(to.into())?);
+        Ok(self.links.iter().find(|l| l.from == from && l.to == to))
     }
 
-    /// Copies over `from` → `to` (0 if none).
-    pub fn copies(&self, from: &str, to: &str) -> u64 {
-        self.link(from, to).map_or(0, |l| l.copies)
+    /// Bytes copied over `from` → `to` (0 if none); an error if either space does not exist.
+    pub fn bytes<'a>(
+        &self,
+        from: impl Into<SpaceRef<'a>>,
+        to: impl Into<SpaceRef<'a>>,
+    ) -> Result<u64> {
+        Ok(self.link(from, to)?.map_or(0, |l| l.bytes))
+    }
+
+    /// Copies over `from` → `to` (0 if none); an error if either space does not exist.
+    pub fn copies<'a>(
+        &self,
+        from: impl Into<SpaceRef<'a>>,
+        to: impl Into<SpaceRef<'a>>,
+    ) -> Result<u64> {
+        Ok(self.link(from, to)?.map_or(0, |l| l.copies))
     }
 
     /// Bytes copied over every link.
@@ -190,13 +278,40 @@ impl Stats {
         self.links.iter().map(|l| l.copies).sum()
     }
 
-    /// The space named `name`.
-    pub fn space(&self, name: &str) -> Option<&SpaceStats> {
-        self.spaces.iter().find(|s| s.name == name)
+    /// The space named `space` (or with that id); an error if there is none.
+    pub fn space<'a>(&self, space: impl Into<SpaceRef<'a>>) -> Result<&SpaceStats> {
+        let name = self.space_name(space.into())?;
+        // `space_name` found it among `spaces`.
+        self.spaces
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| Error::Config(format!("space {name} vanished from its snapshot")))
     }
 
-    /// The API named `name`.
-    pub fn api(&self, name: &str) -> Option<&ApiStats> {
-        self.apis.iter().find(|a| a.name == name)
+    /// The figures of the API named `name` (zeros if it was never called); an error if no
+    /// API of that name is declared.
+    pub fn api(&self, name: &str) -> Result<ApiStats> {
+        if let Some(a) = self.apis.iter().find(|a| a.name == name) {
+            return Ok(a.clone());
+        }
+        let declared = crate::kernel::registry::registry().apis();
+        match declared.iter().find(|a| a.name() == name) {
+            Some(a) => Ok(ApiStats {
+                name: a.name(),
+                calls: 0,
+                hits: 0,
+                misses: 0,
+            }),
+            None => Err(Error::UnknownName {
+                what: "API",
+                name: name.to_string(),
+                known: declared
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                hint: "",
+            }),
+        }
     }
 }

@@ -12,9 +12,11 @@
 //! - **The file is valid JSON at every moment.** It is created when the runtime is built (so
 //!   an unwritable path fails the build, not silently the end of the run), and every event is
 //!   written at once, overwriting the closing `]}` and writing it again after the event. A run
-//!   stopped by Ctrl-C or a crash leaves a complete, loadable file of what it did. Each
-//!   runtime creates its file anew, so two runtimes alive at once need paths of their own
-//!   (`RuntimeBuilder::trace_file`).
+//!   stopped by Ctrl-C or a crash leaves a complete, loadable file of what it did.
+//! - **One file per runtime.** The first runtime of a process to trace to `trace.json` writes
+//!   that file; later ones (alive at once or not) write `trace.2.json`, `trace.3.json`, … and
+//!   log which, so a program with several runtimes keeps every one's trace instead of the
+//!   last one built replacing the others'.
 //!
 //! Times are written from whole nanoseconds as exact decimal microseconds, so a slice's end
 //! (`ts + dur`) is exactly what was measured and back-to-back slices do not overlap by a
@@ -23,11 +25,12 @@
 //! per copy.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -78,15 +81,42 @@ fn thread_number() -> u64 {
     })
 }
 
+/// The trace file of the `n`th runtime to ask for `path`: `path` for the first,
+/// `dir/trace.n.json` for later ones.
+fn numbered(path: &Path, n: usize) -> PathBuf {
+    if n <= 1 {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{n}"),
+    };
+    path.with_file_name(name)
+}
+
 /// "12.345" µs from 12345 ns, exactly.
 fn micros(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
 impl Timeline {
-    /// Creates the file at `path` (replacing one that is there) holding an empty trace.
+    /// Creates the file at `path` (replacing one that is there) holding an empty trace, or,
+    /// if another runtime of this process traced to `path` already, at its next free
+    /// numbered variant ([`numbered`]).
     pub(crate) fn create(path: PathBuf) -> io::Result<Timeline> {
-        let mut file = File::create(&path)?;
+        static CLAIMED: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
+        // A poisoned map is still a map: it only counts paths.
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|p| p.into_inner());
+        let users = claimed.get(&path).copied().unwrap_or(0);
+        let file_path = numbered(&path, users + 1);
+        let mut file = File::create(&file_path)?;
+        claimed.insert(path, users + 1);
+        drop(claimed);
+        if users > 0 {
+            tracing::info!(path = %file_path.display(), "another runtime of this process traces to the same path: this one's trace goes here");
+        }
+        let path = file_path;
         file.write_all(HEAD.as_bytes())?;
         file.write_all(TAIL.as_bytes())?;
         Ok(Timeline {
@@ -314,6 +344,27 @@ mod tests {
         assert!(text.contains("\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"cpu\"}"));
         assert!(text.contains("{\"name\":\"host -> sim0\""));
         assert!(text.contains("\"args\":{\"bytes\":64}"));
+    }
+
+    #[test]
+    fn each_runtime_of_a_process_gets_its_own_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("several.json");
+        let first = Timeline::create(path.clone()).expect("first");
+        let second = Timeline::create(path.clone()).expect("second");
+        drop(first);
+        let third = Timeline::create(path.clone()).expect("third");
+        assert_eq!(second.path, dir.path().join("several.2.json"));
+        assert_eq!(third.path, dir.path().join("several.3.json"));
+        for p in [
+            path,
+            dir.path().join("several.2.json"),
+            dir.path().join("several.3.json"),
+        ] {
+            let text = std::fs::read_to_string(&p).expect("each file is there");
+            assert_eq!(text, format!("{HEAD}{TAIL}"), "{}", p.display());
+        }
+        assert_eq!(numbered(Path::new("a/t"), 2), Path::new("a/t.2"));
     }
 
     #[test]

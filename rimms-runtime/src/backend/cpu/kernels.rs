@@ -257,6 +257,62 @@ pub fn magnitude(input: &[C32], out: &mut [f32]) {
     });
 }
 
+/// `out[i] = |input[i]|²`: the power of each sample, without the square root of
+/// [`magnitude`].
+pub fn power(input: &[C32], out: &mut [f32]) {
+    debug_assert_eq!(input.len(), out.len(), "power: lengths differ");
+    elementwise(out, |start, out| {
+        for (o, x) in out.iter_mut().zip(tail(input, start)) {
+            *o = x.norm_sqr();
+        }
+    });
+}
+
+/// `out[r·L + j] = input[r·L + j] · window[j]` for every row `r` of `L = window.len()`
+/// elements: a real window (or any per-element real scale) applied to every row.
+pub fn window_rows(input: &[C32], window: &[f32], out: &mut [C32]) {
+    debug_assert_eq!(input.len(), out.len(), "window_rows: lengths differ");
+    let row_len = window.len();
+    let rows = rows_per_task(ELEMENTWISE_GRAIN, row_len);
+    for_row_chunks(out, row_len, rows, |first_row, out| {
+        let input = tail(input, first_row * row_len);
+        for (out_row, in_row) in out
+            .chunks_exact_mut(row_len)
+            .zip(input.chunks_exact(row_len))
+        {
+            for ((o, &x), &w) in out_row.iter_mut().zip(in_row).zip(window) {
+                *o = x * w;
+            }
+        }
+    });
+}
+
+/// `out[r·L + j] = a[r·L + j] op row[j]` for every row `r` of `L = row.len()` elements: a
+/// ZIP of a matrix with one row broadcast over all of its rows.
+pub fn zip_rows(op: ZipOp, a: &[C32], row: &[C32], out: &mut [C32]) {
+    match op {
+        ZipOp::Add => zip_rows_with(a, row, out, |x, y| x + y),
+        ZipOp::Sub => zip_rows_with(a, row, out, |x, y| x - y),
+        ZipOp::Mul => zip_rows_with(a, row, out, |x, y| x * y),
+        ZipOp::Div => zip_rows_with(a, row, out, |x, y| x / y),
+        ZipOp::MulConj => zip_rows_with(a, row, out, |x, y| x * y.conj()),
+    }
+}
+
+fn zip_rows_with(a: &[C32], row: &[C32], out: &mut [C32], f: impl Fn(C32, C32) -> C32 + Sync) {
+    debug_assert_eq!(a.len(), out.len(), "zip_rows: lengths differ");
+    let row_len = row.len();
+    let rows = rows_per_task(ELEMENTWISE_GRAIN, row_len);
+    for_row_chunks(out, row_len, rows, |first_row, out| {
+        let a = tail(a, first_row * row_len);
+        for (out_row, a_row) in out.chunks_exact_mut(row_len).zip(a.chunks_exact(row_len)) {
+            for ((o, &x), &y) in out_row.iter_mut().zip(a_row).zip(row) {
+                *o = f(x, y);
+            }
+        }
+    });
+}
+
 /// Swaps the halves of every row of `row_len`: `numpy.fft.fftshift` per row. For odd
 /// `row_len` it follows numpy's definition, `out[(i + row_len/2) % row_len] = input[i]`.
 pub fn fftshift_rows(row_len: usize, input: &[C32], out: &mut [C32]) {
@@ -648,6 +704,58 @@ mod tests {
                     (o as f64 - want).abs() <= 1e-6 * want.max(1e-30),
                     "[{i}] |{x}| = {o}, want {want}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn power_matches_f64_square_sum() {
+        let x = Rng::new(21).vec(ELEMENTWISE_GRAIN + 77);
+        let mut out = vec![0.0f32; x.len()];
+        power(&x, &mut out);
+        for (o, z) in out.iter().zip(&x) {
+            let (re, im) = d(*z);
+            let want = re * re + im * im;
+            assert!(
+                (*o as f64 - want).abs() <= 1e-6 * want.max(1.0),
+                "{o} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn window_rows_scales_each_row_by_the_window() {
+        for (rows, len) in [(3, 5), (ELEMENTWISE_GRAIN / 4 + 3, 8)] {
+            let x = Rng::new(22).vec(rows * len);
+            let w: Vec<f32> = (0..len).map(|j| 0.5 + j as f32).collect();
+            let mut out = vec![C32::default(); x.len()];
+            window_rows(&x, &w, &mut out);
+            for r in 0..rows {
+                for j in 0..len {
+                    let want = C32::new(x[r * len + j].re * w[j], x[r * len + j].im * w[j]);
+                    assert_eq!(out[r * len + j], want, "row {r}, column {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zip_rows_matches_formula_for_every_op_and_row() {
+        for (rows, len) in [(4, 7), (ELEMENTWISE_GRAIN / 8 + 5, 16)] {
+            let mut rng = Rng::new(23);
+            let a = rng.vec(rows * len);
+            let row = rng.vec(len);
+            for op in ZipOp::ALL {
+                let mut out = vec![C32::default(); a.len()];
+                zip_rows(op, &a, &row, &mut out);
+                for r in 0..rows {
+                    for j in 0..len {
+                        let (want, got) =
+                            (zip_ref(op, d(a[r * len + j]), d(row[j])), out[r * len + j]);
+                        let err = abs_d((got.re as f64 - want.0, got.im as f64 - want.1));
+                        assert!(err <= 1e-5 * abs_d(want).max(1.0), "{op:?} row {r} col {j}");
+                    }
+                }
             }
         }
     }

@@ -85,6 +85,35 @@ mod implementations {
         Ok(())
     }
 
+    #[rimms_macros::kernel(api = apis::power, device = [cpu, sim])]
+    fn power(_ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()> {
+        kernels::power(input, out);
+        Ok(())
+    }
+
+    #[rimms_macros::kernel(api = apis::window, device = [cpu, sim])]
+    fn window(
+        _ctx: &KernelCtx,
+        input: &[C32],
+        window: &[f32],
+        #[out] out: &mut [C32],
+    ) -> Result<()> {
+        kernels::window_rows(input, window, out);
+        Ok(())
+    }
+
+    #[rimms_macros::kernel(api = apis::zip_rows, device = [cpu, sim])]
+    fn zip_rows(
+        _ctx: &KernelCtx,
+        op: ZipOp,
+        a: &[C32],
+        row: &[C32],
+        #[out] out: &mut [C32],
+    ) -> Result<()> {
+        kernels::zip_rows(op, a, row, out);
+        Ok(())
+    }
+
     #[rimms_macros::kernel(api = apis::fftshift, device = [cpu, sim])]
     fn fftshift(
         _ctx: &KernelCtx,

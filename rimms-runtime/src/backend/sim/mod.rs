@@ -17,6 +17,23 @@ use device_memory::SimDeviceMemory;
 use std::sync::Arc;
 
 /// How a simulated device looks.
+///
+/// `SimConfig::default()` is a discrete accelerator on a PCIe-4-like link
+/// ([`LinkModel::PCIE`]: 5 µs per copy, 12 GB/s, used to rank copy sources but not slept
+/// through, `simulate_link: false`), with a 256 MiB pool (`pool_bytes: 256 << 20`), no FFT
+/// limit, no injected faults, and memory that is neither host-mapped nor device-only: its
+/// kernels are the CPU's, run on its own copies of the data.
+///
+/// ```
+/// use rimms_runtime::{LinkModel, SimConfig};
+/// let d = SimConfig::default();
+/// assert_eq!((d.link, d.simulate_link, d.pool_bytes), (LinkModel::PCIE, false, 256 << 20));
+/// assert_eq!(d.max_fft_points, None);
+/// assert!(!(d.fail_kernels || d.fail_copies || d.host_mapped || d.device_memory));
+/// // A device like an FPGA FFT core: 2,048 points at most, on a slow link.
+/// let fpga_like = SimConfig { max_fft_points: Some(2048), link: LinkModel::ZYNQ_HP, ..d };
+/// # let _ = fpga_like;
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
     /// Its link to the host: used to rank copy sources, and to time copies if `simulate_link`.

@@ -89,6 +89,34 @@ fn magnitude(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<f32>
     map(ctx, input, out, kernels::magnitude)
 }
 
+#[rimms_macros::kernel(api = apis::power, device = sim)]
+fn power(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<f32>) -> Result<()> {
+    map(ctx, input, out, kernels::power)
+}
+
+#[rimms_macros::kernel(api = apis::window, device = sim)]
+fn window(
+    ctx: &KernelCtx,
+    input: DevSlice<C32>,
+    window: DevSlice<f32>,
+    #[out] out: DevSliceMut<C32>,
+) -> Result<()> {
+    let window = read(ctx, &window)?;
+    map(ctx, input, out, |i, o| kernels::window_rows(i, &window, o))
+}
+
+#[rimms_macros::kernel(api = apis::zip_rows, device = sim)]
+fn zip_rows(
+    ctx: &KernelCtx,
+    op: ZipOp,
+    a: DevSlice<C32>,
+    row: DevSlice<C32>,
+    #[out] out: DevSliceMut<C32>,
+) -> Result<()> {
+    let row = read(ctx, &row)?;
+    map(ctx, a, out, |a, o| kernels::zip_rows(op, a, &row, o))
+}
+
 #[rimms_macros::kernel(api = apis::fftshift, device = sim)]
 fn fftshift(
     ctx: &KernelCtx,
