@@ -284,7 +284,8 @@ fn a_tie_between_sources_keeps_the_run_in_one_copy() {
     let want: Vec<Complex32> = signal(n, 3).iter().map(|v| v.conj()).collect();
     assert_eq!(on_sim1.host().expect("host"), &want[..]);
     let s = rt.stats();
-    let copies = |from: &str| s.copies(from, "host") - before.copies(from, "host");
+    let copies =
+        |from: &str| s.copies(from, "host").unwrap() - before.copies(from, "host").unwrap();
     assert_eq!(copies("sim1"), 1, "one copy of both fragments from sim1");
     assert_eq!(
         copies("sim0"),
@@ -292,7 +293,7 @@ fn a_tie_between_sources_keeps_the_run_in_one_copy() {
         "none from sim0, though it holds the upper fragment"
     );
     assert_eq!(
-        s.bytes("sim1", "host") - before.bytes("sim1", "host"),
+        s.bytes("sim1", "host").unwrap() - before.bytes("sim1", "host").unwrap(),
         (n * 8) as u64
     );
 }
@@ -327,7 +328,7 @@ fn resetting_a_view_zeroes_its_fragments_only() {
     }
     let s = rt.stats();
     assert_eq!(
-        s.bytes("sim0", "host") - before.bytes("sim0", "host"),
+        s.bytes("sim0", "host").unwrap() - before.bytes("sim0", "host").unwrap(),
         (3 * row * 8) as u64,
         "three rows copied, the reset one filled"
     );
@@ -348,8 +349,12 @@ fn adjacent_views_in_one_call_come_in_one_copy() {
     rt.zip(Device::Sim(0), ZipOp::Add, &lo, &hi, &mut out)
         .expect("zip on sim0");
     let s = rt.stats();
-    assert_eq!(s.copies("host", "sim0"), 1, "one copy of both halves");
-    assert_eq!(s.bytes("host", "sim0"), (n * 8) as u64);
+    assert_eq!(
+        s.copies("host", "sim0").unwrap(),
+        1,
+        "one copy of both halves"
+    );
+    assert_eq!(s.bytes("host", "sim0").unwrap(), (n * 8) as u64);
     assert_eq!(s.total_copies(), 1, "nothing else moved");
     let values = signal(n, 4);
     let want: Vec<Complex32> = (0..n / 2).map(|k| values[k] + values[k + n / 2]).collect();
