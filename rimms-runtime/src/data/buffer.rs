@@ -13,6 +13,12 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 const NO_HOME: u8 = u8::MAX;
+
+/// What `ptrs` holds for a space with no block: not null, and aligned for any Rust type (2^29
+/// is the largest alignment there is), so an empty slice may start there, at any offset that
+/// is a whole number of elements. Only empty ranges are ever read at it: a non-empty one is
+/// acquired first, which makes the block.
+const NO_BLOCK: *mut u8 = std::ptr::without_provenance_mut(1 << 29);
 use std::sync::Arc;
 
 pub(crate) struct RawBuffer {
@@ -52,7 +58,7 @@ impl RawBuffer {
             bytes,
             frag_shift: AtomicU32::new(frag_shift),
             home: AtomicU8::new(NO_HOME),
-            ptrs: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            ptrs: std::array::from_fn(|_| AtomicPtr::new(NO_BLOCK)),
             state: Published::new(Inner {
                 table: FragmentTable::new(count),
                 blocks: [None; MAX_SPACES],

@@ -95,7 +95,7 @@ fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
 /// The arguments of a call on a host-addressable device, as borrowed byte slices.
 ///
 /// # Safety
-/// Each `ptrs[i]` with a nonzero `len` must address `len` bytes that were acquired for the call in a space the CPU
+/// Each `ptrs[i]` must be non-null and aligned, and address `len` bytes that were acquired for the call in a space the CPU
 /// addresses, inside one live block, and stay so for `'k`; a written argument's bytes must be
 /// reachable through no other argument of the call and by nobody else for `'k`, and a read
 /// argument's bytes must not be written by anyone for `'k`. Dispatch upholds this: the buffers
@@ -104,14 +104,7 @@ fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
 /// shares their bytes), and `KernelArg` is not `Copy`, so one view cannot become two arguments.
 pub(crate) unsafe fn host_args<'k, const N: usize>(ptrs: [ArgPtr; N]) -> [HostArg<'k>; N] {
     ptrs.map(|p| {
-        // An empty argument may have no block at all (a null address): it gets an empty slice.
-        let bytes = if p.len == 0 {
-            if p.writes {
-                ArgBytes::Write(&mut [])
-            } else {
-                ArgBytes::Read(&[])
-            }
-        } else if p.writes {
+        let bytes = if p.writes {
             // SAFETY: exclusive for 'k and inside one live block, per this function's contract.
             ArgBytes::Write(unsafe { std::slice::from_raw_parts_mut(p.ptr, p.len) })
         } else {
