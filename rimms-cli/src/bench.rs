@@ -181,7 +181,14 @@ pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-pub fn table(rows: &[Row], frames: usize) -> String {
+/// Whether a row's times come from the emulator's timing model rather than from hardware.
+fn is_modelled(row: &Row, model: Option<&str>) -> Option<String> {
+    let fpga = row.map.starts_with("fpga");
+    model.filter(|_| fpga).map(str::to_string)
+}
+
+/// The table; `model` names the FPGA emulator's timing model when its rows are modelled.
+pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
     let mut out = format!(
         "{per_cell} per cell; times are the median frame; bytes are totals over the frames\n\n\
          {:<13} {:<9} {:>12} {:>10} {:>10} {:>8} {:>14} {:>12} {:>12} {:>11} {:>11}\n",
@@ -223,12 +230,19 @@ pub fn table(rows: &[Row], frames: usize) -> String {
         );
     }
     out.push('\n');
+    if let Some(model) = model {
+        out += &format!(
+            "fpga rows are modelled: the emulator with the {model} timing model (modelled DMA, core,\n\
+             register and host-copy times, on top of the emulator's own work on this machine)\n\n"
+        );
+    }
     out.push_str(LEGEND);
     out.push('\n');
     out
 }
 
-pub fn json(rows: &[Row], frames: usize) -> String {
+/// The rows as JSON; FPGA rows name the timing model `model` when they are modelled.
+pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
     let cell = |c: &Cell| {
         serde_json::json!({
             "median_ms": ms(c.median),
@@ -249,6 +263,7 @@ pub fn json(rows: &[Row], frames: usize) -> String {
                 "native": r.native.as_ref().map(cell),
                 "minimum_bytes": r.native.as_ref().map(|n| n.bytes),
                 "speedup": r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64(),
+                "modelled": is_modelled(r, model),
             })
         })
         .collect();

@@ -12,6 +12,14 @@ use rimms_cli::{bench, memstat};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `--fpga-timing`: the name of a timing model the emulator has.
+fn fpga_timing_arg(text: &str) -> Result<String, String> {
+    match rimms::backend::fpga::TimingModel::by_name(text) {
+        Some(_) => Ok(text.to_string()),
+        None => Err(format!("no timing model named {text:?} (known: zcu102)")),
+    }
+}
+
 /// `--frames`: a count in 1 … MAX_FRAMES, refused before anything runs.
 fn frames_arg(text: &str) -> Result<usize, String> {
     let range = format!("a whole number of frames, 1 … {}", apps::MAX_FRAMES);
@@ -81,6 +89,11 @@ enum Command {
         /// before the bench runs).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
+        /// Run the FPGA emulator with a timing model (`zcu102`: modelled DMA, core, register
+        /// and host-copy times) and label its rows as modelled; the same as setting
+        /// RIMMS_FPGA_TIMING. Ignored, with a note, where RIMMS_FPGA_BOARD names a real board.
+        #[arg(long, value_name = "MODEL", value_parser = fpga_timing_arg)]
+        fpga_timing: Option<String>,
     },
     /// What each device can run: its APIs, FFT sizes and ZIP operations. Lists the CPU, a
     /// simulated card, the FPGA (the board RIMMS_FPGA_BOARD names, else the emulator) and
@@ -247,7 +260,21 @@ fn bench_cmd(
     app: Vec<App>,
     json: bool,
     plot: Option<PathBuf>,
+    fpga_timing: Option<String>,
 ) -> Result<(), Failure> {
+    use rimms::backend::fpga::{BOARD_ENV, TIMING_ENV};
+    if let Some(model) = &fpga_timing {
+        // Read by every runtime the bench builds; set while this is the only thread.
+        std::env::set_var(TIMING_ENV, model);
+    }
+    // What the FPGA rows are: emulated with a timing model (the flag or the variable), unless a
+    // real board is configured, which the model does not touch.
+    let modelled = std::env::var(TIMING_ENV)
+        .ok()
+        .filter(|_| std::env::var_os(BOARD_ENV).is_none());
+    if fpga_timing.is_some() && modelled.is_none() {
+        eprintln!("note: {BOARD_ENV} names a real board, so --fpga-timing changes nothing");
+    }
     let apps = if app.is_empty() {
         vec![App::TwoFft, App::Fzf, App::Zip3x]
     } else {
@@ -279,9 +306,12 @@ fn bench_cmd(
         std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if json {
-        output::print(&format!("{}\n", bench::json(&rows, frames)))?;
+        output::print(&format!(
+            "{}\n",
+            bench::json(&rows, frames, modelled.as_deref())
+        ))?;
     } else {
-        output::print(&bench::table(&rows, frames))?;
+        output::print(&bench::table(&rows, frames, modelled.as_deref()))?;
     }
     Ok(())
 }
@@ -347,7 +377,8 @@ fn main() -> ExitCode {
             app,
             json,
             plot,
-        } => ("bench", bench_cmd(frames, app, json, plot)),
+            fpga_timing,
+        } => ("bench", bench_cmd(frames, app, json, plot, fpga_timing)),
     };
     match result {
         Ok(()) | Err(Failure::Quiet) => ExitCode::SUCCESS,

@@ -445,3 +445,74 @@ fn a_bad_image_path_fails_before_sar_runs() {
     );
     assert!(stdout.is_empty(), "{stdout}");
 }
+
+/// `--fpga-timing zcu102` runs the emulator with its timing model and labels exactly the FPGA
+/// rows as modelled, in the JSON and under the table; an unknown model is refused up front.
+#[test]
+fn fpga_timing_labels_the_fpga_rows_as_modelled() {
+    let (code, _, stderr) = rimms_args(&["bench", "--fpga-timing", "vcu128", "--frames", "1"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no timing model named \"vcu128\""),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) = run(rimms().env_remove("RIMMS_FPGA_TIMING").args([
+        "bench",
+        "--fpga-timing",
+        "zcu102",
+        "--frames",
+        "1",
+        "--app",
+        "zip3x",
+        "--json",
+    ]));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: Vec<(String, String)> = stdout
+        .split("{\"app\"")
+        .skip(1)
+        .map(|row| {
+            let field = |key: &str| {
+                let at = row.find(key).map(|i| i + key.len()).unwrap_or(row.len());
+                row[at..]
+                    .split([',', '}'])
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            };
+            (field("\"map\":"), field("\"modelled\":"))
+        })
+        .collect();
+    assert!(rows.len() >= 4, "{stdout}");
+    for (map, modelled) in &rows {
+        let want = if map.starts_with("\"fpga") {
+            "\"zcu102\""
+        } else {
+            "null"
+        };
+        assert_eq!(modelled, want, "row {map}");
+    }
+
+    let (code, stdout, stderr) = run(rimms().env_remove("RIMMS_FPGA_TIMING").args([
+        "bench",
+        "--fpga-timing",
+        "zcu102",
+        "--frames",
+        "1",
+        "--app",
+        "zip3x",
+    ]));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("fpga rows are modelled: the emulator with the zcu102 timing model"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = run(rimms()
+        .env_remove("RIMMS_FPGA_TIMING")
+        .args(["bench", "--frames", "1", "--app", "zip3x"]));
+    assert!(
+        !stdout.contains("fpga rows are modelled"),
+        "without the flag nothing is modelled: {stdout}"
+    );
+}
