@@ -1,10 +1,10 @@
 //! The apps on CEDR's own inputs, against references computed here another way: direct DFTs
-//! in f64 over data parsed by the test itself. Skipped (with a message) where the data is not
-//! present.
+//! in f64 over data parsed by the test itself. Ignored, with the reason in the test summary,
+//! where the build found no data; failed where `RIMMS_CEDR_DATA` names a wrong folder.
 
 mod common;
 
-use common::{cedr_dir, dft, fftshift, read_cedr};
+use common::{cedr_dir, cedr_dir_from, dft, fftshift, read_cedr, CEDR_FILES};
 use num_complex::Complex64;
 use rimms_cli::apps::{pulse_doppler, sar, AppError, Mapping, Mode, Options};
 use std::f64::consts::PI;
@@ -47,10 +47,12 @@ fn pulse_doppler_reference(pulses: &[Vec<Complex64>], pulse: &[Complex64]) -> (u
 }
 
 #[test]
+#[cfg_attr(
+    not(cedr_data),
+    ignore = "no CEDR data: set RIMMS_CEDR_DATA to the folder of CEDR's input files"
+)]
 fn pulse_doppler_on_cedr_data_finds_the_reference_bins() {
-    let Some(dir) = cedr_dir("pulse_doppler_on_cedr_data") else {
-        return;
-    };
+    let dir = cedr_dir();
     let pulses = read_cedr(&dir.join("pulse_doppler_pulses.txt"));
     let pulse = read_cedr(&dir.join("pulse_doppler_pulse.txt")).remove(0);
     let (z, x) = pulse_doppler_reference(&pulses, &pulse);
@@ -125,10 +127,12 @@ fn sar_reference(raw: &[Vec<Complex64>]) -> Vec<Vec<f64>> {
 }
 
 #[test]
+#[cfg_attr(
+    not(cedr_data),
+    ignore = "no CEDR data: set RIMMS_CEDR_DATA to the folder of CEDR's input files"
+)]
 fn sar_on_cedr_data_matches_an_f64_reference_within_1e_3_of_the_peak() {
-    let Some(dir) = cedr_dir("sar_on_cedr_data") else {
-        return;
-    };
+    let dir = cedr_dir();
     let want = sar_reference(&read_cedr(&dir.join("SAR_rawdata_rda.txt")));
     let peak = want.iter().flatten().fold(0.0f64, |a, &b| a.max(b));
     let input = sar::Input::load(&dir).expect("CEDR file");
@@ -214,5 +218,24 @@ fn malformed_or_missing_cedr_files_are_named_with_the_line_and_column() {
     // SAR's file missing.
     let err = sar::Input::load(&dir).unwrap_err().to_string();
     assert!(err.contains("SAR_rawdata_rda.txt"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+#[should_panic(expected = "RIMMS_CEDR_DATA names /nonexistent/rimms-cedr, which is not a folder")]
+fn a_wrong_cedr_data_folder_fails_instead_of_skipping() {
+    cedr_dir_from(Some("/nonexistent/rimms-cedr".into()));
+}
+
+#[test]
+fn a_cedr_data_folder_without_the_files_fails_naming_the_file() {
+    let dir = scratch_dir("incomplete");
+    for file in &CEDR_FILES[..2] {
+        std::fs::write(dir.join(file), "").expect("write");
+    }
+    let err = std::panic::catch_unwind(|| cedr_dir_from(Some(dir.clone().into())))
+        .expect_err("a folder without SAR_rawdata_rda.txt");
+    let msg = err.downcast_ref::<String>().expect("a formatted message");
+    assert!(msg.ends_with("which has no SAR_rawdata_rda.txt"), "{msg}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -3,23 +3,48 @@
 #![allow(dead_code)]
 
 use num_complex::Complex64;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+/// The files the CEDR tests read.
+pub const CEDR_FILES: [&str; 3] = [
+    "pulse_doppler_pulses.txt",
+    "pulse_doppler_pulse.txt",
+    "SAR_rawdata_rda.txt",
+];
+
 /// The folder of CEDR's input files: `RIMMS_CEDR_DATA`, else `../shared/data/cedr` next to the
-/// workspace; `None` (after saying so) when neither exists, so a fresh clone skips these tests.
-pub fn cedr_dir(test: &str) -> Option<PathBuf> {
-    let from_env = std::env::var_os("RIMMS_CEDR_DATA").map(PathBuf::from);
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cedr");
-    for dir in from_env.iter().chain(std::iter::once(&beside)) {
-        if dir.is_dir() {
-            return Some(dir.clone());
-        }
-    }
-    eprintln!(
-        "{test}: skipped, no CEDR data (set RIMMS_CEDR_DATA or provide {})",
-        beside.display()
+/// workspace. Tests that call this are `#[cfg_attr(not(cedr_data), ignore = ...)]`, so they
+/// run only where the build found data (see `rimms-cli/build.rs`); here a folder that is not
+/// there, or lacks a file, fails the test with the path rather than letting it pass without
+/// running.
+pub fn cedr_dir() -> PathBuf {
+    cedr_dir_from(std::env::var_os("RIMMS_CEDR_DATA"))
+}
+
+/// [`cedr_dir`] with the variable's value passed in, so a wrong value can be tested without
+/// changing the process's environment under other tests.
+pub fn cedr_dir_from(var: Option<OsString>) -> PathBuf {
+    let (dir, from) = match var {
+        Some(dir) => (PathBuf::from(dir), "RIMMS_CEDR_DATA"),
+        None => (
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cedr"),
+            "the default folder",
+        ),
+    };
+    assert!(
+        dir.is_dir(),
+        "{from} names {}, which is not a folder",
+        dir.display()
     );
-    None
+    for file in CEDR_FILES {
+        assert!(
+            dir.join(file).is_file(),
+            "{from} names {}, which has no {file}",
+            dir.display()
+        );
+    }
+    dir
 }
 
 /// A CEDR text file as rows of complex values, parsed here rather than by the app.
