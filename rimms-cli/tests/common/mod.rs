@@ -92,3 +92,42 @@ pub fn fftshift<T: Copy>(x: &[T]) -> Vec<T> {
     let n = x.len();
     (0..n).map(|i| x[(i + n - n / 2) % n]).collect()
 }
+
+/// Checks an f32 FFT chain's real output (magnitudes) element by element against its f64
+/// reference. Element `i` may be off by `ε · passes · (|want_i| + scale)`, with `ε` the f32
+/// machine epsilon, `passes` the radix-2 passes of the chain (log2 of each FFT's length,
+/// summed): about one rounding per pass. Strong elements are held to that bound relative to
+/// themselves; weak ones to an absolute floor at `scale`, the rms of the data the chain's
+/// FFTs transform, where f32 rounding noise lives (an output much weaker than what its FFTs
+/// transformed carries that noise whatever its own size). Never a bound relative to the
+/// peak, which lets weak elements be wrong by many times their size. Panics naming the worst
+/// element; returns its error as a fraction of its tolerance.
+pub fn assert_close(got: &[f32], want: &[f64], passes: u32, scale: f64, what: &str) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let k = f64::from(f32::EPSILON) * f64::from(passes);
+    let (worst, at) = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (f64::from(g) - w).abs() / (k * (w.abs() + scale)))
+        .enumerate()
+        .fold(
+            (0.0, 0),
+            |best, (i, r)| if r > best.0 { (r, i) } else { best },
+        );
+    assert!(
+        worst <= 1.0,
+        "{what}: element {at} is {}, the reference {}: {worst:.1} times the tolerance",
+        got[at],
+        want[at]
+    );
+    eprintln!("{what}: the worst element is at {worst:.3} of its tolerance");
+    worst
+}
+
+/// Root mean square of complex values.
+pub fn rms<'a>(values: impl IntoIterator<Item = &'a Complex64>) -> f64 {
+    let (sum, n) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(s, n), v| (s + v.norm_sqr(), n + 1));
+    (sum / n as f64).sqrt()
+}
