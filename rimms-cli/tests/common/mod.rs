@@ -131,3 +131,24 @@ pub fn rms<'a>(values: impl IntoIterator<Item = &'a Complex64>) -> f64 {
         .fold((0.0, 0usize), |(s, n), v| (s + v.norm_sqr(), n + 1));
     (sum / n as f64).sqrt()
 }
+
+/// The image columns where a SAR scene's scatterers must focus, sorted, from the geometry
+/// alone: each echo is centred at 2(R − Rmin)/c + Tr/2 into the window, and the fftshift
+/// ahead of the range filter delays the compressed pulse by half the sampling rate over the
+/// chirp rate.
+pub fn scatterer_columns(scene: &rimms_cli::apps::sar::Scene) -> Vec<usize> {
+    let (c, tr, kr, h) = (3e8, 2.5e-6, 2e13, 5000.0f64);
+    let rmin = f64::hypot(9_500.0, h);
+    let rmax = f64::hypot(10_500.0, h);
+    let dt = (2.0 * rmax / c + tr - 2.0 * rmin / c) / 511.0;
+    let mut columns: Vec<usize> = scene
+        .scatterers
+        .iter()
+        .map(|s| {
+            let tau = 2.0 * (f64::hypot(s.y, h) - rmin) / c + tr / 2.0;
+            (tau / dt + 0.5 / (kr * dt * dt)).round() as usize
+        })
+        .collect();
+    columns.sort();
+    columns
+}
