@@ -69,7 +69,8 @@ fi
 lines() { [ -f "$out/$1" ] && sed '/^$/d' "$out/$1" || true; }
 count() { lines "$1" | wc -l; }
 strip() { sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /'; }
-equivalent=$(grep -v '^\s*\(#\|$\)' scripts/mutants-equivalent.txt | sed -E 's/\s+#.*$//' | sort -u)
+equivalent=$({ grep -v '^\s*\(#\|$\)' scripts/mutants-equivalent.txt || true; } |
+    sed -E 's/\s+#.*$//' | sort -u)
 unexplained=$(comm -23 <(lines missed.txt | strip | sort -u) <(echo "$equivalent"))
 caught=$(count caught.txt) missed=$(count missed.txt) timeouts=$(count timeout.txt)
 unviable=$(count unviable.txt)
