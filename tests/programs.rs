@@ -105,6 +105,11 @@ enum Op {
     Drop {
         buf: usize,
     },
+    /// Changes a live buffer's fragment size (merging or splitting its fragments).
+    Refragment {
+        buf: usize,
+        frag_log2: u32,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -124,6 +129,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (idx(), 0usize..3).prop_map(|(buf, dev)| Op::Prefetch { buf, dev }),
         1 => idx().prop_map(|buf| Op::Reset { buf }),
         1 => idx().prop_map(|buf| Op::Drop { buf }),
+        1 => (idx(), 3u32..14).prop_map(|(buf, frag_log2)| Op::Refragment { buf, frag_log2 }),
     ]
 }
 
@@ -273,6 +279,48 @@ impl Model {
                 b.zero[f] = false;
             }
         }
+    }
+}
+
+impl Model {
+    /// A new fragment size of `frag_elems` elements. Merging groups whose fragments share no
+    /// valid space (and are not all zero) first reads the whole buffer on the host; a merged
+    /// fragment is valid where all its parts were and zero if all were; a split fragment's
+    /// parts inherit its state.
+    fn refragment(&mut self, buf: usize, frag_elems: usize) {
+        let old = self.bufs[buf].frag_elems;
+        if frag_elems > old {
+            let factor = frag_elems / old;
+            let b = &self.bufs[buf];
+            let common = |g: &[[bool; 3]]| (0..3).any(|s| g.iter().all(|v| v[s]));
+            let gather = b
+                .valid
+                .chunks(factor)
+                .zip(b.zero.chunks(factor))
+                .any(|(v, z)| !common(v) && !z.iter().all(|&z| z));
+            if gather {
+                let len = b.data.len();
+                self.access(buf, 0, len, 0, true, false);
+            }
+        }
+        let b = &mut self.bufs[buf];
+        let count = b.data.len().div_ceil(frag_elems);
+        // Fragment `f` of the new size covers elements from `f * frag_elems`: its old
+        // fragments are those overlapping that range.
+        let parts = |f: usize| {
+            let start = f * frag_elems;
+            let end = (start + frag_elems).min(b.data.len());
+            start / old..end.div_ceil(old)
+        };
+        let valid = (0..count)
+            .map(|f| std::array::from_fn(|s| b.valid[parts(f)].iter().all(|v| v[s])))
+            .collect();
+        let zero = (0..count)
+            .map(|f| b.zero[parts(f)].iter().all(|&z| z))
+            .collect();
+        b.valid = valid;
+        b.zero = zero;
+        b.frag_elems = frag_elems;
     }
 }
 
@@ -544,6 +592,29 @@ impl State {
                     return Ok(());
                 };
                 self.bufs[i] = None;
+            }
+            Op::Refragment { buf, frag_log2 } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                let data = self.bufs[i].as_mut().expect("live");
+                data.fragment(1 << frag_log2).expect("fragment");
+                self.model.refragment(i, (1usize << frag_log2) / 8);
+                let m = &self.model.bufs[i];
+                prop_assert_eq!(data.fragment_count(), m.valid.len());
+                for f in 0..m.valid.len() {
+                    let state = data.fragment_state(f).expect("in range");
+                    let valid: Vec<usize> = state.valid.iter().map(|s| s.index()).collect();
+                    let expected: Vec<usize> = (0..3).filter(|&s| m.valid[f][s]).collect();
+                    prop_assert_eq!(valid, expected, "valid spaces of fragment {}", f);
+                    prop_assert_eq!(state.zero, m.zero[f], "zero mark of fragment {}", f);
+                    // Data was written by someone: `None` means "never touched since reset".
+                    prop_assert!(
+                        state.zero || state.owner.is_some(),
+                        "fragment {} holds data but has no owner",
+                        f
+                    );
+                }
             }
         }
         Ok(())

@@ -62,10 +62,12 @@ fn run_json_has_every_field_and_the_result() {
 }
 
 #[test]
+#[cfg_attr(
+    not(cedr_data),
+    ignore = "no CEDR data: set RIMMS_CEDR_DATA to the folder of CEDR's input files"
+)]
 fn pulse_doppler_json_on_cedr_input_and_sar_image_file() {
-    let Some(dir) = common::cedr_dir("pulse_doppler_json_on_cedr_input") else {
-        return;
-    };
+    let dir = common::cedr_dir();
     let dir = dir.to_str().expect("a UTF-8 path");
     let v = json(&[
         "run",

@@ -1,6 +1,9 @@
 //! The apps on generated inputs recover what was put in: the correlator's delay, pulse
 //! Doppler's range and Doppler bins, SAR's scatterer ranges.
 
+mod common;
+
+use common::scatterer_columns;
 use rimms_cli::apps::{correlator, pulse_doppler, sar, AppError, Mapping, Mode, Options};
 
 fn opts() -> Options {
@@ -129,22 +132,7 @@ fn sar_puts_the_brightest_pixels_at_the_scatterers_ranges() {
     let scene = sar::Scene::default();
     let input = sar::Input::simulate(&scene);
     let out = sar::run(&input, &opts()).expect("run").result;
-    // Where each scatterer's range must focus, from the geometry alone: its echo is centred
-    // at 2(R − Rmin)/c + Tr/2 into the window, and the fftshift ahead of the range filter
-    // delays the compressed pulse by half the sampling rate over the chirp rate.
-    let (c, tr, kr, h) = (3e8, 2.5e-6, 2e13, 5000.0f64);
-    let rmin = f64::hypot(9_500.0, h);
-    let rmax = f64::hypot(10_500.0, h);
-    let dt = (2.0 * rmax / c + tr - 2.0 * rmin / c) / 511.0;
-    let mut want: Vec<usize> = scene
-        .scatterers
-        .iter()
-        .map(|s| {
-            let tau = 2.0 * (f64::hypot(s.y, h) - rmin) / c + tr / 2.0;
-            (tau / dt + 0.5 / (kr * dt * dt)).round() as usize
-        })
-        .collect();
-    want.sort();
+    let want = scatterer_columns(&scene);
     let got = brightest_columns(&out.image, want.len());
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {

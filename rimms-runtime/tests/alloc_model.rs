@@ -30,13 +30,17 @@ enum Op {
     FreeGrown(usize, bool),
 }
 
-/// Mostly small requests, some up to a node, a few spanning nodes.
+/// Mostly small requests, some up to a node, a few spanning nodes; whole nodes and runs just
+/// short of them are drawn on purpose, since freeing those is what fragments a pool into runs
+/// of whole free nodes of different lengths.
 fn units() -> impl Strategy<Value = usize> {
     prop_oneof![
         6 => 1..=4usize,
         3 => 1..=64usize,
         2 => 1..=NODE,
         1 => 1..=1500usize,
+        1 => (1..=4usize).prop_map(|k| k * NODE),
+        1 => (1..=4usize, 1..NODE).prop_map(|(k, r)| k * NODE - r),
     ]
 }
 
@@ -44,6 +48,7 @@ fn capacity() -> impl Strategy<Value = usize> {
     prop_oneof![
         3 => 1..=5000usize,
         1 => (1..=9usize).prop_map(|k| k * NODE),
+        1 => (4..=16usize, 1..NODE).prop_map(|(k, r)| k * NODE - r),
         1 => 1..=40usize,
     ]
 }
@@ -328,8 +333,73 @@ fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(
     Ok(())
 }
 
+/// A pool fragmented at node granularity: node `i` is fully free when `whole[i]`, else it
+/// keeps one unit taken at offset `keep[i] % len`; the cursor is left on node `cursor`.
+/// Built with plain allocs and frees, and mirrored in the model as it goes.
+fn fragmented_nf(
+    cap: usize,
+    whole: &[bool],
+    keep: &[usize],
+    cursor: usize,
+) -> Result<(NfAllocator, Model), TestCaseError> {
+    let nodes = cap.div_ceil(NODE);
+    let len = |node: usize| (cap - node * NODE).min(NODE);
+    let mut a = NfAllocator::with_capacity(cap);
+    let mut m = Model(vec![true; cap]);
+    // Take every node in turn, then free and retake node `cursor` to leave the cursor there.
+    for node in 0..nodes {
+        prop_assert_eq!(
+            alloc_checked(&mut a, &mut m, &NF, len(node))?,
+            Some(node * NODE)
+        );
+    }
+    let c = cursor % nodes;
+    prop_assert_eq!(a.free(c * NODE, len(c)), Ok(()));
+    m.set(c * NODE, len(c), true);
+    prop_assert_eq!(alloc_checked(&mut a, &mut m, &NF, len(c))?, Some(c * NODE));
+    for node in 0..nodes {
+        let base = node * NODE;
+        let kept = keep[node] % len(node);
+        // Free around the kept unit (or all of a whole node).
+        let pieces = if whole[node] {
+            [(0, len(node)), (0, 0)]
+        } else {
+            [(0, kept), (kept + 1, len(node) - kept - 1)]
+        };
+        for (off, n) in pieces {
+            if n > 0 {
+                prop_assert_eq!(a.free(base + off, n), Ok(()));
+                m.set(base + off, n, true);
+            }
+        }
+    }
+    agree(&a, &m, "building the layout")?;
+    Ok((a, m))
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    /// Multi-node requests on pools fragmented into runs of whole free nodes of random
+    /// lengths, with the cursor anywhere: the random programs above rarely build such layouts.
+    #[test]
+    fn nf_multi_node_requests_on_fragmented_pools(
+        nodes in 2..=24usize,
+        tail in 0..NODE,
+        whole in prop::collection::vec(prop::bool::weighted(0.7), 24),
+        keep in prop::collection::vec(0..NODE, 24),
+        cursor in 0..24usize,
+        requests in prop::collection::vec((1..=8usize, 0..NODE), 1..8),
+    ) {
+        let cap = nodes * NODE - tail;
+        let (mut a, mut m) = fragmented_nf(cap, &whole, &keep, cursor)?;
+        for (k, short) in requests {
+            // `k` nodes' worth, less up to a node: every request needs whole nodes.
+            let units = (k * NODE - short).max(NODE);
+            alloc_checked(&mut a, &mut m, &NF, units)?;
+            agree(&a, &m, "a multi-node request")?;
+        }
+    }
 
     #[test]
     fn nf_matches_model(cap in capacity(), ops in prop::collection::vec(op(), 1..80)) {

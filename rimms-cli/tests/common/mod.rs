@@ -3,23 +3,48 @@
 #![allow(dead_code)]
 
 use num_complex::Complex64;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+/// The files the CEDR tests read.
+pub const CEDR_FILES: [&str; 3] = [
+    "pulse_doppler_pulses.txt",
+    "pulse_doppler_pulse.txt",
+    "SAR_rawdata_rda.txt",
+];
+
 /// The folder of CEDR's input files: `RIMMS_CEDR_DATA`, else `../shared/data/cedr` next to the
-/// workspace; `None` (after saying so) when neither exists, so a fresh clone skips these tests.
-pub fn cedr_dir(test: &str) -> Option<PathBuf> {
-    let from_env = std::env::var_os("RIMMS_CEDR_DATA").map(PathBuf::from);
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cedr");
-    for dir in from_env.iter().chain(std::iter::once(&beside)) {
-        if dir.is_dir() {
-            return Some(dir.clone());
-        }
-    }
-    eprintln!(
-        "{test}: skipped, no CEDR data (set RIMMS_CEDR_DATA or provide {})",
-        beside.display()
+/// workspace. Tests that call this are `#[cfg_attr(not(cedr_data), ignore = ...)]`, so they
+/// run only where the build found data (see `rimms-cli/build.rs`); here a folder that is not
+/// there, or lacks a file, fails the test with the path rather than letting it pass without
+/// running.
+pub fn cedr_dir() -> PathBuf {
+    cedr_dir_from(std::env::var_os("RIMMS_CEDR_DATA"))
+}
+
+/// [`cedr_dir`] with the variable's value passed in, so a wrong value can be tested without
+/// changing the process's environment under other tests.
+pub fn cedr_dir_from(var: Option<OsString>) -> PathBuf {
+    let (dir, from) = match var {
+        Some(dir) => (PathBuf::from(dir), "RIMMS_CEDR_DATA"),
+        None => (
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cedr"),
+            "the default folder",
+        ),
+    };
+    assert!(
+        dir.is_dir(),
+        "{from} names {}, which is not a folder",
+        dir.display()
     );
-    None
+    for file in CEDR_FILES {
+        assert!(
+            dir.join(file).is_file(),
+            "{from} names {}, which has no {file}",
+            dir.display()
+        );
+    }
+    dir
 }
 
 /// A CEDR text file as rows of complex values, parsed here rather than by the app.
@@ -66,4 +91,64 @@ pub fn dft(x: &[Complex64], inverse: bool) -> Vec<Complex64> {
 pub fn fftshift<T: Copy>(x: &[T]) -> Vec<T> {
     let n = x.len();
     (0..n).map(|i| x[(i + n - n / 2) % n]).collect()
+}
+
+/// Checks an f32 FFT chain's real output (magnitudes) element by element against its f64
+/// reference. Element `i` may be off by `ε · passes · (|want_i| + scale)`, with `ε` the f32
+/// machine epsilon, `passes` the radix-2 passes of the chain (log2 of each FFT's length,
+/// summed): about one rounding per pass. Strong elements are held to that bound relative to
+/// themselves; weak ones to an absolute floor at `scale`, the rms of the data the chain's
+/// FFTs transform, where f32 rounding noise lives (an output much weaker than what its FFTs
+/// transformed carries that noise whatever its own size). Never a bound relative to the
+/// peak, which lets weak elements be wrong by many times their size. Panics naming the worst
+/// element; returns its error as a fraction of its tolerance.
+pub fn assert_close(got: &[f32], want: &[f64], passes: u32, scale: f64, what: &str) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let k = f64::from(f32::EPSILON) * f64::from(passes);
+    let (worst, at) = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (f64::from(g) - w).abs() / (k * (w.abs() + scale)))
+        .enumerate()
+        .fold(
+            (0.0, 0),
+            |best, (i, r)| if r > best.0 { (r, i) } else { best },
+        );
+    assert!(
+        worst <= 1.0,
+        "{what}: element {at} is {}, the reference {}: {worst:.1} times the tolerance",
+        got[at],
+        want[at]
+    );
+    eprintln!("{what}: the worst element is at {worst:.3} of its tolerance");
+    worst
+}
+
+/// Root mean square of complex values.
+pub fn rms<'a>(values: impl IntoIterator<Item = &'a Complex64>) -> f64 {
+    let (sum, n) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(s, n), v| (s + v.norm_sqr(), n + 1));
+    (sum / n as f64).sqrt()
+}
+
+/// The image columns where a SAR scene's scatterers must focus, sorted, from the geometry
+/// alone: each echo is centred at 2(R − Rmin)/c + Tr/2 into the window, and the fftshift
+/// ahead of the range filter delays the compressed pulse by half the sampling rate over the
+/// chirp rate.
+pub fn scatterer_columns(scene: &rimms_cli::apps::sar::Scene) -> Vec<usize> {
+    let (c, tr, kr, h) = (3e8, 2.5e-6, 2e13, 5000.0f64);
+    let rmin = f64::hypot(9_500.0, h);
+    let rmax = f64::hypot(10_500.0, h);
+    let dt = (2.0 * rmax / c + tr - 2.0 * rmin / c) / 511.0;
+    let mut columns: Vec<usize> = scene
+        .scatterers
+        .iter()
+        .map(|s| {
+            let tau = 2.0 * (f64::hypot(s.y, h) - rmin) / c + tr / 2.0;
+            (tau / dt + 0.5 / (kr * dt * dt)).round() as usize
+        })
+        .collect();
+    columns.sort();
+    columns
 }

@@ -510,6 +510,145 @@ mod tests {
         check(&a);
     }
 
+    /// Frees of one unit at and just past the pool's end, for pools whose last node is whole
+    /// and pools whose last node is partial (there the node's map has bits past the end, which
+    /// must never become free). Expected results follow from the bounds alone.
+    #[test]
+    fn boundary_frees_at_the_pool_end() {
+        for cap in [1, 200, 511, 512, 513, 700, 1024, 1100, 1536] {
+            let out_of_range = |start, units| {
+                Err(FreeError::OutOfRange {
+                    start,
+                    units,
+                    capacity: cap,
+                })
+            };
+            let mut a = NfAllocator::with_capacity(cap);
+            // All free: the last unit is not allocated, the ones past the end do not exist.
+            assert_eq!(
+                a.free(cap - 1, 1),
+                Err(FreeError::NotAllocated { unit: cap - 1 }),
+                "cap {cap}"
+            );
+            assert_eq!(a.free(cap, 1), out_of_range(cap, 1), "cap {cap}");
+            assert_eq!(a.free(cap + 1, 1), out_of_range(cap + 1, 1), "cap {cap}");
+            assert_eq!(a.free(cap - 1, 2), out_of_range(cap - 1, 2), "cap {cap}");
+            assert_eq!(a.free(cap, 2), out_of_range(cap, 2), "cap {cap}");
+            assert_eq!(a.free_units(), cap, "cap {cap}");
+            check(&a);
+
+            // Full: the last unit frees, the ones past it still do not exist, and no refused
+            // free left a unit behind that a later alloc could hand out.
+            assert_eq!(a.alloc(cap), Some(0), "cap {cap}");
+            assert_eq!(a.free(cap, 1), out_of_range(cap, 1), "cap {cap}");
+            assert_eq!(a.free(cap + 1, 1), out_of_range(cap + 1, 1), "cap {cap}");
+            assert_eq!(
+                a.alloc(1),
+                None,
+                "cap {cap}: a unit past the end was handed out"
+            );
+            assert_eq!(a.free_units(), 0, "cap {cap}");
+            assert_eq!(a.free(cap - 1, 1), Ok(()), "cap {cap}");
+            assert_eq!(a.free_units(), 1, "cap {cap}");
+            assert_eq!(a.alloc(1), Some(cap - 1), "cap {cap}");
+            assert_eq!(a.alloc(1), None, "cap {cap}");
+            check(&a);
+            assert_eq!(a.free(0, cap), Ok(()), "cap {cap}");
+            assert_eq!(a.largest_free_run(), cap, "cap {cap}");
+            check(&a);
+        }
+    }
+
+    /// Nodes 2..5 and 6..10 are fully free, node 5 is not, the cursor is on node 9: four nodes
+    /// fit only from node 6, which the search reaches by resuming right after node 5 (a
+    /// search that skips further, or restarts inside the run it just measured, misses it).
+    #[test]
+    fn whole_node_runs_past_a_shorter_run() {
+        let mut a = NfAllocator::with_capacity(10 * NODE_UNITS);
+        for node in 0..10 {
+            assert_eq!(a.alloc(NODE_UNITS), Some(node * NODE_UNITS));
+        }
+        for node in [2, 3, 4, 6, 7, 8, 9] {
+            a.free(node * NODE_UNITS, NODE_UNITS).unwrap();
+        }
+        check(&a);
+        assert_eq!(a.alloc(4 * NODE_UNITS), Some(6 * NODE_UNITS));
+        // Three nodes now fit only at 2..5 (the search wraps from the cursor on node 9).
+        assert_eq!(a.alloc(3 * NODE_UNITS + 1), None);
+        assert_eq!(a.alloc(3 * NODE_UNITS), Some(2 * NODE_UNITS));
+        check(&a);
+    }
+
+    /// Every layout of fully free and partly taken nodes in pools of up to 10 nodes (the
+    /// smallest where a search can skip a fitting run), every cursor position and every
+    /// multi-node request size: the allocation succeeds exactly when the documented rule says
+    /// a run of whole nodes fits, and then lies in such a run. The rule is evaluated here
+    /// on the layout as built, not with the allocator's summaries.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of thousands of allocations; the directed tests cover it"
+    )]
+    fn multi_node_requests_in_every_fragmented_layout() {
+        for nodes in 1..=10usize {
+            // A whole last node, and a partial one of 424 units.
+            for cap in [nodes * NODE_UNITS, nodes * NODE_UNITS - 88] {
+                let len = |node: usize| (cap - node * NODE_UNITS).min(NODE_UNITS);
+                for cursor in 0..nodes {
+                    let base = cursor_at(cap, cursor);
+                    for mask in 0u32..1 << nodes {
+                        let whole = |node: usize| mask & (1 << node) != 0;
+                        let mut a = base.clone();
+                        for node in 0..nodes {
+                            // A node not in the mask keeps its last unit taken.
+                            let n = if whole(node) {
+                                len(node)
+                            } else {
+                                len(node) - 1
+                            };
+                            if n > 0 {
+                                a.free(node * NODE_UNITS, n).unwrap();
+                            }
+                        }
+                        for units in (NODE_UNITS..=cap).step_by(NODE_UNITS / 2) {
+                            let k = units.div_ceil(NODE_UNITS);
+                            let fits_at =
+                                |s: usize| s * NODE_UNITS + units <= cap && (s..s + k).all(whole);
+                            let fits = (0..nodes).any(fits_at);
+                            let mut b = a.clone();
+                            match b.alloc(units) {
+                                Some(start) => assert!(
+                                    fits && start % NODE_UNITS == 0 && fits_at(start / NODE_UNITS),
+                                    "cap {cap} mask {mask:b} cursor {cursor}: alloc({units}) = {start}"
+                                ),
+                                None => assert!(
+                                    !fits,
+                                    "cap {cap} mask {mask:b} cursor {cursor}: alloc({units}) refused"
+                                ),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A full pool of `cap` units, taken node by node, whose cursor is on node `cursor`.
+    fn cursor_at(cap: usize, cursor: usize) -> NfAllocator {
+        let mut a = NfAllocator::with_capacity(cap);
+        let nodes = cap.div_ceil(NODE_UNITS);
+        for node in 0..nodes {
+            let len = (cap - node * NODE_UNITS).min(NODE_UNITS);
+            assert_eq!(a.alloc(len), Some(node * NODE_UNITS));
+        }
+        // Freeing and taking node `cursor` again leaves the cursor there.
+        let len = (cap - cursor * NODE_UNITS).min(NODE_UNITS);
+        a.free(cursor * NODE_UNITS, len).unwrap();
+        assert_eq!(a.alloc(len), Some(cursor * NODE_UNITS));
+        assert_eq!(a.cursor, cursor);
+        a
+    }
+
     #[test]
     fn empty_pool() {
         let mut a = NfAllocator::with_capacity(0);

@@ -1,6 +1,14 @@
 //! Each transition of the protocol on a bare fragment table, with a hand-written cost table.
+//! Summary words are written as literal bit layouts (bit `s`: every fragment valid in space
+//! `s`; bit `16 + s`: some fragment valid in `s`; bit 32: some fragment zero), never with the
+//! implementation's own constants, so a wrong constant cannot agree with itself.
+
+mod model;
 
 use super::*;
+
+/// The summary bit layout these tests spell out assumes 16 spaces.
+const _: () = assert!(MAX_SPACES == 16);
 
 const HOST: SpaceId = SpaceId(0);
 const DEV: SpaceId = SpaceId(1);
@@ -41,7 +49,7 @@ fn state(valid: &[SpaceId], owner: Option<SpaceId>, zero: bool) -> FragmentState
 fn fresh_fragments_are_zero_and_valid_nowhere() {
     let t = FragmentTable::new(3);
     assert_eq!(t.get(1), Some(state(&[], None, true)));
-    assert_eq!(t.summary(), ZERO_BIT);
+    assert_eq!(t.summary(), 1 << 32);
 }
 
 #[test]
@@ -289,7 +297,8 @@ fn splitting_inherits_the_parent_state() {
     assert_eq!(split.len(), 7);
     assert_eq!(split.get(3), Some(state(&[], None, true)));
     assert_eq!(split.get(4), Some(state(&[DEV], Some(DEV), false)));
-    assert_eq!(split.summary() & ZERO_BIT, ZERO_BIT);
+    // Some fragment valid in DEV (bit 16 + 1), some zero (bit 32), none valid everywhere.
+    assert_eq!(split.summary(), 1 << 32 | 1 << 17);
 }
 
 #[test]
@@ -314,4 +323,112 @@ fn spans_know_their_partial_ends() {
     let single = FragmentSpan::of(16..20, 4, 56);
     assert_eq!(single.frags, 1..2);
     assert!(single.is_partial(1));
+}
+
+#[test]
+fn summary_bits_are_laid_out_per_space() {
+    // Space 2's bits (2 and 18) must not collide with the zero flag (32), nor space 15's
+    // (15 and 31).
+    let mut t = FragmentTable::new(2);
+    let first = FragmentSpan {
+        frags: 0..1,
+        first_partial: false,
+        last_partial: false,
+    };
+    access(&mut t, &first, OTHER, Access::Read);
+    assert_eq!(
+        t.summary(),
+        1 << 32 | 1 << 18,
+        "zero everywhere, filled in space 2"
+    );
+    access(&mut t, &whole(2), OTHER, Access::Write);
+    assert_eq!(
+        t.summary(),
+        1 << 2 | 1 << 18,
+        "written by space 2: no zero flag"
+    );
+    assert!(resident(t.summary(), OTHER, Access::Write));
+    let last = SpaceId(15);
+    access(&mut t, &first, last, Access::Write);
+    assert_eq!(t.summary(), 1 << 18 | 1 << 31);
+    access(&mut t, &whole(2), last, Access::Read);
+    assert_eq!(t.summary(), 1 << 15 | 1 << 18 | 1 << 31);
+    t.reset();
+    assert_eq!(t.summary(), 1 << 32);
+}
+
+#[test]
+fn valid_counts_go_down_when_copies_are_dropped() {
+    let mut t = FragmentTable::new(3);
+    access(&mut t, &whole(3), HOST, Access::Write);
+    access(&mut t, &whole(3), DEV, Access::Read);
+    assert_eq!(t.summary(), 0b11 | 0b11 << 16);
+    // The host writes again: DEV's copies are gone, from the summary too.
+    access(&mut t, &whole(3), HOST, Access::Write);
+    assert_eq!(t.summary(), 1 | 1 << 16);
+    assert!(resident(t.summary(), HOST, Access::Write));
+    assert!(!resident(t.summary(), DEV, Access::Read));
+    // A failed write drops DEV's copy of fragment 0 again after a read brought it back.
+    access(&mut t, &whole(3), DEV, Access::Read);
+    t.mark_failed(0..1, DEV);
+    assert_eq!(t.summary(), 1 | 1 << 16 | 1 << 17);
+}
+
+#[test]
+fn separate_zero_runs_are_separate_fills() {
+    // Fragments 1 and 4 written on the host; 0, 2..4 and 5 still zero.
+    let mut t = FragmentTable::new(6);
+    for f in [1, 4] {
+        let span = FragmentSpan {
+            frags: f..f + 1,
+            first_partial: false,
+            last_partial: false,
+        };
+        access(&mut t, &span, HOST, Access::Write);
+    }
+    let plan = t.plan_acquire(&whole(6), DEV, Access::Read, flat);
+    assert_eq!(plan.fills, vec![0..1, 2..4, 5..6]);
+    assert_eq!(
+        plan.moves,
+        vec![
+            Move {
+                src: HOST,
+                frags: 1..2
+            },
+            Move {
+                src: HOST,
+                frags: 4..5
+            }
+        ]
+    );
+}
+
+#[test]
+fn a_merged_fragment_with_data_keeps_an_owner() {
+    // Fragment 0 written on the host, fragment 1 on DEV; both then read on OTHER and DEV.
+    let mut t = FragmentTable::new(2);
+    let one = |f: usize| FragmentSpan {
+        frags: f..f + 1,
+        first_partial: false,
+        last_partial: false,
+    };
+    access(&mut t, &one(0), HOST, Access::Write);
+    access(&mut t, &one(1), DEV, Access::Write);
+    access(&mut t, &whole(2), OTHER, Access::Read);
+    access(&mut t, &whole(2), DEV, Access::Read);
+    assert!(!t.merge_needs_gather(2));
+    // The owners differ, so no single writer is known: the lowest space holding the whole
+    // merged fragment (DEV) stands in, rather than `None`, which means "never touched".
+    assert_eq!(
+        t.merged(2).get(0),
+        Some(state(&[DEV, OTHER], Some(DEV), false))
+    );
+    // One common owner is kept even where it is not the lowest holder.
+    let mut u = FragmentTable::new(2);
+    access(&mut u, &whole(2), OTHER, Access::Write);
+    access(&mut u, &whole(2), DEV, Access::Read);
+    assert_eq!(
+        u.merged(2).get(0),
+        Some(state(&[DEV, OTHER], Some(OTHER), false))
+    );
 }
