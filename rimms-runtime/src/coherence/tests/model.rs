@@ -126,6 +126,9 @@ impl Case {
 
     /// The model's acquire: per fragment, what is needed for `access` in `dst`.
     fn needs(&self, span: &FragmentSpan, dst: u8, access: Access) -> Vec<(usize, Need)> {
+        let cost = |s: u8| self.cost[usize::from(s)][usize::from(dst)];
+        // The source the previous fragment is copied from, while the run goes on.
+        let mut run: Option<u8> = None;
         span.frags
             .clone()
             .map(|f| {
@@ -139,11 +142,20 @@ impl Case {
                     Need::Fill
                 } else {
                     // Cheapest holder; `min_by_key` keeps the first of equals: the lowest id.
-                    let src = frag
+                    let cheapest = frag
                         .holders()
-                        .min_by_key(|&s| self.cost[usize::from(s)][usize::from(dst)])
+                        .min_by_key(|&s| cost(s))
                         .expect("a fragment that is not zero is valid somewhere");
+                    // On a tie the run's source stays, so neighbours come in one copy.
+                    let src = match run {
+                        Some(r) if frag.valid[usize::from(r)] && cost(r) <= cost(cheapest) => r,
+                        _ => cheapest,
+                    };
                     Need::Copy(src)
+                };
+                run = match need {
+                    Need::Copy(src) => Some(src),
+                    _ => None,
                 };
                 (f, need)
             })
