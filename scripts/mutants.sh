@@ -3,9 +3,9 @@
 # the copy planner: `plan_acquire` and `cheapest_source`), the allocators, the host-loop
 # splitter that `parallel_for!` expands into, and the macro's analysis.
 #
-# Every mutant must be caught by some test, unless it is listed in
-# scripts/mutants-equivalent.txt with the reason it cannot change behaviour. The script fails
-# if any other mutant is missed or times out.
+# Every mutant must be caught by some test (or make one hang past the timeout), unless it is
+# listed in scripts/mutants-equivalent.txt with the reason it cannot change behaviour. The
+# script fails if any other mutant is missed.
 #
 # Too slow for every CI run on a small machine (each mutant is a rebuild and a test run): run
 # it before each release and after changing the files it covers.
@@ -83,9 +83,10 @@ if [ -n "$unexplained" ]; then
     echo "$unexplained" | sed 's/^/  /'
     fail=1
 fi
+# A mutant that makes a test hang is detected, not missed; listed so a slow machine's false
+# timeouts can be told apart.
 if [ "$timeouts" -gt 0 ]; then
-    echo "timed out:"
+    echo "timed out (a test hung or ran past --timeout):"
     lines timeout.txt | sed 's/^/  /'
-    fail=1
 fi
 exit $fail
