@@ -46,7 +46,7 @@ cargo test --release -p rimms-runtime --test cuda_no_gpu --test cuda_gpu --test 
   --include-ignored --nocapture
 cargo test --release -p rimms-runtime --lib backend::cuda
 # gpu(n) as a runtime device: the card tests on GPU 0, the apps on the gpu mapping.
-cargo test --release -p rimms --test gpu -- --nocapture
+cargo test --release -p rimms --test gpu -- --include-ignored --nocapture
 cargo test --release -p rimms-cli --test modes --test cli
 
 echo "== FZF benchmark (2,048 points x 512)"
