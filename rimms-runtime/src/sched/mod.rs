@@ -21,6 +21,7 @@ use crate::kernel::{Api, KernelArg};
 use crate::runtime::{Device, DeviceEntry};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Where a call runs: on a named device, or wherever the runtime's scheduler puts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,6 +92,9 @@ pub(crate) struct Scheduler {
     turn: AtomicUsize,
     /// What each device (by position) has placed on it and not yet finished.
     queues: Vec<DeviceQueue>,
+    /// Held from reading the queues to booking the pick: two calls placed at once would
+    /// otherwise both see the same free device and both take it.
+    placing: Mutex<()>,
 }
 
 /// One device's placed, unfinished calls, as the scheduler sees them.
@@ -149,6 +153,7 @@ impl Scheduler {
             costs,
             turn: AtomicUsize::new(0),
             queues,
+            placing: Mutex::new(()),
         }
     }
 
@@ -177,6 +182,8 @@ impl Scheduler {
                 .is_some()
                 && fits(entry)
         };
+        // Nothing inside can leave the unit value half-changed, so a poisoned lock is fine.
+        let _one_at_a_time = self.placing.lock().unwrap_or_else(|e| e.into_inner());
         let candidates = || (0..devices.len()).filter(takes);
         let bytes: usize = args.iter().map(|a| a.len).sum();
         let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device, bytes);
