@@ -36,18 +36,18 @@ fi
 cargo run --release -q -p rimms-runtime --example gpu_fzf_bench -- --probe
 
 echo "== build (release)"
-cargo build --release -p rimms-runtime --lib --test cuda_gpu --test cuda_no_gpu \
-  --test cuda_nvrtc --example gpu_fzf_bench
-cargo build --release -p rimms --test gpu --test device_memory
+cargo build --release -p rimms-runtime --lib --test it --example gpu_fzf_bench
+cargo build --release -p rimms --test it
 cargo build --release -p rimms-cli --bins --example gpu_sar
 
 echo "== GPU tests (RIMMS_REQUIRE_GPU=$RIMMS_REQUIRE_GPU)"
-cargo test --release -p rimms-runtime --test cuda_no_gpu --test cuda_gpu --test cuda_nvrtc -- \
-  --include-ignored --nocapture
+# One test binary per crate: the module filters pick the GPU tests out of it.
+cargo test --release -p rimms-runtime --test it -- --include-ignored --nocapture \
+  cuda_no_gpu:: cuda_gpu:: cuda_nvrtc::
 cargo test --release -p rimms-runtime --lib backend::cuda
 # gpu(n) as a runtime device: the card tests on GPU 0, the apps on the gpu mapping.
-cargo test --release -p rimms --test gpu -- --include-ignored --nocapture
-cargo test --release -p rimms-cli --test modes --test cli
+cargo test --release -p rimms --test it -- --include-ignored --nocapture gpu::
+cargo test --release -p rimms-cli --test it -- modes:: cli::
 
 echo "== FZF benchmark (2,048 points x 512)"
 cargo run --release -p rimms-runtime --example gpu_fzf_bench -- --frames "$FRAMES"

@@ -50,11 +50,17 @@ die() {
 
 # ---- build ----
 
-# Runs a cargo command with JSON messages and prints "KIND NAME PATH" for each executable.
+# executables PACKAGE CARGO-ARGS...: runs a cargo command on PACKAGE with JSON messages and
+# prints "KIND NAME PATH" for each executable. Every crate has one integration-test binary,
+# `it`, so a test binary is named after its package: rimms_runtime_it, rimms_it, rimms_cli_it.
 executables() {
-  nice -n 10 cargo "$@" --profile "$KIT_PROFILE" --message-format=json-render-diagnostics |
+  local package=$1
+  shift
+  nice -n 10 cargo "$@" -p "$package" --profile "$KIT_PROFILE" \
+    --message-format=json-render-diagnostics |
     python3 -c '
 import json, sys
+package = sys.argv[1].replace("-", "_")
 for line in sys.stdin:
     try:
         m = json.loads(line)
@@ -67,8 +73,10 @@ for line in sys.stdin:
     name = t["name"].replace("-", "_")
     if kind == "lib":
         name += "_unit"
+    elif kind == "test":
+        name = package + "_" + name
     print(kind, name, m["executable"])
-'
+' "$package"
 }
 
 build() {
@@ -81,12 +89,11 @@ build() {
   list="$stage/list"
   mkdir -p "$stage/kit/bin"
   {
-    executables test --no-run -p rimms-runtime --lib --test cuda_gpu --test cuda_no_gpu \
-      --test cuda_nvrtc
-    executables test --no-run -p rimms --test gpu --test device_memory
-    executables test --no-run -p rimms-cli --test modes
-    executables build -p rimms-runtime --example gpu_fzf_bench
-    executables build -p rimms-cli --example gpu_sar --bin rimms
+    executables rimms-runtime test --no-run --lib --test it
+    executables rimms test --no-run --test it
+    executables rimms-cli test --no-run --test it
+    executables rimms-runtime build --example gpu_fzf_bench
+    executables rimms-cli build --example gpu_sar --bin rimms
   } | sort -u -k2,2 >"$list"
   local kind name path n=0
   while read -r kind name path; do
@@ -94,8 +101,8 @@ build() {
     echo "$kind $name" >>"$stage/kit/MANIFEST"
     n=$((n + 1))
   done <"$list"
-  for want in rimms_runtime_unit cuda_gpu cuda_no_gpu cuda_nvrtc gpu device_memory modes \
-    gpu_fzf_bench gpu_sar rimms; do
+  for want in rimms_runtime_unit rimms_runtime_it rimms_it rimms_cli_it gpu_fzf_bench gpu_sar \
+    rimms; do
     [[ -x "$stage/kit/bin/$want" ]] || die "the build made no $want"
   done
   {
@@ -249,12 +256,13 @@ run() {
   fi
 
   part unit 60 any bin/rimms_runtime_unit --include-ignored backend::cuda
-  part no_gpu_paths 60 any bin/cuda_no_gpu --include-ignored --nocapture
-  part nvrtc 60 any bin/cuda_nvrtc --include-ignored --nocapture
-  part gpu_tests 150 gpu bin/cuda_gpu --include-ignored --nocapture
-  part runtime_gpu 90 gpu bin/gpu --include-ignored --nocapture
-  part device_memory 60 any bin/device_memory --include-ignored
-  part app_modes 90 any bin/modes --include-ignored
+  # One test binary per crate; a module filter picks each part's tests out of it.
+  part no_gpu_paths 60 any bin/rimms_runtime_it --include-ignored --nocapture cuda_no_gpu::
+  part nvrtc 60 any bin/rimms_runtime_it --include-ignored --nocapture cuda_nvrtc::
+  part gpu_tests 150 gpu bin/rimms_runtime_it --include-ignored --nocapture cuda_gpu::
+  part runtime_gpu 90 gpu bin/rimms_it --include-ignored --nocapture gpu::
+  part device_memory 60 any bin/rimms_it --include-ignored device_memory::
+  part app_modes 90 any bin/rimms_cli_it --include-ignored modes::
   part fzf 90 gpu bin/gpu_fzf_bench --frames "$FRAMES"
   part sar 90 gpu bin/gpu_sar "$FRAMES"
   part bench 120 gpu bin/rimms bench --frames "$FRAMES"

@@ -12,7 +12,7 @@
 #
 #   scripts/mutants.sh                       # everything below, tests of the whole workspace
 #   scripts/mutants.sh --workspace -f rimms-runtime/src/alloc/nf.rs \
-#       --test-package rimms-runtime -- --lib --test alloc_model
+#       --test-package rimms-runtime -- --lib --test it
 #                                            # one file, some of one package's tests (faster)
 #
 # Extra arguments go to cargo-mutants; `-f`/`--file` replaces the default file set.

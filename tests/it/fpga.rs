@@ -3,9 +3,7 @@
 //! the copies counted; limits and faults refused or reported with the data intact; and the
 //! emulator as a separate process driven by the runtime in this one.
 
-mod common;
-
-use common::{dft_rows, rel_error, signal};
+use crate::common::{self, dft_rows, rel_error, signal};
 use rimms::backend::fpga::emulator::{config_file, run_standalone};
 use rimms::backend::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
 use rimms::{Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
@@ -247,7 +245,7 @@ fn the_runtime_drives_an_emulator_in_another_process() {
     let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
         .args([
             "--exact",
-            "emulator_process",
+            crate::test_name(module_path!(), "emulator_process").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

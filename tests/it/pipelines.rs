@@ -1,9 +1,7 @@
 //! DESIGN.md's 2FFT and FZF chains on a sim device, in tracked and baseline modes: results
 //! against a direct DFT in f64, element by element, bytes moved asserted exactly.
 
-mod common;
-
-use common::{assert_close, signal, to_f64};
+use crate::common::{self, assert_close, signal, to_f64};
 use rimms::{Complex32, Device, ExecMode, FftDirection, HeteData, Runtime, SimConfig};
 
 const N: usize = 256;

@@ -1,9 +1,7 @@
 //! Every error case of DESIGN.md's "Errors and bad input": the call returns a `rimms::Error`
 //! that names what and where, and nothing changes — contents, valid copies, stats.
 
-mod common;
-
-use common::signal;
+use crate::common::signal;
 use rimms::{
     Complex32, Device, Error, FftDirection, FragmentState, HeteData, Runtime, SimConfig, Stats,
     ZipOp,

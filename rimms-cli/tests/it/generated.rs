@@ -1,9 +1,7 @@
 //! The apps on generated inputs recover what was put in: the correlator's delay, pulse
 //! Doppler's range and Doppler bins, SAR's scatterer ranges.
 
-mod common;
-
-use common::scatterer_columns;
+use crate::common::scatterer_columns;
 use rimms_cli::apps::{correlator, pulse_doppler, sar, AppError, Mapping, Mode, Options};
 
 fn opts() -> Options {

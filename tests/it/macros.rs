@@ -1,9 +1,7 @@
 //! The macros at work: a user API with cpu and sim implementations moving exactly the
 //! minimum, stand-alone kernels, and `parallel_for!` against plain sequential loops.
 
-mod common;
-
-use common::signal;
+use crate::common::{self, signal};
 use rimms::{Complex32, Device, HeteData, Runtime};
 
 /// `y = a * x + y`, declared once and implemented for two kinds of device.

@@ -1,4 +1,4 @@
-//! `gpu(n)` as a runtime device: the card tests of `tests/cards` on GPU 0 where there is one,
+//! `gpu(n)` as a runtime device: the card tests of `tests/it/cards` on GPU 0 where there is one,
 //! and the clean "no GPU" path of the builder everywhere.
 //!
 //! The tests that need a GPU are `#[ignore = "needs a GPU"]`, so a run without one lists them
@@ -6,10 +6,7 @@
 //! without a GPU, each prints `skipped: no GPU (<reason>)`; with `RIMMS_REQUIRE_GPU=1` (as
 //! `scripts/gpu-check.sh` sets it) that is a failure instead.
 
-mod cards;
-mod common;
-
-use cards::GPU_CARD;
+use crate::cards::{self, GPU_CARD};
 use rimms::{Device, Error, Runtime};
 
 /// Whether GPU 0 can be used; if not, says why (or fails where a GPU is required).

@@ -3,8 +3,7 @@
 //! implementations that take `DevSlice`s), checked on any machine against independent
 //! references and exact byte counts.
 
-mod cards;
-mod common;
+use crate::cards;
 
 use rimms::{
     DevSlice, DevSliceMut, Device, Error, ExecMode, HeteData, KernelCtx, Runtime, SimConfig,

@@ -124,12 +124,17 @@ fn child_body() {
 fn found_by_child(env: &[(&str, &std::ffi::OsStr)]) -> String {
     let exe = std::env::current_exe().expect("the test binary knows its path");
     let mut cmd = Command::new(exe);
-    cmd.args(["child_body", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .env_remove(LIB_DIRS_ENV)
-        .env_remove("CUDA_HOME")
-        .env_remove("CUDA_PATH")
-        .env_remove("LD_LIBRARY_PATH");
+    cmd.args([
+        crate::test_name(module_path!(), "child_body").as_str(),
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, "1")
+    .env_remove(LIB_DIRS_ENV)
+    .env_remove("CUDA_HOME")
+    .env_remove("CUDA_PATH")
+    .env_remove("LD_LIBRARY_PATH");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -1,9 +1,7 @@
 //! The protocol seen from outside: each transition through the public API, with the bytes and
 //! copies it must cost.
 
-mod common;
-
-use common::signal;
+use crate::common::{self, signal};
 use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig, SpaceSet, ZipOp};
 
 fn runtime() -> Runtime {

@@ -105,9 +105,14 @@ fn run_child(extra_env: &[(&str, &str)]) -> String {
 fn run_child_with(extra_env: &[(&str, &str)], may_panic_caught: bool) -> String {
     let exe = std::env::current_exe().expect("the test binary knows its path");
     let mut cmd = Command::new(exe);
-    cmd.args(["child_body", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .env_remove(cuda::NO_GPU_ENV);
+    cmd.args([
+        crate::test_name(module_path!(), "child_body").as_str(),
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, "1")
+    .env_remove(cuda::NO_GPU_ENV);
     for (k, v) in extra_env {
         cmd.env(k, v);
     }

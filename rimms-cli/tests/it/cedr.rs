@@ -2,9 +2,9 @@
 //! in f64 over data parsed by the test itself. Ignored, with the reason in the test summary,
 //! where the build found no data; failed where `RIMMS_CEDR_DATA` names a wrong folder.
 
-mod common;
-
-use common::{assert_close, cedr_dir, cedr_dir_from, dft, fftshift, read_cedr, rms, CEDR_FILES};
+use crate::common::{
+    assert_close, cedr_dir, cedr_dir_from, dft, fftshift, read_cedr, rms, CEDR_FILES,
+};
 use num_complex::Complex64;
 use rimms_cli::apps::{pulse_doppler, sar, AppError, Mapping, Mode, Options};
 use std::f64::consts::PI;

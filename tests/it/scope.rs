@@ -1,9 +1,7 @@
 //! `Runtime::scope`: concurrent calls on disjoint views, the per-device queues, errors and
 //! panics, and one copy for concurrent reads of the same fragment.
 
-mod common;
-
-use common::{cpu_and_two_sims, dft_rows, rel_error, signal};
+use crate::common::{cpu_and_two_sims, dft_rows, rel_error, signal};
 use rimms::{Complex32, Device, Error, FftDirection, HeteData, ZipOp};
 use std::sync::Mutex;
 

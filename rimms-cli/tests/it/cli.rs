@@ -1,7 +1,7 @@
 //! The `rimms run` command as a user runs it: the JSON object's fields, SAR's image file, and
 //! errors that say what and where with a failing exit status.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::process::Command;

@@ -2,9 +2,7 @@
 //! memory and one with device-only memory, against plain loops in f64; their shape checks;
 //! and the bytes they move.
 
-mod common;
-
-use common::signal;
+use crate::common::signal;
 use rimms::{Complex32, Device, Error, HeteData, Runtime, SimConfig, ZipOp};
 
 const ROWS: usize = 37;

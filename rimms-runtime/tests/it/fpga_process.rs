@@ -84,7 +84,7 @@ fn the_emulator_runs_in_another_process() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "emulator_child",
+            crate::test_name(module_path!(), "emulator_child").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -12,7 +12,7 @@ use rimms_cli::apps::{
 };
 use std::fmt::Debug;
 
-mod common;
+use crate::common;
 
 const FRAMES: u64 = 2;
 /// Bytes of a complex f32 and of an f32.
@@ -60,7 +60,7 @@ fn mappings() -> Vec<(Mapping, &'static str, Vec<Mode>)> {
 }
 
 /// No independent truth for this app's result (a checksum of the output, whose kernels
-/// `tests/pipelines.rs` checks against direct DFTs): the runs are only compared with each
+/// `tests/it/pipelines.rs` checks against direct DFTs): the runs are only compared with each
 /// other.
 fn no_truth<R>(_: &R, _: &str) {}
 

@@ -1,0 +1,32 @@
+//! The runtime crate's integration tests, one module per subject, in one test binary: every
+//! binary links the whole runtime (cudarc, rustfft, rayon), so one binary instead of one per
+//! file is most of the time and disk a first `cargo test` takes. `cargo test -p rimms-runtime
+//! --test it -- cuda_nvrtc::` runs one module's tests.
+//!
+//! No test here changes the process's environment; the tests that need a process of their own
+//! (the "no GPU" paths under a forced or stand-in driver, NVRTC found by a fresh library
+//! search, the FPGA emulator as a separate process) re-execute this binary with
+//! [`test_name`] as the filter and the environment they need.
+
+mod alloc_model;
+mod cuda_gpu;
+mod cuda_no_gpu;
+mod cuda_nvrtc;
+mod fpga_boards;
+mod fpga_driver;
+mod fpga_memory;
+mod fpga_process;
+mod fpga_results;
+mod fpga_strict;
+
+/// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
+/// without this binary's crate name, as `--exact` wants it when the binary re-executes itself
+/// to run one test.
+pub fn test_name(module_path: &str, test: &str) -> String {
+    let module = module_path.split_once("::").map_or("", |(_, m)| m);
+    if module.is_empty() {
+        test.to_string()
+    } else {
+        format!("{module}::{test}")
+    }
+}

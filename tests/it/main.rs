@@ -1,0 +1,41 @@
+//! The facade's integration tests, one module per subject, in one test binary: every binary
+//! links the whole runtime (cudarc, rustfft, rayon), so one binary instead of one per file
+//! is most of the time and disk a first `cargo test` takes. `cargo test -p rimms --test it
+//! -- fpga::` runs one module's tests. `tests/ui.rs` (trybuild) stays its own binary.
+//!
+//! No test here changes the process's environment or installs a global subscriber, so the
+//! modules can share a process; a test that needs its own process (the FPGA emulator as a
+//! separate process) re-executes this binary with [`test_name`] as the filter.
+
+mod cards;
+mod common;
+
+mod bad_input;
+mod builtins;
+mod capabilities;
+mod coherence;
+mod custom_kernel;
+mod device_memory;
+mod fpga;
+mod gpu;
+mod macros;
+mod pipelines;
+mod programs;
+mod reductions;
+mod scheduling;
+mod scope;
+mod soundness;
+mod stress;
+mod trace;
+
+/// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
+/// without this binary's crate name, as `--exact` wants it when the binary re-executes itself
+/// to run one test.
+pub fn test_name(module_path: &str, test: &str) -> String {
+    let module = module_path.split_once("::").map_or("", |(_, m)| m);
+    if module.is_empty() {
+        test.to_string()
+    } else {
+        format!("{module}::{test}")
+    }
+}
