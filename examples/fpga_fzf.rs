@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release --example fpga_fzf [frames]`
 
-use rimms::backend::fpga::{Emulator, FpgaBoard};
+use rimms::drivers::fpga::{Emulator, FpgaBoard};
 use rimms::{Complex32, Device, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
 use std::time::{Duration, Instant};
 

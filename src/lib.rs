@@ -107,11 +107,68 @@
 //! name or a [`SpaceId`] ([`Runtime::space_of`] gives a device's), and a name that is not a
 //! space is an error, never a silent zero.
 //!
-//! Everything a user needs is re-exported here; the crates behind it (`rimms-runtime`,
-//! `rimms-macros`) are implementation details.
+//! ## What is here
+//!
+//! This page is the user API: the [`Runtime`] and its [builder](RuntimeBuilder) with the
+//! device configurations ([`SimConfig`], [`FpgaSource`], the GPU's `gpu(n)`), managed data
+//! ([`HeteData`] and its views, with the RIMMS paper's calls named on its page), the built-in
+//! APIs ([`apis`], [`FftDirection`], [`ZipOp`]), errors, [`Stats`], scopes, scheduling, and
+//! what a `#[rimms::api]` / `#[rimms::kernel]` author writes against ([`KernelCtx`],
+//! [`DevSlice`], [`KernelArg`], [`KernelValue`]). Driver access for hand-written code (the
+//! FPGA driver stack and its emulator, the CUDA layer, the CPU kernels, the allocators) is
+//! under [`drivers`]; the per-fragment state a buffer reports for inspection is under
+//! [`coherence`]. The crates behind this one (`rimms-runtime`, `rimms-macros`) are
+//! implementation details.
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
-pub use rimms_runtime::*;
+
+// The runtime and its configuration.
+pub use rimms_runtime::{Device, ExecMode, FpgaSource, Runtime, RuntimeBuilder, SimConfig};
+// Managed data.
+pub use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
+// Memory spaces and links, by name or id.
+pub use rimms_runtime::{LinkModel, SpaceId, SpaceSet};
+// The built-in APIs and what each device runs.
+pub use rimms_runtime::{apis, Capabilities, Complex32, FftDirection, ZipOp, ZipSupport};
+// Errors.
+pub use rimms_runtime::{Error, Result};
+// What moved where.
+pub use rimms_runtime::stats;
+pub use rimms_runtime::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};
+// Concurrency and placement.
+pub use rimms_runtime::{CostTable, Policy, Scope, Target};
+// Writing kernels and APIs of your own.
+pub use rimms_runtime::{api, kernel, parallel_for};
+pub use rimms_runtime::{ApiDecl, DevSlice, DevSliceMut, KernelArg, KernelCtx, KernelValue};
+
+/// A buffer's per-fragment coherence state as [`HeteData::fragment_state`] and
+/// [`HeteData::is_resident`] report it, for tests and tools that inspect where data is valid.
+pub mod coherence {
+    pub use rimms_runtime::coherence::{Access, FragmentState};
+}
+
+/// Driver access for hand-written code: what the runtime drives, for programs that drive it
+/// themselves (the CLI's `native` apps, benchmarks against a hand-written floor, board
+/// bring-up). A program that uses [`Runtime`] needs none of it.
+pub mod drivers {
+    /// The allocators behind every memory pool (the NF allocator and a bitset reference).
+    pub use rimms_runtime::alloc;
+    /// The CPU's kernels (FFT plans, ZIP, reshapes) as plain functions on slices.
+    pub use rimms_runtime::backend::cpu;
+    /// The CUDA layer: device probe, library search, NVRTC, cuFFT plans and GPU memory.
+    pub use rimms_runtime::backend::cuda;
+    /// The FPGA driver stack (AXI DMA, the FFT and ZIP cores, the u-dma-buf), its board
+    /// configuration and the register-level emulator.
+    pub use rimms_runtime::backend::fpga;
+    /// What [`Runtime::launch_host`]'s body gets: each argument in its host form.
+    pub use rimms_runtime::kernel::HostArg;
+    /// Memory a backend provides: a device's own memory, or one mapped into the process.
+    pub use rimms_runtime::space::{DeviceMemory, MappedMemory};
+}
+
+/// What the macros expand to. Not a stable API: use the macros.
+#[doc(hidden)]
+pub use rimms_runtime::__private;
 
 /// The README's example is compiled and run as a doc test, so it stays true.
 #[doc = include_str!("../README.md")]

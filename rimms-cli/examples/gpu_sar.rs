@@ -15,7 +15,7 @@
 
 use cudarc::cufft::{sys::cufftType, sys::float2, CudaFft, FftDirection as CuDir};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use rimms::backend::cuda::kernel_ptx;
+use rimms::drivers::cuda::kernel_ptx;
 use rimms::{Complex32, Error as RimmsError, Runtime};
 use rimms_cli::apps::sar::{self, azimuth_filter, range_chirp, Input, Scene, NFAST, NSLOW};
 use rimms_cli::apps::{Mapping, Mode, Options};

@@ -1,8 +1,8 @@
 //! `rimms fpga-emu`: the register-level FPGA emulator as a process of its own, so another
 //! process can drive it through its files exactly as it would drive a board.
 
-use rimms::backend::fpga::emulator::{config_file, run_standalone};
-use rimms::backend::fpga::EmulatorLayout;
+use rimms::drivers::fpga::emulator::{config_file, run_standalone};
+use rimms::drivers::fpga::EmulatorLayout;
 use rimms::FpgaSource;
 use std::io::Write as _;
 use std::path::Path;

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 /// `--fpga-timing`: the name of a timing model the emulator has.
 fn fpga_timing_arg(text: &str) -> Result<String, String> {
-    match rimms::backend::fpga::TimingModel::by_name(text) {
+    match rimms::drivers::fpga::TimingModel::by_name(text) {
         Some(_) => Ok(text.to_string()),
         None => Err(format!("no timing model named {text:?} (known: zcu102)")),
     }
@@ -262,7 +262,7 @@ fn bench_cmd(
     plot: Option<PathBuf>,
     fpga_timing: Option<String>,
 ) -> Result<(), Failure> {
-    use rimms::backend::fpga::{BOARD_ENV, TIMING_ENV};
+    use rimms::drivers::fpga::{BOARD_ENV, TIMING_ENV};
     if let Some(model) = &fpga_timing {
         // Read by every runtime the bench builds; set while this is the only thread.
         std::env::set_var(TIMING_ENV, model);

@@ -2,10 +2,8 @@
 //! that names what and where, and nothing changes — contents, valid copies, stats.
 
 use crate::common::signal;
-use rimms::{
-    Complex32, Device, Error, FftDirection, FragmentState, HeteData, Runtime, SimConfig, Stats,
-    ZipOp,
-};
+use rimms::coherence::FragmentState;
+use rimms::{Complex32, Device, Error, FftDirection, HeteData, Runtime, SimConfig, Stats, ZipOp};
 
 fn runtime_with(sim: SimConfig) -> Runtime {
     Runtime::builder().sim(sim).build().expect("runtime")

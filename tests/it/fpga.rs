@@ -4,8 +4,8 @@
 //! emulator as a separate process driven by the runtime in this one.
 
 use crate::common::{self, dft_rows, rel_error, signal};
-use rimms::backend::fpga::emulator::{config_file, run_standalone};
-use rimms::backend::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
+use rimms::drivers::fpga::emulator::{config_file, run_standalone};
+use rimms::drivers::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
 use rimms::{Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +24,7 @@ const UDMABUF: &str = "udmabuf0";
 
 /// The emulated board, strict: any register or cache-maintenance rule the driver breaks fails
 /// its call, so every passing test here also shows the driver broke none.
-fn strict_layout() -> rimms::backend::fpga::EmulatorLayout {
+fn strict_layout() -> rimms::drivers::fpga::EmulatorLayout {
     let mut layout = FpgaSource::default_layout();
     layout.strict = true;
     layout

@@ -9,7 +9,7 @@
 //! scheduler (`Target::Auto`), on the CPU and two simulated cards.
 
 use super::{AppError, Options};
-use rimms::backend::fpga::BOARD_ENV;
+use rimms::drivers::fpga::BOARD_ENV;
 use rimms::{Device, ExecMode, FpgaSource, Policy, Runtime, Target};
 
 /// The first FFT core and the first ZIP core of a 2-FFT + 2-ZIP board (the emulator's layout

@@ -17,8 +17,8 @@
 use super::error::AppError;
 use super::mapping::{Mapping, Step};
 use super::report::Link;
-use rimms::backend::cpu::kernels::{self, FftPlans};
-use rimms::backend::fpga::{Accelerator, FpgaParts, Udmabuf};
+use rimms::drivers::cpu::kernels::{self, FftPlans};
+use rimms::drivers::fpga::{Accelerator, FpgaParts, Udmabuf};
 use rimms::{Complex32, Device, FftDirection, LinkModel, SimConfig, Target, ZipOp};
 use std::cell::Cell;
 use std::ops::{Deref, DerefMut};

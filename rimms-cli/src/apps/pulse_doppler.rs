@@ -23,7 +23,7 @@ use super::{
     Pipeline, Step, Submit,
 };
 use crate::human::{count, seconds, significant};
-use rimms::backend::cpu::kernels;
+use rimms::drivers::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 use serde::Serialize;
 use std::f64::consts::PI;

@@ -37,7 +37,7 @@ use super::{
     Submit,
 };
 use crate::human::{count, significant};
-use rimms::backend::cpu::kernels;
+use rimms::drivers::cpu::kernels;
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 use serde::Serialize;
 use std::f64::consts::PI;

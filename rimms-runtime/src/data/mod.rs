@@ -26,6 +26,22 @@ pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
 
 /// A buffer of `len` elements of `T` managed by a runtime: allocated lazily in each memory space
 /// that uses it, tracked per fragment, freed on drop.
+///
+/// This is the RIMMS paper's `hete_Data`. Its calls are methods here:
+///
+/// | RIMMS call | here |
+/// |---|---|
+/// | `hete_Malloc` | [`HeteData::alloc`] (zeros), [`HeteData::from_slice`] (a copy of host values) |
+/// | `hete_Free` | [`HeteData::free`], or dropping the buffer |
+/// | `hete_Sync` | [`HeteData::host`] (read), [`HeteData::host_mut`] (read and write), [`HeteData::host_write`] (overwrite); the views' methods of the same names for part of a buffer |
+/// | `hete_Fragment` | [`HeteData::fragment`] |
+/// | `hete_Reset` | [`HeteData::reset`], [`HeteSliceMut::reset`] for a view |
+/// | `hete_Prefetch` | [`HeteData::prefetch`] |
+/// | `hete_Validate` | [`HeteData::validate`] |
+///
+/// Kernels take the buffer or a view ([`HeteSlice`], [`HeteSliceMut`]) wherever the paper
+/// passes a `hete_Data`; the runtime syncs what each call needs, so a program never calls
+/// `hete_Sync` before a kernel.
 #[doc(alias = "hete_Data")]
 pub struct HeteData<T: Pod> {
     raw: RawBuffer,
@@ -101,6 +117,8 @@ impl<T: Pod> HeteData<T> {
     /// A buffer of `len` zeros. No memory is touched until a space uses it, and reading zeros
     /// anywhere costs a fill there, never a transfer. An empty buffer (`len` 0) is valid: it
     /// is never allocated anywhere, and every operation on it is a no-op.
+    ///
+    /// RIMMS: `hete_Malloc`.
     #[doc(alias = "hete_Malloc")]
     pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
@@ -142,6 +160,9 @@ impl<T: Pod> HeteData<T> {
     }
 
     /// A buffer holding a copy of `values`, written on the host.
+    ///
+    /// RIMMS: `hete_Malloc`, then writing the values on the host.
+    #[doc(alias = "hete_Malloc")]
     pub fn from_slice(rt: &Runtime, values: &[T]) -> Result<HeteData<T>> {
         let mut data = HeteData::alloc(rt, values.len())?;
         data.host_write()?.copy_from_slice(values);
@@ -172,6 +193,8 @@ impl<T: Pod> HeteData<T> {
     /// Smaller fragments let parts of the buffer live on different devices; larger ones make
     /// the bookkeeping cheaper. Where merging fragments would combine data held in different
     /// spaces, it is gathered on the host first.
+    ///
+    /// RIMMS: `hete_Fragment`.
     #[doc(alias = "hete_Fragment")]
     pub fn fragment(&mut self, bytes: usize) -> Result<()> {
         let shift = check_fragment::<T>(bytes)?;
@@ -201,18 +224,26 @@ impl<T: Pod> HeteData<T> {
     }
 
     /// Reads on the host: brings every fragment's newest bytes to host memory first.
+    ///
+    /// RIMMS: `hete_Sync` to the host, for reading.
     #[doc(alias = "hete_Sync")]
     pub fn host(&self) -> Result<&[T]> {
         self.as_slice().host()
     }
 
     /// Reads and writes on the host: syncs first, then the host holds the only valid copy.
+    ///
+    /// RIMMS: `hete_Sync` to the host, for reading and writing.
+    #[doc(alias = "hete_Sync")]
     pub fn host_mut(&mut self) -> Result<&mut [T]> {
         HeteSliceMut::new(&self.raw, 0, self.len).into_host_mut(Access::ReadWrite)
     }
 
     /// Overwrites on the host (write-discard): nothing is copied in, so the contents handed out
     /// are unspecified and the caller must write every element.
+    ///
+    /// RIMMS: `hete_Sync` to the host for an overwrite, which copies nothing in.
+    #[doc(alias = "hete_Sync")]
     pub fn host_write(&mut self) -> Result<&mut [T]> {
         HeteSliceMut::new(&self.raw, 0, self.len).into_host_mut(Access::Write)
     }
@@ -264,6 +295,8 @@ impl<T: Pod> HeteData<T> {
     }
 
     /// Frees the buffer's memory in every space now; the same as dropping it.
+    ///
+    /// RIMMS: `hete_Free`.
     #[doc(alias = "hete_Free")]
     pub fn free(self) {
         drop(self);
@@ -274,6 +307,8 @@ impl<T: Pod> HeteData<T> {
     /// of every frame: their blocks stay in every space that used them, so no frame pays for
     /// an allocation or a free, and the zero mark keeps the last frame's bytes from ever being
     /// read or copied. (`benches/frame_reuse.rs` measures it against allocating per frame.)
+    ///
+    /// RIMMS: `hete_Reset`.
     ///
     /// ```
     /// use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
@@ -306,6 +341,8 @@ impl<T: Pod> HeteData<T> {
     }
 
     /// Brings the newest bytes into `device`'s memory ahead of use.
+    ///
+    /// RIMMS: `hete_Prefetch`.
     #[doc(alias = "hete_Prefetch")]
     pub fn prefetch(&self, device: Device) -> Result<()> {
         let space = self.raw.rt.device_space(device)?;
@@ -317,6 +354,8 @@ impl<T: Pod> HeteData<T> {
     /// Compares every valid copy of every fragment (and zero-marked copies against zero) and
     /// names the first that differs: something wrote behind the runtime's back. Costs a pass
     /// over every copy; meant for checked builds and tests.
+    ///
+    /// RIMMS: `hete_Validate`.
     #[doc(alias = "hete_Validate")]
     pub fn validate(&self) -> Result<()> {
         self.raw.validate()
@@ -623,6 +662,8 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     /// Makes this view's contents zero without moving a byte, as [`HeteData::reset`] does for
     /// the whole buffer: the frame-loop reuse pattern for part of a buffer. A mutable view
     /// covers whole fragments, so no byte outside it changes.
+    ///
+    /// RIMMS: `hete_Reset` of part of a buffer.
     #[doc(alias = "hete_Reset")]
     pub fn reset(&mut self) {
         let (start, len) = self.as_slice().byte_range();
