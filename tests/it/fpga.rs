@@ -3,7 +3,7 @@
 //! the copies counted; limits and faults refused or reported with the data intact; and the
 //! emulator as a separate process driven by the runtime in this one.
 
-use crate::common::{self, dft_rows, rel_error, signal};
+use crate::common::{self, assert_close, dft_rows, signal};
 use rimms::drivers::fpga::emulator::{config_file, run_standalone};
 use rimms::drivers::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
 use rimms::{Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
@@ -21,6 +21,8 @@ const FFT0: Device = Device::Fpga(0);
 const FFT1: Device = Device::Fpga(1);
 const ZIP0: Device = Device::Fpga(2);
 const UDMABUF: &str = "udmabuf0";
+/// Radix-2 passes of an FFT and an inverse of `N` points: the FZF chain's rounding depth.
+const PASSES: u32 = 2 * N.trailing_zeros();
 
 /// The emulated board, strict: any register or cache-maintenance rule the driver breaks fails
 /// its call, so every passing test here also shows the driver broke none.
@@ -51,7 +53,7 @@ fn fzf(rt: &Runtime, fft: Device, zip: Device, ifft: Device) -> Vec<rimms::Compl
 fn fzf_on_the_fpga_copies_only_the_inputs_in_when_tracked() {
     let rt = runtime(ExecMode::Tracked);
     let y = fzf(&rt, FFT0, ZIP0, FFT1);
-    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_close(&y, &fzf_reference(), PASSES, "tracked FZF on the FPGA");
     let s = rt.stats();
     // x and the filter go into the u-dma-buf once each; spectrum and product never leave it;
     // the host reads y where the FPGA wrote it (cache maintenance, no copy).
@@ -70,7 +72,7 @@ fn fzf_on_the_fpga_copies_only_the_inputs_in_when_tracked() {
 fn fzf_on_the_fpga_in_baseline_stages_every_argument_like_cedr() {
     let rt = runtime(ExecMode::Baseline);
     let y = fzf(&rt, FFT0, ZIP0, FFT1);
-    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_close(&y, &fzf_reference(), PASSES, "baseline FZF on the FPGA");
     let s = rt.stats();
     // fft: x in, spectrum out; zip: spectrum and filter in, product out; ifft: product in, y out.
     assert_eq!(
@@ -95,7 +97,12 @@ fn fzf_on_the_fpga_in_baseline_stages_every_argument_like_cedr() {
 fn fft_on_the_fpga_zip_on_the_cpu_the_papers_split() {
     let tracked = runtime(ExecMode::Tracked);
     let y = fzf(&tracked, FFT0, Device::Cpu, FFT1);
-    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_close(
+        &y,
+        &fzf_reference(),
+        PASSES,
+        "tracked FFT on the FPGA, ZIP on the CPU",
+    );
     let s = tracked.stats();
     // x in; the CPU reads the spectrum in place in the u-dma-buf and writes the product in
     // host memory, which the inverse FFT then needs: one copy in; y is read in place.
@@ -110,7 +117,12 @@ fn fft_on_the_fpga_zip_on_the_cpu_the_papers_split() {
 
     let baseline = runtime(ExecMode::Baseline);
     let y = fzf(&baseline, FFT0, Device::Cpu, FFT1);
-    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_close(
+        &y,
+        &fzf_reference(),
+        PASSES,
+        "baseline FFT on the FPGA, ZIP on the CPU",
+    );
     let s = baseline.stats();
     // Each FFT stages its input in and its output out; the CPU ZIP copies nothing.
     assert_eq!(
@@ -192,7 +204,12 @@ fn an_accelerator_fault_is_reported_and_the_data_keeps_its_last_valid_copy() {
     rt.fft_in_place(FFT0, FftDirection::Forward, N, &mut x)
         .expect("after the fault");
     let want = dft_rows(&signal(LEN, 6), N, false);
-    assert!(rel_error(x.host().expect("host"), &want) < 1e-4);
+    assert_close(
+        x.host().expect("host"),
+        &want,
+        N.trailing_zeros(),
+        "the FFT after the fault",
+    );
     drop((x, rt));
     assert_eq!(
         emulator.violations(),
@@ -261,7 +278,7 @@ fn the_runtime_drives_an_emulator_in_another_process() {
             .build()
             .expect("runtime on the other process's board");
         let y = fzf(&rt, FFT0, ZIP0, FFT1);
-        (rel_error(&y, &fzf_reference()), rt.stats().total_copies())
+        (y, rt.stats().total_copies())
     });
     std::fs::write(dir.path().join("stop"), b"").expect("stop file");
     let t = Instant::now();
@@ -269,8 +286,13 @@ fn the_runtime_drives_an_emulator_in_another_process() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = child.kill();
-    let (error, copies) = outcome.expect("the emulator process wrote its board.toml");
-    assert!(error < 1e-4);
+    let (y, copies) = outcome.expect("the emulator process wrote its board.toml");
+    assert_close(
+        &y,
+        &fzf_reference(),
+        PASSES,
+        "FZF on another process's emulator",
+    );
     assert_eq!(copies, 2);
 }
 
@@ -300,7 +322,12 @@ fn placed_buffers_are_written_where_the_accelerator_reads_them_so_frames_copy_no
             .expect("cpu zip");
         rt.fft(FFT1, FftDirection::Inverse, N, &product, &mut y)
             .expect("ifft");
-        assert!(rel_error(y.host().expect("in place"), &fzf_reference()) < 1e-4);
+        assert_close(
+            y.host().expect("in place"),
+            &fzf_reference(),
+            PASSES,
+            "a frame in placed buffers",
+        );
     }
     // Nothing crosses between host memory and the u-dma-buf: only cache maintenance.
     assert_eq!(rt.stats().total_copies(), 0);
@@ -320,12 +347,12 @@ fn zero_copy_puts_unplaced_host_and_cpu_data_in_the_u_dma_buf() {
     // them: nothing is copied, tracked.
     let rt = build(ExecMode::Tracked);
     let y = fzf(&rt, FFT0, Device::Cpu, FFT1);
-    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_close(&y, &fzf_reference(), PASSES, "tracked FZF, zero copy");
     assert_eq!(rt.stats().total_copies(), 0);
     // CEDR keeps its data on the host whatever the option says: baseline stages as before.
     let rt = build(ExecMode::Baseline);
     let y = fzf(&rt, FFT0, ZIP0, FFT1);
-    assert!(rel_error(&y, &fzf_reference()) < 1e-4);
+    assert_close(&y, &fzf_reference(), PASSES, "baseline FZF, zero copy");
     let s = rt.stats();
     assert_eq!(
         (

@@ -1,13 +1,15 @@
 //! `Runtime::scope`: concurrent calls on disjoint views, the per-device queues, errors and
 //! panics, and one copy for concurrent reads of the same fragment.
 
-use crate::common::{cpu_and_two_sims, dft_rows, rel_error, signal};
+use crate::common::{assert_close, cpu_and_two_sims, dft_rows, signal};
 use rimms::{Complex32, Device, Error, FftDirection, HeteData, ZipOp};
 use std::sync::Mutex;
 
 const ROW: usize = 1024;
 const ROWS: usize = 12;
 const ROW_BYTES: u64 = (ROW * 8) as u64;
+/// Radix-2 passes of one FFT of a row.
+const PASSES: u32 = ROW.trailing_zeros();
 
 #[test]
 fn rows_on_three_devices_at_once_match_a_direct_dft() {
@@ -28,7 +30,12 @@ fn rows_on_three_devices_at_once_match_a_direct_dft() {
     .unwrap();
     drop(rows_out);
     let got = output.to_vec().unwrap();
-    assert!(rel_error(&got, &dft_rows(&x, ROW, false)) < 1e-4);
+    assert_close(
+        &got,
+        &dft_rows(&x, ROW, false),
+        PASSES,
+        "rows on three devices",
+    );
     // Each sim took 4 rows in and gave 4 back; nothing else moved.
     let stats = rt.stats();
     for sim in ["sim0", "sim1"] {
@@ -176,7 +183,8 @@ fn a_scope_opened_inside_a_cpu_job_finishes() {
     })
     .unwrap();
     let got = y.to_vec().unwrap();
-    assert!(rel_error(&got, &dft_rows(&x.to_vec().unwrap(), ROW, false)) < 1e-4);
+    let want = dft_rows(&signal(4 * ROW, 5), ROW, false);
+    assert_close(&got, &want, PASSES, "rows of a nested scope");
 }
 
 #[test]

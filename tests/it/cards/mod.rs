@@ -4,7 +4,7 @@
 //! runtime with both.
 #![allow(dead_code)]
 
-use crate::common::{dft_rows, rel_error, signal, to_f64};
+use crate::common::{assert_close, dft_rows, signal, to_f64};
 use rimms::{
     Complex32, Device, Error, ExecMode, FftDirection, HeteData, Runtime, RuntimeBuilder, SimConfig,
     SpaceId, SpaceSet, ZipOp,
@@ -133,8 +133,13 @@ pub fn fft_on_device_memory_matches_a_direct_dft(card: &Card) {
     let mut y = HeteData::alloc(&rt, 4 * n).expect("y");
     rt.fft(card.device, FftDirection::Forward, n, &x, &mut y)
         .expect("fft");
-    let err = rel_error(y.host().expect("host"), &dft_rows(&input, n, false));
-    assert!(err < 1e-4, "relative error {err}");
+    let what = format!("fft on {}", card.name);
+    assert_close(
+        y.host().expect("host"),
+        &dft_rows(&input, n, false),
+        n.trailing_zeros(),
+        &what,
+    );
 }
 
 pub fn host_card_and_sim_move_exactly_the_protocols_bytes(card: &Card) {
@@ -183,8 +188,13 @@ pub fn host_card_and_sim_move_exactly_the_protocols_bytes(card: &Card) {
         .zip(&filter)
         .map(|(&(a, b), f)| c(a as f32, b as f32) * f)
         .collect();
-    let err = rel_error(&got, &dft_rows(&product_ref, n, true));
-    assert!(err < 1e-4, "relative error {err}");
+    let what = format!("fft on {0}, zip on the sim, inverse on {0}", card.name);
+    assert_close(
+        &got,
+        &dft_rows(&product_ref, n, true),
+        2 * n.trailing_zeros(),
+        &what,
+    );
 
     // Every valid copy in every space agrees, the card's read back through its backend.
     for buffer in [&x, &f, &spectrum, &product] {
@@ -286,8 +296,13 @@ pub fn rows_on_the_card_and_the_sim_move_at_their_own_offsets(card: &Card) {
     assert_eq!(s.bytes("host", card.name).unwrap(), 4 * row_bytes);
     assert_eq!(s.copies("host", card.name).unwrap(), 4);
     // Back on the host row by row from two memories, each at its own offset.
-    let err = rel_error(x.host().expect("host"), &dft_rows(&input, n, false));
-    assert!(err < 1e-4, "relative error {err}");
+    let what = format!("rows on {} and the sim", card.name);
+    assert_close(
+        x.host().expect("host"),
+        &dft_rows(&input, n, false),
+        n.trailing_zeros(),
+        &what,
+    );
     assert_eq!(rt.stats().bytes(card.name, "host").unwrap(), 4 * row_bytes);
     // Rows 1..3 to the card again: row 1 is still valid there, row 2 comes from the host.
     rt.reset_stats();

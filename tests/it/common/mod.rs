@@ -47,18 +47,6 @@ pub fn to_c32(x: &[(f64, f64)]) -> Vec<Complex32> {
         .collect()
 }
 
-/// Largest element error relative to the largest reference magnitude.
-pub fn rel_error(got: &[Complex32], want: &[(f64, f64)]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let peak = want.iter().map(|&(r, i)| r.hypot(i)).fold(0.0, f64::max);
-    let err = got
-        .iter()
-        .zip(want)
-        .map(|(g, &(r, i))| (g.re as f64 - r).hypot(g.im as f64 - i))
-        .fold(0.0, f64::max);
-    err / peak.max(f64::MIN_POSITIVE)
-}
-
 /// Checks an f32 FFT chain's result element by element against its f64 reference.
 ///
 /// Element `i` may be off by `ε · passes · (|want_i| + rms(want))`, with `ε` the f32 machine
