@@ -4,9 +4,9 @@
 //! that change hands, both ZIP input paths (adjacent and staged), batched FFTs, the old sysfs
 //! class path and the attribute sync method end to end, and four instances at once.
 
-use std::f64::consts::PI;
 use std::thread;
 
+use crate::reference::{assert_close, dft};
 use rimms_runtime::backend::fpga::{
     Accelerator, Emulator, EmulatorLayout, FpgaBoard, SyncDirection, SyncFor, SyncMethod,
     SyncRecord, ZipCoreOp,
@@ -30,49 +30,6 @@ impl Rng {
     }
 }
 
-/// Direct DFT in f64; the inverse is scaled by 1/N.
-fn dft(x: &[Complex32], inverse: bool) -> Vec<(f64, f64)> {
-    let n = x.len();
-    let sign = if inverse { 1.0 } else { -1.0 };
-    let tw: Vec<(f64, f64)> = (0..n)
-        .map(|k| {
-            let a = sign * 2.0 * PI * k as f64 / n as f64;
-            (a.cos(), a.sin())
-        })
-        .collect();
-    (0..n)
-        .map(|k| {
-            let (mut re, mut im) = (0.0, 0.0);
-            for (j, v) in x.iter().enumerate() {
-                let (c, s) = tw[(j * k) % n];
-                let (xr, xi) = (f64::from(v.re), f64::from(v.im));
-                re += xr * c - xi * s;
-                im += xr * s + xi * c;
-            }
-            if inverse {
-                (re / n as f64, im / n as f64)
-            } else {
-                (re, im)
-            }
-        })
-        .collect()
-}
-
-/// Largest error relative to the largest reference magnitude.
-fn rel_err(got: &[Complex32], want: &[(f64, f64)]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let scale = want
-        .iter()
-        .map(|(r, i)| r.hypot(*i))
-        .fold(0.0, f64::max)
-        .max(1e-30);
-    got.iter()
-        .zip(want)
-        .map(|(g, (r, i))| (f64::from(g.re) - r).hypot(f64::from(g.im) - i))
-        .fold(0.0, f64::max)
-        / scale
-}
-
 fn setup(layout: EmulatorLayout) -> (tempfile::TempDir, Emulator, FpgaBoard) {
     let dir = tempfile::tempdir().unwrap();
     let emu = Emulator::start(dir.path(), &layout).unwrap();
@@ -91,14 +48,13 @@ fn check_fft(a: &Accelerator, rng: &mut Rng, n: usize, input: usize, output: usi
     a.memory().write_complex(input, &x).unwrap();
     a.fft(FftDirection::Forward, n, 1, input, output).unwrap();
     let y = read(a, output, n);
-    let e = rel_err(&y, &dft(&x, false));
-    assert!(e < 1e-4, "forward {n}: relative error {e:e}");
+    let passes = n.trailing_zeros();
+    assert_close(&y, &dft(&x, false), passes, &format!("forward {n}"));
     // Inverse of the original data, in place, scaled by 1/N by the driver.
     a.memory().write_complex(input, &x).unwrap();
     a.fft(FftDirection::Inverse, n, 1, input, input).unwrap();
     let z = read(a, input, n);
-    let e = rel_err(&z, &dft(&x, true));
-    assert!(e < 1e-4, "inverse {n}: relative error {e:e}");
+    assert_close(&z, &dft(&x, true), passes, &format!("inverse {n}"));
 }
 
 #[test]
@@ -125,8 +81,8 @@ fn batched_fft_transforms_every_row() {
     let y = read(a, 0x2000, n * rows);
     for r in 0..rows {
         let want = dft(&x[r * n..(r + 1) * n], true);
-        let e = rel_err(&y[r * n..(r + 1) * n], &want);
-        assert!(e < 1e-4, "row {r}: {e:e}");
+        let row = &y[r * n..(r + 1) * n];
+        assert_close(row, &want, n.trailing_zeros(), &format!("row {r}"));
     }
 }
 
@@ -187,8 +143,8 @@ fn complex_zip_matches_the_formulas_on_both_input_paths() {
         z.memory().write_complex(b_off, &xb).unwrap();
         emu.clear_sync_log();
         z.zip(op, n, a_off, b_off, out).unwrap();
-        let e = rel_err(&read(z, out, n), &want);
-        assert!(e < 1e-4, "{op:?} {n} adjacent: {e:e}");
+        let got = read(z, out, n);
+        assert_close(&got, &want, 1, &format!("{op:?} {n} adjacent"));
         let log = device_syncs(&emu);
         assert_eq!(
             log[0],
@@ -202,8 +158,8 @@ fn complex_zip_matches_the_formulas_on_both_input_paths() {
         z.memory().write_complex(b_off, &xb).unwrap();
         emu.clear_sync_log();
         z.zip(op, n, a_off, b_off, out).unwrap();
-        let e = rel_err(&read(z, out, n), &want);
-        assert!(e < 1e-4, "{op:?} {n} staged: {e:e}");
+        let got = read(z, out, n);
+        assert_close(&got, &want, 1, &format!("{op:?} {n} staged"));
         let log = device_syncs(&emu);
         let staging = z.staging().unwrap().start as u64;
         assert_eq!(log[1], (staging, 2 * bytes as u64), "{op:?}: staged");
@@ -342,8 +298,8 @@ fn four_instances_run_at_once_on_one_buffer() {
                         a.memory().write_complex(base, &x).unwrap();
                         a.fft(FftDirection::Forward, 256, 1, base, base + 0x10000)
                             .unwrap();
-                        let e = rel_err(&read(a, base + 0x10000, 256), &dft(&x, false));
-                        assert!(e < 1e-4, "{name}: {e:e}");
+                        let got = read(a, base + 0x10000, 256);
+                        assert_close(&got, &dft(&x, false), 8, name);
                     } else {
                         let (xa, xb) = (rng.complex(512), rng.complex(512));
                         a.memory().write_complex(base, &xa).unwrap();
@@ -355,8 +311,8 @@ fn four_instances_run_at_once_on_one_buffer() {
                             .zip(&xb)
                             .map(|(p, q)| complex_ref(ZipOp::Mul, *p, *q))
                             .collect();
-                        let e = rel_err(&read(a, base + 0x10000, 512), &want);
-                        assert!(e < 1e-4, "{name}: {e:e}");
+                        let got = read(a, base + 0x10000, 512);
+                        assert_close(&got, &want, 1, name);
                     }
                 }
             });

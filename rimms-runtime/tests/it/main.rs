@@ -18,6 +18,7 @@ mod fpga_memory;
 mod fpga_process;
 mod fpga_results;
 mod fpga_strict;
+mod reference;
 
 /// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
 /// without this binary's crate name, as `--exact` wants it when the binary re-executes itself
