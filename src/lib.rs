@@ -138,7 +138,9 @@ pub use rimms_runtime::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_
 // Concurrency and placement.
 pub use rimms_runtime::{CostTable, Policy, Scope, Target};
 // Writing kernels and APIs of your own.
-pub use rimms_runtime::{api, kernel, parallel_for};
+// From the macro crate itself: `rimms_runtime::kernel` also names a module, which a `use` of
+// it here would re-export with the attribute.
+pub use rimms_macros::{api, kernel, parallel_for};
 pub use rimms_runtime::{ApiDecl, DevSlice, DevSliceMut, KernelArg, KernelCtx, KernelValue};
 
 /// A buffer's per-fragment coherence state as [`HeteData::fragment_state`] and
@@ -160,7 +162,8 @@ pub mod drivers {
     /// The FPGA driver stack (AXI DMA, the FFT and ZIP cores, the u-dma-buf), its board
     /// configuration and the register-level emulator.
     pub use rimms_runtime::backend::fpga;
-    /// What [`Runtime::launch_host`]'s body gets: each argument in its host form.
+    /// What [`Runtime::launch_host`](crate::Runtime::launch_host)'s body gets: each argument
+    /// in its host form.
     pub use rimms_runtime::kernel::HostArg;
     /// Memory a backend provides: a device's own memory, or one mapped into the process.
     pub use rimms_runtime::space::{DeviceMemory, MappedMemory};
