@@ -7,9 +7,12 @@ use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, Executor, SpaceMemory};
+use crate::backend::{Backend, SpaceMemory};
+use crate::device::ArgForm;
+/// Where `Device` lived before `device.rs`; kept so code naming `runtime::Device` compiles.
+pub use crate::device::{Device, DeviceKind};
 use crate::error::{Error, Result};
-use crate::kernel::registry::{registry, DeviceKind};
+use crate::kernel::registry::registry;
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
 use crate::space::{
@@ -25,30 +28,6 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-
-/// A device that runs kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Device {
-    /// The host CPU (always present).
-    Cpu,
-    /// Simulated discrete device `n`, in the order the builder added them.
-    Sim(u8),
-    /// FPGA accelerator instance `n`.
-    Fpga(u8),
-    /// GPU `n`.
-    Gpu(u8),
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.write_str("cpu"),
-            Device::Sim(n) => write!(f, "sim{n}"),
-            Device::Fpga(n) => write!(f, "fpga{n}"),
-            Device::Gpu(n) => write!(f, "gpu{n}"),
-        }
-    }
-}
 
 /// How kernel calls treat their arguments.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -322,7 +301,7 @@ impl RuntimeBuilder {
                 device: backend.device(),
                 space,
                 reaches: SpaceSet::EMPTY,
-                executor: backend.executor(),
+                form: backend.arg_form(),
                 memory: spaces[space.index()].device_memory.clone(),
                 backend,
             });
@@ -352,9 +331,9 @@ impl RuntimeBuilder {
         for d in devices.iter_mut().filter(|d| d.space == SpaceId::HOST) {
             d.reaches = host_mapped;
         }
-        let mut first_of_kind = [devices.len(); 4];
+        let mut first_of_kind = [devices.len(); DeviceKind::COUNT];
         for (position, d) in devices.iter().enumerate().rev() {
-            first_of_kind[DeviceKind::of(d.device) as usize] = position;
+            first_of_kind[d.device.kind().index()] = position;
         }
         let stats_page = Publisher::create(self.stats_page, spaces.iter().map(|s| &*s.name))?;
         let runtime = Runtime {
@@ -468,7 +447,7 @@ pub(crate) struct DeviceEntry {
     /// Other spaces its kernels can use in place when the data is already valid there: for
     /// the CPU, every host-mapped space.
     pub reaches: SpaceSet,
-    pub executor: Executor,
+    pub form: ArgForm,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
     pub memory: Option<SharedDeviceMemory>,
     pub backend: Box<dyn Backend>,
@@ -477,7 +456,7 @@ pub(crate) struct DeviceEntry {
 pub(crate) struct Shared {
     pub mode: ExecMode,
     /// Position in `devices` of the first device of each kind (cpu, sim, fpga, gpu).
-    first_of_kind: [usize; 4],
+    first_of_kind: [usize; DeviceKind::COUNT],
     /// Spaces besides the host that host code reaches in place.
     pub host_mapped: SpaceSet,
     /// Where a buffer without a placement lives when a device that reaches it writes it first
@@ -653,13 +632,7 @@ impl Shared {
     pub(crate) fn position(&self, device: Device) -> Result<usize> {
         // Devices are stored kind by kind in `Device` order, so an instance is its kind's
         // first position plus its number.
-        let (kind, n) = match device {
-            Device::Cpu => (0, 0),
-            Device::Sim(n) => (1, n),
-            Device::Fpga(n) => (2, n),
-            Device::Gpu(n) => (3, n),
-        };
-        let position = self.first_of_kind[kind] + usize::from(n);
+        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
         match self.devices.get(position) {
             Some(entry) if entry.device == device => Ok(position),
             _ => Err(Error::NoDevice {

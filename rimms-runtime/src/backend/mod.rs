@@ -10,8 +10,8 @@ pub mod cuda;
 pub mod fpga;
 pub mod sim;
 
+use crate::device::{ArgForm, Device};
 use crate::kernel::ZipOp;
-use crate::runtime::Device;
 use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
 use std::any::Any;
 
@@ -59,17 +59,6 @@ impl std::fmt::Debug for SpaceMemory {
     }
 }
 
-/// How a device's kernels are run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Executor {
-    /// Host code over host-addressable memory (the cpu, and sim devices on their own memory):
-    /// implementations take `&[T]` and `&mut [T]`.
-    Host,
-    /// Device code over device addresses: implementations take [`crate::DevSlice`] and
-    /// [`crate::DevSliceMut`] and hand them to their driver.
-    Device,
-}
-
 /// One device of a runtime.
 pub(crate) trait Backend: Send + Sync {
     /// Which device this is.
@@ -83,8 +72,9 @@ pub(crate) trait Backend: Send + Sync {
     fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), String> {
         Ok(())
     }
-    /// How its kernels run.
-    fn executor(&self) -> Executor;
+    /// How its kernels take their arguments: host slices, or device slices where the CPU
+    /// cannot address its memory.
+    fn arg_form(&self) -> ArgForm;
     /// What its kernels reach through [`crate::KernelCtx::device_handle`] (an FPGA's
     /// accelerator driver); `None` for devices whose kernels need nothing more than memory.
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {

@@ -6,9 +6,10 @@
 //! `check_zip` (the same checks a call passes before anything moves), probed over the sizes a
 //! call could ask for. So the report cannot drift from what calls do, which a test checks.
 
-use super::registry::{registry, DeviceKind, Form};
+use super::registry::registry;
 use super::ZipOp;
-use crate::runtime::{Device, Runtime};
+use crate::device::Device;
+use crate::runtime::Runtime;
 use std::fmt;
 
 /// The largest FFT size probed: 2^24 points.
@@ -76,7 +77,7 @@ impl Runtime {
             .device_entries()
             .iter()
             .map(|entry| {
-                let (kind, form) = (DeviceKind::of(entry.device), Form::of(entry.executor));
+                let (kind, form) = (entry.device.kind(), entry.form);
                 let mut apis: Vec<&'static str> = reg
                     .apis()
                     .iter()

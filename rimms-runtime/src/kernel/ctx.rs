@@ -8,8 +8,8 @@
 
 use super::device_args::{DevSlice, DevSliceMut};
 use crate::backend::cpu::kernels::FftPlans;
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::Device;
 use crate::space::DeviceMemory;
 use bytemuck::Pod;
 use std::any::Any;

@@ -2,8 +2,8 @@
 
 pub mod kernels;
 
-use super::{Backend, Executor, SpaceSpec};
-use crate::runtime::Device;
+use super::{Backend, SpaceSpec};
+use crate::device::{ArgForm, Device};
 
 pub(crate) struct CpuBackend;
 
@@ -20,8 +20,8 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn executor(&self) -> Executor {
-        Executor::Host
+    fn arg_form(&self) -> ArgForm {
+        ArgForm::Host
     }
 
     fn completion(&self) -> Result<(), String> {

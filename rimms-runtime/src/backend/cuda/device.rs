@@ -7,10 +7,10 @@
 //! same bytes, the whole pool is taken from it once, when the device is wired in.
 
 use super::{CudaBackend, DevRange, GpuAlloc, GpuOp};
-use crate::backend::{Backend, Executor, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, SpaceMemory, SpaceSpec};
+use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::runtime::Device;
 use crate::space::{DeviceMemory, LinkModel};
 use crate::{DevSlice, DevSliceMut};
 use num_complex::Complex32 as C32;
@@ -170,8 +170,8 @@ impl Backend for RuntimeGpu {
         self.space.gpu.check_fft(points)
     }
 
-    fn executor(&self) -> Executor {
-        Executor::Device
+    fn arg_form(&self) -> ArgForm {
+        ArgForm::Device
     }
 
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {

@@ -8,10 +8,10 @@ use super::config::BoardConfig;
 use super::emulator::timing::TimingModel;
 use super::emulator::{Emulator, EmulatorLayout};
 use super::udmabuf::CacheMode;
-use crate::backend::{Backend, Executor, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, SpaceMemory, SpaceSpec};
+use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::runtime::Device;
 use crate::space::{LinkModel, MappedMemory};
 use num_complex::Complex32 as C32;
 use std::any::Any;
@@ -191,9 +191,9 @@ impl Backend for FpgaDevice {
         acc.check_zip(op, piece).map_err(|e| e.to_string())
     }
 
-    fn executor(&self) -> Executor {
+    fn arg_form(&self) -> ArgForm {
         // The kernels run on the calling thread: they program the accelerator and wait.
-        Executor::Host
+        ArgForm::Host
     }
 
     fn completion(&self) -> std::result::Result<(), String> {

@@ -10,8 +10,8 @@
 mod device_memory;
 mod staged;
 
-use super::{Backend, Executor, SpaceMemory, SpaceSpec};
-use crate::runtime::Device;
+use super::{Backend, SpaceMemory, SpaceSpec};
+use crate::device::{ArgForm, Device};
 use crate::space::LinkModel;
 use device_memory::SimDeviceMemory;
 use std::sync::Arc;
@@ -112,11 +112,11 @@ impl Backend for SimBackend {
         }
     }
 
-    fn executor(&self) -> Executor {
+    fn arg_form(&self) -> ArgForm {
         if self.config.device_memory {
-            Executor::Device
+            ArgForm::Device
         } else {
-            Executor::Host
+            ArgForm::Host
         }
     }
 
