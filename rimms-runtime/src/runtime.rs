@@ -7,7 +7,7 @@ use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
 use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, SpaceMemory};
+use crate::backend::{Backend, BackendError, SpaceMemory};
 use crate::device::ArgForm;
 /// Where `Device` lived before `device.rs`; kept so code naming `runtime::Device` compiles.
 pub use crate::device::{Device, DeviceKind};
@@ -308,7 +308,9 @@ impl RuntimeBuilder {
         }
         let trace = match self.trace {
             Some(on) => on,
-            None => crate::stats::trace_enabled_from_env().map_err(Error::Config)?,
+            None => {
+                crate::stats::trace_enabled_from_env().map_err(|e| Error::Config(e.to_string()))?
+            }
         };
         // Created now, so that a path that cannot be written fails the build, not the end.
         let timeline = self
@@ -703,14 +705,14 @@ impl Shared {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<Pending> {
-        let failed = |why: String| Error::Transfer {
+        let failed = |source: BackendError| Error::Transfer {
             from: self.space_name(from).to_string(),
             to: self.space_name(to).to_string(),
             bytes: bytes.len(),
-            why,
+            source,
         };
         if self.spaces[from.index()].fail_copies || self.spaces[to.index()].fail_copies {
-            return Err(failed("injected copy fault".to_string()));
+            return Err(failed(BackendError::InjectedFault("copy")));
         }
         let started = Instant::now();
         self.move_bytes(from, to, src, dst, bytes.clone())
@@ -761,7 +763,7 @@ impl Shared {
         src: *mut u8,
         dst: *mut u8,
         bytes: Range<usize>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), BackendError> {
         // A device address is a number the backend understands, not a pointer to offset.
         let at = |base: *mut u8| base.addr() + bytes.start;
         match (self.device_memory(from), self.device_memory(to)) {
@@ -817,10 +819,10 @@ impl Shared {
             None => unsafe { std::ptr::write_bytes(base.add(bytes.start), 0, bytes.len()) },
             Some(device) => device
                 .fill_zero(base.addr() + bytes.start, bytes.len())
-                .map_err(|why| Error::Fill {
+                .map_err(|source| Error::Fill {
                     space: self.space_name(space).to_string(),
                     bytes: bytes.len(),
-                    why,
+                    source,
                 })?,
         }
         self.counters.record_fill(space.index());

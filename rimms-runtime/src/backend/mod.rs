@@ -7,12 +7,14 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod error;
 pub mod fpga;
 pub mod sim;
 
 use crate::device::{ArgForm, Device};
 use crate::kernel::ZipOp;
 use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
+pub use error::BackendError;
 use std::any::Any;
 
 /// A memory space a backend brings with it.
@@ -66,10 +68,10 @@ pub(crate) trait Backend: Send + Sync {
     /// The space its kernels use if it is not the host's.
     fn own_space(&self) -> Option<SpaceSpec>;
     /// Refuses FFT sizes the device cannot transform, before anything moves.
-    fn check_fft(&self, points: usize) -> Result<(), String>;
+    fn check_fft(&self, points: usize) -> Result<(), BackendError>;
     /// Refuses ZIPs the device cannot do (an operation its core lacks, a length over its
     /// limit), before anything moves.
-    fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), String> {
+    fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), BackendError> {
         Ok(())
     }
     /// How its kernels take their arguments: host slices, or device slices where the CPU
@@ -82,5 +84,5 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// Reports how the kernel that just ran ended: where a real device reads its status
     /// registers or stream error, and where a sim device injects a fault.
-    fn completion(&self) -> Result<(), String>;
+    fn completion(&self) -> Result<(), BackendError>;
 }

@@ -192,7 +192,7 @@ impl Runtime {
             .map_err(|why| Error::Unsupported {
                 api: "fft",
                 device: device.to_string(),
-                why,
+                why: why.to_string(),
             })
     }
 

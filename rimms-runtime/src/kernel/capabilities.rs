@@ -8,6 +8,7 @@
 
 use super::registry::registry;
 use super::ZipOp;
+use crate::backend::BackendError;
 use crate::device::Device;
 use crate::runtime::Runtime;
 use std::fmt;
@@ -126,9 +127,9 @@ impl Runtime {
 
 /// The support a `check` of lengths reports: refused at one element, or the longest length
 /// it takes (found by bisection, since every check accepts all lengths up to its limit).
-fn zip_support(check: impl Fn(usize) -> Result<(), String>) -> ZipSupport {
+fn zip_support(check: impl Fn(usize) -> Result<(), BackendError>) -> ZipSupport {
     if let Err(why) = check(1) {
-        return ZipSupport::No(why);
+        return ZipSupport::No(why.to_string());
     }
     if check(ZIP_PROBE_MAX).is_ok() {
         return ZipSupport::Yes { max_elements: None };
@@ -202,7 +203,7 @@ mod tests {
                 if n <= limit {
                     Ok(())
                 } else {
-                    Err("long".into())
+                    Err(BackendError::Unsupported("long".into()))
                 }
             });
             assert_eq!(
@@ -217,7 +218,7 @@ mod tests {
             ZipSupport::Yes { max_elements: None }
         );
         assert_eq!(
-            zip_support(|_| Err("no such op".into())),
+            zip_support(|_| Err(BackendError::Unsupported("no such op".into()))),
             ZipSupport::No("no such op".into())
         );
     }

@@ -8,6 +8,7 @@
 
 use super::device_args::{DevSlice, DevSliceMut};
 use crate::backend::cpu::kernels::FftPlans;
+use crate::backend::BackendError;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::space::DeviceMemory;
@@ -44,23 +45,26 @@ impl KernelCtx<'_> {
     }
 
     fn memory(&self) -> Result<&dyn DeviceMemory> {
-        self.memory
-            .ok_or_else(|| self.failed("the device has no device memory".to_string()))
+        self.memory.ok_or_else(|| {
+            self.failed(BackendError::Invalid(
+                "the device has no device memory".to_string(),
+            ))
+        })
     }
 
-    fn failed(&self, why: String) -> Error {
+    fn failed(&self, source: BackendError) -> Error {
         Error::Kernel {
             api: "device memory access",
-            device: self.device.to_string(),
-            why,
+            device: self.device,
+            source,
         }
     }
 
     fn check_len(&self, device: usize, host: usize) -> Result<()> {
         if device != host {
-            return Err(self.failed(format!(
+            return Err(self.failed(BackendError::Invalid(format!(
                 "the argument holds {device} elements but the host slice {host}"
-            )));
+            ))));
         }
         Ok(())
     }
@@ -70,7 +74,7 @@ impl KernelCtx<'_> {
         self.check_len(src.len(), dst.len())?;
         self.memory()?
             .copy_out(src.addr(), bytemuck::cast_slice_mut(dst))
-            .map_err(|why| self.failed(why))
+            .map_err(|source| self.failed(source))
     }
 
     /// A device argument of this call, read back into a vector.
@@ -86,6 +90,6 @@ impl KernelCtx<'_> {
         self.check_len(dst.len(), src.len())?;
         self.memory()?
             .copy_in(dst.addr(), bytemuck::cast_slice(src))
-            .map_err(|why| self.failed(why))
+            .map_err(|source| self.failed(source))
     }
 }

@@ -7,6 +7,7 @@ use super::dispatch::KernelArg;
 use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl};
 use super::{Api, KernelCtx};
+use crate::backend::BackendError;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
 use crate::device::{ArgForm, Device};
@@ -161,7 +162,9 @@ pub fn downcast<F: Any>(
         .downcast_ref::<F>()
         .ok_or_else(|| Error::Kernel {
             api: api.name(),
-            device: ctx.device().to_string(),
-            why: "the registered implementation does not have the API's signature".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid(
+                "the registered implementation does not have the API's signature".to_string(),
+            ),
         })
 }

@@ -2,7 +2,7 @@
 
 pub mod kernels;
 
-use super::{Backend, SpaceSpec};
+use super::{Backend, BackendError, SpaceSpec};
 use crate::device::{ArgForm, Device};
 
 pub(crate) struct CpuBackend;
@@ -16,7 +16,7 @@ impl Backend for CpuBackend {
         None
     }
 
-    fn check_fft(&self, _points: usize) -> Result<(), String> {
+    fn check_fft(&self, _points: usize) -> Result<(), BackendError> {
         Ok(())
     }
 
@@ -24,7 +24,7 @@ impl Backend for CpuBackend {
         ArgForm::Host
     }
 
-    fn completion(&self) -> Result<(), String> {
+    fn completion(&self) -> Result<(), BackendError> {
         // Host kernels validate their shapes before they run and cannot fail after.
         Ok(())
     }

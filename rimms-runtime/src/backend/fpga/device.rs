@@ -8,7 +8,7 @@ use super::config::BoardConfig;
 use super::emulator::timing::TimingModel;
 use super::emulator::{Emulator, EmulatorLayout};
 use super::udmabuf::CacheMode;
-use crate::backend::{Backend, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
@@ -178,17 +178,15 @@ impl Backend for FpgaDevice {
         })
     }
 
-    fn check_fft(&self, points: usize) -> std::result::Result<(), String> {
-        self.accelerator()
-            .check_fft(points)
-            .map_err(|e| e.to_string())
+    fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
+        self.accelerator().check_fft(points).map_err(refusal)
     }
 
-    fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), String> {
+    fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), BackendError> {
         // The kernel splits long ZIPs into pieces the core takes; check one piece.
         let acc = self.accelerator();
         let piece = acc.max_elems().map_or(elements, |max| elements.min(max));
-        acc.check_zip(op, piece).map_err(|e| e.to_string())
+        acc.check_zip(op, piece).map_err(refusal)
     }
 
     fn arg_form(&self) -> ArgForm {
@@ -196,7 +194,7 @@ impl Backend for FpgaDevice {
         ArgForm::Host
     }
 
-    fn completion(&self) -> std::result::Result<(), String> {
+    fn completion(&self) -> std::result::Result<(), BackendError> {
         // Each accelerator call waits for its DMA and reports faults itself.
         Ok(())
     }
@@ -206,25 +204,42 @@ impl Backend for FpgaDevice {
     }
 }
 
+/// A check's refusal as the backend reports it: why the device cannot take the call.
+fn refusal(error: Error) -> BackendError {
+    match error {
+        Error::Unsupported { device, why, .. } => {
+            BackendError::Unsupported(format!("{device}: {why}"))
+        }
+        Error::Fpga { device, fault } => BackendError::Fpga {
+            device,
+            fault: Box::new(fault),
+        },
+        other => BackendError::Unsupported(other.to_string()),
+    }
+}
+
 /// The accelerator a kernel runs on, and the byte offset of a slice in its u-dma-buf.
 fn accelerator<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c Accelerator> {
     ctx.device_handle::<Accelerator>()
         .ok_or_else(|| Error::Kernel {
             api: "fpga",
-            device: ctx.device().to_string(),
-            why: "not an FPGA accelerator".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid("not an FPGA accelerator".to_string()),
         })
 }
 
-fn offset_of(acc: &Accelerator, data: &[C32]) -> Result<usize> {
+fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> {
     let base = acc.memory().base().as_ptr() as usize;
     let addr = data.as_ptr() as usize;
     match addr.checked_sub(base) {
         Some(offset) if offset + std::mem::size_of_val(data) <= acc.memory().len() => Ok(offset),
         _ => Err(Error::Kernel {
             api: "fpga",
-            device: acc.name().to_string(),
-            why: "an argument does not lie in the accelerator's u-dma-buf".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid(format!(
+                "an argument does not lie in {}'s u-dma-buf",
+                acc.name()
+            )),
         }),
     }
 }
@@ -243,21 +258,25 @@ fn fft(
         dir,
         points,
         batch,
-        offset_of(acc, input)?,
-        offset_of(acc, output)?,
+        offset_of(ctx, acc, input)?,
+        offset_of(ctx, acc, output)?,
     )
 }
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = fpga)]
 fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
-    let offset = offset_of(acc, data)?;
+    let offset = offset_of(ctx, acc, data)?;
     acc.fft(dir, points, data.len() / points, offset, offset)
 }
 
 #[rimms_macros::kernel(api = apis::zip, device = fpga)]
 fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
-    let (a, b, o) = (offset_of(acc, a)?, offset_of(acc, b)?, offset_of(acc, out)?);
+    let (a, b, o) = (
+        offset_of(ctx, acc, a)?,
+        offset_of(ctx, acc, b)?,
+        offset_of(ctx, acc, out)?,
+    );
     acc.zip_in_pieces(op, out.len(), a, b, o)
 }

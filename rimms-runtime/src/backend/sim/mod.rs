@@ -10,7 +10,7 @@
 mod device_memory;
 mod staged;
 
-use super::{Backend, SpaceMemory, SpaceSpec};
+use super::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::space::LinkModel;
 use device_memory::SimDeviceMemory;
@@ -103,11 +103,11 @@ impl Backend for SimBackend {
         })
     }
 
-    fn check_fft(&self, points: usize) -> Result<(), String> {
+    fn check_fft(&self, points: usize) -> Result<(), BackendError> {
         match self.config.max_fft_points {
-            Some(max) if points > max => Err(format!(
+            Some(max) if points > max => Err(BackendError::Unsupported(format!(
                 "{points}-point FFT exceeds this device's limit of {max} points"
-            )),
+            ))),
             _ => Ok(()),
         }
     }
@@ -120,9 +120,9 @@ impl Backend for SimBackend {
         }
     }
 
-    fn completion(&self) -> Result<(), String> {
+    fn completion(&self) -> Result<(), BackendError> {
         if self.config.fail_kernels {
-            Err("injected kernel fault".to_string())
+            Err(BackendError::InjectedFault("kernel"))
         } else {
             Ok(())
         }
