@@ -20,6 +20,7 @@ mod scope;
 pub mod space;
 pub mod stats;
 
+#[cfg(feature = "fpga")]
 pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};

@@ -5,6 +5,7 @@
 
 use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
+#[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, BackendError, SpaceMemory};
@@ -47,6 +48,7 @@ pub struct RuntimeBuilder {
     host_pool_bytes: usize,
     granule: usize,
     sims: Vec<SimConfig>,
+    #[cfg(feature = "fpga")]
     fpga: Option<FpgaSource>,
     mode: ExecMode,
     trace: Option<bool>,
@@ -75,6 +77,7 @@ impl Default for RuntimeBuilder {
             host_pool_bytes: 1 << 30,
             granule: 4096,
             sims: Vec::new(),
+            #[cfg(feature = "fpga")]
             fpga: None,
             mode: ExecMode::Tracked,
             trace: None,
@@ -111,7 +114,8 @@ impl RuntimeBuilder {
 
     /// Adds the accelerators of an FPGA board (or of the emulator) as devices `fpga(0)`,
     /// `fpga(1)`, … in configuration order, sharing their u-dma-buf as one memory space.
-    /// `FpgaSource::from_env()` picks a configured board, else the emulator.
+    /// `FpgaSource::from_env()` picks a configured board, else the emulator. (Feature `fpga`.)
+    #[cfg(feature = "fpga")]
     pub fn fpga(mut self, source: FpgaSource) -> Self {
         self.fpga = Some(source);
         self
@@ -235,7 +239,9 @@ impl RuntimeBuilder {
                 config,
             }));
         }
+        #[cfg(feature = "fpga")]
         let fpga = self.fpga.map(FpgaParts::open).transpose()?;
+        #[cfg(feature = "fpga")]
         if let Some(parts) = &fpga {
             for device in parts.backends() {
                 backends.push(Box::new(device));
@@ -361,6 +367,7 @@ impl RuntimeBuilder {
                 trace,
                 timeline,
                 stats_page,
+                #[cfg(feature = "fpga")]
                 _fpga: fpga,
             }),
         };
@@ -480,6 +487,7 @@ pub(crate) struct Shared {
     stats_page: Option<Publisher>,
     /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
     /// after the pools that use its memory.
+    #[cfg(feature = "fpga")]
     _fpga: Option<FpgaParts>,
 }
 

@@ -8,6 +8,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod error;
+#[cfg(feature = "fpga")]
 pub mod fpga;
 pub mod sim;
 
@@ -41,6 +42,8 @@ pub(crate) enum SpaceMemory {
     /// An anonymous host region of the spec's `pool_bytes`, reserved by the runtime.
     Reserve,
     /// Memory the backend mapped into the host (a u-dma-buf region).
+    // Only the FPGA stack maps memory today.
+    #[cfg_attr(not(feature = "fpga"), allow(dead_code))]
     Mapped(MappedMemory),
     /// Memory only the backend reaches (a GPU's pool): copies and fills go through it, and the
     /// device's kernels get device addresses.

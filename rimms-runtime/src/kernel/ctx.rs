@@ -21,6 +21,8 @@ use std::any::Any;
 pub struct KernelCtx<'a> {
     pub(crate) device: Device,
     pub(crate) fft: &'a FftPlans,
+    // Only the FPGA and CUDA built-ins reach a driver handle.
+    #[cfg_attr(not(any(feature = "fpga", feature = "cuda")), allow(dead_code))]
     pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
     /// The device's memory, where the CPU cannot address it.
     pub(crate) memory: Option<&'a dyn DeviceMemory>,
@@ -35,6 +37,7 @@ impl KernelCtx<'_> {
     /// The device's driver handle, if its backend offers one of type `T`. Only the built-in
     /// implementations use it: a driver reaches all of its device's memory, which a user's
     /// kernel must not.
+    #[cfg_attr(not(any(feature = "fpga", feature = "cuda")), allow(dead_code))]
     pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
         self.handle.and_then(|h| h.downcast_ref::<T>())
     }

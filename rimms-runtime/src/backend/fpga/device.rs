@@ -5,8 +5,9 @@
 
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
-use super::emulator::timing::TimingModel;
+#[cfg(feature = "fpga-emulator")]
 use super::emulator::{Emulator, EmulatorLayout};
+use super::timing::TimingModel;
 use super::udmabuf::CacheMode;
 use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
@@ -24,6 +25,7 @@ pub enum FpgaSource {
     /// A real board (or an emulator another process runs), described by its configuration.
     Board(BoardConfig),
     /// The register-level emulator, started on a thread for this runtime.
+    #[cfg(feature = "fpga-emulator")]
     Emulated(EmulatorLayout),
 }
 
@@ -40,9 +42,16 @@ impl FpgaSource {
     /// The board named by `RIMMS_FPGA_BOARD`, else the emulator with a ZCU102-like layout
     /// (2 FFT + 2 ZIP cores) and a 64 MiB u-dma-buf: so a program runs on a board where one is
     /// configured and everywhere else too.
+    /// In a build without the `fpga-emulator` feature, an unset `RIMMS_FPGA_BOARD` is an
+    /// error saying so.
     pub fn from_env() -> Result<FpgaSource> {
         match std::env::var_os(BOARD_ENV) {
             Some(path) => Ok(FpgaSource::Board(BoardConfig::load(&PathBuf::from(path))?)),
+            #[cfg(not(feature = "fpga-emulator"))]
+            None => Err(Error::Config(format!(
+                "no FPGA board configured ({BOARD_ENV} is not set), and this build has no emulator to fall back to (feature `fpga-emulator`)"
+            ))),
+            #[cfg(feature = "fpga-emulator")]
             None => {
                 let mut layout = Self::default_layout();
                 if let Some(name) = std::env::var_os(TIMING_ENV) {
@@ -59,6 +68,7 @@ impl FpgaSource {
     }
 
     /// The emulated board `from_env` falls back to: strict when `RIMMS_FPGA_STRICT=1`.
+    #[cfg(feature = "fpga-emulator")]
     pub fn default_layout() -> EmulatorLayout {
         let mut layout = EmulatorLayout::zcu102_like();
         for u in &mut layout.udmabufs {
@@ -74,6 +84,7 @@ impl FpgaSource {
 /// driver code opens to run without a runtime.
 pub struct FpgaParts {
     board: Arc<FpgaBoard>,
+    #[cfg(feature = "fpga-emulator")]
     _emulator: Option<(Emulator, tempfile::TempDir)>,
     timing: Option<TimingModel>,
 }
@@ -84,9 +95,11 @@ impl FpgaParts {
         match source {
             FpgaSource::Board(config) => Ok(FpgaParts {
                 board: Arc::new(FpgaBoard::open(&config)?),
+                #[cfg(feature = "fpga-emulator")]
                 _emulator: None,
                 timing: None,
             }),
+            #[cfg(feature = "fpga-emulator")]
             FpgaSource::Emulated(layout) => {
                 let dir = tempfile::Builder::new()
                     .prefix("rimms-fpga-emu")
@@ -111,6 +124,7 @@ impl FpgaParts {
     }
 
     /// The emulator driving the board, when it is emulated (its violations, its trace).
+    #[cfg(feature = "fpga-emulator")]
     pub fn emulator(&self) -> Option<&Emulator> {
         self._emulator.as_ref().map(|(e, _)| e)
     }

@@ -64,7 +64,8 @@
 mod cores;
 mod files;
 mod model;
-pub mod timing;
+/// The timing models, which live beside the drivers (a board's runtime uses them too).
+pub use super::timing;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
