@@ -3,10 +3,10 @@
 //! `Runtime` is a cheap handle (an `Arc`); buffers keep the shared part alive, so pools outlive
 //! every block carved from them whatever order things are dropped in.
 
-use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
+use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, BackendError, SpaceMemory};
 use crate::device::ArgForm;

@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod error;
 #[cfg(feature = "fpga")]
 pub mod fpga;
+pub mod host_kernels;
 pub mod sim;
 
 use crate::device::{ArgForm, Device};

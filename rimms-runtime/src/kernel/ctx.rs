@@ -7,7 +7,7 @@
 //! an argument the call only reads.
 
 use super::device_args::{DevSlice, DevSliceMut};
-use crate::backend::cpu::kernels::FftPlans;
+use crate::backend::host_kernels::FftPlans;
 use crate::backend::BackendError;
 use crate::device::Device;
 use crate::error::{Error, Result};
