@@ -2,7 +2,7 @@
 //!
 //! Each accelerator sits between the two channels of its own AXI DMA: MM2S (memory to stream)
 //! reads the input from the u-dma-buf into the core, S2MM (stream to memory) writes the core's
-//! output back. The register map and behaviour are Xilinx PG021's, as DESIGN.md lists them:
+//! output back. The register map and behaviour are Xilinx PG021's (see docs/design.md, FPGA):
 //!
 //! | offset | register      | offset | register      |
 //! |--------|---------------|--------|---------------|
