@@ -1,5 +1,5 @@
 //! What a backend reports when it fails, as data: [`BackendError`], returned by
-//! [`crate::backend::Backend`] and [`crate::space::DeviceMemory`] and carried as the `source`
+//! `Backend` and [`crate::space::DeviceMemory`] and carried as the `source`
 //! of the crate's [`crate::Error`], and [`FpgaFault`], the FPGA driver stack's faults.
 //!
 //! A leaf: it imports nothing of the crate, so the crate's error can carry backend faults
