@@ -23,6 +23,7 @@ pub mod stats;
 #[cfg(feature = "fpga")]
 pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
+pub use backend::BackendError;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};

@@ -38,7 +38,7 @@ pub enum BackendError {
     Fpga {
         /// The accelerator instance or u-dma-buf device (`fft0`, `udmabuf0`).
         device: String,
-        /// What went wrong (boxed: errors stay small on the paths that succeed).
+        /// What went wrong (boxed, so that every `Result<_, Error>` stays small).
         #[source]
         fault: Box<FpgaFault>,
     },
