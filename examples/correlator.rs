@@ -1,4 +1,4 @@
-//! Radar correlator (DESIGN.md): where in a noisy received signal does a known chirp start?
+//! Radar correlator (docs/design.md): where in a noisy received signal does a known chirp start?
 //!
 //! The reference is an LFM chirp exp(iπ(B/T)t²) of n = 256 samples; the received signal is
 //! that chirp delayed by 37 samples in complex Gaussian noise (σ = 0.5 per component). Both

@@ -1,4 +1,4 @@
-//! Pulse Doppler (DESIGN.md, CEDR's application): a target's range and radial velocity from
+//! Pulse Doppler (docs/design.md, CEDR's application): a target's range and radial velocity from
 //! m = 128 pulses of n = 64 samples, on a simulated card.
 //!
 //! The input is simulated here: a 16-sample chirp echoed 19 samples late, its phase advancing

@@ -1,8 +1,8 @@
-//! SAR image formation with the range-Doppler algorithm (DESIGN.md, CEDR's formulation) on a
+//! SAR image formation with the range-Doppler algorithm (docs/design.md, CEDR's formulation) on a
 //! simulated card: 256 pulses of 512 fast-time samples from one point scatterer, simulated
 //! here, and the brightest pixel of the image must fall at the scatterer's range.
 //!
-//! Per DESIGN.md: G = FFT(g); every row: FFT, fftshift, ×G, IFFT; transpose; every row (now
+//! Per docs/design.md: G = FFT(g); every row: FFT, fftshift, ×G, IFFT; transpose; every row (now
 //! 512 of 256): FFT, fftshift, ×H, IFFT, fftshift; transpose back; |·|. The FFTs take the
 //! whole matrix at once (a batch of rows); the multiplies go row by row. In this formulation
 //! the fftshift before ×G delays the compressed pulse by 1/(2·Kr·dt²) samples, so the range

@@ -1,5 +1,5 @@
 //! zip3x: two independent element-wise multiplies on a simulated PCIe card, then the sum of
-//! their results, out = a·b + c·d (DESIGN.md, N = 4096). The products never leave the card,
+//! their results, out = a·b + c·d (docs/design.md, N = 4096). The products never leave the card,
 //! so the runtime moves the four operands in and the sum out, and nothing else; a plain host
 //! loop checks the answer.
 //!

@@ -4,6 +4,8 @@
 //! last valid copy, pools their allocations, stats their figures. Messages name what was wrong
 //! and where, so they can be shown to a user as they are.
 
+use crate::backend::error::{BackendError, FpgaFault};
+use crate::device::Device;
 use std::io;
 
 /// Result with [`Error`].
@@ -158,38 +160,38 @@ pub enum Error {
     },
 
     /// Zeroing fresh fragments in a device's memory failed.
-    #[error("zero fill of {bytes} bytes in {space} failed: {why}")]
+    #[error("zero fill of {bytes} bytes in {space} failed: {source}")]
     Fill {
-        /// The space.
+        /// The space's name.
         space: String,
         /// Bytes to zero.
         bytes: usize,
-        /// Why.
-        why: String,
+        /// What the backend reported.
+        source: BackendError,
     },
 
     /// A copy between spaces failed.
-    #[error("copy of {bytes} bytes from {from} to {to} failed: {why}")]
+    #[error("copy of {bytes} bytes from {from} to {to} failed: {source}")]
     Transfer {
-        /// Source space.
+        /// Source space's name.
         from: String,
-        /// Destination space.
+        /// Destination space's name.
         to: String,
         /// Bytes in the copy.
         bytes: usize,
-        /// Why.
-        why: String,
+        /// What the backend (or the copy path) reported.
+        source: BackendError,
     },
 
     /// A kernel failed on its device; its outputs keep their last valid copy.
-    #[error("kernel {api} failed on {device}: {why}")]
+    #[error("kernel {api} failed on {device}: {source}")]
     Kernel {
         /// API name.
         api: &'static str,
-        /// Device.
-        device: String,
-        /// Why.
-        why: String,
+        /// The device it ran on.
+        device: Device,
+        /// What the device's backend reported.
+        source: BackendError,
     },
 
     /// A kernel argument taken as an element type its bytes do not fit: a length that is not
@@ -286,6 +288,6 @@ pub enum Error {
         /// The accelerator instance or u-dma-buf device (`fft0`, `udmabuf0`).
         device: String,
         /// What went wrong.
-        fault: crate::backend::fpga::FpgaFault,
+        fault: FpgaFault,
     },
 }

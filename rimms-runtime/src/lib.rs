@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod backend;
 pub mod coherence;
 mod data;
+mod device;
 mod error;
 mod host_loop;
 pub mod kernel;
@@ -19,8 +20,10 @@ mod scope;
 pub mod space;
 pub mod stats;
 
+#[cfg(feature = "fpga")]
 pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
+pub use backend::BackendError;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
@@ -39,8 +42,8 @@ pub mod __private {
         Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum, LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg,
-        DeviceKind, Form, KernelImpl, PlacedArgs,
+        assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, ArgForm,
+        DevArg, DeviceKind, Form, KernelImpl, PlacedArgs,
     };
     pub use inventory;
 
@@ -49,8 +52,9 @@ pub mod __private {
         i < modes.len() && modes[i] as u8 == mode as u8
     }
 }
+pub use device::Device;
 pub use num_complex::Complex32;
-pub use runtime::{Device, ExecMode, Runtime, RuntimeBuilder};
+pub use runtime::{ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy, Target};
 pub use scope::Scope;
 pub use space::{LinkModel, SpaceId, SpaceSet};

@@ -3,13 +3,17 @@
 //! `Runtime` is a cheap handle (an `Arc`); buffers keep the shared part alive, so pools outlive
 //! every block carved from them whatever order things are dropped in.
 
-use crate::backend::cpu::kernels::FftPlans;
 use crate::backend::cpu::CpuBackend;
+#[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
+use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, Executor, SpaceMemory};
+use crate::backend::{Backend, BackendError, SpaceMemory};
+use crate::device::ArgForm;
+/// Where `Device` lived before `device.rs`; kept so code naming `runtime::Device` compiles.
+pub use crate::device::{Device, DeviceKind};
 use crate::error::{Error, Result};
-use crate::kernel::registry::{registry, DeviceKind};
+use crate::kernel::registry::registry;
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
 use crate::space::{
@@ -25,30 +29,6 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-
-/// A device that runs kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Device {
-    /// The host CPU (always present).
-    Cpu,
-    /// Simulated discrete device `n`, in the order the builder added them.
-    Sim(u8),
-    /// FPGA accelerator instance `n`.
-    Fpga(u8),
-    /// GPU `n`.
-    Gpu(u8),
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.write_str("cpu"),
-            Device::Sim(n) => write!(f, "sim{n}"),
-            Device::Fpga(n) => write!(f, "fpga{n}"),
-            Device::Gpu(n) => write!(f, "gpu{n}"),
-        }
-    }
-}
 
 /// How kernel calls treat their arguments.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +48,7 @@ pub struct RuntimeBuilder {
     host_pool_bytes: usize,
     granule: usize,
     sims: Vec<SimConfig>,
+    #[cfg(feature = "fpga")]
     fpga: Option<FpgaSource>,
     mode: ExecMode,
     trace: Option<bool>,
@@ -96,6 +77,7 @@ impl Default for RuntimeBuilder {
             host_pool_bytes: 1 << 30,
             granule: 4096,
             sims: Vec::new(),
+            #[cfg(feature = "fpga")]
             fpga: None,
             mode: ExecMode::Tracked,
             trace: None,
@@ -132,7 +114,8 @@ impl RuntimeBuilder {
 
     /// Adds the accelerators of an FPGA board (or of the emulator) as devices `fpga(0)`,
     /// `fpga(1)`, … in configuration order, sharing their u-dma-buf as one memory space.
-    /// `FpgaSource::from_env()` picks a configured board, else the emulator.
+    /// `FpgaSource::from_env()` picks a configured board, else the emulator. (Feature `fpga`.)
+    #[cfg(feature = "fpga")]
     pub fn fpga(mut self, source: FpgaSource) -> Self {
         self.fpga = Some(source);
         self
@@ -256,7 +239,9 @@ impl RuntimeBuilder {
                 config,
             }));
         }
+        #[cfg(feature = "fpga")]
         let fpga = self.fpga.map(FpgaParts::open).transpose()?;
+        #[cfg(feature = "fpga")]
         if let Some(parts) = &fpga {
             for device in parts.backends() {
                 backends.push(Box::new(device));
@@ -322,14 +307,16 @@ impl RuntimeBuilder {
                 device: backend.device(),
                 space,
                 reaches: SpaceSet::EMPTY,
-                executor: backend.executor(),
+                form: backend.arg_form(),
                 memory: spaces[space.index()].device_memory.clone(),
                 backend,
             });
         }
         let trace = match self.trace {
             Some(on) => on,
-            None => crate::stats::trace_enabled_from_env().map_err(Error::Config)?,
+            None => {
+                crate::stats::trace_enabled_from_env().map_err(|e| Error::Config(e.to_string()))?
+            }
         };
         // Created now, so that a path that cannot be written fails the build, not the end.
         let timeline = self
@@ -352,9 +339,9 @@ impl RuntimeBuilder {
         for d in devices.iter_mut().filter(|d| d.space == SpaceId::HOST) {
             d.reaches = host_mapped;
         }
-        let mut first_of_kind = [devices.len(); 4];
+        let mut first_of_kind = [devices.len(); DeviceKind::COUNT];
         for (position, d) in devices.iter().enumerate().rev() {
-            first_of_kind[DeviceKind::of(d.device) as usize] = position;
+            first_of_kind[d.device.kind().index()] = position;
         }
         let stats_page = Publisher::create(self.stats_page, spaces.iter().map(|s| &*s.name))?;
         let runtime = Runtime {
@@ -380,6 +367,7 @@ impl RuntimeBuilder {
                 trace,
                 timeline,
                 stats_page,
+                #[cfg(feature = "fpga")]
                 _fpga: fpga,
             }),
         };
@@ -468,7 +456,7 @@ pub(crate) struct DeviceEntry {
     /// Other spaces its kernels can use in place when the data is already valid there: for
     /// the CPU, every host-mapped space.
     pub reaches: SpaceSet,
-    pub executor: Executor,
+    pub form: ArgForm,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
     pub memory: Option<SharedDeviceMemory>,
     pub backend: Box<dyn Backend>,
@@ -477,7 +465,7 @@ pub(crate) struct DeviceEntry {
 pub(crate) struct Shared {
     pub mode: ExecMode,
     /// Position in `devices` of the first device of each kind (cpu, sim, fpga, gpu).
-    first_of_kind: [usize; 4],
+    first_of_kind: [usize; DeviceKind::COUNT],
     /// Spaces besides the host that host code reaches in place.
     pub host_mapped: SpaceSet,
     /// Where a buffer without a placement lives when a device that reaches it writes it first
@@ -499,6 +487,7 @@ pub(crate) struct Shared {
     stats_page: Option<Publisher>,
     /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
     /// after the pools that use its memory.
+    #[cfg(feature = "fpga")]
     _fpga: Option<FpgaParts>,
 }
 
@@ -653,13 +642,7 @@ impl Shared {
     pub(crate) fn position(&self, device: Device) -> Result<usize> {
         // Devices are stored kind by kind in `Device` order, so an instance is its kind's
         // first position plus its number.
-        let (kind, n) = match device {
-            Device::Cpu => (0, 0),
-            Device::Sim(n) => (1, n),
-            Device::Fpga(n) => (2, n),
-            Device::Gpu(n) => (3, n),
-        };
-        let position = self.first_of_kind[kind] + usize::from(n);
+        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
         match self.devices.get(position) {
             Some(entry) if entry.device == device => Ok(position),
             _ => Err(Error::NoDevice {
@@ -730,14 +713,14 @@ impl Shared {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<Pending> {
-        let failed = |why: String| Error::Transfer {
+        let failed = |source: BackendError| Error::Transfer {
             from: self.space_name(from).to_string(),
             to: self.space_name(to).to_string(),
             bytes: bytes.len(),
-            why,
+            source,
         };
         if self.spaces[from.index()].fail_copies || self.spaces[to.index()].fail_copies {
-            return Err(failed("injected copy fault".to_string()));
+            return Err(failed(BackendError::InjectedFault("copy")));
         }
         let started = Instant::now();
         self.move_bytes(from, to, src, dst, bytes.clone())
@@ -788,7 +771,7 @@ impl Shared {
         src: *mut u8,
         dst: *mut u8,
         bytes: Range<usize>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), BackendError> {
         // A device address is a number the backend understands, not a pointer to offset.
         let at = |base: *mut u8| base.addr() + bytes.start;
         match (self.device_memory(from), self.device_memory(to)) {
@@ -844,10 +827,10 @@ impl Shared {
             None => unsafe { std::ptr::write_bytes(base.add(bytes.start), 0, bytes.len()) },
             Some(device) => device
                 .fill_zero(base.addr() + bytes.start, bytes.len())
-                .map_err(|why| Error::Fill {
+                .map_err(|source| Error::Fill {
                     space: self.space_name(space).to_string(),
                     bytes: bytes.len(),
-                    why,
+                    source,
                 })?,
         }
         self.counters.record_fill(space.index());

@@ -1,6 +1,6 @@
 //! Radar correlator: where in a noisy received signal does a known chirp start?
 //!
-//! DESIGN.md's parameters: n = 256 samples of an LFM chirp exp(iπ(B/T)t²), T = 512 µs,
+//! docs/design.md's parameters: n = 256 samples of an LFM chirp exp(iπ(B/T)t²), T = 512 µs,
 //! B = 500 kHz, t = k·T/n; the received signal is the chirp delayed by `delay` samples plus
 //! complex Gaussian noise of standard deviation 0.5 per component; the reference is
 //! zero-padded to 512 and the two are correlated in the frequency domain,

@@ -1,4 +1,4 @@
-//! The applications of DESIGN.md as library code: the three small chains the RIMMS paper
+//! The applications of docs/design.md as library code: the three small chains the RIMMS paper
 //! measures (2FFT, FZF, zip3x) and three radar applications (correlator, pulse Doppler, SAR
 //! range-Doppler).
 //!

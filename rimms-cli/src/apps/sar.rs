@@ -1,6 +1,6 @@
 //! SAR image formation with the range-Doppler algorithm, in CEDR's formulation.
 //!
-//! 256 slow-time rows (pulses) of 512 fast-time samples. With DESIGN.md's geometry
+//! 256 slow-time rows (pulses) of 512 fast-time samples. With docs/design.md's geometry
 //! (v = 150 m/s over 0 … 50 m, scene centre Yc = 10 km ± Y0 = 500 m, altitude h = 5 km,
 //! chirp Tr = 2.5 µs at Kr = 2e13 Hz/s, λ = 0.0566 m) the range chirp is
 //! g_j = exp(−iπKr tr_j²) where |tr_j| < Tr/2 and the azimuth filter
@@ -16,7 +16,7 @@
 //! focuses at column s + 1/(2·Kr·dt²). And H multiplies the *shifted* azimuth spectrum on
 //! its first 38 bins, far from where a broadside scatterer's Doppler energy lies, so the
 //! azimuth stage does not focus: the brightest row is set by the aperture edges, not by where
-//! the scatterer is. The app computes exactly what DESIGN.md specifies, since that is the
+//! the scatterer is. The app computes exactly what docs/design.md specifies, since that is the
 //! workload being measured; [`Scatterer::expected_column`] is the range position a test can
 //! hold it to.
 //!

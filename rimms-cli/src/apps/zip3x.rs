@@ -8,7 +8,7 @@ use super::two_fft::{checksum, signal};
 use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
 use rimms::{Complex32, HeteData, Runtime, ZipOp};
 
-/// Elements per buffer (DESIGN.md: N = 4,096).
+/// Elements per buffer (docs/design.md: N = 4,096).
 pub const LEN: usize = 4096;
 
 /// The four operands: `out = a·b + c·d`.

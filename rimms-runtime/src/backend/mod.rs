@@ -7,12 +7,16 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod error;
+#[cfg(feature = "fpga")]
 pub mod fpga;
+pub mod host_kernels;
 pub mod sim;
 
+use crate::device::{ArgForm, Device};
 use crate::kernel::ZipOp;
-use crate::runtime::Device;
 use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
+pub use error::BackendError;
 use std::any::Any;
 
 /// A memory space a backend brings with it.
@@ -39,6 +43,8 @@ pub(crate) enum SpaceMemory {
     /// An anonymous host region of the spec's `pool_bytes`, reserved by the runtime.
     Reserve,
     /// Memory the backend mapped into the host (a u-dma-buf region).
+    // Only the FPGA stack maps memory today.
+    #[cfg_attr(not(feature = "fpga"), allow(dead_code))]
     Mapped(MappedMemory),
     /// Memory only the backend reaches (a GPU's pool): copies and fills go through it, and the
     /// device's kernels get device addresses.
@@ -59,17 +65,6 @@ impl std::fmt::Debug for SpaceMemory {
     }
 }
 
-/// How a device's kernels are run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Executor {
-    /// Host code over host-addressable memory (the cpu, and sim devices on their own memory):
-    /// implementations take `&[T]` and `&mut [T]`.
-    Host,
-    /// Device code over device addresses: implementations take [`crate::DevSlice`] and
-    /// [`crate::DevSliceMut`] and hand them to their driver.
-    Device,
-}
-
 /// One device of a runtime.
 pub(crate) trait Backend: Send + Sync {
     /// Which device this is.
@@ -77,14 +72,15 @@ pub(crate) trait Backend: Send + Sync {
     /// The space its kernels use if it is not the host's.
     fn own_space(&self) -> Option<SpaceSpec>;
     /// Refuses FFT sizes the device cannot transform, before anything moves.
-    fn check_fft(&self, points: usize) -> Result<(), String>;
+    fn check_fft(&self, points: usize) -> Result<(), BackendError>;
     /// Refuses ZIPs the device cannot do (an operation its core lacks, a length over its
     /// limit), before anything moves.
-    fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), String> {
+    fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), BackendError> {
         Ok(())
     }
-    /// How its kernels run.
-    fn executor(&self) -> Executor;
+    /// How its kernels take their arguments: host slices, or device slices where the CPU
+    /// cannot address its memory.
+    fn arg_form(&self) -> ArgForm;
     /// What its kernels reach through [`crate::KernelCtx::device_handle`] (an FPGA's
     /// accelerator driver); `None` for devices whose kernels need nothing more than memory.
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
@@ -92,5 +88,5 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// Reports how the kernel that just ran ended: where a real device reads its status
     /// registers or stream error, and where a sim device injects a fault.
-    fn completion(&self) -> Result<(), String>;
+    fn completion(&self) -> Result<(), BackendError>;
 }

@@ -1,6 +1,7 @@
 //! The untyped buffer behind every `HeteData`: its per-space blocks, its fragment table and the
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
+use crate::backend::BackendError;
 use crate::coherence::{
     self, Access, AcquirePlan, FragmentSpan, FragmentState, FragmentTable, Published, WithTable,
 };
@@ -386,11 +387,11 @@ impl RawBuffer {
                 let mut bytes = vec![0u8; range.len()];
                 device
                     .copy_out(block.ptr().addr() + range.start, &mut bytes)
-                    .map_err(|why| Error::Transfer {
+                    .map_err(|source| Error::Transfer {
                         from: self.rt.space_name(space).to_string(),
                         to: "host (validate)".to_string(),
                         bytes: range.len(),
-                        why,
+                        source,
                     })?;
                 Ok(Cow::Owned(bytes))
             }
@@ -405,7 +406,7 @@ fn missing_block(rt: &Shared, from: SpaceId, to: SpaceId) -> Error {
         from: rt.space_name(from).to_string(),
         to: rt.space_name(to).to_string(),
         bytes: 0,
-        why: "the source space holds no block of this buffer".to_string(),
+        source: BackendError::Invalid("the source space holds no block of this buffer".to_string()),
     }
 }
 

@@ -11,8 +11,9 @@ mod buffer;
 pub(crate) use buffer::RawBuffer;
 
 use crate::coherence::{Access, FragmentState};
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::{Device, Runtime};
+use crate::runtime::Runtime;
 use crate::space::SpaceId;
 use crate::stats::Reason;
 use bytemuck::Pod;

@@ -4,8 +4,9 @@
 
 use super::{Api, FftDirection, KernelArg, KernelCtx, ZipOp};
 use crate::data::{Input, Output};
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::{Device, Runtime};
+use crate::runtime::Runtime;
 use crate::sched::Target;
 use num_complex::Complex32 as C32;
 
@@ -191,7 +192,7 @@ impl Runtime {
             .map_err(|why| Error::Unsupported {
                 api: "fft",
                 device: device.to_string(),
-                why,
+                why: why.to_string(),
             })
     }
 

@@ -6,9 +6,11 @@
 //! `check_zip` (the same checks a call passes before anything moves), probed over the sizes a
 //! call could ask for. So the report cannot drift from what calls do, which a test checks.
 
-use super::registry::{registry, DeviceKind, Form};
+use super::registry::registry;
 use super::ZipOp;
-use crate::runtime::{Device, Runtime};
+use crate::backend::BackendError;
+use crate::device::Device;
+use crate::runtime::Runtime;
 use std::fmt;
 
 /// The largest FFT size probed: 2^24 points.
@@ -76,7 +78,7 @@ impl Runtime {
             .device_entries()
             .iter()
             .map(|entry| {
-                let (kind, form) = (DeviceKind::of(entry.device), Form::of(entry.executor));
+                let (kind, form) = (entry.device.kind(), entry.form);
                 let mut apis: Vec<&'static str> = reg
                     .apis()
                     .iter()
@@ -125,9 +127,9 @@ impl Runtime {
 
 /// The support a `check` of lengths reports: refused at one element, or the longest length
 /// it takes (found by bisection, since every check accepts all lengths up to its limit).
-fn zip_support(check: impl Fn(usize) -> Result<(), String>) -> ZipSupport {
+fn zip_support(check: impl Fn(usize) -> Result<(), BackendError>) -> ZipSupport {
     if let Err(why) = check(1) {
-        return ZipSupport::No(why);
+        return ZipSupport::No(why.to_string());
     }
     if check(ZIP_PROBE_MAX).is_ok() {
         return ZipSupport::Yes { max_elements: None };
@@ -201,7 +203,7 @@ mod tests {
                 if n <= limit {
                     Ok(())
                 } else {
-                    Err("long".into())
+                    Err(BackendError::Unsupported("long".into()))
                 }
             });
             assert_eq!(
@@ -216,7 +218,7 @@ mod tests {
             ZipSupport::Yes { max_elements: None }
         );
         assert_eq!(
-            zip_support(|_| Err("no such op".into())),
+            zip_support(|_| Err(BackendError::Unsupported("no such op".into()))),
             ZipSupport::No("no such op".into())
         );
     }

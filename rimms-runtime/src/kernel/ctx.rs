@@ -7,9 +7,10 @@
 //! an argument the call only reads.
 
 use super::device_args::{DevSlice, DevSliceMut};
-use crate::backend::cpu::kernels::FftPlans;
+use crate::backend::host_kernels::FftPlans;
+use crate::backend::BackendError;
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::Device;
 use crate::space::DeviceMemory;
 use bytemuck::Pod;
 use std::any::Any;
@@ -20,6 +21,8 @@ use std::any::Any;
 pub struct KernelCtx<'a> {
     pub(crate) device: Device,
     pub(crate) fft: &'a FftPlans,
+    // Only the FPGA and CUDA built-ins reach a driver handle.
+    #[cfg_attr(not(any(feature = "fpga", feature = "cuda")), allow(dead_code))]
     pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
     /// The device's memory, where the CPU cannot address it.
     pub(crate) memory: Option<&'a dyn DeviceMemory>,
@@ -34,6 +37,7 @@ impl KernelCtx<'_> {
     /// The device's driver handle, if its backend offers one of type `T`. Only the built-in
     /// implementations use it: a driver reaches all of its device's memory, which a user's
     /// kernel must not.
+    #[cfg_attr(not(any(feature = "fpga", feature = "cuda")), allow(dead_code))]
     pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
         self.handle.and_then(|h| h.downcast_ref::<T>())
     }
@@ -44,23 +48,26 @@ impl KernelCtx<'_> {
     }
 
     fn memory(&self) -> Result<&dyn DeviceMemory> {
-        self.memory
-            .ok_or_else(|| self.failed("the device has no device memory".to_string()))
+        self.memory.ok_or_else(|| {
+            self.failed(BackendError::Invalid(
+                "the device has no device memory".to_string(),
+            ))
+        })
     }
 
-    fn failed(&self, why: String) -> Error {
+    fn failed(&self, source: BackendError) -> Error {
         Error::Kernel {
             api: "device memory access",
-            device: self.device.to_string(),
-            why,
+            device: self.device,
+            source,
         }
     }
 
     fn check_len(&self, device: usize, host: usize) -> Result<()> {
         if device != host {
-            return Err(self.failed(format!(
+            return Err(self.failed(BackendError::Invalid(format!(
                 "the argument holds {device} elements but the host slice {host}"
-            )));
+            ))));
         }
         Ok(())
     }
@@ -70,7 +77,7 @@ impl KernelCtx<'_> {
         self.check_len(src.len(), dst.len())?;
         self.memory()?
             .copy_out(src.addr(), bytemuck::cast_slice_mut(dst))
-            .map_err(|why| self.failed(why))
+            .map_err(|source| self.failed(source))
     }
 
     /// A device argument of this call, read back into a vector.
@@ -86,6 +93,6 @@ impl KernelCtx<'_> {
         self.check_len(dst.len(), src.len())?;
         self.memory()?
             .copy_in(dst.addr(), bytemuck::cast_slice(src))
-            .map_err(|why| self.failed(why))
+            .map_err(|source| self.failed(source))
     }
 }

@@ -5,13 +5,14 @@
 use super::device_args::{DevArg, PlacedArgs};
 use super::dispatch::KernelArg;
 use super::host_args::{host_args, HostArg};
-use super::registry::{registry, ApiDecl, DeviceKind, Form};
+use super::registry::{registry, ApiDecl};
 use super::{Api, KernelCtx};
-use crate::backend::Executor;
+use crate::backend::BackendError;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
+use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
-use crate::runtime::{Device, Runtime};
+use crate::runtime::Runtime;
 use crate::sched::Target;
 use bytemuck::Pod;
 use std::any::Any;
@@ -89,7 +90,7 @@ impl Runtime {
         body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
     ) -> Result<()> {
         let entry = self.shared().device(device)?;
-        if entry.executor == Executor::Device {
+        if entry.form == ArgForm::Device {
             return Err(host_body_on_device(api, device));
         }
         self.launch(entry, Api::of(api), args, |_, ptrs| {
@@ -124,9 +125,7 @@ pub fn call_registered<const N: usize>(
     let (device, _placed) = rt.place(target, Api::of(api), || &args, |_| true)?;
     let index = api.index();
     let entry = rt.shared().device(device)?;
-    let form = Form::of(entry.executor);
-    let Some(implementation) = registry().implementation(index, DeviceKind::of(device), form)
-    else {
+    let Some(implementation) = registry().implementation(index, device.kind(), entry.form) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.to_string(),
@@ -140,12 +139,12 @@ pub fn call_registered<const N: usize>(
             handle: dev.backend.handle(),
             memory: dev.memory.as_deref(),
         };
-        let placed = match dev.executor {
+        let placed = match dev.form {
             // SAFETY: a host-executor device's spaces are host-addressable, `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.
-            Executor::Host => PlacedArgs::Host(unsafe { host_args(ptrs) }),
-            Executor::Device => PlacedArgs::Device(ptrs.map(DevArg::new)),
+            ArgForm::Host => PlacedArgs::Host(unsafe { host_args(ptrs) }),
+            ArgForm::Device => PlacedArgs::Device(ptrs.map(DevArg::new)),
         };
         run(&ctx, implementation, placed)
     })
@@ -163,7 +162,9 @@ pub fn downcast<F: Any>(
         .downcast_ref::<F>()
         .ok_or_else(|| Error::Kernel {
             api: api.name(),
-            device: ctx.device().to_string(),
-            why: "the registered implementation does not have the API's signature".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid(
+                "the registered implementation does not have the API's signature".to_string(),
+            ),
         })
 }

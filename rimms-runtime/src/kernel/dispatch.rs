@@ -324,10 +324,10 @@ fn timed(
 fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
     match entry.backend.completion() {
         Ok(()) => Ok(()),
-        Err(why) => Err(Error::Kernel {
+        Err(source) => Err(Error::Kernel {
             api: api.name(),
-            device: entry.device.to_string(),
-            why,
+            device: entry.device,
+            source,
         }),
     }
 }

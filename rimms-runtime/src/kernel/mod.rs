@@ -18,6 +18,7 @@ mod ops;
 pub(crate) mod registry;
 mod value;
 
+pub use crate::device::ArgForm;
 pub use api::Api;
 pub use builtin::apis;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};

@@ -5,65 +5,16 @@
 //! in any crate of the program is found without a central list. The table is read once, into
 //! arrays indexed by API and device kind, so a call finds its implementation with two loads.
 
-use crate::backend::Executor;
 use crate::coherence::Access;
-use crate::runtime::Device;
+use crate::device::ArgForm;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// The kinds of device an implementation can be written for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeviceKind {
-    /// The host CPU.
-    Cpu,
-    /// A simulated discrete device (runs host code on its own memory).
-    Sim,
-    /// An FPGA accelerator instance.
-    Fpga,
-    /// A GPU.
-    Gpu,
-}
-
-impl DeviceKind {
-    const COUNT: usize = 4;
-
-    fn slot(self) -> usize {
-        self as usize
-    }
-
-    /// The kind of `device`.
-    pub fn of(device: Device) -> DeviceKind {
-        match device {
-            Device::Cpu => DeviceKind::Cpu,
-            Device::Sim(_) => DeviceKind::Sim,
-            Device::Fpga(_) => DeviceKind::Fpga,
-            Device::Gpu(_) => DeviceKind::Gpu,
-        }
-    }
-}
-
-/// Which way an implementation takes its managed arguments, which must be the way its
-/// device's executor hands them over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Form {
-    /// `&[T]` and `&mut [T]`, for devices whose memory the CPU addresses.
-    Host,
-    /// [`crate::DevSlice`] and [`crate::DevSliceMut`], for devices whose memory it does not.
-    Device,
-}
-
-impl Form {
-    const COUNT: usize = 2;
-
-    pub(crate) fn of(executor: Executor) -> Form {
-        match executor {
-            Executor::Host => Form::Host,
-            Executor::Device => Form::Device,
-        }
-    }
-}
+/// Where `DeviceKind` and `Form` lived before `device.rs`; kept so code and macro expansions
+/// naming them here compile.
+pub use crate::device::{ArgForm as Form, DeviceKind};
 
 /// A declared API: its name and, once registered, its index in the per-API counters.
 pub struct ApiDecl {
@@ -119,7 +70,7 @@ pub struct KernelImpl {
     /// The device kind it runs on.
     pub device: DeviceKind,
     /// How it takes its managed arguments.
-    pub form: Form,
+    pub form: ArgForm,
     /// A `fn(...)` of the API's signature.
     pub func: &'static (dyn Any + Send + Sync),
 }
@@ -147,10 +98,10 @@ pub(crate) struct Registry {
     impls: Vec<[Option<&'static (dyn Any + Send + Sync)>; SLOTS]>,
 }
 
-const SLOTS: usize = DeviceKind::COUNT * Form::COUNT;
+const SLOTS: usize = DeviceKind::COUNT * ArgForm::COUNT;
 
-fn slot(kind: DeviceKind, form: Form) -> usize {
-    kind.slot() * Form::COUNT + form as usize
+fn slot(kind: DeviceKind, form: ArgForm) -> usize {
+    kind.index() * ArgForm::COUNT + form.index()
 }
 
 pub(crate) fn registry() -> &'static Registry {
@@ -203,7 +154,7 @@ impl Registry {
         &self,
         index: usize,
         kind: DeviceKind,
-        form: Form,
+        form: ArgForm,
     ) -> Option<&'static (dyn Any + Send + Sync)> {
         self.impls
             .get(index)
@@ -213,19 +164,13 @@ impl Registry {
     /// The kinds (and forms) that implement API number `index`, for error messages:
     /// `[Cpu, Sim, Gpu (device slices)]`.
     pub(crate) fn describe(&self, index: usize) -> String {
-        let all = [
-            DeviceKind::Cpu,
-            DeviceKind::Sim,
-            DeviceKind::Fpga,
-            DeviceKind::Gpu,
-        ];
-        let found: Vec<String> = all
+        let found: Vec<String> = DeviceKind::ALL
             .into_iter()
-            .flat_map(|k| [(k, Form::Host), (k, Form::Device)])
+            .flat_map(|k| ArgForm::ALL.map(|f| (k, f)))
             .filter(|&(k, f)| self.implementation(index, k, f).is_some())
             .map(|(k, f)| match f {
-                Form::Host => format!("{k:?}"),
-                Form::Device => format!("{k:?} (device slices)"),
+                ArgForm::Host => format!("{k:?}"),
+                ArgForm::Device => format!("{k:?} (device slices)"),
             })
             .collect();
         format!("[{}]", found.join(", "))

@@ -74,11 +74,11 @@ impl Shared {
         for _ in 0..TRIES {
             let started = Instant::now();
             self.move_bytes(from, to, src, dst, 0..bytes)
-                .map_err(|why| Error::Transfer {
+                .map_err(|source| Error::Transfer {
                     from: self.space_name(from).to_string(),
-                    to: self.space_name(to).to_string(),
+                    to: format!("{} (calibrating the link)", self.space_name(to)),
                     bytes,
-                    why: format!("while calibrating the link: {why}"),
+                    source,
                 })?;
             best = best.min(started.elapsed());
         }

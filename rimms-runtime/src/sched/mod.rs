@@ -16,9 +16,10 @@ mod costs;
 
 pub use costs::CostTable;
 
-use crate::kernel::registry::{registry, DeviceKind, Form};
+use crate::device::Device;
+use crate::kernel::registry::registry;
 use crate::kernel::{Api, KernelArg};
-use crate::runtime::{Device, DeviceEntry};
+use crate::runtime::DeviceEntry;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -174,11 +175,7 @@ impl Scheduler {
         let takes = |i: &usize| {
             let entry = &devices[*i];
             registry()
-                .implementation(
-                    index,
-                    DeviceKind::of(entry.device),
-                    Form::of(entry.executor),
-                )
+                .implementation(index, entry.device.kind(), entry.form)
                 .is_some()
                 && fits(entry)
         };

@@ -14,8 +14,9 @@
 
 pub(crate) mod queues;
 
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::{Device, Runtime};
+use crate::runtime::Runtime;
 use queues::Job;
 use std::any::Any;
 use std::marker::PhantomData;

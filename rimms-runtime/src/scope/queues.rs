@@ -6,7 +6,7 @@
 //! device's worker is started the first time a job is sent to it, so a runtime that never opens
 //! a scope starts no thread, and it ends when the runtime is dropped (its sender with it).
 
-use crate::runtime::Device;
+use crate::device::Device;
 use std::cell::Cell;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;

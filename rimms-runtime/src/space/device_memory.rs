@@ -6,6 +6,7 @@
 //! [`DeviceMemory`]: copies in and out, zero fills, and the read-back that `validate` compares.
 //! Kernels get them as [`crate::DevSlice`]s, which a device implementation hands to its driver.
 
+use crate::backend::BackendError;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -19,11 +20,11 @@ pub trait DeviceMemory: Send + Sync {
     /// Bytes available to the pool.
     fn capacity(&self) -> usize;
     /// Writes `src` at device address `addr`; returns when the bytes are there.
-    fn copy_in(&self, addr: usize, src: &[u8]) -> Result<(), String>;
+    fn copy_in(&self, addr: usize, src: &[u8]) -> Result<(), BackendError>;
     /// Reads `dst.len()` bytes at device address `addr` into `dst`.
-    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> Result<(), String>;
+    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> Result<(), BackendError>;
     /// Sets `len` bytes at device address `addr` to zero.
-    fn fill_zero(&self, addr: usize, len: usize) -> Result<(), String>;
+    fn fill_zero(&self, addr: usize, len: usize) -> Result<(), BackendError>;
     /// Copies `len` bytes at `src` here to `dst` in `peer` without the host, where the two
     /// memories can (two GPUs with peer access); `None` where they cannot, and the runtime
     /// bounces the bytes through the host instead.
@@ -33,7 +34,7 @@ pub trait DeviceMemory: Send + Sync {
         _peer: &dyn DeviceMemory,
         _dst: usize,
         _len: usize,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), BackendError>> {
         None
     }
     /// This memory as `Any`, for a `copy_to_peer` that must know its peer's kind.

@@ -13,17 +13,20 @@ pub const TRACE_ENV: &str = "RIMMS_TRACE";
 
 /// Whether `RIMMS_TRACE` asks for transfer events: `Ok(false)` when unset, an error naming
 /// the variable and the accepted values when it holds something else.
-pub(crate) fn enabled_from_env() -> Result<bool, String> {
+pub(crate) fn enabled_from_env() -> Result<bool, NotASwitch> {
     match std::env::var_os(TRACE_ENV) {
         None => Ok(false),
-        Some(value) => switch(&value.to_string_lossy()).ok_or_else(|| {
-            format!(
-                "{TRACE_ENV}={:?} is not a switch: use 1, true, yes or on (0, false, no, off or empty for off)",
-                value.to_string_lossy()
-            )
-        }),
+        Some(value) => {
+            let value = value.to_string_lossy();
+            switch(&value).ok_or_else(|| NotASwitch(value.into_owned()))
+        }
     }
 }
+
+/// `RIMMS_TRACE` holds something that is not a switch (the value it holds).
+#[derive(Debug, thiserror::Error)]
+#[error("{TRACE_ENV}={0:?} is not a switch: use 1, true, yes or on (0, false, no, off or empty for off)")]
+pub(crate) struct NotASwitch(String);
 
 /// A switch's value, `None` if `text` is not one.
 fn switch(text: &str) -> Option<bool> {

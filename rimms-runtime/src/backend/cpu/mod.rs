@@ -1,9 +1,11 @@
 //! The CPU: host memory, kernels with rustfft and rayon.
 
-pub mod kernels;
+/// The host kernels, which moved to [`crate::backend::host_kernels`] (the sim runs them too);
+/// kept under this name for code that imports them from here.
+pub use super::host_kernels as kernels;
 
-use super::{Backend, Executor, SpaceSpec};
-use crate::runtime::Device;
+use super::{Backend, BackendError, SpaceSpec};
+use crate::device::{ArgForm, Device};
 
 pub(crate) struct CpuBackend;
 
@@ -16,15 +18,15 @@ impl Backend for CpuBackend {
         None
     }
 
-    fn check_fft(&self, _points: usize) -> Result<(), String> {
+    fn check_fft(&self, _points: usize) -> Result<(), BackendError> {
         Ok(())
     }
 
-    fn executor(&self) -> Executor {
-        Executor::Host
+    fn arg_form(&self) -> ArgForm {
+        ArgForm::Host
     }
 
-    fn completion(&self) -> Result<(), String> {
+    fn completion(&self) -> Result<(), BackendError> {
         // Host kernels validate their shapes before they run and cannot fail after.
         Ok(())
     }
@@ -33,7 +35,7 @@ impl Backend for CpuBackend {
 /// The host implementations of the built-in APIs, registered for the CPU and for sim devices
 /// (which run the CPU's kernels on their own memory).
 mod implementations {
-    use super::kernels;
+    use crate::backend::host_kernels as kernels;
     use crate::error::Result;
     use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
     use num_complex::Complex32 as C32;

@@ -7,10 +7,10 @@
 //! same bytes, the whole pool is taken from it once, when the device is wired in.
 
 use super::{CudaBackend, DevRange, GpuAlloc, GpuOp};
-use crate::backend::{Backend, Executor, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
+use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::runtime::Device;
 use crate::space::{DeviceMemory, LinkModel};
 use crate::{DevSlice, DevSliceMut};
 use num_complex::Complex32 as C32;
@@ -71,7 +71,7 @@ impl RuntimeGpu {
 
 impl GpuSpace {
     /// The pool range of `len` bytes at device address `addr`.
-    fn range(&self, addr: usize, len: usize) -> std::result::Result<DevRange, String> {
+    fn range(&self, addr: usize, len: usize) -> std::result::Result<DevRange, BackendError> {
         let arena = self.gpu.memory().arena().base() as usize;
         addr.checked_sub(arena)
             .map(|offset| DevRange::new(offset, len))
@@ -79,11 +79,10 @@ impl GpuSpace {
                 r.end()
                     .is_some_and(|end| end <= self.whole.offset() + self.whole.len())
             })
-            .ok_or_else(|| {
-                format!(
-                    "{len} bytes at {addr:#x} lie outside {}'s pool",
-                    self.gpu.name()
-                )
+            .ok_or_else(|| BackendError::OutOfRange {
+                addr,
+                len,
+                memory: format!("{}'s pool", self.gpu.name()),
             })
     }
 }
@@ -97,30 +96,30 @@ impl DeviceMemory for GpuSpace {
         self.capacity
     }
 
-    fn copy_in(&self, addr: usize, src: &[u8]) -> std::result::Result<(), String> {
+    fn copy_in(&self, addr: usize, src: &[u8]) -> std::result::Result<(), BackendError> {
         let range = self.range(addr, src.len())?;
         self.gpu
             .memory()
             .copy_to_device_async(range, src)
             .and_then(|event| event.wait())
-            .map_err(|e| e.to_string())
+            .map_err(BackendError::driver)
     }
 
-    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> std::result::Result<(), String> {
+    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> std::result::Result<(), BackendError> {
         let range = self.range(addr, dst.len())?;
         self.gpu
             .memory()
             .copy_to_host(range, dst)
-            .map_err(|e| e.to_string())
+            .map_err(BackendError::driver)
     }
 
-    fn fill_zero(&self, addr: usize, len: usize) -> std::result::Result<(), String> {
+    fn fill_zero(&self, addr: usize, len: usize) -> std::result::Result<(), BackendError> {
         let range = self.range(addr, len)?;
         self.gpu
             .memory()
             .fill_zero(range)
             .and_then(|event| event.wait())
-            .map_err(|e| e.to_string())
+            .map_err(BackendError::driver)
     }
 
     /// GPU to GPU: a peer copy (through the host by the driver where the pair has no peer
@@ -131,7 +130,7 @@ impl DeviceMemory for GpuSpace {
         peer: &dyn DeviceMemory,
         dst: usize,
         len: usize,
-    ) -> Option<std::result::Result<(), String>> {
+    ) -> Option<std::result::Result<(), BackendError>> {
         let peer = peer.as_any().downcast_ref::<GpuSpace>()?;
         Some((|| {
             let from = self.range(src, len)?;
@@ -140,7 +139,7 @@ impl DeviceMemory for GpuSpace {
                 .memory()
                 .copy_to_peer(from, peer.gpu.memory(), to)
                 .and_then(|event| event.wait())
-                .map_err(|e| e.to_string())
+                .map_err(BackendError::driver)
         })())
     }
 
@@ -166,20 +165,20 @@ impl Backend for RuntimeGpu {
         })
     }
 
-    fn check_fft(&self, points: usize) -> std::result::Result<(), String> {
+    fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
         self.space.gpu.check_fft(points)
     }
 
-    fn executor(&self) -> Executor {
-        Executor::Device
+    fn arg_form(&self) -> ArgForm {
+        ArgForm::Device
     }
 
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
         Some(&*self.space)
     }
 
-    fn completion(&self) -> std::result::Result<(), String> {
-        self.space.gpu.completion().map_err(|e| e.to_string())
+    fn completion(&self) -> std::result::Result<(), BackendError> {
+        self.space.gpu.completion().map_err(BackendError::driver)
     }
 }
 
@@ -188,8 +187,8 @@ fn space<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c GpuSpace> {
     ctx.device_handle::<GpuSpace>()
         .ok_or_else(|| Error::Kernel {
             api: "gpu built-in",
-            device: ctx.device().to_string(),
-            why: "the device is not a CUDA GPU".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid("the device is not a CUDA GPU".to_string()),
         })
 }
 
@@ -203,10 +202,10 @@ fn launch(
 ) -> Result<()> {
     let gpu = space(ctx)?;
     let range = |(addr, len): (usize, usize)| {
-        gpu.range(addr, len).map_err(|why| Error::Kernel {
+        gpu.range(addr, len).map_err(|source| Error::Kernel {
             api: op.name(),
-            device: ctx.device().to_string(),
-            why,
+            device: ctx.device(),
+            source,
         })
     };
     let inputs = inputs

@@ -16,11 +16,11 @@
 //!
 //! Complex numbers are [`Complex32`] (`float2` on the device, the same layout).
 
-use super::cuda_error;
 use super::fft::{FftPlan, FftPlans};
 use super::hazard::Span;
 use super::lanes::{GpuEvent, Lane};
 use super::memory::{Arena, DevRange};
+use super::{cuda_error, Unusable};
 use crate::error::{Error, Result};
 use crate::kernel::{FftDirection, ZipOp};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -184,7 +184,7 @@ const KERNEL_FILE: &str = "rimms_kernels.cu";
 /// PTX of [`KERNEL_SOURCE`] for NVRTC's default architecture (which every GPU the driver
 /// supports can load), compiled on first use; a compile error is kept as its message.
 fn ptx() -> Result<Ptx> {
-    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+    static PTX: OnceLock<std::result::Result<String, Unusable>> = OnceLock::new();
     PTX.get_or_init(|| {
         let nvrtc = super::nvrtc::Nvrtc::get()?;
         nvrtc

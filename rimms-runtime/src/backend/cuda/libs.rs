@@ -26,6 +26,7 @@
 //! [`report`] says which file was loaded for each library and its version, or every place it
 //! looked.
 
+use super::Unusable;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -322,7 +323,7 @@ fn keep(lib: libloading::Library) {
 fn open_versioned(
     path: &Path,
     version: impl FnOnce(&libloading::Library) -> Option<(i32, i32)>,
-) -> Result<(libloading::Library, (i32, i32)), String> {
+) -> Result<(libloading::Library, (i32, i32)), Unusable> {
     // SAFETY: as in `through_loader`: opening runs only the library's initialisers.
     let lib = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
     let v = version(&lib).ok_or("it does not report its version")?;
@@ -370,7 +371,7 @@ fn soname(path: &Path) -> Option<String> {
 fn choose(
     kind: Kind,
     loader_first: bool,
-    mut accept: impl FnMut(&Path) -> Result<(i32, i32), String>,
+    mut accept: impl FnMut(&Path) -> Result<(i32, i32), Unusable>,
 ) -> Found {
     let (files, looked_in) = candidates(kind, loader_first);
     let mut refused = Vec::new();
@@ -444,7 +445,7 @@ fn find_nvjitlink(major: i32) -> Found {
             keep(lib);
             Ok(v)
         } else {
-            Err(format!("CUDA {} nvJitLink, not {major}", v.0))
+            Err(format!("CUDA {} nvJitLink, not {major}", v.0).into())
         }
     })
 }
@@ -464,7 +465,8 @@ fn find_cufft() -> (Found, Found) {
             return Err(format!(
                 "{so} is not a name the CUDA 12 binding opens ({})",
                 names.join(", ")
-            ));
+            )
+            .into());
         }
         // The CUDA major from the name (cuFFT 11 is CUDA 12's), so that its nvJitLink is
         // loaded before cuFFT, whether cuFFT links it or opens it when planning.

@@ -34,6 +34,7 @@ use super::hazard::Span;
 use super::lanes::{GpuEvent, Lane, Lanes};
 use super::staging::Staging;
 use crate::alloc::{NfAllocator, UnitAllocator};
+use crate::backend::BackendError;
 use crate::error::{Error, Result};
 use cudarc::driver::{result, sys, DriverError, PinnedHostSlice};
 use std::collections::VecDeque;
@@ -694,13 +695,13 @@ impl GpuMemory {
         from: &str,
         to: &str,
         bytes: usize,
-        e: impl std::fmt::Display,
+        e: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
         Error::Transfer {
             from: from.to_string(),
             to: to.to_string(),
             bytes,
-            why: e.to_string(),
+            source: BackendError::driver(e),
         }
     }
 }

@@ -64,12 +64,32 @@ pub use probe::{
     GpuDevice, GpuInfo, Libraries, Probe, MIN_DRIVER_VERSION, NO_GPU_ENV,
 };
 
+use crate::backend::BackendError;
 use crate::error::{Error, Result};
 use cudarc::driver::CudaContext;
 use lanes::Lanes;
 use std::sync::Arc;
 
 /// An [`Error::Cuda`] for a failed call.
+/// Why a CUDA library, device or compilation cannot be used, in words for the user: what
+/// [`Error::NoGpu`] and [`Error::Cuda`] show. A type of its own so that the reasons the probe,
+/// the library search and NVRTC give are not mistaken for any other text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Unusable(pub(crate) String);
+
+impl From<String> for Unusable {
+    fn from(why: String) -> Unusable {
+        Unusable(why)
+    }
+}
+
+impl From<&str> for Unusable {
+    fn from(why: &str) -> Unusable {
+        Unusable(why.to_string())
+    }
+}
+
 pub(crate) fn cuda_error(what: impl Into<String>, why: impl std::fmt::Display) -> Error {
     Error::Cuda {
         what: what.into(),
@@ -120,26 +140,27 @@ impl CudaBackend {
 
     /// Opens GPU `index`, or fails with [`Error::NoGpu`] saying why there is none.
     pub fn require(index: usize, config: MemoryConfig) -> Result<CudaBackend> {
-        Self::open(index, config)?.map_err(|why| Error::NoGpu { why })
+        Self::open(index, config)?.map_err(|why| Error::NoGpu { why: why.0 })
     }
 
     /// The backend, or why there is no usable GPU `index`.
     fn open(
         index: usize,
         config: MemoryConfig,
-    ) -> Result<std::result::Result<CudaBackend, String>> {
+    ) -> Result<std::result::Result<CudaBackend, Unusable>> {
         let info = match probe_detailed()? {
-            Probe::NoGpu(why) => return Ok(Err(why)),
+            Probe::NoGpu(why) => return Ok(Err(why.into())),
             Probe::Found(info) => info,
         };
         let Some(device) = info.devices.get(index).cloned() else {
             return Ok(Err(format!(
                 "there is no GPU {index}: the driver sees {} device(s)",
                 info.devices.len()
-            )));
+            )
+            .into()));
         };
         if let Some(why) = probe::missing_toolkit_libraries() {
-            return Ok(Err(why));
+            return Ok(Err(why.into()));
         }
         // Every library is known to load, so cudarc has no reason to panic below; should one
         // of its calls panic anyway (a symbol missing from an old driver), report it as an
@@ -210,12 +231,12 @@ impl CudaBackend {
     }
 
     /// cuFFT takes every size from 1 to `i32::MAX` points; say so before anything moves.
-    pub fn check_fft(&self, points: usize) -> std::result::Result<(), String> {
+    pub fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
         if points == 0 || points > i32::MAX as usize {
-            Err(format!(
+            Err(BackendError::Unsupported(format!(
                 "cuFFT transforms 1 to {} points, not {points}",
                 i32::MAX
-            ))
+            )))
         } else {
             Ok(())
         }

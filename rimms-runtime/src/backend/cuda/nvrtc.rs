@@ -10,6 +10,7 @@
 //! to the chosen library are opened first, so that name finds them even off the loader path.
 
 use super::libs::{self, Loaded};
+use super::Unusable;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -62,21 +63,20 @@ pub struct Compiled {
 
 impl Nvrtc {
     /// NVRTC as [`libs::report`] found it, opened once per process; why not otherwise.
-    pub(crate) fn get() -> Result<&'static Nvrtc, String> {
-        static NVRTC: OnceLock<Result<Nvrtc, String>> = OnceLock::new();
+    pub(crate) fn get() -> Result<&'static Nvrtc, Unusable> {
+        static NVRTC: OnceLock<Result<Nvrtc, Unusable>> = OnceLock::new();
         NVRTC
             .get_or_init(|| match &libs::report().nvrtc {
                 libs::Found::Loaded(l) => Nvrtc::open(l.clone()),
-                libs::Found::Missing { why, looked_in } => Err(format!(
-                    "libnvrtc: {why}; looked in: {}",
-                    looked_in.join(", ")
-                )),
+                libs::Found::Missing { why, looked_in } => {
+                    Err(format!("libnvrtc: {why}; looked in: {}", looked_in.join(", ")).into())
+                }
             })
             .as_ref()
             .map_err(Clone::clone)
     }
 
-    fn open(loaded: Loaded) -> Result<Nvrtc, String> {
+    fn open(loaded: Loaded) -> Result<Nvrtc, Unusable> {
         let mut libs = Vec::new();
         if let Some(dir) = std::fs::canonicalize(&loaded.path)
             .ok()
@@ -147,7 +147,7 @@ impl Nvrtc {
         source: &str,
         name: &str,
         options: &[&str],
-    ) -> Result<Compiled, String> {
+    ) -> Result<Compiled, Unusable> {
         let c = |s: &str| CString::new(s).map_err(|_| format!("{s:?} holds a NUL byte"));
         let (src, cname) = (c(source)?, c(name)?);
         let opts = options
@@ -168,7 +168,7 @@ impl Nvrtc {
             )
         };
         if rc != 0 {
-            return Err(self.error("nvrtcCreateProgram", rc));
+            return Err(self.error("nvrtcCreateProgram", rc).into());
         }
         let program = ProgramGuard { nvrtc: self, prog };
         let n = c_int::try_from(opt_ptrs.len()).map_err(|_| "too many options".to_string())?;
@@ -180,10 +180,7 @@ impl Nvrtc {
             .trim()
             .to_string();
         if compiled != 0 {
-            return Err(format!(
-                "{}\n{log}",
-                self.error("nvrtcCompileProgram", compiled)
-            ));
+            return Err(format!("{}\n{log}", self.error("nvrtcCompileProgram", compiled)).into());
         }
         let virtual_arch = !options.iter().any(|o| o.contains("sm_"));
         let (ptx, cubin) = if virtual_arch {
@@ -216,19 +213,22 @@ struct ProgramGuard<'a> {
 
 impl ProgramGuard<'_> {
     /// One of the program's outputs, through its size and get calls.
-    fn read(&self, size: SizeFn, get: GetFn, what: &str) -> Result<Vec<u8>, String> {
+    fn read(&self, size: SizeFn, get: GetFn, what: &str) -> Result<Vec<u8>, Unusable> {
         let mut len = 0usize;
         // SAFETY: a live program and a live out-pointer.
         let rc = unsafe { size(self.prog, &mut len) };
         if rc != 0 {
-            return Err(self.nvrtc.error(&format!("reading the {what} size"), rc));
+            return Err(self
+                .nvrtc
+                .error(&format!("reading the {what} size"), rc)
+                .into());
         }
         let mut buf = vec![0u8; len];
         if len > 0 {
             // SAFETY: `buf` holds the `len` bytes NVRTC just said it writes.
             let rc = unsafe { get(self.prog, buf.as_mut_ptr().cast()) };
             if rc != 0 {
-                return Err(self.nvrtc.error(&format!("reading the {what}"), rc));
+                return Err(self.nvrtc.error(&format!("reading the {what}"), rc).into());
             }
         }
         Ok(buf)
@@ -270,6 +270,6 @@ mod tests {
         let err = nvrtc
             .compile("__global__ void k() { undeclared(); }\n", "e.cu", &[])
             .unwrap_err();
-        assert!(err.contains("undeclared"), "{err}");
+        assert!(err.0.contains("undeclared"), "{err}");
     }
 }

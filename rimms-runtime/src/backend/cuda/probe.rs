@@ -19,6 +19,7 @@
 //! foresee (say, a symbol missing from a very old driver) becomes a reason instead of
 //! unwinding into the caller.
 
+use super::Unusable;
 use crate::error::Result;
 use cudarc::driver::{result, sys, DriverError};
 use std::sync::OnceLock;
@@ -163,7 +164,7 @@ pub fn probe_detailed() -> Result<Probe> {
     }
     Ok(match std::panic::catch_unwind(enumerate) {
         Ok(Ok(info)) => Probe::Found(info),
-        Ok(Err(why)) => Probe::NoGpu(why),
+        Ok(Err(why)) => Probe::NoGpu(why.0),
         Err(payload) => Probe::NoGpu(format!(
             "the CUDA driver library (libcuda) cannot be used: {}",
             panic_message(payload.as_ref())
@@ -222,7 +223,7 @@ pub(crate) fn init_failure(e: DriverError) -> String {
 
 /// Initialises the driver and lists the devices, or says why there is no usable one. Only
 /// called once the library is known to be loadable.
-fn enumerate() -> std::result::Result<GpuInfo, String> {
+fn enumerate() -> std::result::Result<GpuInfo, Unusable> {
     result::init().map_err(init_failure)?;
     let call = |name: &str, e: DriverError| format!("the CUDA driver failed {name}: {:?}", e.0);
     let mut driver_version = 0;
@@ -235,12 +236,13 @@ fn enumerate() -> std::result::Result<GpuInfo, String> {
             "the NVIDIA driver is too old: it supports CUDA {}, the backend needs {} or newer",
             cuda_version(driver_version),
             cuda_version(MIN_DRIVER_VERSION)
-        ));
+        )
+        .into());
     }
     let count = result::device::get_count().map_err(|e| call("cuDeviceGetCount", e))?;
     if count <= 0 {
         return Err(
-            "the CUDA driver is installed but sees no device (cuDeviceGetCount = 0)".to_string(),
+            "the CUDA driver is installed but sees no device (cuDeviceGetCount = 0)".into(),
         );
     }
     let mut devices = Vec::with_capacity(count as usize);

@@ -2,7 +2,7 @@
 //!
 //! Each accelerator sits between the two channels of its own AXI DMA: MM2S (memory to stream)
 //! reads the input from the u-dma-buf into the core, S2MM (stream to memory) writes the core's
-//! output back. The register map and behaviour are Xilinx PG021's, as DESIGN.md lists them:
+//! output back. The register map and behaviour are Xilinx PG021's (see docs/design.md, FPGA):
 //!
 //! | offset | register      | offset | register      |
 //! |--------|---------------|--------|---------------|
@@ -30,13 +30,13 @@
 //! hardware), later ones sleep a few microseconds so a long wait does not hold a core.
 
 use std::cell::Cell;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::fault::{rejected, FpgaFault};
 use super::regs::RegisterPage;
+pub use crate::backend::error::{Channel, DmaErrorBit};
 use crate::Result;
 
 /// MM2S control register.
@@ -99,15 +99,6 @@ const SPIN_POLLS: u32 = 256;
 /// Sleep between later polls.
 const POLL_SLEEP: Duration = Duration::from_micros(5);
 
-/// One of the two DMA channels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Channel {
-    /// Memory to stream: reads the core's input.
-    Mm2s,
-    /// Stream to memory: writes the core's output.
-    S2mm,
-}
-
 impl Channel {
     /// Offset of the channel's DMACR; its other registers follow at the same distances.
     pub fn base(self) -> usize {
@@ -135,57 +126,6 @@ impl Channel {
     /// LENGTH offset.
     pub fn length(self) -> usize {
         self.base() + 0x28
-    }
-}
-
-impl fmt::Display for Channel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Channel::Mm2s => "MM2S",
-            Channel::S2mm => "S2MM",
-        })
-    }
-}
-
-/// The three DMASR error bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DmaErrorBit {
-    /// Bit 4, DMAIntErr: e.g. a zero length or a packet longer than the S2MM buffer.
-    Internal,
-    /// Bit 5, DMASlvErr: the memory answered a transfer with SLVERR.
-    Slave,
-    /// Bit 6, DMADecErr: the address decodes to nothing.
-    Decode,
-}
-
-impl DmaErrorBit {
-    /// The bit number in DMASR.
-    pub fn bit(self) -> u32 {
-        match self {
-            DmaErrorBit::Internal => 4,
-            DmaErrorBit::Slave => 5,
-            DmaErrorBit::Decode => 6,
-        }
-    }
-    /// The bit as a mask.
-    pub fn mask(self) -> u32 {
-        1 << self.bit()
-    }
-    /// The lowest error bit set in a status word, if any.
-    pub fn from_status(status: u32) -> Option<Self> {
-        [Self::Internal, Self::Slave, Self::Decode]
-            .into_iter()
-            .find(|b| status & b.mask() != 0)
-    }
-}
-
-impl fmt::Display for DmaErrorBit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DmaErrorBit::Internal => "an internal error (DMAIntErr)",
-            DmaErrorBit::Slave => "a slave error (DMASlvErr)",
-            DmaErrorBit::Decode => "a decode error (DMADecErr)",
-        })
     }
 }
 

@@ -5,13 +5,14 @@
 
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
-use super::emulator::timing::TimingModel;
+#[cfg(feature = "fpga-emulator")]
 use super::emulator::{Emulator, EmulatorLayout};
+use super::timing::TimingModel;
 use super::udmabuf::CacheMode;
-use crate::backend::{Backend, Executor, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
+use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::runtime::Device;
 use crate::space::{LinkModel, MappedMemory};
 use num_complex::Complex32 as C32;
 use std::any::Any;
@@ -24,6 +25,7 @@ pub enum FpgaSource {
     /// A real board (or an emulator another process runs), described by its configuration.
     Board(BoardConfig),
     /// The register-level emulator, started on a thread for this runtime.
+    #[cfg(feature = "fpga-emulator")]
     Emulated(EmulatorLayout),
 }
 
@@ -40,9 +42,16 @@ impl FpgaSource {
     /// The board named by `RIMMS_FPGA_BOARD`, else the emulator with a ZCU102-like layout
     /// (2 FFT + 2 ZIP cores) and a 64 MiB u-dma-buf: so a program runs on a board where one is
     /// configured and everywhere else too.
+    /// In a build without the `fpga-emulator` feature, an unset `RIMMS_FPGA_BOARD` is an
+    /// error saying so.
     pub fn from_env() -> Result<FpgaSource> {
         match std::env::var_os(BOARD_ENV) {
             Some(path) => Ok(FpgaSource::Board(BoardConfig::load(&PathBuf::from(path))?)),
+            #[cfg(not(feature = "fpga-emulator"))]
+            None => Err(Error::Config(format!(
+                "no FPGA board configured ({BOARD_ENV} is not set), and this build has no emulator to fall back to (feature `fpga-emulator`)"
+            ))),
+            #[cfg(feature = "fpga-emulator")]
             None => {
                 let mut layout = Self::default_layout();
                 if let Some(name) = std::env::var_os(TIMING_ENV) {
@@ -59,6 +68,7 @@ impl FpgaSource {
     }
 
     /// The emulated board `from_env` falls back to: strict when `RIMMS_FPGA_STRICT=1`.
+    #[cfg(feature = "fpga-emulator")]
     pub fn default_layout() -> EmulatorLayout {
         let mut layout = EmulatorLayout::zcu102_like();
         for u in &mut layout.udmabufs {
@@ -74,6 +84,7 @@ impl FpgaSource {
 /// driver code opens to run without a runtime.
 pub struct FpgaParts {
     board: Arc<FpgaBoard>,
+    #[cfg(feature = "fpga-emulator")]
     _emulator: Option<(Emulator, tempfile::TempDir)>,
     timing: Option<TimingModel>,
 }
@@ -84,9 +95,11 @@ impl FpgaParts {
         match source {
             FpgaSource::Board(config) => Ok(FpgaParts {
                 board: Arc::new(FpgaBoard::open(&config)?),
+                #[cfg(feature = "fpga-emulator")]
                 _emulator: None,
                 timing: None,
             }),
+            #[cfg(feature = "fpga-emulator")]
             FpgaSource::Emulated(layout) => {
                 let dir = tempfile::Builder::new()
                     .prefix("rimms-fpga-emu")
@@ -111,6 +124,7 @@ impl FpgaParts {
     }
 
     /// The emulator driving the board, when it is emulated (its violations, its trace).
+    #[cfg(feature = "fpga-emulator")]
     pub fn emulator(&self) -> Option<&Emulator> {
         self._emulator.as_ref().map(|(e, _)| e)
     }
@@ -178,25 +192,23 @@ impl Backend for FpgaDevice {
         })
     }
 
-    fn check_fft(&self, points: usize) -> std::result::Result<(), String> {
-        self.accelerator()
-            .check_fft(points)
-            .map_err(|e| e.to_string())
+    fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
+        self.accelerator().check_fft(points).map_err(refusal)
     }
 
-    fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), String> {
+    fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), BackendError> {
         // The kernel splits long ZIPs into pieces the core takes; check one piece.
         let acc = self.accelerator();
         let piece = acc.max_elems().map_or(elements, |max| elements.min(max));
-        acc.check_zip(op, piece).map_err(|e| e.to_string())
+        acc.check_zip(op, piece).map_err(refusal)
     }
 
-    fn executor(&self) -> Executor {
+    fn arg_form(&self) -> ArgForm {
         // The kernels run on the calling thread: they program the accelerator and wait.
-        Executor::Host
+        ArgForm::Host
     }
 
-    fn completion(&self) -> std::result::Result<(), String> {
+    fn completion(&self) -> std::result::Result<(), BackendError> {
         // Each accelerator call waits for its DMA and reports faults itself.
         Ok(())
     }
@@ -206,25 +218,42 @@ impl Backend for FpgaDevice {
     }
 }
 
+/// A check's refusal as the backend reports it: why the device cannot take the call.
+fn refusal(error: Error) -> BackendError {
+    match error {
+        Error::Unsupported { device, why, .. } => {
+            BackendError::Unsupported(format!("{device}: {why}"))
+        }
+        Error::Fpga { device, fault } => BackendError::Fpga {
+            device,
+            fault: Box::new(fault),
+        },
+        other => BackendError::Unsupported(other.to_string()),
+    }
+}
+
 /// The accelerator a kernel runs on, and the byte offset of a slice in its u-dma-buf.
 fn accelerator<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c Accelerator> {
     ctx.device_handle::<Accelerator>()
         .ok_or_else(|| Error::Kernel {
             api: "fpga",
-            device: ctx.device().to_string(),
-            why: "not an FPGA accelerator".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid("not an FPGA accelerator".to_string()),
         })
 }
 
-fn offset_of(acc: &Accelerator, data: &[C32]) -> Result<usize> {
+fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> {
     let base = acc.memory().base().as_ptr() as usize;
     let addr = data.as_ptr() as usize;
     match addr.checked_sub(base) {
         Some(offset) if offset + std::mem::size_of_val(data) <= acc.memory().len() => Ok(offset),
         _ => Err(Error::Kernel {
             api: "fpga",
-            device: acc.name().to_string(),
-            why: "an argument does not lie in the accelerator's u-dma-buf".to_string(),
+            device: ctx.device(),
+            source: BackendError::Invalid(format!(
+                "an argument does not lie in {}'s u-dma-buf",
+                acc.name()
+            )),
         }),
     }
 }
@@ -243,21 +272,25 @@ fn fft(
         dir,
         points,
         batch,
-        offset_of(acc, input)?,
-        offset_of(acc, output)?,
+        offset_of(ctx, acc, input)?,
+        offset_of(ctx, acc, output)?,
     )
 }
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = fpga)]
 fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
-    let offset = offset_of(acc, data)?;
+    let offset = offset_of(ctx, acc, data)?;
     acc.fft(dir, points, data.len() / points, offset, offset)
 }
 
 #[rimms_macros::kernel(api = apis::zip, device = fpga)]
 fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
-    let (a, b, o) = (offset_of(acc, a)?, offset_of(acc, b)?, offset_of(acc, out)?);
+    let (a, b, o) = (
+        offset_of(ctx, acc, a)?,
+        offset_of(ctx, acc, b)?,
+        offset_of(ctx, acc, out)?,
+    );
     acc.zip_in_pieces(op, out.len(), a, b, o)
 }

@@ -36,10 +36,12 @@ pub mod board;
 pub mod buslog;
 pub mod config;
 mod device;
+#[cfg(feature = "fpga-emulator")]
 pub mod emulator;
 mod fault;
 pub mod fft_ip;
 pub mod regs;
+pub mod timing;
 pub mod udmabuf;
 pub mod zip_ip;
 
@@ -49,12 +51,13 @@ pub use config::{
     AccelKind, AcceleratorConfig, BoardConfig, FftConfigPath, RegisterBlock, UdmabufConfig,
 };
 pub use device::{FpgaParts, FpgaSource, BOARD_ENV, STRICT_ENV, TIMING_ENV};
-pub use emulator::timing::TimingModel;
+#[cfg(feature = "fpga-emulator")]
 pub use emulator::{
     Block, BusTrace, Emulator, EmulatorLayout, InjectedFault, Rule, SyncRecord, Violation,
 };
 pub use fault::FpgaFault;
 pub use fft_ip::FftIp;
 pub use regs::RegisterPage;
+pub use timing::TimingModel;
 pub use udmabuf::{CacheMode, SyncDirection, SyncFor, SyncMethod, Udmabuf};
 pub use zip_ip::{ZipCoreOp, ZipIp};

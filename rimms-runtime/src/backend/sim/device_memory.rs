@@ -4,6 +4,7 @@
 //! dereferenced a device address would fault rather than quietly work; the bytes live in a
 //! host allocation that only this interface reads and writes.
 
+use crate::backend::BackendError;
 use crate::space::DeviceMemory;
 use std::any::Any;
 use std::sync::Mutex;
@@ -32,15 +33,14 @@ impl SimDeviceMemory {
         addr: usize,
         len: usize,
         total: usize,
-    ) -> Result<std::ops::Range<usize>, String> {
+    ) -> Result<std::ops::Range<usize>, BackendError> {
         addr.checked_sub(self.base)
             .and_then(|start| Some(start..start.checked_add(len)?))
             .filter(|r| r.end <= total)
-            .ok_or_else(|| {
-                format!(
-                    "{len} bytes at device address {addr:#x} lie outside this device's memory ({:#x}, {total} bytes)",
-                    self.base
-                )
+            .ok_or_else(|| BackendError::OutOfRange {
+                addr,
+                len,
+                memory: format!("this device's memory ({:#x}, {total} bytes)", self.base),
             })
     }
 
@@ -60,21 +60,21 @@ impl DeviceMemory for SimDeviceMemory {
         self.lock().len()
     }
 
-    fn copy_in(&self, addr: usize, src: &[u8]) -> Result<(), String> {
+    fn copy_in(&self, addr: usize, src: &[u8]) -> Result<(), BackendError> {
         let mut bytes = self.lock();
         let range = self.range(addr, src.len(), bytes.len())?;
         bytes[range].copy_from_slice(src);
         Ok(())
     }
 
-    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> Result<(), String> {
+    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> Result<(), BackendError> {
         let bytes = self.lock();
         let range = self.range(addr, dst.len(), bytes.len())?;
         dst.copy_from_slice(&bytes[range]);
         Ok(())
     }
 
-    fn fill_zero(&self, addr: usize, len: usize) -> Result<(), String> {
+    fn fill_zero(&self, addr: usize, len: usize) -> Result<(), BackendError> {
         let mut bytes = self.lock();
         let range = self.range(addr, len, bytes.len())?;
         bytes[range].fill(0);
@@ -88,7 +88,7 @@ impl DeviceMemory for SimDeviceMemory {
         peer: &dyn DeviceMemory,
         dst: usize,
         len: usize,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), BackendError>> {
         let peer = peer.as_any().downcast_ref::<SimDeviceMemory>()?;
         // Both locks, always in address order, so two copies in opposite directions cannot
         // deadlock.

@@ -10,8 +10,8 @@
 mod device_memory;
 mod staged;
 
-use super::{Backend, Executor, SpaceMemory, SpaceSpec};
-use crate::runtime::Device;
+use super::{Backend, BackendError, SpaceMemory, SpaceSpec};
+use crate::device::{ArgForm, Device};
 use crate::space::LinkModel;
 use device_memory::SimDeviceMemory;
 use std::sync::Arc;
@@ -103,26 +103,26 @@ impl Backend for SimBackend {
         })
     }
 
-    fn check_fft(&self, points: usize) -> Result<(), String> {
+    fn check_fft(&self, points: usize) -> Result<(), BackendError> {
         match self.config.max_fft_points {
-            Some(max) if points > max => Err(format!(
+            Some(max) if points > max => Err(BackendError::Unsupported(format!(
                 "{points}-point FFT exceeds this device's limit of {max} points"
-            )),
+            ))),
             _ => Ok(()),
         }
     }
 
-    fn executor(&self) -> Executor {
+    fn arg_form(&self) -> ArgForm {
         if self.config.device_memory {
-            Executor::Device
+            ArgForm::Device
         } else {
-            Executor::Host
+            ArgForm::Host
         }
     }
 
-    fn completion(&self) -> Result<(), String> {
+    fn completion(&self) -> Result<(), BackendError> {
         if self.config.fail_kernels {
-            Err("injected kernel fault".to_string())
+            Err(BackendError::InjectedFault("kernel"))
         } else {
             Ok(())
         }

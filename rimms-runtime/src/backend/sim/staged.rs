@@ -7,7 +7,7 @@
 //! addresses in the pool, copies and fills through the backend, implementations that take
 //! `DevSlice`s — on any machine, checked against the same CPU reference.
 
-use crate::backend::cpu::kernels;
+use crate::backend::host_kernels as kernels;
 use crate::error::Result;
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
 use crate::{DevSlice, DevSliceMut};

@@ -16,8 +16,8 @@
 //!
 //! A thread (or, with [`run_standalone`], a whole process) replays the **bus log**
 //! ([`super::buslog`]): every register write the driver makes, once and in order, as the AXI bus
-//! delivers them on a board. The model holds every rule of DESIGN.md's FPGA section and of the
-//! hardware it names, and records each rule a driver breaks as a [`Violation`]:
+//! delivers them on a board. The model holds every rule of docs/design.md's FPGA section and of
+//! the hardware it names, and records each rule a driver breaks as a [`Violation`]:
 //!
 //! - **AXI DMA (PG021).** Reset values (DMACR `0x0001_0002`, DMASR Halted); a soft reset takes
 //!   time ([`EmulatorLayout::soft_reset_us`]) and a write made before it finishes is lost;
@@ -64,7 +64,8 @@
 mod cores;
 mod files;
 mod model;
-pub mod timing;
+/// The timing models, which live beside the drivers (a board's runtime uses them too).
+pub use super::timing;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

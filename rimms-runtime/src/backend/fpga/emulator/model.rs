@@ -25,7 +25,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::OFlag;
 use rustfft::FftPlanner;
 
-use super::timing::TimingModel;
+use super::super::timing::TimingModel;
 use super::{cores, Block, Control, EmulatorLayout, InjectedFault, Rule, SyncRecord};
 use crate::backend::fpga::axi_dma::{
     Channel, DmaErrorBit, DMACR_RESET, DMACR_RS, DMASR_ERR_IRQ, DMASR_ERR_MASK, DMASR_HALTED,
