@@ -12,12 +12,19 @@ mod alloc_model;
 mod cuda_gpu;
 mod cuda_no_gpu;
 mod cuda_nvrtc;
+#[cfg(feature = "fpga-emulator")]
 mod fpga_boards;
+#[cfg(feature = "fpga-emulator")]
 mod fpga_driver;
+#[cfg(feature = "fpga-emulator")]
 mod fpga_memory;
+#[cfg(feature = "fpga-emulator")]
 mod fpga_process;
+#[cfg(feature = "fpga-emulator")]
 mod fpga_results;
+#[cfg(feature = "fpga-emulator")]
 mod fpga_strict;
+mod layers;
 mod reference;
 
 /// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
