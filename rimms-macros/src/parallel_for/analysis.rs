@@ -1,47 +1,43 @@
-//! `rimms::parallel_for!`: a host loop over managed buffers, run in parallel.
+//! The checking pass of `rimms::parallel_for!`: what the body does with each buffer, and
+//! everything the macro refuses.
 //!
-//! The macro finds every name indexed in the body (`x[...]`), decides per name whether the
-//! loop reads it, writes it, or both, and rejects what it can see would race or escape
-//! tracking: a write at an index other than the loop variable, a read at another index of a
-//! buffer the loop also writes, a raw pointer taken from a buffer, `break` or `return`, and any
-//! new binding of the loop variable or of a buffer's name inside the body. It then syncs each
-//! buffer once, before the loop, in the mode its use needs, and runs the body over chunks of
-//! the range.
+//! Every name indexed in the body (`x[...]`) is a buffer; per buffer the pass records whether
+//! the loop reads it, writes it, or both, and whether every iteration overwrites its element
+//! unread (then the loop can discard its old contents). It refuses what it can see would race
+//! or escape tracking: a write at an index other than the loop variable, a read at another
+//! index of a buffer the loop also writes, a raw pointer taken from a buffer, `break` or
+//! `return`, any new binding of the loop variable or of a buffer's name inside the body, and
+//! shared state the body updates itself (`total += …`, `v.push(…)`), which is refused with the
+//! reduction that does it, since rustc would only say "cannot borrow … in a `Fn` closure".
 //!
-//! A reduction named before `for` (`sum`, `min`, `max`, `collect`, `reduce(id, op)`) makes the
-//! body's value each iteration's contribution: every task folds its own iterations into an
-//! accumulator of its own, and `run_reduce` combines them after, so reductions add no shared
-//! state. Shared state the body tries to update itself (`total += …`, `v.push(…)`) is refused
-//! with the reduction that does it, since rustc would only say "cannot borrow … in a `Fn`
-//! closure".
-//!
-//! None of that analysis is what keeps the loop sound. Each chunk gets its own disjoint parts
-//! of the buffers (`rimms::__private::run_loop` splits them with `split_at_mut`), and the body
-//! indexes them with ordinary checked indexing, so an index the analysis misjudged panics
-//! inside its own part instead of writing anywhere else. The expansion contains no `unsafe`,
-//! and every local it makes has mixed-site hygiene, so user code can neither name nor shadow
-//! them.
+//! None of this is what keeps the loop sound (see [`super`]): it only adds compile errors
+//! and chooses write-discard.
 
-use crate::paths;
-use crate::signature::Errors;
-use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use super::input::{Index, Loop, Range, Reduction};
+use crate::diagnostics::Errors;
+use proc_macro2::Span;
 use std::collections::BTreeMap;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
-use syn::visit_mut::VisitMut;
-use syn::{Expr, ExprForLoop, Ident, Pat, RangeLimits};
+use syn::{Expr, Ident};
 
+/// What the checked body does with each buffer, keyed by name.
+pub struct Analysis {
+    pub index: Ident,
+    pub uses: BTreeMap<String, Use>,
+}
+
+/// How the body uses one buffer.
 #[derive(Default)]
-struct Use {
-    read: bool,
-    written: bool,
+pub struct Use {
+    pub read: bool,
+    pub written: bool,
     /// Read or written only as `name[i]`, so one bounds check before the loop covers it.
-    only_at_loop_index: bool,
+    pub only_at_loop_index: bool,
     /// Assigned whole (`name[i] = …`) by a statement of the body itself, not under a
-    /// condition, a loop or a closure.
-    written_unconditionally: bool,
-    first_span: Option<Span>,
+    /// condition, a loop or a closure, in a body that nothing can cut short.
+    pub written_unconditionally: bool,
+    pub first_span: Option<Span>,
 }
 
 struct Collect<'a> {
@@ -53,7 +49,7 @@ struct Collect<'a> {
     other_index_reads: Vec<(String, Span)>,
 }
 
-fn ident_of(expr: &Expr) -> Option<&Ident> {
+pub fn ident_of(expr: &Expr) -> Option<&Ident> {
     match expr {
         Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
         Expr::Paren(p) => ident_of(&p.expr),
@@ -379,176 +375,73 @@ impl<'ast> Visit<'ast> for Shared<'_> {
     }
 }
 
-/// Hygiene for everything the expansion names: user code cannot see or shadow these.
-fn local(name: &str) -> Ident {
-    Ident::new(name, Span::mixed_site())
-}
+pub const REDUCTIONS: &str = "`sum`, `min`, `max`, `collect` or `reduce(|| identity, |a, b| op)`";
 
-fn whole(name: &Ident) -> Ident {
-    format_ident!("__rimms_whole_{}", name, span = Span::mixed_site())
-}
-
-fn part(name: &Ident) -> Ident {
-    format_ident!("__rimms_part_{}", name, span = Span::mixed_site())
-}
-
-/// Rewrites indexing of buffers: at the loop variable into this chunk's part (checked, at the
-/// index's offset from the chunk's start), elsewhere into the whole synced slice (checked,
-/// read-only).
-struct Rewrite<'a> {
-    uses: &'a BTreeMap<String, Use>,
-}
-
-impl VisitMut for Rewrite<'_> {
-    fn visit_expr_mut(&mut self, expr: &mut Expr) {
-        match expr {
-            Expr::Index(ix) => {
-                let Some(name) = ident_of(&ix.expr).cloned() else {
-                    return syn::visit_mut::visit_expr_mut(self, expr);
-                };
-                self.visit_expr_mut(&mut ix.index);
-                let Some(u) = self.uses.get(&name.to_string()) else {
-                    return;
-                };
-                let index = &ix.index;
-                *expr = if u.only_at_loop_index {
-                    let (part, lo) = (part(&name), local("__rimms_lo"));
-                    syn::parse_quote!(#part[(#index).wrapping_sub(#lo)])
-                } else {
-                    let whole = whole(&name);
-                    syn::parse_quote!(#whole[#index])
-                };
-            }
-            Expr::Call(c) if ident_of(&c.func).is_some() => {
-                for arg in c.args.iter_mut() {
-                    self.visit_expr_mut(arg);
-                }
-            }
-            _ => {
-                // A read-only buffer used whole (`f(&pw, i)`, `pw.len()`) is its synced
-                // contents, a `&[T]`; a written one was refused before.
-                if let Some(name) = ident_of(expr).cloned() {
-                    if self.uses.contains_key(&name.to_string()) {
-                        let whole = whole(&name);
-                        *expr = syn::parse_quote!(#whole);
-                        return;
-                    }
-                }
-                syn::visit_mut::visit_expr_mut(self, expr);
-            }
-        }
+impl Use {
+    /// Write-discard only where every element of the range is overwritten unread.
+    pub fn discards(&self) -> bool {
+        self.written_unconditionally && !self.read
     }
 }
 
-/// The expansion of a loop the macro refuses: the errors, in a block of the macro's type.
-fn failed(errors: Errors) -> TokenStream {
-    let rimms = paths::rimms();
-    let errors = errors.finish().unwrap_or_default();
-    quote!({ #errors ::core::result::Result::<(), #rimms::Error>::Ok(()) })
-}
-
-const REDUCTIONS: &str = "`sum`, `min`, `max`, `collect` or `reduce(|| identity, |a, b| op)`";
-
-/// `[REDUCTION] for i in RANGE { … }`: the loop, and the expression that makes its reduction
-/// (a `Reduction` of the runtime's), if it has one.
-fn parse_input(input: syn::parse::ParseStream) -> syn::Result<(Option<TokenStream>, ExprForLoop)> {
-    let rimms = paths::rimms();
-    let reduce = if input.peek(Ident) {
-        let name: Ident = input.parse()?;
-        match name.to_string().as_str() {
-            "sum" => Some(quote!(#rimms::__private::Sum::new())),
-            "min" => Some(quote!(#rimms::__private::Extreme::min())),
-            "max" => Some(quote!(#rimms::__private::Extreme::max())),
-            "collect" => Some(quote!(#rimms::__private::Collect::new())),
-            "reduce" => {
-                let content;
-                syn::parenthesized!(content in input);
-                let identity: Expr = content.parse()?;
-                content.parse::<syn::Token![,]>()?;
-                let op: Expr = content.parse()?;
-                let _ = content.parse::<Option<syn::Token![,]>>()?;
-                Some(quote!(#rimms::__private::Fold::new(#identity, #op)))
-            }
-            other => {
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!(
-                    "unknown reduction `{other}`: `parallel_for!` takes {REDUCTIONS} before `for`"
-                ),
-                ))
-            }
-        }
-    } else {
-        None
-    };
-    Ok((reduce, input.parse()?))
-}
-
-pub fn expand(input: TokenStream) -> TokenStream {
-    let (reduce, mut lp) = match syn::parse::Parser::parse2(parse_input, input) {
-        Ok(parsed) => parsed,
-        Err(e) if e.to_string().starts_with("unknown reduction") => return e.to_compile_error(),
-        Err(e) => {
-            return syn::Error::new(
-                e.span(),
-                format!("`parallel_for!` takes one loop over a range, optionally after a reduction: `parallel_for!(for i in 0..n {{ y[i] = x[i]; }})`, `parallel_for!(sum for i in 0..n {{ x[i] }})`; the reductions are {REDUCTIONS}"),
-            )
-            .to_compile_error()
-        }
-    };
+/// Checks the loop and, if nothing is wrong with it, says what it does with each buffer.
+pub fn analyse(lp: &Loop) -> syn::Result<Analysis> {
     let mut errors = Errors::default();
-    let index = match &*lp.pat {
-        Pat::Ident(p) if p.by_ref.is_none() && p.mutability.is_none() && p.subpat.is_none() => {
-            p.ident.clone()
-        }
-        other => {
-            errors.at(
-                other.span(),
+    if let Some(Reduction::Unknown(name)) = &lp.reduction {
+        errors.at(
+            name.span(),
+            format!("unknown reduction `{name}`: `parallel_for!` takes {REDUCTIONS} before `for`"),
+        );
+    }
+    match lp.range {
+        Range::Bounded { .. } => {}
+        Range::Unbounded(span) => errors.at(
+            span,
+            "`parallel_for!` needs a bounded range: `start..end` or `start..=end`",
+        ),
+        Range::Other(span) => errors.at(
+            span,
+            "`parallel_for!` runs over a range of indices like `0..n`; to loop over items, index them: `for i in 0..v.len() { … v[i] … }`",
+        ),
+    }
+    let index = match &lp.index {
+        Index::Name(index) => index,
+        Index::Pattern(span) => {
+            // Every rule of the body is about the loop variable: without one, nothing to check.
+            return Err(errors.fail(
+                *span,
                 "the loop variable of `parallel_for!` must be a plain name (not `mut`, not a pattern): every index is checked against it",
-            );
-            return failed(errors);
+            ));
         }
     };
-    let range_fn = match &*lp.expr {
-        Expr::Range(r) => match (&r.start, &r.end, r.limits) {
-            (Some(s), Some(e), RangeLimits::HalfOpen(_)) => {
-                quote!(loop_range(#s, #e))
-            }
-            (Some(s), Some(e), RangeLimits::Closed(_)) => {
-                quote!(loop_range_inclusive(#s, #e))
-            }
-            _ => {
-                errors.at(
-                    r.span(),
-                    "`parallel_for!` needs a bounded range: `start..end` or `start..=end`",
-                );
-                return failed(errors);
-            }
-        },
-        other => {
-            errors.at(
-                other.span(),
-                "`parallel_for!` runs over a range of indices like `0..n`; to loop over items, index them: `for i in 0..v.len() { … v[i] … }`",
-            );
-            return failed(errors);
-        }
-    };
+    let uses = body(index, &lp.body, &mut errors);
+    errors.finish()?;
+    Ok(Analysis {
+        index: index.clone(),
+        uses,
+    })
+}
 
+/// Every rule of the body, and the uses of its buffers.
+fn body(index: &Ident, body: &syn::Block, errors: &mut Errors) -> BTreeMap<String, Use> {
     let mut collect = Collect {
-        index: &index,
+        index,
         uses: BTreeMap::new(),
-        errors,
+        errors: Errors::default(),
         racy_writes: Vec::new(),
         other_index_reads: Vec::new(),
     };
-    collect.visit_block(&lp.body);
+    collect.visit_block(body);
     let Collect {
         mut uses,
-        mut errors,
+        errors: found,
         racy_writes,
         other_index_reads,
         ..
     } = collect;
+    if let Err(found) = found.finish() {
+        errors.push(found);
+    }
     for (name, span) in racy_writes {
         errors.at(
             span,
@@ -565,167 +458,31 @@ pub fn expand(input: TokenStream) -> TokenStream {
     }
     Escapes {
         buffers: &uses,
-        errors: &mut errors,
+        errors,
     }
-    .visit_block(&lp.body);
+    .visit_block(body);
     Rebinds {
-        index: &index,
+        index,
         buffers: &uses,
-        errors: &mut errors,
+        errors,
     }
-    .visit_block(&lp.body);
+    .visit_block(body);
     let mut locals = Locals::default();
-    locals.visit_block(&lp.body);
+    locals.visit_block(body);
     Shared {
         locals: &locals.0,
         buffers: &uses,
-        errors: &mut errors,
+        errors,
     }
-    .visit_block(&lp.body);
-    if errors.has_any() {
-        return failed(errors);
-    }
+    .visit_block(body);
     let mut may_skip = MaySkip::default();
-    may_skip.visit_block(&lp.body);
+    may_skip.visit_block(body);
     if !may_skip.0 {
-        for name in unconditional_writes(&lp.body, &index) {
+        for name in unconditional_writes(body, index) {
             if let Some(u) = uses.get_mut(&name) {
                 u.written_unconditionally = true;
             }
         }
     }
-
-    let rimms = paths::rimms();
-    let (range, chunk, sub, lo, count, k) = (
-        local("__rimms_range"),
-        local("__rimms_chunk"),
-        local("__rimms_sub"),
-        local("__rimms_lo"),
-        local("__rimms_count"),
-        local("__rimms_k"),
-    );
-    let mut prologue = Vec::new();
-    let mut finish = Vec::new();
-    // Parts in the order they are nested in the value handed to `run_loop`.
-    let mut parts: Vec<(Ident, TokenStream, bool)> = Vec::new();
-    for (name, u) in &uses {
-        let buf = Ident::new(name, u.first_span.unwrap_or_else(Span::call_site));
-        let (whole, part) = (whole(&buf), part(&buf));
-        let label = name.as_str();
-        if u.written {
-            // Write-discard only where every element of the range is overwritten unread.
-            let discard = u.written_unconditionally && !u.read;
-            prologue.push(quote! {
-                let mut #whole = {
-                    use #rimms::__private::LoopWrite as _;
-                    (#buf).__rimms_loop_write(#label, #discard, &#range)?
-                };
-                #chunk = ::core::cmp::min(#chunk, #whole.chunk());
-            });
-            parts.push((
-                part,
-                quote!(#whole.part(::core::clone::Clone::clone(&#range))),
-                true,
-            ));
-            finish.push(quote!(#whole.finish();));
-        } else {
-            prologue.push(quote! {
-                let #whole: &[_] = {
-                    use #rimms::__private::LoopRead as _;
-                    (#buf).__rimms_loop_read()?
-                };
-            });
-            if u.only_at_loop_index {
-                prologue.push(quote! {
-                    #rimms::__private::check_loop_bounds(#label, #whole.len(), &#range)?;
-                });
-                parts.push((
-                    part,
-                    quote!(&#whole[::core::clone::Clone::clone(&#range)]),
-                    false,
-                ));
-            }
-        }
-    }
-    // `(a, (b, ()))`: one generic `LoopParts` impl covers any number of buffers.
-    let (parts_value, parts_pat) = parts
-        .iter()
-        .rev()
-        .fold((quote!(()), quote!(())), |(value, pat), (name, made, _)| {
-            (quote!((#made, #value)), quote!((#name, #pat)))
-        });
-    // Cutting every part to the chunk's length lets the compiler see that the checked
-    // indexing below stays in bounds, so the loop still vectorises.
-    let trims = parts.iter().map(|(name, _, written)| {
-        if *written {
-            quote!(let #name = &mut #name[..#count];)
-        } else {
-            quote!(let #name = &#name[..#count];)
-        }
-    });
-    Rewrite { uses: &uses }.visit_block_mut(&mut lp.body);
-    let body = &lp.body;
-    let loop_label = &lp.label;
-    let (reduction, acc, value) = (
-        local("__rimms_reduction"),
-        local("__rimms_acc"),
-        local("__rimms_value"),
-    );
-    let Some(made) = reduce else {
-        return quote! {
-            (|| -> #rimms::Result<()> {
-                let #range: ::core::ops::Range<usize> = #rimms::__private::#range_fn?;
-                #[allow(unused_mut)]
-                let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
-                #(#prologue)*
-                #rimms::__private::run_loop(
-                    ::core::clone::Clone::clone(&#range),
-                    #chunk,
-                    #parts_value,
-                    |#sub: ::core::ops::Range<usize>, #parts_pat| {
-                        let #lo = #sub.start;
-                        let #count = #sub.end - #sub.start;
-                        #(#trims)*
-                        #loop_label for #k in 0..#count {
-                            let #index = #lo + #k;
-                            #body
-                        }
-                    },
-                );
-                #(#finish)*
-                ::core::result::Result::Ok(())
-            })()
-        };
-    };
-    // Each task folds its own iterations into its own accumulator; `run_reduce` combines the
-    // accumulators after, in index order. A `continue` skips the fold: no value.
-    quote! {
-        (|| -> #rimms::Result<_> {
-            let #range: ::core::ops::Range<usize> = #rimms::__private::#range_fn?;
-            #[allow(unused_mut)]
-            let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
-            #(#prologue)*
-            let #reduction = #made;
-            let #value = #rimms::__private::run_reduce(
-                ::core::clone::Clone::clone(&#range),
-                #chunk,
-                #parts_value,
-                &#reduction,
-                |#sub: ::core::ops::Range<usize>, #parts_pat| {
-                    let #lo = #sub.start;
-                    let #count = #sub.end - #sub.start;
-                    #(#trims)*
-                    let mut #acc = #rimms::__private::Reduction::identity(&#reduction);
-                    #loop_label for #k in 0..#count {
-                        let #index = #lo + #k;
-                        let #value = #body;
-                        #acc = #rimms::__private::Reduction::step(&#reduction, #acc, #value);
-                    }
-                    #acc
-                },
-            );
-            #(#finish)*
-            ::core::result::Result::Ok(#value)
-        })()
-    }
+    uses
 }

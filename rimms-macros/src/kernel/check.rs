@@ -1,0 +1,83 @@
+//! What `#[rimms::kernel]` refuses, all of it found before anything is generated.
+
+use super::attr::{Attr, DeviceSpec};
+use super::{AUTO, KINDS};
+use crate::diagnostics::Errors;
+use crate::signature::{Form, Signature};
+use crate::signature_check;
+use proc_macro2::Span;
+
+pub fn check(attr: &Attr, sig: &Signature) -> syn::Result<()> {
+    let mut errors = Errors::default();
+    if attr.devices.is_empty() {
+        errors.at(
+            Span::call_site(),
+            "`#[rimms::kernel]` needs `device = cpu | sim | fpga | gpu` (or a list `[cpu, sim]`)",
+        );
+    }
+    for device in &attr.devices {
+        if !KINDS.iter().any(|k| device.kind == k) && device.kind != AUTO {
+            errors.at(
+                device.kind.span(),
+                format!(
+                    "unknown device `{}`: expected one of cpu, sim, fpga, gpu, auto",
+                    device.kind
+                ),
+            );
+        }
+    }
+    signature_check::check(sig, &mut errors);
+    match &attr.api {
+        Some(_) => implementation(attr, &mut errors),
+        None => standalone(attr, sig, &mut errors),
+    }
+    signature_check::check_form(sig, &mut errors);
+    host_form_on_gpu(&attr.devices, sig.form(), &mut errors);
+    errors.finish()
+}
+
+/// An implementation names kinds of device, never one instance or `auto`.
+fn implementation(attr: &Attr, errors: &mut Errors) {
+    for d in &attr.devices {
+        if let Some(index) = &d.index {
+            errors.at(index.span(), "an implementation is registered for a kind of device, not one instance: write `device = sim`");
+        }
+        if d.kind == AUTO {
+            errors.at(d.kind.span(), "an implementation names the kinds of device it is written for; `auto` is for stand-alone kernels, and calls pass `Target::Auto`");
+        }
+    }
+}
+
+/// A stand-alone kernel runs on one device, or on `auto` devices that run host code.
+fn standalone(attr: &Attr, sig: &Signature, errors: &mut Errors) {
+    let [device] = attr.devices.as_slice() else {
+        if !attr.devices.is_empty() {
+            errors.at(
+                attr.device_key.unwrap_or_else(Span::call_site),
+                "a stand-alone kernel runs on one device: write `device = sim` or `device = sim(1)`, or declare an API and implement it per kind",
+            );
+        }
+        return;
+    };
+    if device.kind != AUTO {
+        return;
+    }
+    if let Some(index) = &device.index {
+        errors.at(
+            index.span(),
+            "`auto` lets the scheduler pick the device: it takes no instance",
+        );
+    }
+    if sig.form() == Form::Device {
+        errors.at(device.kind.span(), "`auto` places a kernel on devices that run host code; a kernel that takes device slices names its device kind");
+    }
+}
+
+/// A GPU's memory is not the CPU's: an implementation for it takes device slices.
+fn host_form_on_gpu(devices: &[DeviceSpec], form: Form, errors: &mut Errors) {
+    if form == Form::Host {
+        if let Some(gpu) = devices.iter().find(|d| d.kind == "gpu") {
+            errors.at(gpu.kind.span(), "a GPU kernel cannot take `&[T]` / `&mut [T]`: its buffers are in device memory; take `rimms::DevSlice<T>` / `rimms::DevSliceMut<T>` and hand their addresses to the driver");
+        }
+    }
+}
