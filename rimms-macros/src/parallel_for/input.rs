@@ -22,7 +22,7 @@ pub enum Reduction {
     Min,
     Max,
     Collect,
-    Reduce { identity: Expr, op: Expr },
+    Reduce { identity: Box<Expr>, op: Box<Expr> },
     Unknown(Ident),
 }
 

@@ -41,16 +41,17 @@ pub(crate) struct ArgPtr {
 
 impl Runtime {
     /// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
-    /// the device entry and where each argument sits.
+    /// the device entry and where each argument sits. The caller keeps `args` (and so the
+    /// borrows of its views) for the call; taking the array by value cost a `memcpy` per call.
     pub(crate) fn launch<const N: usize>(
         &self,
         entry: &DeviceEntry,
         api: Api,
-        args: [KernelArg<'_>; N],
+        args: &[KernelArg<'_>; N],
         body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.shared();
-        for arg in &args {
+        for arg in args {
             if !Arc::ptr_eq(&arg.raw.rt, shared) {
                 return Err(Error::ForeignBuffer {
                     api: api.name(),
@@ -59,11 +60,11 @@ impl Runtime {
             }
         }
         match shared.mode {
-            ExecMode::Tracked => tracked(shared, entry, api, &args, body),
+            ExecMode::Tracked => tracked(shared, entry, api, args, body),
             ExecMode::Baseline if entry.space == SpaceId::HOST => {
-                tracked(shared, entry, api, &args, body)
+                tracked(shared, entry, api, args, body)
             }
-            ExecMode::Baseline => baseline(shared, entry, api, &args, body),
+            ExecMode::Baseline => baseline(shared, entry, api, args, body),
         }
     }
 }
