@@ -41,6 +41,14 @@ use proc_macro::TokenStream;
 /// their views (`&` for read, `&mut` for written arguments) and a `Device` or `Target::Auto`;
 /// implement it per kind of device with [`#[rimms::kernel(api = …)]`](macro@kernel).
 ///
+/// It also declares a type of the same name (`enum saxpy {}`, beside the function): the API's
+/// public path. `#[rimms::kernel(api = saxpy, …)]` names it, and `saxpy::DECL` is its
+/// declaration for hand-written calls (`Runtime::launch_host`) and `Api::of`.
+///
+/// The generated code finds the runtime through the calling crate's manifest (a renamed
+/// dependency included). A crate that reaches rimms through a re-export says where it is with
+/// `#[rimms::api(crate = path::to::rimms)]`, and likewise `#[rimms::kernel(crate = …, …)]`.
+///
 /// ```
 /// #[rimms::api]
 /// pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]);

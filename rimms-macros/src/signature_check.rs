@@ -75,3 +75,67 @@ pub fn check_form(sig: &Signature, errors: &mut Errors) {
         errors.at(first.span, "a kernel that takes device slices takes `ctx: &rimms::KernelCtx` first: its device's driver and memory are reached through it");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(sig: syn::Signature) -> Vec<String> {
+        let mut errors = Errors::default();
+        let sig = Signature::read(&sig);
+        check(&sig, &mut errors);
+        check_form(&sig, &mut errors);
+        errors
+            .finish()
+            .err()
+            .map_or_else(Vec::new, |e| e.into_iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn every_mistake_of_a_signature_is_reported_at_once() {
+        let found = messages(syn::parse_quote! {
+            async fn k<T>((a, b): f32, p: *const f32, #[out] x: &[f32], #[out] v: u32)
+        });
+        let expected = [
+            "cannot be generic",
+            "cannot be async",
+            "plain names, not patterns",
+            "raw pointer parameter `p`",
+            "but `x` is `&[T]`",
+            "`v` is not one",
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        for (message, part) in found.iter().zip(expected) {
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
+    }
+
+    #[test]
+    fn a_signature_without_buffers_or_with_mixed_forms_is_refused() {
+        let none = messages(syn::parse_quote!(fn k(a: f32)));
+        assert_eq!(none.len(), 1);
+        assert!(none[0].contains("at least one buffer"), "{none:?}");
+        let mixed = messages(syn::parse_quote!(fn k(x: DevSlice<f32>, y: &mut [f32])));
+        assert_eq!(mixed.len(), 2, "{mixed:#?}");
+        assert!(mixed[0].contains("all its buffers the same way"));
+        assert!(mixed[1].contains("takes `ctx: &rimms::KernelCtx` first"));
+    }
+
+    #[test]
+    fn a_good_signature_passes_and_reads_as_the_runtime_sees_it() {
+        let sig: syn::Signature = syn::parse_quote! {
+            fn k(ctx: &KernelCtx, a: f32, x: &[f32], y: &mut [f32], #[out] z: &mut [f32])
+        };
+        assert!(messages(sig.clone()).is_empty());
+        let sig = Signature::read(&sig);
+        let modes: Vec<_> = sig
+            .buffers()
+            .map(|b| (b.name.to_string(), b.mode))
+            .collect();
+        use crate::signature::Mode::*;
+        let expected =
+            [("x", Read), ("y", ReadWrite), ("z", Write)].map(|(n, m)| (n.to_string(), m));
+        assert_eq!(modes, expected);
+        assert!(sig.has_ctx());
+    }
+}

@@ -81,3 +81,72 @@ fn host_form_on_gpu(devices: &[DeviceSpec], form: Form, errors: &mut Errors) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(attr: proc_macro2::TokenStream, func: syn::ItemFn) -> Vec<String> {
+        let attr: Attr = syn::parse2(attr).expect("the attribute parses");
+        check(&attr, &Signature::read(&func.sig))
+            .err()
+            .map_or_else(Vec::new, |e| e.into_iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn the_attribute_and_the_signature_are_judged_together() {
+        let found = messages(
+            quote::quote!(api = saxpy, device = [cpu(1), auto, tpu, gpu]),
+            syn::parse_quote!(
+                fn k(p: *mut f32, x: &[f32]) {}
+            ),
+        );
+        let expected = [
+            "unknown device `tpu`",
+            "raw pointer parameter `p`",
+            "not one instance",
+            "`auto` is for stand-alone kernels",
+            "a GPU kernel cannot take `&[T]`",
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        for (message, part) in found.iter().zip(expected) {
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
+    }
+
+    #[test]
+    fn a_standalone_kernel_names_one_device() {
+        let func: syn::ItemFn = syn::parse_quote!(
+            fn k(x: &mut [f32]) {}
+        );
+        assert!(messages(quote::quote!(device = sim(1)), func.clone()).is_empty());
+        assert!(messages(quote::quote!(device = auto), func.clone()).is_empty());
+        let two = messages(quote::quote!(device = [cpu, sim]), func.clone());
+        assert!(
+            two.len() == 1 && two[0].contains("runs on one device"),
+            "{two:?}"
+        );
+        let none = messages(quote::quote!(), func.clone());
+        assert!(
+            none.len() == 1 && none[0].contains("needs `device"),
+            "{none:?}"
+        );
+        let auto = messages(quote::quote!(device = auto(2)), func);
+        assert!(
+            auto.len() == 1 && auto[0].contains("takes no instance"),
+            "{auto:?}"
+        );
+    }
+
+    #[test]
+    fn crate_takes_a_path_or_a_string() {
+        for attr in [
+            quote::quote!(device = cpu, crate = ::my::rimms),
+            quote::quote!(device = cpu, crate = "::my::rimms"),
+        ] {
+            let attr: Attr = syn::parse2(attr).expect("parses");
+            let path = crate::crate_path::resolve(attr.krate.as_ref());
+            assert_eq!(path.to_string(), ":: my :: rimms");
+        }
+    }
+}

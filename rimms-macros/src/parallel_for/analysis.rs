@@ -486,3 +486,120 @@ fn body(index: &Ident, body: &syn::Block, errors: &mut Errors) -> BTreeMap<Strin
     }
     uses
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analysed(tokens: proc_macro2::TokenStream) -> syn::Result<Analysis> {
+        analyse(&syn::parse2(tokens).expect("the loop parses"))
+    }
+
+    fn messages(tokens: proc_macro2::TokenStream) -> Vec<String> {
+        match analysed(tokens) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    /// (read, written, discarded) per buffer, in name order.
+    fn modes(tokens: proc_macro2::TokenStream) -> Vec<(String, bool, bool, bool)> {
+        let analysis = analysed(tokens).expect("a good loop");
+        analysis
+            .uses
+            .iter()
+            .map(|(name, u)| (name.clone(), u.read, u.written, u.discards()))
+            .collect()
+    }
+
+    fn mode(name: &str, read: bool, written: bool, discards: bool) -> (String, bool, bool, bool) {
+        (name.to_string(), read, written, discards)
+    }
+
+    #[test]
+    fn every_mistake_of_a_loop_is_reported_at_once() {
+        let found = messages(quote::quote!(product for i in 0.. {
+            y[i + 1] = x[i];
+            total += x[i];
+            break;
+        }));
+        let expected = [
+            "unknown reduction `product`",
+            "needs a bounded range",
+            "`break` in `parallel_for!`",
+            "`y` is written at an index that is not the loop variable",
+            "`total` is updated by every iteration",
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:#?}");
+        for (message, part) in found.iter().zip(expected) {
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
+    }
+
+    #[test]
+    fn a_pattern_for_the_index_ends_the_check() {
+        let found = messages(quote::quote!(for (i, j) in 0..n {
+            y[i] = 1.0;
+        }));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("must be a plain name"));
+    }
+
+    #[test]
+    fn only_an_unconditional_unread_whole_write_discards() {
+        assert_eq!(
+            modes(quote::quote!(for i in 0..n {
+                y[i] = a * x[i];
+            })),
+            [mode("x", true, false, false), mode("y", false, true, true)]
+        );
+        // Read too: the old contents are needed.
+        assert_eq!(
+            modes(quote::quote!(for i in 0..n {
+                y[i] = y[i] + x[i];
+            })),
+            [mode("x", true, false, false), mode("y", true, true, false)]
+        );
+        assert_eq!(
+            modes(quote::quote!(for i in 0..n {
+                y[i] += 1.0;
+            })),
+            [mode("y", true, true, false)]
+        );
+        // Under a condition, after a `continue`, behind a macro, or a field only: elements
+        // may be skipped, so they must arrive.
+        for body in [
+            quote::quote!({
+                if c {
+                    y[i] = 1.0;
+                }
+            }),
+            quote::quote!({
+                if c {
+                    continue;
+                }
+                y[i] = 1.0;
+            }),
+            quote::quote!({
+                y[i] = 1.0;
+                m!();
+            }),
+            quote::quote!({
+                y[i].re = 1.0;
+            }),
+        ] {
+            assert_eq!(
+                modes(quote::quote!(for i in 0..n #body)),
+                [mode("y", false, true, false)],
+                "{body}"
+            );
+        }
+        // The assignment as the body's value (no semicolon) is a statement of its own too.
+        assert_eq!(
+            modes(quote::quote!(for i in 0..=n {
+                y[i] = 2.0
+            })),
+            [mode("y", false, true, true)]
+        );
+    }
+}
