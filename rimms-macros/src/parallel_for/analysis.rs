@@ -602,4 +602,239 @@ mod tests {
             [mode("y", false, true, true)]
         );
     }
+
+    /// One case per rule: a body the rule refuses, with what its one error says, or a body
+    /// it must let through (`None`).
+    #[test]
+    fn each_rule_refuses_its_case_and_only_it() {
+        let cases: [(proc_macro2::TokenStream, Option<&str>); 24] = [
+            (
+                quote::quote!({
+                    y[i] = x[i];
+                    return;
+                }),
+                Some("`return` in"),
+            ),
+            (
+                quote::quote!({
+                    let p = x.as_ptr();
+                    y[i] = x[i];
+                }),
+                Some("`as_ptr` on `x`"),
+            ),
+            (
+                quote::quote!({
+                    let p = x.as_mut_ptr();
+                    y[i] = x[i];
+                }),
+                Some("`as_mut_ptr` on `x`"),
+            ),
+            (
+                quote::quote!({
+                    let p = v.as_ptr();
+                    y[i] = x[i];
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    let p = &x[i] as *const f32;
+                    y[i] = 1.0;
+                }),
+                Some("casting `x` to a raw pointer"),
+            ),
+            (
+                quote::quote!({
+                    y[i] = x[i] as f32;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[i] = x[i] * x.len() as f32;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    let i = 0;
+                    y[i] = 1.0;
+                }),
+                Some("`i` is bound again"),
+            ),
+            (
+                quote::quote!({
+                    let x = 1.0;
+                    y[i] = x[i];
+                }),
+                Some("the loop indexes a buffer of that name"),
+            ),
+            (
+                quote::quote!({
+                    let t = x[i];
+                    y[i] = t;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    let mut t = 0.0;
+                    t += x[i];
+                    y[i] = t;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[i] = x[i];
+                    best = x[i];
+                }),
+                Some("`best` is assigned by iterations"),
+            ),
+            (
+                quote::quote!({
+                    y[i] = x[i];
+                    dets.push(i);
+                }),
+                Some("`dets.push(…)`"),
+            ),
+            (
+                quote::quote!({
+                    y[i] = x[i] * v.len() as f32;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[i] = [{
+                        total += x[i];
+                        1.0
+                    }][0];
+                }),
+                Some("`total` is updated"),
+            ),
+            (
+                quote::quote!({
+                    (|| total += x[i])();
+                    y[i] = 1.0;
+                }),
+                Some("`total` is updated"),
+            ),
+            (
+                quote::quote!({
+                    y[i] = 1.0;
+                    y(3);
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[i] = 1.0;
+                    let n = y.len();
+                }),
+                Some("`y` is written in this loop, so it cannot be used whole"),
+            ),
+            (
+                quote::quote!({
+                    z[i] = x[i] + 1.0;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[i] = 1.0;
+                    z[i] = y[i + 1];
+                }),
+                Some("reading it at an index other than `i`"),
+            ),
+            (
+                quote::quote!({
+                    y[i] = 1.0;
+                    z[i] = y[i];
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[i] = <S>::C[i];
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    (y)[(i)] = 1.0;
+                }),
+                None,
+            ),
+            (
+                quote::quote!({
+                    y[2 * i] = 1.0;
+                }),
+                Some("`y` is written at an index that is not the loop variable"),
+            ),
+        ];
+        for (body, expected) in cases {
+            let found = messages(quote::quote!(for i in 0..n #body));
+            match expected {
+                None => assert!(found.is_empty(), "{body}: {found:#?}"),
+                Some(part) => assert!(
+                    found.len() == 1 && found[0].contains(part),
+                    "{body}: expected one error with {part:?}, got {found:#?}"
+                ),
+            }
+        }
+    }
+
+    /// What each case makes of the buffers: only `x`, `y`, `z` are buffers, each in the mode
+    /// and with the bounds check (`only_at_loop_index`) its uses need.
+    #[test]
+    fn buffers_are_the_indexed_names_in_the_modes_their_uses_need() {
+        let uses = |tokens: proc_macro2::TokenStream| -> Vec<(String, bool, bool, bool)> {
+            let analysis = analysed(quote::quote!(for i in 0..n #tokens)).expect("a good loop");
+            analysis
+                .uses
+                .iter()
+                .map(|(name, u)| (name.clone(), u.read, u.written, u.only_at_loop_index))
+                .collect()
+        };
+        let case = |n: &str, read, written, at| (n.to_string(), read, written, at);
+        // Not a compound assignment: `x` is only read.
+        assert_eq!(
+            uses(quote::quote!({
+                z[i] = x[i] + 1.0;
+            })),
+            [case("x", true, false, true), case("z", false, true, true)]
+        );
+        // A read at another index anywhere takes `x` off the per-chunk parts.
+        assert_eq!(
+            uses(quote::quote!({
+                y[i] = x[i] + x[0];
+            })),
+            [case("x", true, false, false), case("y", false, true, true)]
+        );
+        assert_eq!(
+            uses(quote::quote!({
+                y[i] = x[0] + x[i];
+            })),
+            [case("x", true, false, false), case("y", false, true, true)]
+        );
+        // Parentheses change nothing; a qualified path is not a buffer.
+        assert_eq!(
+            uses(quote::quote!({
+                (y)[(i)] = (x)[i];
+                (z[i]) = 1.0;
+            })),
+            [
+                case("x", true, false, true),
+                case("y", false, true, true),
+                case("z", false, true, true)
+            ]
+        );
+        assert_eq!(
+            uses(quote::quote!({
+                y[i] = <S>::C[i];
+            })),
+            [case("y", false, true, true)]
+        );
+    }
 }
