@@ -31,7 +31,7 @@ files=(
     rimms-runtime/src/alloc/bitset.rs
     rimms-runtime/src/alloc/levels.rs
     rimms-runtime/src/host_loop.rs
-    rimms-macros/src/parallel_for.rs
+    rimms-macros/src/parallel_for/analysis.rs
 )
 args=()
 own_files=false

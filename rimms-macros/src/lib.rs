@@ -1,18 +1,29 @@
 //! Procedural macros of RIMMS: `#[rimms::api]`, `#[rimms::kernel]` and
 //! `rimms::parallel_for!`.
 //!
-//! The expansions are small on purpose: they parse the user's function or loop, check what the
-//! runtime cannot check later (access modes, raw pointers, racy indices), and emit calls into
-//! `rimms::__private`, where the real work lives as ordinary, tested Rust. Every error is a
-//! `syn::Error` spanned on the offending token; all errors of an item are reported at once,
-//! and the original item is still emitted so the user sees our message rather than a cascade.
+//! Each macro runs in three passes, as serde_derive's and thiserror's do:
+//!
+//! 1. **parse** the input into a typed model of what was written ([`signature`],
+//!    `kernel::attr`, `parallel_for::input`), refusing only what is not Rust syntax;
+//! 2. **check** the model ([`signature_check`], `kernel::check`, `parallel_for::analysis`),
+//!    collecting every error, each a `syn::Error` spanned on the offending token, so that all
+//!    mistakes of an item are reported at once ([`diagnostics`]);
+//! 3. **expand** a model that passed, which only generates: small expansions that call into
+//!    `rimms::__private`, where the real work lives as ordinary, tested Rust.
+//!
+//! After an error an attribute still emits its item (without our attributes), so the user sees
+//! our message rather than a cascade. No expansion contains `unsafe`, and every local an
+//! expansion makes has mixed-site hygiene. Where the runtime is found is [`crate_path`]'s job.
 
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 mod api;
+mod api_items;
+mod crate_path;
+mod diagnostics;
 mod kernel;
 mod parallel_for;
-mod paths;
 mod signature;
+mod signature_check;
 
 use proc_macro::TokenStream;
 
@@ -29,6 +40,14 @@ use proc_macro::TokenStream;
 /// rimms::Result<()>` that takes [`HeteData`](../rimms/struct.HeteData.html) buffers or
 /// their views (`&` for read, `&mut` for written arguments) and a `Device` or `Target::Auto`;
 /// implement it per kind of device with [`#[rimms::kernel(api = …)]`](macro@kernel).
+///
+/// It also declares a type of the same name (`enum saxpy {}`, beside the function): the API's
+/// public path. `#[rimms::kernel(api = saxpy, …)]` names it, and `saxpy::DECL` is its
+/// declaration for hand-written calls (`Runtime::launch_host`) and `Api::of`.
+///
+/// The generated code finds the runtime through the calling crate's manifest (a renamed
+/// dependency included). A crate that reaches rimms through a re-export says where it is with
+/// `#[rimms::api(crate = path::to::rimms)]`, and likewise `#[rimms::kernel(crate = …, …)]`.
 ///
 /// ```
 /// #[rimms::api]

@@ -1,10 +1,13 @@
-//! Reading a kernel or API signature: which parameters are managed buffers (and in which
-//! access mode), which pass by value, and whether the first asks for the kernel context.
+//! The model of a kernel or API signature: each parameter as written, and what the runtime
+//! makes of it once checked (a managed buffer in some access mode, a value, or the context).
+//!
+//! Reading a signature never fails: what the user wrote is recorded as it is, odd parts
+//! included, and [`crate::signature_check`] judges it.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, Pat, ReturnType, Signature, Type};
+use syn::{FnArg, Ident, Pat, ReturnType, Type};
 
 /// How a managed argument is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,40 +55,187 @@ impl Form {
     }
 }
 
-pub enum Param {
-    /// `ctx: &KernelCtx`, first only.
-    Ctx { ty: Type },
-    /// A slice argument tracked by the runtime.
-    Managed {
-        name: Ident,
+/// A whole signature as written.
+pub struct Signature {
+    pub name: Ident,
+    pub generics: Option<Span>,
+    pub asyncness: Option<Span>,
+    pub params: Vec<Param>,
+    pub output: ReturnType,
+}
+
+/// One parameter as written.
+pub struct Param {
+    pub span: Span,
+    pub pat_span: Span,
+    pub ty_span: Span,
+    pub binding: Binding,
+    /// The span of its `#[out]`, if it has one.
+    pub out: Option<Span>,
+    pub shape: Shape,
+}
+
+pub enum Binding {
+    Name(Ident),
+    /// `self` in any form.
+    Receiver,
+    /// A pattern, not a plain name.
+    Pattern,
+}
+
+/// What the parameter's type says it is.
+pub enum Shape {
+    /// `&KernelCtx` in first position.
+    Ctx(Type),
+    /// `&[T]`, `&mut [T]`, `DevSlice<T>` or `DevSliceMut<T>`.
+    Slice {
+        mutable: bool,
         elem: Type,
-        mode: Mode,
         form: Form,
-        span: Span,
     },
-    /// Passed by value.
-    Plain { name: Ident, ty: Type },
+    /// `*const T` / `*mut T`.
+    Pointer,
+    /// Anything else: passed by value.
+    Value(Type),
+}
+
+/// A checked parameter: what expansion works with.
+pub enum Arg<'s> {
+    Ctx(&'s Type),
+    Buffer(Buffer<'s>),
+    Value { name: &'s Ident, ty: &'s Type },
+}
+
+#[derive(Clone, Copy)]
+pub struct Buffer<'s> {
+    pub name: &'s Ident,
+    pub elem: &'s Type,
+    pub mode: Mode,
+    pub form: Form,
+    pub span: Span,
+}
+
+impl Signature {
+    pub fn read(sig: &syn::Signature) -> Signature {
+        Signature {
+            name: sig.ident.clone(),
+            generics: sig.generics.params.first().map(|g| g.span()),
+            asyncness: sig.asyncness.map(|a| a.span()),
+            params: sig.inputs.iter().enumerate().map(Param::read).collect(),
+            output: sig.output.clone(),
+        }
+    }
+
+    /// The parameters as the runtime sees them. Only meaningful once the signature passed its
+    /// checks; anything those refuse is left out.
+    pub fn args(&self) -> Vec<Arg<'_>> {
+        self.params.iter().filter_map(Param::arg).collect()
+    }
+
+    pub fn buffers(&self) -> impl Iterator<Item = Buffer<'_>> {
+        self.params.iter().filter_map(|p| match p.arg() {
+            Some(Arg::Buffer(b)) => Some(b),
+            _ => None,
+        })
+    }
+
+    pub fn has_ctx(&self) -> bool {
+        self.params.iter().any(|p| matches!(p.shape, Shape::Ctx(_)))
+    }
+
+    /// The one form of the managed arguments (that they agree is a check's business).
+    pub fn form(&self) -> Form {
+        self.buffers().next().map_or(Form::Host, |b| b.form)
+    }
 }
 
 impl Param {
-    /// The parameter's type in the `fn` pointer type of an implementation of `form`.
-    pub fn impl_type(&self, form: Form, rimms: &TokenStream) -> TokenStream {
-        match self {
-            Param::Ctx { ty } | Param::Plain { ty, .. } => ty.to_token_stream(),
-            Param::Managed { elem, mode, .. } => match (form, mode) {
-                (Form::Host, Mode::Read) => quote!(&[#elem]),
-                (Form::Host, Mode::ReadWrite | Mode::Write) => quote!(&mut [#elem]),
-                (Form::Device, Mode::Read) => quote!(#rimms::DevSlice<'_, #elem>),
-                (Form::Device, Mode::ReadWrite | Mode::Write) => {
-                    quote!(#rimms::DevSliceMut<'_, #elem>)
+    fn read((position, input): (usize, &FnArg)) -> Param {
+        let arg = match input {
+            FnArg::Receiver(r) => {
+                return Param {
+                    span: r.span(),
+                    pat_span: r.span(),
+                    ty_span: r.span(),
+                    binding: Binding::Receiver,
+                    out: None,
+                    shape: Shape::Value(Type::Verbatim(TokenStream::new())),
                 }
+            }
+            FnArg::Typed(arg) => arg,
+        };
+        let binding = match &*arg.pat {
+            Pat::Ident(p) => Binding::Name(p.ident.clone()),
+            _ => Binding::Pattern,
+        };
+        // Errors about the parameter as a whole point at it without our attribute: at its
+        // name, where stable rustc shows a span's first token.
+        let mut bare = arg.clone();
+        bare.attrs.retain(|a| !is_out(a));
+        Param {
+            span: bare.span(),
+            pat_span: arg.pat.span(),
+            ty_span: arg.ty.span(),
+            binding,
+            out: arg.attrs.iter().find(|a| is_out(a)).map(|a| a.span()),
+            shape: Shape::of(&arg.ty, position == 0),
+        }
+    }
+
+    pub fn name(&self) -> Option<&Ident> {
+        match &self.binding {
+            Binding::Name(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    pub fn mode(&self) -> Option<Mode> {
+        match (&self.shape, self.out) {
+            (Shape::Slice { mutable: false, .. }, _) => Some(Mode::Read),
+            (Shape::Slice { mutable: true, .. }, None) => Some(Mode::ReadWrite),
+            (Shape::Slice { mutable: true, .. }, Some(_)) => Some(Mode::Write),
+            _ => None,
+        }
+    }
+
+    fn arg(&self) -> Option<Arg<'_>> {
+        let name = self.name()?;
+        match &self.shape {
+            Shape::Ctx(ty) => Some(Arg::Ctx(ty)),
+            Shape::Slice { elem, form, .. } => Some(Arg::Buffer(Buffer {
+                name,
+                elem,
+                mode: self.mode()?,
+                form: *form,
+                span: self.span,
+            })),
+            Shape::Pointer => None,
+            Shape::Value(ty) => Some(Arg::Value { name, ty }),
+        }
+    }
+}
+
+impl Shape {
+    fn of(ty: &Type, first: bool) -> Shape {
+        if let Type::Ptr(_) = ty {
+            return Shape::Pointer;
+        }
+        if first && is_kernel_ctx(ty) {
+            return Shape::Ctx(ty.clone());
+        }
+        match slice_of(ty) {
+            Some((mutable, elem, form)) => Shape::Slice {
+                mutable,
+                elem,
+                form,
             },
+            None => Shape::Value(ty.clone()),
         }
     }
 }
 
 /// `&[T]` (false, T), `&mut [T]` (true, T), `DevSlice<T>` and `DevSliceMut<T>` likewise.
-fn managed_type(ty: &Type) -> Option<(bool, Type, Form)> {
+fn slice_of(ty: &Type) -> Option<(bool, Type, Form)> {
     match ty {
         Type::Reference(r) => match &*r.elem {
             Type::Slice(s) => Some((r.mutability.is_some(), (*s.elem).clone(), Form::Host)),
@@ -113,31 +263,6 @@ fn managed_type(ty: &Type) -> Option<(bool, Type, Form)> {
     }
 }
 
-/// Collects errors so that an item reports all of them at once.
-#[derive(Default)]
-pub struct Errors(Option<syn::Error>);
-
-impl Errors {
-    pub fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(all) => all.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.push(syn::Error::new(span, message));
-    }
-
-    pub fn has_any(&self) -> bool {
-        self.0.is_some()
-    }
-
-    pub fn finish(self) -> Option<TokenStream> {
-        self.0.map(|e| e.to_compile_error())
-    }
-}
-
 fn is_kernel_ctx(ty: &Type) -> bool {
     match ty {
         Type::Reference(r) => match &*r.elem {
@@ -152,142 +277,46 @@ fn is_kernel_ctx(ty: &Type) -> bool {
     }
 }
 
-/// Removes `#[out]` from the signature's parameters (it is ours, not the compiler's) and
-/// reads every parameter.
-pub fn read_params(sig: &mut Signature, errors: &mut Errors) -> Vec<Param> {
-    if let Some(g) = sig.generics.params.first() {
-        errors.at(
-            g.span(),
-            "kernels and APIs cannot be generic: the runtime registers one implementation per signature; write one function per element type",
-        );
-    }
-    if let Some(a) = &sig.asyncness {
-        errors.at(
-            a.span(),
-            "kernels cannot be async: a kernel call blocks until its outputs are marked",
-        );
-    }
-    let mut params = Vec::new();
-    let count = sig.inputs.len();
-    for (position, input) in sig.inputs.iter_mut().enumerate() {
-        let arg = match input {
-            FnArg::Receiver(r) => {
-                errors.at(
-                    r.span(),
-                    "kernels cannot take `self`: pass buffers and values as arguments",
-                );
-                continue;
-            }
-            FnArg::Typed(arg) => arg,
-        };
-        let out = arg.attrs.iter().position(|a| a.path().is_ident("out"));
-        let out_span = out.map(|i| arg.attrs[i].span());
-        if let Some(i) = out {
-            arg.attrs.remove(i);
+fn is_out(attr: &syn::Attribute) -> bool {
+    attr.path().is_ident("out")
+}
+
+/// Removes `#[out]` from the parameters: it is ours, not the compiler's, and the function is
+/// emitted again (expanded or, after an error, as written).
+pub fn strip_out(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(arg) = input {
+            arg.attrs.retain(|a| !is_out(a));
         }
-        let name = match &*arg.pat {
-            Pat::Ident(p) => p.ident.clone(),
-            other => {
-                errors.at(
-                    other.span(),
-                    "kernel parameters must be plain names, not patterns",
-                );
-                continue;
-            }
-        };
-        let ty = (*arg.ty).clone();
-        if let Type::Ptr(p) = &ty {
-            errors.at(
-                p.span(),
-                format!("raw pointer parameter `{name}`: a raw pointer escapes the runtime's tracking, so its data could be stale or moved; take `&[T]` to read or `&mut [T]` to write"),
-            );
-            continue;
-        }
-        if position == 0 && is_kernel_ctx(&ty) {
-            params.push(Param::Ctx { ty });
-            continue;
-        }
-        match (managed_type(&ty), out_span) {
-            (Some((mutable, elem, form)), out) => {
-                let mode = match (mutable, out) {
-                    (false, None) => Mode::Read,
-                    (true, None) => Mode::ReadWrite,
-                    (true, Some(_)) => Mode::Write,
-                    (false, Some(span)) => {
-                        errors.at(span, format!("`#[out]` marks an argument the kernel overwrites, but `{name}` is `&[T]`; make it `&mut [T]`"));
-                        Mode::Read
-                    }
-                };
-                params.push(Param::Managed {
-                    name,
-                    elem,
-                    mode,
-                    form,
-                    span: arg.span(),
-                });
-            }
-            (None, Some(span)) => {
-                errors.at(span, format!("`#[out]` applies to `&mut [T]` buffer arguments only, and `{name}` is not one"));
-            }
-            (None, None) => params.push(Param::Plain { name, ty }),
-        }
-        let _ = count;
     }
-    let managed: Vec<&Ident> = params
-        .iter()
-        .filter_map(|p| match p {
-            Param::Managed { name, .. } => Some(name),
-            _ => None,
-        })
-        .collect();
-    if managed.is_empty() {
-        errors.at(
-            sig.ident.span(),
-            "a kernel needs at least one buffer argument (`&[T]`, `&mut [T]` or `#[out] &mut [T]`): without one there is nothing for the runtime to place",
-        );
-    }
-    params
 }
 
 /// `fn(types...) [-> R]`: what every implementation of `form` must coerce to. An API that
 /// can fail (a device that reports faults) returns a `rimms::Result<()>`, and so must its
-/// implementations.
-pub fn fn_pointer_type(
-    params: &[Param],
-    output: &ReturnType,
-    form: Form,
-    rimms: &TokenStream,
-) -> TokenStream {
-    let types = params.iter().map(|p| p.impl_type(form, rimms));
-    let ctx = device_ctx(params, form).then(|| quote!(&#rimms::KernelCtx<'_>,));
+/// implementations. A device implementation always gets the kernel context, which is how it
+/// reaches its driver, whether or not the API declares it.
+pub fn fn_pointer_type(sig: &Signature, form: Form, rimms: &TokenStream) -> TokenStream {
+    let types = sig.args().into_iter().map(|arg| match arg {
+        Arg::Ctx(ty) | Arg::Value { ty, .. } => ty.to_token_stream(),
+        Arg::Buffer(b) => {
+            let elem = b.elem;
+            match (form, b.mode) {
+                (Form::Host, Mode::Read) => quote!(&[#elem]),
+                (Form::Host, Mode::ReadWrite | Mode::Write) => quote!(&mut [#elem]),
+                (Form::Device, Mode::Read) => quote!(#rimms::DevSlice<'_, #elem>),
+                (Form::Device, Mode::ReadWrite | Mode::Write) => {
+                    quote!(#rimms::DevSliceMut<'_, #elem>)
+                }
+            }
+        }
+    });
+    let ctx = device_gets_ctx(sig, form).then(|| quote!(&#rimms::KernelCtx<'_>,));
+    let output = &sig.output;
     quote!(fn(#ctx #(#types),*) #output)
 }
 
-/// Whether a device implementation gets the kernel context although the API does not
-/// declare it: a device kernel always needs its driver, which it reaches through the context.
-pub fn device_ctx(params: &[Param], form: Form) -> bool {
-    form == Form::Device && !params.iter().any(|p| matches!(p, Param::Ctx { .. }))
-}
-
-/// The one form of an implementation's managed arguments; a mix is an error at the first
-/// argument that differs from the first.
-pub fn form_of(params: &[Param], errors: &mut Errors) -> Form {
-    let mut managed = params.iter().filter_map(|p| match p {
-        Param::Managed { form, span, .. } => Some((*form, *span)),
-        _ => None,
-    });
-    let Some((first, first_span)) = managed.next() else {
-        return Form::Host;
-    };
-    for (form, span) in managed {
-        if form != first {
-            errors.at(span, "a kernel takes all its buffers the same way: `&[T]` / `&mut [T]` for host memory, or `DevSlice<T>` / `DevSliceMut<T>` for device memory");
-            break;
-        }
-    }
-    let has_ctx = params.iter().any(|p| matches!(p, Param::Ctx { .. }));
-    if first == Form::Device && !has_ctx {
-        errors.at(first_span, "a kernel that takes device slices takes `ctx: &rimms::KernelCtx` first: its device's driver and memory are reached through it");
-    }
-    first
+/// Whether a device implementation gets the kernel context although the API does not declare
+/// it.
+pub fn device_gets_ctx(sig: &Signature, form: Form) -> bool {
+    form == Form::Device && !sig.has_ctx()
 }

@@ -6,6 +6,10 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+// The macros name the runtime `::rimms_runtime` when they expand inside this package (its
+// library, tests and benches alike); this makes that path resolve in the library too.
+extern crate self as rimms_runtime;
+
 pub mod alloc;
 pub mod backend;
 pub mod coherence;

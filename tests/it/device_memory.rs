@@ -126,7 +126,7 @@ fn host_bodies_are_refused_on_device_memory() {
     let err = rt
         .launch_host(
             CARD,
-            &__RIMMS_API_DECL_host_only,
+            host_only::DECL,
             [rimms::KernelArg::read_write("x", &mut x)],
             |_| unreachable!("a host body never runs over device addresses"),
         )

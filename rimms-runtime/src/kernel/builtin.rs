@@ -176,7 +176,7 @@ impl Runtime {
         shape("fft", target, len % points == 0, || {
             format!("{len} elements are not a whole number of {points}-point rows")
         })?;
-        let api = Api::of(&apis::__RIMMS_API_DECL_fft);
+        let api = Api::of(apis::fft::DECL);
         let placed = self.place(target, api, args, |entry| {
             entry.backend.check_fft(points).is_ok()
         })?;
@@ -254,7 +254,7 @@ impl Runtime {
         let len = a.len();
         let (device, _placed) = self.place(
             target,
-            Api::of(&apis::__RIMMS_API_DECL_zip),
+            Api::of(apis::zip::DECL),
             || {
                 [
                     KernelArg::read("a", &a),

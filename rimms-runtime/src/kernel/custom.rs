@@ -93,7 +93,7 @@ impl Runtime {
         if entry.form == ArgForm::Device {
             return Err(host_body_on_device(api, device));
         }
-        self.launch(entry, Api::of(api), args, |_, ptrs| {
+        self.launch(entry, Api::of(api), &args, |_, ptrs| {
             // SAFETY: `launch` acquired every argument for this call in a space of a
             // host-executor device (checked just above), and the buffers stay borrowed through
             // `args` for the call; see `host_args` for why written ones are exclusive.
@@ -132,7 +132,7 @@ pub fn call_registered<const N: usize>(
             available: registry().describe(index),
         });
     };
-    rt.launch(entry, Api::of(api), args, |dev, ptrs| {
+    rt.launch(entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
             fft: &rt.shared().fft,

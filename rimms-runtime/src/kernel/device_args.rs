@@ -8,6 +8,7 @@
 //! launch, a cuFFT plan). The runtime has made the bytes current there before the call and
 //! records the writes after it, exactly as for host implementations.
 
+use super::arg_names::by_position;
 use super::dispatch::ArgPtr;
 use super::HostArg;
 use crate::error::{Error, Result};
@@ -105,7 +106,7 @@ impl<'k> DevArg<'k> {
             return Ok(self.arg.len / size);
         };
         Err(Error::ArgumentType {
-            arg: self.arg.name,
+            arg: by_position(self.arg.position),
             type_name: std::any::type_name::<T>(),
             why,
         })
@@ -124,7 +125,7 @@ impl<'k> DevArg<'k> {
     pub fn into_dev_slice_mut<T>(self) -> Result<DevSliceMut<'k, T>> {
         if !self.arg.writes {
             return Err(Error::ArgumentType {
-                arg: self.arg.name,
+                arg: by_position(self.arg.position),
                 type_name: std::any::type_name::<T>(),
                 why: "the call only reads it, so it cannot be taken as a written device slice",
             });

@@ -8,6 +8,7 @@
 use crate::coherence::Access;
 use crate::data::RawBuffer;
 use crate::error::{Error, Result};
+use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
 use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
 use crate::space::{Block, Pool, SpaceId};
@@ -31,24 +32,26 @@ pub struct KernelArg<'a> {
 /// it.
 #[derive(Clone, Copy)]
 pub(crate) struct ArgPtr {
-    pub name: &'static str,
     pub ptr: *mut u8,
     pub len: usize,
     pub writes: bool,
+    /// Its index in the call: an error names the argument by it (see `arg_names`).
+    pub position: u8,
 }
 
 impl Runtime {
     /// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
-    /// the device entry and where each argument sits.
+    /// the device entry and where each argument sits. The caller keeps `args` (and so the
+    /// borrows of its views) for the call; taking the array by value cost a `memcpy` per call.
     pub(crate) fn launch<const N: usize>(
         &self,
         entry: &DeviceEntry,
         api: Api,
-        args: [KernelArg<'_>; N],
+        args: &[KernelArg<'_>; N],
         body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.shared();
-        for arg in &args {
+        for arg in args {
             if !Arc::ptr_eq(&arg.raw.rt, shared) {
                 return Err(Error::ForeignBuffer {
                     api: api.name(),
@@ -57,11 +60,11 @@ impl Runtime {
             }
         }
         match shared.mode {
-            ExecMode::Tracked => tracked(shared, entry, api, &args, body),
+            ExecMode::Tracked => tracked(shared, entry, api, args, body),
             ExecMode::Baseline if entry.space == SpaceId::HOST => {
-                tracked(shared, entry, api, &args, body)
+                tracked(shared, entry, api, args, body)
             }
-            ExecMode::Baseline => baseline(shared, entry, api, &args, body),
+            ExecMode::Baseline => baseline(shared, entry, api, args, body),
         }
     }
 }
@@ -112,10 +115,10 @@ fn tracked<const N: usize>(
         }
     }
     let ptrs = std::array::from_fn(|i| ArgPtr {
-        name: args[i].name,
         ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
         len: args[i].len,
         writes: args[i].access.writes(),
+        position: i as u8,
     });
     // A kernel that unwinds has written an unknown part of its outputs: they are marked as a
     // failed write is, so the last valid copy survives a caller's `catch_unwind`.
@@ -124,7 +127,9 @@ fn tracked<const N: usize>(
         spaces: &spaces,
     };
     let outcome = timed(shared, entry, api, || {
-        body(entry, ptrs).and_then(|()| completion(entry, api))
+        body(entry, ptrs)
+            .map_err(|e| name_argument(e, args))
+            .and_then(|()| completion(entry, api))
     });
     std::mem::forget(unwinding);
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
@@ -246,13 +251,15 @@ fn baseline<const N: usize>(
             }
         }
         let ptrs = std::array::from_fn(|i| ArgPtr {
-            name: args[i].name,
             ptr: temps.blocks[i].ptr(),
             len: args[i].len,
             writes: args[i].access.writes(),
+            position: i as u8,
         });
         timed(shared, entry, api, || {
-            body(entry, ptrs).and_then(|()| completion(entry, api))
+            body(entry, ptrs)
+                .map_err(|e| name_argument(e, args))
+                .and_then(|()| completion(entry, api))
         })?;
         for (arg, temp) in args.iter().zip(&temps.blocks) {
             if arg.access.writes() {

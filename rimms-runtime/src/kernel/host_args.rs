@@ -6,78 +6,83 @@
 //! `launch_host` bodies need no `unsafe`, and a wrong element type is an error, not a
 //! reinterpretation past the end of the argument.
 
+use super::arg_names::by_position;
 use super::dispatch::ArgPtr;
 use crate::error::{Error, Result};
 use bytemuck::{Pod, PodCastError};
 use std::any::type_name;
 
 /// One argument of a host kernel call, borrowed for the call.
-pub struct HostArg<'k> {
-    name: &'static str,
-    bytes: ArgBytes<'k>,
-}
+///
+/// It carries its bytes and its position in the call, not its name: the name costs two words
+/// per argument on every call, and only an error needs it. A failed cast names the argument by
+/// position, and dispatch, which holds the names, puts the real one in (see
+/// [`super::arg_names`]).
+pub struct HostArg<'k>(ArgBytes<'k>);
 
+/// The position sits beside the tag, in what would otherwise be padding, so an argument is no
+/// bigger than a tagged slice.
 enum ArgBytes<'k> {
-    Read(&'k [u8]),
-    Write(&'k mut [u8]),
+    Read { bytes: &'k [u8], position: u8 },
+    Write { bytes: &'k mut [u8], position: u8 },
 }
 
 impl<'k> HostArg<'k> {
-    /// The argument's name, as its [`crate::KernelArg`] gave it.
-    pub fn name(&self) -> &'static str {
-        self.name
+    /// The argument's position among the call's arguments, from 0.
+    pub fn position(&self) -> usize {
+        match self.0 {
+            ArgBytes::Read { position, .. } | ArgBytes::Write { position, .. } => {
+                usize::from(position)
+            }
+        }
     }
 
     /// Whether the call may write the argument.
     pub fn is_written(&self) -> bool {
-        matches!(self.bytes, ArgBytes::Write(_))
+        matches!(self.0, ArgBytes::Write { .. })
     }
 
     /// The argument as a slice of `T`.
     pub fn into_slice<T: Pod>(self) -> Result<&'k [T]> {
-        let name = self.name;
-        let bytes: &'k [u8] = match self.bytes {
-            ArgBytes::Read(bytes) => bytes,
-            ArgBytes::Write(bytes) => bytes,
+        let (bytes, position): (&'k [u8], u8) = match self.0 {
+            ArgBytes::Read { bytes, position } => (bytes, position),
+            ArgBytes::Write { bytes, position } => (bytes, position),
         };
         if bytes.is_empty() {
             // Any empty slice will do; an empty one of bytes need not be aligned for `T`.
             return Ok(&[]);
         }
-        bytemuck::try_cast_slice(bytes).map_err(|e| cast_error::<T>(name, e))
+        bytemuck::try_cast_slice(bytes).map_err(|e| cast_error::<T>(position, e))
     }
 
     /// The argument as a mutable slice of `T`; an error for an argument the call only reads.
     pub fn into_slice_mut<T: Pod>(self) -> Result<&'k mut [T]> {
-        match self.bytes {
-            ArgBytes::Write([]) => Ok(&mut []),
-            ArgBytes::Write(bytes) => {
-                bytemuck::try_cast_slice_mut(bytes).map_err(|e| cast_error::<T>(self.name, e))
+        match self.0 {
+            ArgBytes::Write { bytes: [], .. } => Ok(&mut []),
+            ArgBytes::Write { bytes, position } => {
+                bytemuck::try_cast_slice_mut(bytes).map_err(|e| cast_error::<T>(position, e))
             }
-            ArgBytes::Read(_) => Err(Error::ArgumentType {
-                arg: self.name,
-                type_name: type_name::<T>(),
-                why: "the call only reads it; make it with `KernelArg::read_write` or `KernelArg::write` to write it",
-            }),
+            ArgBytes::Read { position, .. } => Err(read_only::<T>(position)),
         }
     }
 }
 
 impl std::fmt::Debug for HostArg<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (mode, len) = match &self.bytes {
-            ArgBytes::Read(b) => ("read", b.len()),
-            ArgBytes::Write(b) => ("write", b.len()),
+        let (mode, len) = match &self.0 {
+            ArgBytes::Read { bytes, .. } => ("read", bytes.len()),
+            ArgBytes::Write { bytes, .. } => ("write", bytes.len()),
         };
         f.debug_struct("HostArg")
-            .field("name", &self.name)
+            .field("position", &self.position())
             .field("mode", &mode)
             .field("bytes", &len)
             .finish()
     }
 }
 
-fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
+#[cold]
+fn cast_error<T>(position: u8, e: PodCastError) -> Error {
     let why = match e {
         PodCastError::TargetAlignmentGreaterAndInputNotAligned
         | PodCastError::AlignmentMismatch => "its bytes are not aligned for that type",
@@ -86,9 +91,18 @@ fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
         }
     };
     Error::ArgumentType {
-        arg,
+        arg: by_position(position),
         type_name: type_name::<T>(),
         why,
+    }
+}
+
+#[cold]
+fn read_only<T>(position: u8) -> Error {
+    Error::ArgumentType {
+        arg: by_position(position),
+        type_name: type_name::<T>(),
+        why: "the call only reads it; make it with `KernelArg::read_write` or `KernelArg::write` to write it",
     }
 }
 
@@ -104,16 +118,72 @@ fn cast_error<T>(arg: &'static str, e: PodCastError) -> Error {
 /// shares their bytes), and `KernelArg` is not `Copy`, so one view cannot become two arguments.
 pub(crate) unsafe fn host_args<'k, const N: usize>(ptrs: [ArgPtr; N]) -> [HostArg<'k>; N] {
     ptrs.map(|p| {
-        let bytes = if p.writes {
+        let position = p.position;
+        HostArg(if p.writes {
             // SAFETY: exclusive for 'k and inside one live block, per this function's contract.
-            ArgBytes::Write(unsafe { std::slice::from_raw_parts_mut(p.ptr, p.len) })
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p.ptr, p.len) };
+            ArgBytes::Write { bytes, position }
         } else {
             // SAFETY: unwritten for 'k and inside one live block, per this function's contract.
-            ArgBytes::Read(unsafe { std::slice::from_raw_parts(p.ptr.cast_const(), p.len) })
-        };
-        HostArg {
-            name: p.name,
-            bytes,
-        }
+            let bytes = unsafe { std::slice::from_raw_parts(p.ptr.cast_const(), p.len) };
+            ArgBytes::Read { bytes, position }
+        })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the happy path carries per argument: a slice and a tag, the position riding in the
+    /// tag's padding. A name here would add two words to every argument of every call.
+    #[test]
+    fn an_argument_is_a_tagged_slice() {
+        assert_eq!(
+            std::mem::size_of::<HostArg<'_>>(),
+            3 * std::mem::size_of::<usize>()
+        );
+        assert_eq!(
+            std::mem::size_of::<ArgPtr>(),
+            3 * std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn a_failed_cast_names_the_position() {
+        let mut bytes = [0u8; 12];
+        let arg = HostArg(ArgBytes::Write {
+            bytes: &mut bytes,
+            position: 2,
+        });
+        assert_eq!(arg.position(), 2);
+        let err = arg
+            .into_slice::<u64>()
+            .expect_err("12 bytes are not whole u64s");
+        assert!(
+            matches!(
+                err,
+                Error::ArgumentType {
+                    arg: "argument 2",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let arg = HostArg(ArgBytes::Read {
+            bytes: &bytes,
+            position: 0,
+        });
+        let err = arg.into_slice_mut::<u8>().expect_err("read only");
+        assert!(
+            matches!(
+                err,
+                Error::ArgumentType {
+                    arg: "argument 0",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
 }

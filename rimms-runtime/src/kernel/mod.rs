@@ -7,6 +7,7 @@
 //! instead, as CEDR does.
 
 mod api;
+mod arg_names;
 mod builtin;
 mod capabilities;
 mod ctx;
