@@ -19,8 +19,9 @@ pub use crate::device::{ArgForm as Form, DeviceKind};
 /// A declared API: its name and, once registered, its index in the per-API counters.
 pub struct ApiDecl {
     name: &'static str,
-    /// Filled on first use from the registry; `usize::MAX` until then, and for APIs that were
-    /// never registered (which are then not counted per API).
+    /// Filled on first use from the registry: [`UNRESOLVED`] until then, [`UNREGISTERED`] for
+    /// an API that was never registered (not counted per API; remembered, so such an API's
+    /// calls do not hash the registry's map every time).
     index: AtomicUsize,
 }
 
@@ -29,7 +30,7 @@ impl ApiDecl {
     pub const fn new(name: &'static str) -> ApiDecl {
         ApiDecl {
             name,
-            index: AtomicUsize::new(usize::MAX),
+            index: AtomicUsize::new(UNRESOLVED),
         }
     }
 
@@ -42,14 +43,29 @@ impl ApiDecl {
     #[inline]
     pub(crate) fn index(&'static self) -> usize {
         let index = self.index.load(Ordering::Relaxed);
-        if index != usize::MAX {
+        if index < UNREGISTERED {
             return index;
         }
-        let index = registry().api_index(self).unwrap_or(usize::MAX);
-        self.index.store(index, Ordering::Relaxed);
-        index
+        if index == UNREGISTERED {
+            return usize::MAX;
+        }
+        match registry().api_index(self) {
+            Some(index) => {
+                self.index.store(index, Ordering::Relaxed);
+                index
+            }
+            None => {
+                self.index.store(UNREGISTERED, Ordering::Relaxed);
+                usize::MAX
+            }
+        }
     }
 }
+
+/// [`ApiDecl::index`] not looked up yet.
+const UNRESOLVED: usize = usize::MAX;
+/// [`ApiDecl::index`] looked up and not in the registry.
+const UNREGISTERED: usize = usize::MAX - 1;
 
 impl std::fmt::Debug for ApiDecl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
