@@ -80,12 +80,19 @@ fn tracked<const N: usize>(
     let mut spaces = [space; N];
     // Bit i set: argument i is not resident and must be acquired (and marked if written).
     let mut missing = 0u32;
+    // Before the resident checks, and until the marks are made: an evictor leaves alone the
+    // blocks of a buffer a call uses (the handshake is in `data::evict`).
+    let pins = Pinned::new(shared, args);
     for (i, a) in args.iter().enumerate() {
         if a.raw.resident(space, a.access) {
+            a.raw.touch(space);
             continue;
         }
         match a.raw.resident_in(entry.reaches, a.access) {
-            Some(other) => spaces[i] = other,
+            Some(other) => {
+                a.raw.touch(other);
+                spaces[i] = other;
+            }
             None => {
                 missing |= 1 << i;
                 spaces[i] = a.raw.target(space, entry.reaches);
@@ -140,8 +147,34 @@ fn tracked<const N: usize>(
             }
         }
     }
+    drop(pins);
     shared.counters.record_call(api.index(), hit);
     outcome
+}
+
+/// The arguments' buffers, pinned against eviction while it lives (not at all in a runtime
+/// with nothing to evict).
+struct Pinned<'s, 'a, const N: usize>(Option<&'s [KernelArg<'a>; N]>);
+
+impl<'s, 'a, const N: usize> Pinned<'s, 'a, N> {
+    #[inline(always)]
+    fn new(shared: &Shared, args: &'s [KernelArg<'a>; N]) -> Self {
+        if shared.evictable.is_empty() {
+            return Pinned(None);
+        }
+        args.iter().for_each(|a| a.raw.pin());
+        Pinned(Some(args))
+    }
+}
+
+impl<const N: usize> Drop for Pinned<'_, '_, N> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0
+            .iter()
+            .flat_map(|args| args.iter())
+            .for_each(|a| a.raw.unpin());
+    }
 }
 
 /// The bytes argument `i` and the other arguments in `pending` that touch it (same buffer,
