@@ -63,7 +63,9 @@ fn size_arg(text: &str) -> Result<usize, String> {
         .ok()
         .and_then(|n| n.checked_mul(1 << shift))
         .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{text:?} is not a size: a positive whole number and a unit, as 2MiB"))
+        .ok_or_else(|| {
+            format!("{text:?} is not a size: a positive whole number and a unit, as 2MiB")
+        })
 }
 
 /// `rimms bench --help`'s closing words: the table's legend.
