@@ -258,3 +258,47 @@ fn buffers_in_use_by_another_thread_are_not_evicted() {
         b.validate().expect("copies agree");
     }
 }
+
+/// A host view into a host-mapped space (a u-dma-buf the CPU reads in place) is a plain slice
+/// whose end the runtime cannot see: while it may be alive, the block it points into stays.
+/// Once the buffer is borrowed mutably (so no view is alive), the block can go again.
+#[test]
+fn a_host_view_into_a_mapped_space_keeps_its_block() {
+    let rt = Runtime::builder()
+        .host_pool(1 << 20)
+        .granule(GRANULE)
+        .sim(SimConfig {
+            pool_bytes: 2 * GRANULE,
+            host_mapped: true,
+            ..SimConfig::default()
+        })
+        .build()
+        .expect("runtime");
+    let mut a = HeteData::<Complex32>::alloc(&rt, N).expect("a");
+    a.place(Device::Sim(0)).expect("place");
+    a.host_write().expect("a").copy_from_slice(&values(7.0));
+    assert!(
+        a.is_resident(sim0(&rt), rimms::Access::Read),
+        "a lives in sim0"
+    );
+    let (mut b, mut c) = (
+        HeteData::<Complex32>::alloc(&rt, N).expect("b"),
+        HeteData::<Complex32>::alloc(&rt, N).expect("c"),
+    );
+    let view = a.host().expect("view in place");
+    // b fits beside a; c would need a's block, which the view still points into.
+    rt.scale(Device::Sim(0), Complex32::new(1.0, 0.0), &mut b)
+        .expect("b");
+    let err = rt
+        .conj(Device::Sim(0), &b, &mut c)
+        .expect_err("a's block is held by the view");
+    assert!(matches!(err, Error::DoesNotFit { .. }), "{err}");
+    assert_eq!(view, &values(7.0)[..]);
+    // A mutable borrow ends every view: a's block may go now (written back first).
+    a.as_slice_mut();
+    rt.conj(Device::Sim(0), &b, &mut c)
+        .expect("room made by evicting a");
+    let sim = rt.stats().space("sim0").expect("sim0").clone();
+    assert_eq!((sim.evictions, sim.written_back_bytes), (1, GRANULE as u64));
+    assert_eq!(a.host().expect("a"), &values(7.0)[..]);
+}

@@ -148,7 +148,7 @@ pub enum Error {
 
     /// A device pool too full for an allocation even after evicting every block not in use:
     /// what the call itself needs does not fit there.
-    #[error("memory space {space} cannot fit {needed} bytes: {free} bytes free and {evictable} more could be freed by eviction; {in_use} bytes are held by buffers in use now (this call's arguments, running jobs, host views) — give the space a larger pool or split the data")]
+    #[error("memory space {space} cannot fit {needed} bytes: {free} bytes free (largest free run {largest_free} bytes; a block must lie in one piece) and {evictable} more could be freed by eviction; {in_use} bytes are held by buffers in use now (this call's arguments, running jobs, host views) — give the space a larger pool or split the data")]
     DoesNotFit {
         /// Space name.
         space: String,
@@ -156,6 +156,8 @@ pub enum Error {
         needed: usize,
         /// Bytes free in the pool.
         free: usize,
+        /// The longest run of free bytes.
+        largest_free: usize,
         /// Bytes that evicting every block not in use would free.
         evictable: usize,
         /// Bytes held by blocks that cannot be evicted now.

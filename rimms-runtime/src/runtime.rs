@@ -229,7 +229,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Sets the pool of the space named `space` ("host", "sim0", "fpga0", "gpu0") to `bytes`
+    /// Sets the pool of the space named `space` ("host", "sim0", "udmabuf0", "gpu0"), or of
+    /// the space of the device so named ("fpga0": the first FPGA instance of a space), to `bytes`
     /// (whole granules): a simulated device's pool is reserved at that size, and a space whose
     /// memory is given (a u-dma-buf, a GPU's reservation) uses only its first `bytes`. A full
     /// device pool evicts its least recently used blocks, so any program can be run under
@@ -301,6 +302,10 @@ impl RuntimeBuilder {
         }];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
+            // A space is also named by the device that makes it: `pool("fpga0", …)` sizes the
+            // u-dma-buf the FPGA instances share, whatever the space is called.
+            let device_name = backend.device().to_string();
+            let space_limit = |space: &str| limit(space).or_else(|| limit(&device_name));
             let space = match backend.own_space() {
                 None => SpaceId::HOST,
                 // Several devices may share one space (FPGA instances on one u-dma-buf).
@@ -321,7 +326,7 @@ impl RuntimeBuilder {
                     let pool = match spec.memory {
                         SpaceMemory::Reserve => Pool::new(
                             &spec.name,
-                            limit(&spec.name).unwrap_or(spec.pool_bytes),
+                            space_limit(&spec.name).unwrap_or(spec.pool_bytes),
                             self.granule,
                         )?,
                         SpaceMemory::Mapped(memory) => {
@@ -331,7 +336,7 @@ impl RuntimeBuilder {
                             Pool::over_backend(&spec.name, Region::Device(memory), self.granule)?
                         }
                     };
-                    let pool = match limit(&spec.name) {
+                    let pool = match space_limit(&spec.name) {
                         Some(bytes) => pool.limited(bytes)?,
                         None => pool,
                     };
@@ -359,11 +364,10 @@ impl RuntimeBuilder {
                 backend,
             });
         }
-        if let Some((name, _)) = self
-            .pool_limits
-            .iter()
-            .find(|(n, _)| !spaces.iter().any(|s| &s.name == n))
-        {
+        if let Some((name, _)) = self.pool_limits.iter().find(|(n, _)| {
+            !spaces.iter().any(|s| &s.name == n)
+                && !devices.iter().any(|d| &d.device.to_string() == n)
+        }) {
             return Err(Error::Config(format!(
                 "no memory space named {name} to size the pool of; this runtime has {}",
                 spaces

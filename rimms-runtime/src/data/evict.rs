@@ -90,7 +90,10 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
         Err(e) => e,
     };
     let Error::PoolExhausted {
-        requested, free, ..
+        requested,
+        free,
+        largest_free,
+        ..
     } = full
     else {
         return Err(full);
@@ -106,7 +109,13 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
         .map(|b| rt.pool(space).block_bytes(b.bytes()))
         .sum();
     if free + evictable < requested {
-        return Err(does_not_fit(rt, space, requested, free, evictable));
+        return Err(does_not_fit(
+            rt,
+            space,
+            requested,
+            (free, largest_free),
+            evictable,
+        ));
     }
     let why = Pressure { needed: requested };
     for buffer in candidates {
@@ -116,27 +125,29 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
             }
         }
     }
-    let usage = pool.usage();
-    Err(does_not_fit(
-        rt,
-        space,
-        requested,
-        pool.capacity().saturating_sub(usage.in_use),
-        0,
-    ))
+    // Only refusals remain: what is free now, as the pool itself says it.
+    match pool.alloc(bytes) {
+        Ok(block) => Ok(block),
+        Err(Error::PoolExhausted {
+            free, largest_free, ..
+        }) => Err(does_not_fit(rt, space, requested, (free, largest_free), 0)),
+        Err(other) => Err(other),
+    }
 }
 
+/// `free`: the bytes free and the longest free run.
 fn does_not_fit(
     rt: &Shared,
     space: SpaceId,
     needed: usize,
-    free: usize,
+    free: (usize, usize),
     evictable: usize,
 ) -> Error {
     Error::DoesNotFit {
         space: rt.space_name(space).to_string(),
         needed,
-        free,
+        free: free.0,
+        largest_free: free.1,
         evictable,
         in_use: rt.pool(space).usage().in_use.saturating_sub(evictable),
     }
