@@ -82,12 +82,23 @@ fn tracked<const N: usize>(
     let mut spaces = [space; N];
     // Bit i set: argument i is not resident and must be acquired (and marked if written).
     let mut missing = 0u32;
-    // Before the resident checks, and until the marks are made: an evictor leaves alone the
-    // blocks of a buffer a call uses (the handshake is in `data::evict`).
-    let pins = Pinned::new(shared, args);
+    // An evictor leaves alone the blocks of a buffer a call uses: each argument that may be
+    // used in an evictable space is pinned before its resident check and until the marks
+    // are made (the handshake is in `data::evict`). On a device with its own evictable space
+    // that is every argument; on the CPU only those not already valid on the host, which is
+    // never evicted (the pins are atomic read-modify-writes: the host fast path skips them).
+    let evictable = shared.evictable;
+    let own_evictable = evictable.contains(space);
+    let mut pins = Pinned { args, mask: 0 };
+    if own_evictable {
+        (0..N).for_each(|i| pins.pin(i));
+    }
     for (i, a) in args.iter().enumerate() {
         if let Some(place) = a.place {
             spaces[i] = placed(shared, entry, api, a, place)?;
+            if evictable.contains(place) {
+                pins.pin(i);
+            }
             if a.raw.resident(place, a.access) {
                 a.raw.touch(place);
             } else {
@@ -96,8 +107,13 @@ fn tracked<const N: usize>(
             continue;
         }
         if a.raw.resident(space, a.access) {
-            a.raw.touch(space);
+            if own_evictable {
+                a.raw.touch(space);
+            }
             continue;
+        }
+        if !evictable.is_empty() {
+            pins.pin(i);
         }
         match a.raw.resident_in(entry.reaches, a.access) {
             Some(other) => {
@@ -188,28 +204,31 @@ fn placed(
     })
 }
 
-/// The arguments' buffers, pinned against eviction while it lives (not at all in a runtime
-/// with nothing to evict).
-struct Pinned<'s, 'a, const N: usize>(Option<&'s [KernelArg<'a>; N]>);
+/// The arguments' buffers that are pinned against eviction (bit i: argument i), unpinned
+/// when this goes.
+struct Pinned<'s, 'a, const N: usize> {
+    args: &'s [KernelArg<'a>; N],
+    mask: u32,
+}
 
-impl<'s, 'a, const N: usize> Pinned<'s, 'a, N> {
+impl<const N: usize> Pinned<'_, '_, N> {
     #[inline(always)]
-    fn new(shared: &Shared, args: &'s [KernelArg<'a>; N]) -> Self {
-        if shared.evictable.is_empty() {
-            return Pinned(None);
+    fn pin(&mut self, i: usize) {
+        if self.mask & 1 << i == 0 {
+            self.args[i].raw.pin();
+            self.mask |= 1 << i;
         }
-        args.iter().for_each(|a| a.raw.pin());
-        Pinned(Some(args))
     }
 }
 
 impl<const N: usize> Drop for Pinned<'_, '_, N> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.0
-            .iter()
-            .flat_map(|args| args.iter())
-            .for_each(|a| a.raw.unpin());
+        let mut mask = self.mask;
+        while mask != 0 {
+            self.args[mask.trailing_zeros() as usize].raw.unpin();
+            mask &= mask - 1;
+        }
     }
 }
 
