@@ -148,7 +148,7 @@ pub enum Error {
 
     /// A device pool too full for an allocation even after evicting every block not in use:
     /// what the call itself needs does not fit there.
-    #[error("memory space {space} cannot fit {needed} bytes: {free} bytes free (largest free run {largest_free} bytes; a block must lie in one piece) and {evictable} more could be freed by eviction; {in_use} bytes are held by buffers in use now (this call's arguments, running jobs, host views) — give the space a larger pool or split the data")]
+    #[error("memory space {space} cannot fit {needed} bytes: {free} bytes free (largest free run {largest_free} bytes, which the allocator may not hand out in one piece) and {evictable} more could be freed by eviction; {in_use} bytes are held by buffers in use now (this call's arguments, running jobs, host views) — give the space a larger pool or split the data")]
     DoesNotFit {
         /// Space name.
         space: String,
