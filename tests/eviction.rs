@@ -302,3 +302,91 @@ fn a_host_view_into_a_mapped_space_keeps_its_block() {
     assert_eq!((sim.evictions, sim.written_back_bytes), (1, GRANULE as u64));
     assert_eq!(a.host().expect("a"), &values(7.0)[..]);
 }
+
+/// With tracing on, each eviction is one `rimms::evict` event naming the space, what was
+/// dropped and written back, and why (the allocation that did not fit); the write-back copy
+/// is a `rimms::transfer` event whose reason says it was a write-back.
+#[test]
+fn evictions_are_traced_with_their_reason() {
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+    use tracing_subscriber::Layer;
+
+    #[derive(Default)]
+    struct Fields(Vec<(String, String)>);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.push((field.name().to_string(), value.to_string()));
+        }
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            self.0.push((field.name().to_string(), value.to_string()));
+        }
+    }
+    #[derive(Clone, Default)]
+    struct Collect(Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>);
+    impl<S: tracing::Subscriber> Layer<S> for Collect {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            let target = event.metadata().target().to_string();
+            self.0.lock().expect("lock").push((target, fields.0));
+        }
+    }
+
+    let events = Collect::default();
+    let subscriber = tracing_subscriber::registry().with(events.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = Runtime::builder()
+            .host_pool(1 << 20)
+            .granule(GRANULE)
+            .sim(SimConfig {
+                pool_bytes: GRANULE,
+                ..SimConfig::default()
+            })
+            .trace(true)
+            .build()
+            .expect("runtime");
+        let mut a = HeteData::<Complex32>::alloc(&rt, N).expect("a");
+        let mut b = HeteData::<Complex32>::alloc(&rt, N).expect("b");
+        rt.scale(Device::Sim(0), Complex32::new(1.0, 0.0), &mut a)
+            .expect("a");
+        a.as_slice_mut()
+            .host_mut()
+            .expect("a")
+            .copy_from_slice(&values(1.0));
+        rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut a)
+            .expect("a on sim0 alone");
+        rt.scale(Device::Sim(0), Complex32::new(1.0, 0.0), &mut b)
+            .expect("b evicts a");
+    });
+    let events = events.0.lock().expect("lock");
+    let field = |fields: &[(String, String)], name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let evictions: Vec<_> = events.iter().filter(|(t, _)| t == "rimms::evict").collect();
+    assert_eq!(evictions.len(), 1, "{events:?}");
+    let fields = &evictions[0].1;
+    assert_eq!(field(fields, "space"), "sim0");
+    assert_eq!(field(fields, "written_back_bytes"), GRANULE.to_string());
+    assert_eq!(field(fields, "dropped_bytes"), "0");
+    assert_eq!(field(fields, "written_back_to"), "host");
+    assert!(
+        field(fields, "reason").contains("pool full: 4096 bytes needed"),
+        "{fields:?}"
+    );
+    let write_backs: Vec<_> = events
+        .iter()
+        .filter(|(t, f)| t == "rimms::transfer" && field(f, "reason").contains("write-back"))
+        .collect();
+    assert_eq!(write_backs.len(), 1, "{events:?}");
+    assert_eq!(field(&write_backs[0].1, "from"), "sim0");
+}
