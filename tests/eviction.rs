@@ -327,8 +327,10 @@ fn evictions_are_traced_with_their_reason() {
             self.0.push((field.name().to_string(), value.to_string()));
         }
     }
+    /// Each event's target and its fields, as (name, value).
+    type Event = (String, Vec<(String, String)>);
     #[derive(Clone, Default)]
-    struct Collect(Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>);
+    struct Collect(Arc<Mutex<Vec<Event>>>);
     impl<S: tracing::Subscriber> Layer<S> for Collect {
         fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
             let mut fields = Fields::default();
