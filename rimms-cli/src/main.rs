@@ -29,6 +29,45 @@ fn frames_arg(text: &str) -> Result<usize, String> {
     }
 }
 
+/// `--pool SPACE=SIZE`: a space name and a size such as `2MiB`, `512KiB` or `65536`.
+fn pool_arg(text: &str) -> Result<(String, usize), String> {
+    let (space, size) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not SPACE=SIZE (for example sim0=2MiB)"))?;
+    if space.is_empty() {
+        return Err(format!("{text:?} names no space (for example sim0=2MiB)"));
+    }
+    Ok((space.to_string(), size_arg(size)?))
+}
+
+/// A byte count: a whole number with an optional unit B, KiB, MiB or GiB (also K, M, G).
+fn size_arg(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" | "k" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        other => {
+            return Err(format!(
+                "{other:?} in {text:?} is not a size unit: use B, KiB, MiB or GiB"
+            ))
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            format!("{text:?} is not a size: a positive whole number and a unit, as 2MiB")
+        })
+}
+
 /// `rimms bench --help`'s closing words: the table's legend.
 fn bench_legend() -> String {
     format!("What the table says:\n{}", bench::LEGEND)
@@ -157,6 +196,11 @@ struct RunArgs {
     /// under which point targets focus at their row.
     #[arg(long, value_enum, default_value = "cedr")]
     azimuth: rimms_cli::apps::sar::Azimuth,
+    /// Sets a memory space's pool, as SPACE=SIZE (sim0=2MiB, fpga0=512KiB, host=64MiB);
+    /// repeatable. A full device pool evicts its least recently used blocks, so this runs
+    /// any app under memory pressure; evictions show in the output.
+    #[arg(long, value_name = "SPACE=SIZE", value_parser = pool_arg)]
+    pool: Vec<(String, usize)>,
 }
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
@@ -187,6 +231,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         submit: args.submit,
         policy: args.sched.policy(),
         sar_azimuth: args.azimuth,
+        pools: args.pool.clone(),
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
     // A path that cannot take the image fails now, not after the run.
@@ -242,6 +287,15 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             )
         })
         .collect();
+    for e in &run.evictions {
+        text += &format!(
+            "evicted from {}: {}, {} dropped, {} written back\n",
+            e.space,
+            count(e.evictions, "block", "blocks"),
+            count(e.dropped_bytes, "byte", "bytes"),
+            count(e.written_back_bytes, "byte", "bytes")
+        );
+    }
     text += &format!(
         "moved: {}; allocations: {}\n",
         if links.is_empty() {
@@ -386,5 +440,24 @@ fn main() -> ExitCode {
             complain(name, &e);
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pool_arg, size_arg};
+
+    #[test]
+    fn sizes_take_binary_units_and_refuse_anything_else() {
+        assert_eq!(size_arg("2MiB"), Ok(2 << 20));
+        assert_eq!(size_arg("512KiB"), Ok(512 << 10));
+        assert_eq!(size_arg("1G"), Ok(1 << 30));
+        assert_eq!(size_arg("65536"), Ok(65536));
+        for bad in ["", "0", "2MB", "MiB", "-1KiB", "1.5MiB"] {
+            assert!(size_arg(bad).is_err(), "{bad}");
+        }
+        assert_eq!(pool_arg("sim0=2MiB"), Ok(("sim0".to_string(), 2 << 20)));
+        assert!(pool_arg("sim0").is_err());
+        assert!(pool_arg("=2MiB").is_err());
     }
 }

@@ -147,26 +147,32 @@ pub fn render(path: &Path, s: &PageSnapshot, now: SystemTime) -> String {
     let mut out = format!("process {}: {} ({age})\n\n", s.pid, path.display());
     let _ = writeln!(
         out,
-        "{:<10} {:>14} {:>12} {:>15} {:>12} {:>10} {:>11}",
+        "{:<10} {:>14} {:>12} {:>15} {:>12} {:>10} {:>11} {:>10} {:>14} {:>16}",
         "space",
         "capacity MiB",
         "in use MiB",
         "high water MiB",
         "allocations",
         "frees",
-        "zero fills"
+        "zero fills",
+        "evictions",
+        "dropped MiB",
+        "written back MiB"
     );
     for sp in &s.spaces {
         let _ = writeln!(
             out,
-            "{:<10} {:>14.2} {:>12.3} {:>15.3} {:>12} {:>10} {:>11}",
+            "{:<10} {:>14.2} {:>12.3} {:>15.3} {:>12} {:>10} {:>11} {:>10} {:>14.3} {:>16.3}",
             sp.name,
             mib(sp.capacity as u64),
             mib(sp.in_use as u64),
             mib(sp.high_water as u64),
             sp.allocations,
             sp.frees,
-            sp.zero_fills
+            sp.zero_fills,
+            sp.evictions,
+            mib(sp.dropped_bytes),
+            mib(sp.written_back_bytes)
         );
     }
     out.push('\n');
@@ -250,6 +256,9 @@ mod tests {
             allocations: 7,
             frees: 2,
             zero_fills: 1,
+            evictions: 9,
+            dropped_bytes: 5 << 20,
+            written_back_bytes: 6 << 20,
         };
         let snap = PageSnapshot {
             pid: 42,
@@ -275,6 +284,9 @@ mod tests {
         );
         let host = text.lines().find(|l| l.starts_with("host ")).expect(&text);
         assert!(host.contains("1024.00") && host.contains("3.000") && host.contains("4.000"));
+        // The eviction columns: 9 blocks, 5 MiB dropped, 6 MiB written back.
+        let columns: Vec<&str> = host.split_whitespace().collect();
+        assert_eq!(columns[7..], ["9", "5.000", "6.000"], "{host}");
         let link = text
             .lines()
             .find(|l| l.starts_with("host -> sim0"))

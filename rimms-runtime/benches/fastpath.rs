@@ -1,6 +1,7 @@
 //! The cost of the fast path: the resident check alone, and a whole kernel dispatch whose three
 //! arguments are already where it runs (the kernel body does nothing, so what is timed is the
-//! runtime). Goal: dispatch at most 50 ns median.
+//! runtime). Goal: dispatch at most 50 ns median. The `_evictable_runtime` variant adds what
+//! pinning arguments against eviction costs.
 //!
 //! `cargo bench -p rimms-runtime --bench fastpath`
 
@@ -41,6 +42,34 @@ fn dispatch_noop_three_resident_args(bencher: Bencher) {
         rt.launch_host(
             black_box(Device::Cpu),
             &NOOP,
+            [
+                KernelArg::read("a", &a),
+                KernelArg::read("b", &b),
+                KernelArg::write::<Complex32>("c", &mut c),
+            ],
+            |args| {
+                black_box(args);
+                Ok(())
+            },
+        )
+    });
+}
+
+/// As above on a runtime that also has a sim device, so that its pool can evict: each
+/// argument is pinned (a SeqCst increment) and unpinned around the call. The difference to
+/// the CPU-only runtime is what eviction's pinning costs the fast path.
+#[divan::bench]
+fn dispatch_noop_three_resident_args_evictable_runtime(bencher: Bencher) {
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .build()
+        .expect("runtime");
+    let [a, b, mut c] = resident_buffers(&rt);
+    static NOOP_PINNED: ApiDecl = ApiDecl::new("noop_pinned");
+    bencher.bench_local(|| {
+        rt.launch_host(
+            black_box(Device::Cpu),
+            &NOOP_PINNED,
             [
                 KernelArg::read("a", &a),
                 KernelArg::read("b", &b),

@@ -148,6 +148,36 @@ pub enum Error {
         largest_free: usize,
     },
 
+    /// A device pool too full for an allocation even after evicting every block not in use:
+    /// what the call itself needs does not fit there.
+    #[error("memory space {space} cannot fit {needed} bytes: {free} bytes free (largest free run {largest_free} bytes, which the allocator may not hand out in one piece) and {evictable} more could be freed by eviction; {in_use} bytes are held by buffers in use now (this call's arguments, running jobs, host views) — give the space a larger pool or split the data")]
+    DoesNotFit {
+        /// Space name.
+        space: String,
+        /// Bytes asked for (rounded up to granules).
+        needed: usize,
+        /// Bytes free in the pool.
+        free: usize,
+        /// The longest run of free bytes.
+        largest_free: usize,
+        /// Bytes that evicting every block not in use would free.
+        evictable: usize,
+        /// Bytes held by blocks that cannot be evicted now.
+        in_use: usize,
+    },
+
+    /// Evicting a block from a full pool needed its last valid copy written back elsewhere,
+    /// and that failed; the block and its state are as they were.
+    #[error("eviction from memory space {space} failed: writing back {bytes} bytes (the only valid copy) did not succeed, so the block stays: {source}")]
+    WriteBack {
+        /// The space being evicted from.
+        space: String,
+        /// Bytes to write back.
+        bytes: usize,
+        /// What failed: the copy, or finding a space with room.
+        source: Box<Error>,
+    },
+
     /// The operating system refused to reserve a pool.
     #[error("could not reserve {bytes} bytes for memory space {space}: {source}")]
     Reserve {

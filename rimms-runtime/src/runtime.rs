@@ -9,6 +9,7 @@ use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, BackendError, SpaceMemory};
+use crate::data::Residents;
 use crate::device::ArgForm;
 /// Where `Device` lived before `device.rs`; kept so code naming `runtime::Device` compiles.
 pub use crate::device::{Device, DeviceKind};
@@ -27,6 +28,7 @@ use crate::stats::{
 use std::fmt;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -60,6 +62,8 @@ pub struct RuntimeBuilder {
     gpus: GpuRequest,
     gpu_pool_bytes: usize,
     calibrate_links: bool,
+    /// Pool sizes set by space name (`pool`), applied when the spaces are made.
+    pool_limits: Vec<(String, usize)>,
 }
 
 /// Which GPUs a builder adds.
@@ -89,6 +93,7 @@ impl Default for RuntimeBuilder {
             gpus: GpuRequest::These(Vec::new()),
             gpu_pool_bytes: 1 << 30,
             calibrate_links: false,
+            pool_limits: Vec::new(),
         }
     }
 }
@@ -207,6 +212,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Sets the pool of the space named `space` ("host", "sim0", "udmabuf0", "gpu0"), or of
+    /// the space of the device so named ("fpga0": the first FPGA instance of a space), to `bytes`
+    /// (whole granules): a simulated device's pool is reserved at that size, and a space whose
+    /// memory is given (a u-dma-buf, a GPU's reservation) uses only its first `bytes`. A full
+    /// device pool evicts its least recently used blocks, so any program can be run under
+    /// memory pressure this way. The build fails if no space has that name, or if `bytes`
+    /// is less than one granule.
+    pub fn pool(mut self, space: impl Into<String>, bytes: usize) -> Self {
+        self.pool_limits.push((space.into(), bytes));
+        self
+    }
+
     /// Reserves the pools and starts the devices.
     pub fn build(self) -> Result<Runtime> {
         if !self.granule.is_power_of_two() || self.granule < 64 {
@@ -248,19 +265,32 @@ impl RuntimeBuilder {
             }
         }
         backends.extend(open_gpus(&self.gpus, self.gpu_pool_bytes, self.granule)?);
+        let limit = |name: &str| {
+            self.pool_limits
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|&(_, bytes)| bytes)
+        };
+        let host_pool = limit("host").unwrap_or(self.host_pool_bytes);
         let mut spaces = vec![SpaceEntry {
             name: "host".to_string(),
-            pool: Pool::new("host", self.host_pool_bytes, self.granule)?,
+            pool: Pool::new("host", host_pool, self.granule)?,
+            residents: Residents::default(),
             link: None,
             measured: OnceLock::new(),
             simulate: false,
-            fail_copies: false,
+            fail_copies: AtomicBool::new(false),
             host_mapped: true,
             device_memory: None,
             busy: Occupancy::default(),
         }];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
+            // A space is also named by the device that makes it: `pool("fpga0", …)` sizes the
+            // u-dma-buf the FPGA instances share, whatever the space is called.
+            let device_name = backend.device().to_string();
+            let space_limit = |space: &str| limit(space).or_else(|| limit(&device_name));
             let space = match backend.own_space() {
                 None => SpaceId::HOST,
                 // Several devices may share one space (FPGA instances on one u-dma-buf).
@@ -279,9 +309,11 @@ impl RuntimeBuilder {
                         _ => None,
                     };
                     let pool = match spec.memory {
-                        SpaceMemory::Reserve => {
-                            Pool::new(&spec.name, spec.pool_bytes, self.granule)?
-                        }
+                        SpaceMemory::Reserve => Pool::new(
+                            &spec.name,
+                            space_limit(&spec.name).unwrap_or(spec.pool_bytes),
+                            self.granule,
+                        )?,
                         SpaceMemory::Mapped(memory) => {
                             Pool::over_backend(&spec.name, Region::Mapped(memory), self.granule)?
                         }
@@ -289,14 +321,19 @@ impl RuntimeBuilder {
                             Pool::over_backend(&spec.name, Region::Device(memory), self.granule)?
                         }
                     };
+                    let pool = match space_limit(&spec.name) {
+                        Some(bytes) => pool.limited(bytes)?,
+                        None => pool,
+                    };
                     spaces.push(SpaceEntry {
                         pool,
+                        residents: Residents::default(),
                         device_memory,
                         name: spec.name,
                         link: Some(spec.link),
                         measured: OnceLock::new(),
                         simulate: spec.simulate,
-                        fail_copies: spec.fail_copies,
+                        fail_copies: AtomicBool::new(spec.fail_copies),
                         host_mapped: spec.host_mapped,
                         busy: Occupancy::default(),
                     });
@@ -311,6 +348,19 @@ impl RuntimeBuilder {
                 memory: spaces[space.index()].device_memory.clone(),
                 backend,
             });
+        }
+        if let Some((name, _)) = self.pool_limits.iter().find(|(n, _)| {
+            !spaces.iter().any(|s| &s.name == n)
+                && !devices.iter().any(|d| &d.device.to_string() == n)
+        }) {
+            return Err(Error::Config(format!(
+                "no memory space named {name} to size the pool of; this runtime has {}",
+                spaces
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
         }
         let trace = match self.trace {
             Some(on) => on,
@@ -359,6 +409,16 @@ impl RuntimeBuilder {
                     .next()
                     .filter(|_| self.zero_copy && self.mode == ExecMode::Tracked),
                 mode: self.mode,
+                // Baseline mode keeps data on the host and stages through temporary blocks:
+                // there is nothing of a buffer's to evict.
+                evictable: match self.mode {
+                    ExecMode::Tracked => {
+                        (1..spaces.len()).fold(SpaceSet::EMPTY, |set, i| set.with(SpaceId(i as u8)))
+                    }
+                    ExecMode::Baseline => SpaceSet::EMPTY,
+                },
+                clock: AtomicU64::new(0),
+                next_buffer: AtomicU64::new(0),
                 granule: self.granule,
                 spaces,
                 devices,
@@ -430,7 +490,11 @@ pub(crate) struct SpaceEntry {
     /// copy planner and the scheduler rank by this when it is set.
     pub measured: OnceLock<LinkModel>,
     pub simulate: bool,
-    pub fail_copies: bool,
+    /// Copies to and from this space fail (fault injection): set by `SimConfig::fail_copies`,
+    /// switched by `Runtime::inject_copy_faults`.
+    pub fail_copies: AtomicBool,
+    /// The buffers holding a block here, for eviction.
+    pub residents: Residents,
     /// The CPU reaches this space in place (always true of the host itself).
     pub host_mapped: bool,
     /// For memory the CPU cannot address, the backend's way in; `None` for host-addressable
@@ -471,6 +535,13 @@ pub(crate) struct Shared {
     /// Where a buffer without a placement lives when a device that reaches it writes it first
     /// (`RuntimeBuilder::zero_copy`); `None`: in the writer's own space.
     pub default_home: Option<SpaceId>,
+    /// Spaces whose blocks are evicted when their pool is full: every space but the host.
+    pub evictable: SpaceSet,
+    /// The logical clock of least-recent use: advanced by every slow-path acquire, read (not
+    /// advanced) by the fast path, which stamps buffers with it.
+    pub clock: AtomicU64,
+    /// Ids of buffers, in creation order (eviction's tie-break).
+    pub next_buffer: AtomicU64,
     granule: usize,
     pub spaces: Vec<SpaceEntry>,
     devices: Vec<DeviceEntry>,
@@ -561,6 +632,7 @@ impl Runtime {
             .enumerate()
             .map(|(i, sp)| {
                 let usage = sp.pool.usage();
+                let evicted = s.counters.evictions(i);
                 SpaceStats {
                     name: sp.name.clone(),
                     capacity: sp.pool.capacity(),
@@ -569,6 +641,9 @@ impl Runtime {
                     allocations: usage.allocations,
                     frees: usage.frees,
                     zero_fills: s.counters.fills(i),
+                    evictions: evicted.0,
+                    dropped_bytes: evicted.1,
+                    written_back_bytes: evicted.2,
                 }
             })
             .collect();
@@ -593,6 +668,20 @@ impl Runtime {
         }
     }
 
+    /// Makes every copy to and from `space` fail (`on`), or succeed again: fault injection,
+    /// as `SimConfig::fail_copies` sets from the start, for testing what a program does when
+    /// a transfer fails part-way (a kernel's input, a write-back on eviction).
+    pub fn inject_copy_faults(&self, space: SpaceId, on: bool) -> Result<()> {
+        let entry = self.shared.spaces.get(space.index()).ok_or_else(|| {
+            Error::Config(format!(
+                "no memory space with id {} in this runtime",
+                space.0
+            ))
+        })?;
+        entry.fail_copies.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Zeroes the link, fill and API counters and sets each high-water mark to the current
     /// use, so that one phase of a program can be measured alone.
     pub fn reset_stats(&self) {
@@ -615,6 +704,11 @@ impl fmt::Debug for Runtime {
 impl Shared {
     pub(crate) fn granule(&self) -> usize {
         self.granule
+    }
+
+    /// Whether transfer (and eviction) events go to `tracing`.
+    pub(crate) fn tracing(&self) -> bool {
+        self.trace
     }
 
     pub(crate) fn pool(&self, space: SpaceId) -> &Pool {
@@ -719,7 +813,8 @@ impl Shared {
             bytes: bytes.len(),
             source,
         };
-        if self.spaces[from.index()].fail_copies || self.spaces[to.index()].fail_copies {
+        let faulty = |s: SpaceId| self.spaces[s.index()].fail_copies.load(Ordering::Relaxed);
+        if faulty(from) || faulty(to) {
             return Err(failed(BackendError::InjectedFault("copy")));
         }
         let started = Instant::now();

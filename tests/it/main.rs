@@ -16,6 +16,7 @@ mod capabilities;
 mod coherence;
 mod custom_kernel;
 mod device_memory;
+mod eviction;
 mod fpga;
 mod gpu;
 mod macros;

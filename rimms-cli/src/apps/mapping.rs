@@ -93,10 +93,13 @@ impl Mapping {
     /// scheduler (for `auto`) as `opts` configures them.
     pub fn runtime(self, mode: ExecMode, opts: &Options) -> Result<Runtime, AppError> {
         let sim = &opts.sim;
-        let builder = Runtime::builder()
-            .mode(mode)
-            .scheduler(opts.policy.clone())
-            .costs(opts.costs.clone());
+        let builder = opts.pools.iter().fold(
+            Runtime::builder()
+                .mode(mode)
+                .scheduler(opts.policy.clone())
+                .costs(opts.costs.clone()),
+            |builder, (space, bytes)| builder.pool(space.clone(), *bytes),
+        );
         match self {
             Mapping::Cpu => Ok(builder.build()?),
             Mapping::Sim => Ok(builder.sim(sim.clone()).build()?),

@@ -27,7 +27,7 @@ pub mod zip3x;
 
 pub use error::{AppError, Place};
 pub use mapping::{Mapping, Sched, Step};
-pub use report::{AppResult, Checksum, Link, Run};
+pub use report::{AppResult, Checksum, Eviction, Link, Run};
 
 use native::Native;
 use rimms::{
@@ -159,6 +159,8 @@ pub struct Options {
     pub costs: CostTable,
     /// SAR's azimuth filter: CEDR's (the default) or the focusing one.
     pub sar_azimuth: sar::Azimuth,
+    /// Pool sizes by space name (`--pool sim0=2MiB`), for running under memory pressure.
+    pub pools: Vec<(String, usize)>,
 }
 
 impl Options {
@@ -173,6 +175,7 @@ impl Options {
             policy: Policy::default(),
             costs: CostTable::default(),
             sar_azimuth: sar::Azimuth::default(),
+            pools: Vec::new(),
         }
     }
 
@@ -348,7 +351,12 @@ pub(crate) fn execute<P: Pipeline>(
     opts: &Options,
 ) -> Result<Run<P::Output>, AppError> {
     check_frames(opts.frames)?;
-    let (frame_times, result, links, allocations) = match opts.mode {
+    if opts.mode == Mode::Native && !opts.pools.is_empty() {
+        return Err(AppError::Unsupported(
+            "--pool sizes the runtime's pools; native mode has no runtime (use --mode rimms or baseline)".to_string(),
+        ));
+    }
+    let (frame_times, result, links, allocations, evictions) = match opts.mode {
         Mode::Native if opts.mapping == Mapping::Auto => {
             return Err(AppError::Unsupported(
                 "native mode on auto: hand-written code has no scheduler; it exists for the cpu, sim, fpga and fpga-cpu mappings".to_string(),
@@ -362,7 +370,7 @@ pub(crate) fn execute<P: Pipeline>(
         Mode::Native => {
             let dev = Native::new(opts.mapping, &opts.sim)?;
             let (times, result) = time_frames(pipeline.native(&dev)?, opts.frames)?;
-            (times, result, dev.links(), dev.allocations())
+            (times, result, dev.links(), dev.allocations(), Vec::new())
         }
         Mode::Baseline | Mode::Rimms => {
             let exec = if opts.mode == Mode::Baseline {
@@ -385,7 +393,18 @@ pub(crate) fn execute<P: Pipeline>(
                 })
                 .collect();
             let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
-            (times, result, links, allocations)
+            let evictions = stats
+                .spaces
+                .iter()
+                .filter(|s| s.evictions > 0)
+                .map(|s| Eviction {
+                    space: s.name.clone(),
+                    evictions: s.evictions,
+                    dropped_bytes: s.dropped_bytes,
+                    written_back_bytes: s.written_back_bytes,
+                })
+                .collect();
+            (times, result, links, allocations, evictions)
         }
     };
     Ok(Run {
@@ -395,6 +414,7 @@ pub(crate) fn execute<P: Pipeline>(
         frame_times,
         links,
         allocations,
+        evictions,
         result,
     })
 }

@@ -20,6 +20,19 @@ pub struct Link {
     pub bytes: u64,
 }
 
+/// What eviction did in one memory space whose pool ran full.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Eviction {
+    /// The space ("sim0", "fpga0", …).
+    pub space: String,
+    /// Blocks evicted.
+    pub evictions: u64,
+    /// Bytes of valid copies dropped (another space held them too).
+    pub dropped_bytes: u64,
+    /// Bytes of last copies written back before their block was freed.
+    pub written_back_bytes: u64,
+}
+
 /// One run of an app: `frames` frames in one mode on one mapping.
 #[derive(Clone, Debug)]
 pub struct Run<R> {
@@ -35,6 +48,8 @@ pub struct Run<R> {
     pub links: Vec<Link>,
     /// Memory blocks allocated over the whole run, in every space.
     pub allocations: u64,
+    /// Spaces that evicted blocks over the run (a pool too small for the working set).
+    pub evictions: Vec<Eviction>,
     /// The last frame's result.
     pub result: R,
 }
@@ -80,6 +95,7 @@ impl<R> Run<R> {
             frame_times: self.frame_times,
             links: self.links,
             allocations: self.allocations,
+            evictions: self.evictions,
             result: f(self.result),
         }
     }
@@ -94,12 +110,14 @@ struct RunJson<'a, R> {
     median_ms: f64,
     links: &'a [Link],
     allocations: u64,
+    evictions: &'a [Eviction],
     result: &'a R,
 }
 
 impl<R: Serialize> Run<R> {
     /// The run as one JSON object: `app`, `mode`, `map`, `frames`, `median_ms`, `links`
-    /// (`{from, to, copies, bytes}`), `allocations` and `result`.
+    /// (`{from, to, copies, bytes}`), `allocations`, `evictions` (`{space, evictions,
+    /// dropped_bytes, written_back_bytes}` for each space that evicted) and `result`.
     pub fn to_json(&self) -> String {
         let json = RunJson {
             app: self.app.name(),
@@ -109,6 +127,7 @@ impl<R: Serialize> Run<R> {
             median_ms: self.median().as_secs_f64() * 1e3,
             links: &self.links,
             allocations: self.allocations,
+            evictions: &self.evictions,
             result: &self.result,
         };
         // Every field is a string, a number or a list of plain structs, all of which

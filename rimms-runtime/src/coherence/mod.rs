@@ -69,6 +69,11 @@ impl FragmentState {
 const ANY_SHIFT: u32 = MAX_SPACES as u32;
 const ZERO_BIT: u64 = 1 << (2 * MAX_SPACES);
 
+/// A summary under which no access anywhere is resident: an evictor publishes it before it
+/// checks a buffer's pins, so a call that pins after that check cannot take the fast path
+/// into the block being evicted (see `data::evict`).
+pub(crate) const WITHDRAWN: u64 = ((1u64 << MAX_SPACES) - 1) << ANY_SHIFT;
+
 /// Whether an access of `access` mode by `space` needs no work at all, judged from a buffer
 /// summary alone. This is the lock-free fast path: when it says yes, nothing moves and no
 /// state changes, whatever part of the buffer the access covers.
@@ -141,6 +146,17 @@ impl AcquirePlan {
     pub(crate) fn is_empty(&self) -> bool {
         self.moves.is_empty() && self.fills.is_empty()
     }
+}
+
+/// What evicting one buffer's block in `space` must do: write back the fragments only it
+/// holds, drop the rest. Carried out by the buffer layer, then committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EvictPlan {
+    pub space: SpaceId,
+    /// Runs of fragments whose last valid copy is in `space`: copied out before the block goes.
+    pub write_back: Vec<Range<usize>>,
+    /// Runs of fragments valid in `space` and elsewhere too (or zero-marked): dropped free.
+    pub dropped: Vec<Range<usize>>,
 }
 
 /// The fragment table of one buffer, with per-space counts that keep the summary exact without
@@ -294,6 +310,51 @@ impl FragmentTable {
                 state.valid = others;
                 self.set(frag, state);
             }
+        }
+    }
+
+    /// What dropping `space`'s copy of the buffer must do first: fragments whose only valid
+    /// copy is there (and that the zero mark cannot recreate) are written back, in runs of
+    /// neighbours (one copy each); every other fragment valid there is dropped for free.
+    pub(crate) fn plan_evict(&self, space: SpaceId) -> EvictPlan {
+        let mut plan = EvictPlan {
+            space,
+            write_back: Vec::new(),
+            dropped: Vec::new(),
+        };
+        for (frag, state) in self.frags.iter().enumerate() {
+            if !state.valid.contains(space) {
+                continue;
+            }
+            let last_copy = state.valid == SpaceSet::only(space) && !state.zero;
+            let runs = if last_copy {
+                &mut plan.write_back
+            } else {
+                &mut plan.dropped
+            };
+            match runs.last_mut() {
+                Some(run) if run.end == frag => run.end += 1,
+                _ => runs.push(frag..frag + 1),
+            }
+        }
+        plan
+    }
+
+    /// Records that the plan was carried out: `space` holds nothing any more, and the
+    /// written-back fragments are valid in `target` (which a plan with write-backs needs).
+    pub(crate) fn commit_evict(&mut self, plan: &EvictPlan, target: Option<SpaceId>) {
+        let space = plan.space;
+        let written = plan.write_back.iter().cloned().flatten();
+        for frag in plan.dropped.iter().cloned().flatten().chain(written) {
+            let mut state = self.frags[frag];
+            state.valid = SpaceSet(state.valid.0 & !space.bit());
+            if let Some(target) = target.filter(|_| state.valid.is_empty() && !state.zero) {
+                state.valid = state.valid.with(target);
+            }
+            if state.owner == Some(space) {
+                state.owner = state.valid.iter().next().or(state.owner);
+            }
+            self.set(frag, state);
         }
     }
 

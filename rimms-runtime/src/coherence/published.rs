@@ -31,10 +31,30 @@ impl<I: WithTable> Published<I> {
         }
     }
 
-    /// The summary as last published: see [`super::resident`].
+    /// The summary as last published: see [`super::resident`]. Sequentially consistent (on
+    /// x86 and ARMv8 the same instruction as an acquire load) because it is one half of the
+    /// pin handshake with an evictor: a caller pins the buffer (SeqCst) and then loads this;
+    /// an evictor withdraws the summary ([`Locked::withdraw`], SeqCst) and then loads the
+    /// pins. In the single order of those four operations one side sees the other.
     #[inline(always)]
     pub(crate) fn summary(&self) -> u64 {
-        self.summary.load(Ordering::Acquire)
+        self.summary.load(Ordering::SeqCst)
+    }
+
+    /// The table, if no one else holds it now: an evictor, which may already hold another
+    /// buffer's lock, never waits for one (two evictors waiting for each other's buffers
+    /// would deadlock).
+    pub(crate) fn try_lock(&self) -> Option<Locked<'_, I>> {
+        let guard = match self.inner.try_lock() {
+            Ok(guard) => guard,
+            // As for `lock`: a poisoned lock guards a consistent table.
+            Err(super::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(super::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(Locked {
+            guard,
+            summary: &self.summary,
+        })
     }
 
     /// The table, locked; its summary is published when the guard goes.
@@ -63,6 +83,14 @@ impl<I: WithTable> Deref for Locked<'_, I> {
 impl<I: WithTable> DerefMut for Locked<'_, I> {
     fn deref_mut(&mut self) -> &mut I {
         &mut self.guard
+    }
+}
+
+impl<I: WithTable> Locked<'_, I> {
+    /// Publishes a summary under which nothing is resident, until this guard goes (and
+    /// publishes the table's own again): the first half of an evictor's pin handshake.
+    pub(crate) fn withdraw(&self) {
+        self.summary.store(super::WITHDRAWN, Ordering::SeqCst);
     }
 }
 

@@ -6,6 +6,8 @@ pub(crate) use loom::sync::{
     atomic::{AtomicU64, Ordering},
     Mutex, MutexGuard,
 };
+/// Loom's `try_lock` reports with std's error type too.
+pub(crate) use std::sync::TryLockError;
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     atomic::{AtomicU64, Ordering},

@@ -432,3 +432,49 @@ fn a_merged_fragment_with_data_keeps_an_owner() {
         Some(state(&[DEV, OTHER], Some(OTHER), false))
     );
 }
+
+/// Four fragments in DEV: 0 zero-marked, 1 and 2 written there alone, 3 read in from the host.
+/// Evicting DEV writes back the run 1..3 in one copy and drops 0 and 3 for free; afterwards
+/// the host holds 1 and 2, nothing is valid in DEV, and 0 is still zero.
+#[test]
+fn eviction_writes_back_only_the_last_copies_and_drops_the_rest() {
+    let mut t = FragmentTable::new(4);
+    access(&mut t, &whole(4), DEV, Access::Read);
+    let span = |f: usize| FragmentSpan {
+        frags: f..f + 1,
+        first_partial: false,
+        last_partial: false,
+    };
+    access(&mut t, &span(1), DEV, Access::Write);
+    access(&mut t, &span(2), DEV, Access::Write);
+    access(&mut t, &span(3), HOST, Access::Write);
+    access(&mut t, &span(3), DEV, Access::Read);
+    let plan = t.plan_evict(DEV);
+    assert_eq!(plan.write_back, vec![1..3]);
+    assert_eq!(plan.dropped, vec![0..1, 3..4]);
+    t.commit_evict(&plan, Some(HOST));
+    assert_eq!(t.get(0), Some(state(&[], Some(DEV), true)));
+    assert_eq!(t.get(1), Some(state(&[HOST], Some(HOST), false)));
+    assert_eq!(t.get(2), Some(state(&[HOST], Some(HOST), false)));
+    assert_eq!(t.get(3), Some(state(&[HOST], Some(HOST), false)));
+    // Nothing valid in DEV any more (bit 1 and bit 17 clear); host holds 1..4 (bit 16),
+    // fragment 0 is zero (bit 32).
+    assert_eq!(t.summary(), 1 << 16 | 1 << 32);
+}
+
+/// A space that holds nothing of the buffer plans nothing; evicting a copy that every
+/// fragment has elsewhere moves nothing and leaves the other copies as they were.
+#[test]
+fn eviction_of_a_redundant_copy_moves_nothing() {
+    let mut t = FragmentTable::new(2);
+    access(&mut t, &whole(2), HOST, Access::Write);
+    let empty = t.plan_evict(DEV);
+    assert!(empty.write_back.is_empty() && empty.dropped.is_empty());
+    access(&mut t, &whole(2), DEV, Access::Read);
+    let plan = t.plan_evict(DEV);
+    assert!(plan.write_back.is_empty());
+    assert_eq!(plan.dropped, vec![0..2]);
+    t.commit_evict(&plan, None);
+    assert_eq!(t.get(1), Some(state(&[HOST], Some(HOST), false)));
+    assert_eq!(t.summary(), 1 | 1 << 16);
+}

@@ -1,17 +1,20 @@
 //! The untyped buffer behind every `HeteData`: its per-space blocks, its fragment table and the
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
+use super::evict::{self, Pressure};
 use crate::backend::BackendError;
 use crate::coherence::{
-    self, Access, AcquirePlan, FragmentSpan, FragmentState, FragmentTable, Published, WithTable,
+    self, Access, AcquirePlan, EvictPlan, FragmentSpan, FragmentState, FragmentTable, Published,
+    WithTable,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Shared;
 use crate::space::{Block, Pending, SpaceId, SpaceSet, MAX_SPACES};
-use crate::stats::Reason;
+use crate::stats::{trace_eviction, Reason};
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Weak;
 
 const NO_HOME: u8 = u8::MAX;
 
@@ -22,8 +25,22 @@ const NO_HOME: u8 = u8::MAX;
 const NO_BLOCK: *mut u8 = std::ptr::without_provenance_mut(1 << 29);
 use std::sync::Arc;
 
+/// `pins`' low half counts kernel calls using the buffer now; bit `HOST_VIEWS_SHIFT + s` says
+/// a host view may point into space `s`.
+const CALLS_MASK: u64 = u32::MAX as u64;
+const HOST_VIEWS_SHIFT: u32 = 32;
+
 pub(crate) struct RawBuffer {
     pub(crate) rt: Arc<Shared>,
+    /// Creation order in its runtime: the key of the eviction registries.
+    id: u64,
+    /// Itself, for the eviction registry of a space it gets a block in.
+    me: Weak<RawBuffer>,
+    /// What keeps its blocks from eviction: calls in flight, and spaces host views point
+    /// into (see `data::evict` for the handshake).
+    pins: AtomicU64,
+    /// Per space, the runtime's clock when a call last used the buffer there.
+    stamps: [AtomicU64; MAX_SPACES],
     bytes: usize,
     /// log2 of the fragment size. Changes only through `refragment`, which the typed layer
     /// calls with the buffer borrowed mutably, so no view can see it change.
@@ -52,10 +69,15 @@ impl WithTable for Inner {
 }
 
 impl RawBuffer {
-    pub(crate) fn new(rt: Arc<Shared>, bytes: usize, frag_shift: u32) -> RawBuffer {
+    pub(crate) fn new(rt: Arc<Shared>, bytes: usize, frag_shift: u32) -> Arc<RawBuffer> {
         let count = bytes.div_ceil(1 << frag_shift);
-        RawBuffer {
+        let id = rt.next_buffer.fetch_add(1, Ordering::Relaxed);
+        Arc::new_cyclic(|me| RawBuffer {
             rt,
+            id,
+            me: me.clone(),
+            pins: AtomicU64::new(0),
+            stamps: std::array::from_fn(|_| AtomicU64::new(0)),
             bytes,
             frag_shift: AtomicU32::new(frag_shift),
             home: AtomicU8::new(NO_HOME),
@@ -64,7 +86,59 @@ impl RawBuffer {
                 table: FragmentTable::new(count),
                 blocks: [None; MAX_SPACES],
             }),
+        })
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Records a use in `space` that found the data in place: stamps the clock's current
+    /// value, without advancing it (a relaxed load and a relaxed store).
+    #[inline(always)]
+    pub(crate) fn touch(&self, space: SpaceId) {
+        let now = self.rt.clock.load(Ordering::Relaxed);
+        self.stamps[space.index()].store(now, Ordering::Relaxed);
+    }
+
+    /// When a call last used the buffer in `space`, on the runtime's clock.
+    pub(crate) fn stamp(&self, space: SpaceId) -> u64 {
+        self.stamps[space.index()].load(Ordering::Relaxed)
+    }
+
+    /// Keeps every block of the buffer from eviction until [`Self::unpin`]; taken before the
+    /// resident check, so it is SeqCst (the caller's half of the handshake in `data::evict`).
+    #[inline(always)]
+    pub(crate) fn pin(&self) {
+        self.pins.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[inline(always)]
+    pub(crate) fn unpin(&self) {
+        self.pins.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether the buffer's block in `space` must stay: a call uses the buffer, or a host
+    /// view may point into that space.
+    pub(crate) fn pinned_in(&self, space: SpaceId) -> bool {
+        let pins = self.pins.load(Ordering::SeqCst);
+        pins & CALLS_MASK != 0 || pins >> HOST_VIEWS_SHIFT & u64::from(space.bit()) != 0
+    }
+
+    /// Host views hand out plain slices whose end the runtime cannot see; one that may point
+    /// into an evictable space keeps the buffer's block there until the buffer is next
+    /// borrowed mutably ([`Self::end_host_views`]). SeqCst before the resident check, as a pin.
+    fn pin_host_views(&self) {
+        let spaces = self.rt.host_mapped.0 & self.rt.evictable.0;
+        if spaces != 0 {
+            self.pins
+                .fetch_or(u64::from(spaces) << HOST_VIEWS_SHIFT, Ordering::SeqCst);
         }
+    }
+
+    /// The buffer is borrowed mutably, so no host view of it is alive.
+    pub(crate) fn end_host_views(&self) {
+        self.pins.fetch_and(CALLS_MASK, Ordering::Relaxed);
     }
 
     fn lock(&self) -> coherence::Locked<'_, Inner> {
@@ -120,10 +194,12 @@ impl RawBuffer {
         len: usize,
         access: Access,
     ) -> Result<(SpaceId, bool)> {
+        self.pin_host_views();
         if self.resident(SpaceId::HOST, access) {
             return Ok((SpaceId::HOST, false));
         }
         if let Some(space) = self.resident_in(self.rt.host_mapped, access) {
+            self.touch(space);
             return Ok((space, false));
         }
         let target = self.target(SpaceId::HOST, self.rt.host_mapped);
@@ -161,6 +237,8 @@ impl RawBuffer {
             return Ok(false);
         }
         let mut inner = self.lock();
+        let now = self.rt.clock.fetch_add(1, Ordering::Relaxed) + 1;
+        self.stamps[space.index()].store(now, Ordering::Relaxed);
         let block = self.ensure_block(&mut inner, space)?;
         let plan = self.plan(&inner.table, start, len, space, access);
         if plan.is_empty() {
@@ -240,10 +318,131 @@ impl RawBuffer {
         if let Some(block) = inner.blocks[space.index()] {
             return Ok(block);
         }
-        let block = self.rt.pool(space).alloc(self.bytes)?;
+        let block = evict::alloc(&self.rt, space, self.bytes, self.id)?;
+        self.keep_block(inner, space, block);
+        Ok(block)
+    }
+
+    /// Records a new block in `space`, and the buffer in that space's eviction registry.
+    fn keep_block(&self, inner: &mut Inner, space: SpaceId, block: Block) {
         inner.blocks[space.index()] = Some(block);
         self.ptrs[space.index()].store(block.ptr(), Ordering::Release);
-        Ok(block)
+        if self.rt.evictable.contains(space) {
+            self.rt.spaces[space.index()]
+                .residents
+                .insert(self.id, self.me.clone());
+        }
+    }
+
+    /// Evicts this buffer's block in `space` to make room for an allocation of
+    /// `why.needed` bytes there: writes back what only the block holds, drops the rest, frees
+    /// it. Returns the bytes freed, or `None` where the buffer is busy (another thread holds
+    /// its lock), in use (pinned), or has no block there. A failed write-back changes nothing.
+    pub(crate) fn evict(&self, space: SpaceId, why: Pressure) -> Result<Option<usize>> {
+        let Some(mut inner) = self.state.try_lock() else {
+            return Ok(None);
+        };
+        let Some(block) = inner.blocks[space.index()] else {
+            return Ok(None);
+        };
+        // The handshake of `data::evict`: withdraw the summary, then look at the pins. On
+        // every early return the guard republishes the table's summary unchanged.
+        inner.withdraw();
+        if self.pinned_in(space) {
+            return Ok(None);
+        }
+        let plan = inner.table.plan_evict(space);
+        let shift = self.shift();
+        let bytes_of = |runs: &[Range<usize>]| -> usize {
+            runs.iter()
+                .map(|r| self.frag_bytes(r.clone(), shift).len())
+                .sum()
+        };
+        let written_back = bytes_of(&plan.write_back);
+        let target = if plan.write_back.is_empty() {
+            None
+        } else {
+            let wrap = |source: Error| Error::WriteBack {
+                space: self.rt.space_name(space).to_string(),
+                bytes: written_back,
+                source: Box::new(source),
+            };
+            Some(
+                self.write_back(&mut inner, &plan, block, why)
+                    .map_err(wrap)?,
+            )
+        };
+        inner.table.commit_evict(&plan, target);
+        inner.blocks[space.index()] = None;
+        self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
+        self.rt.pool(space).free(block);
+        self.rt.spaces[space.index()].residents.remove(self.id);
+        let dropped = bytes_of(&plan.dropped);
+        self.rt
+            .counters
+            .record_eviction(space.index(), dropped, written_back);
+        if self.rt.tracing() {
+            trace_eviction(
+                self.rt.space_name(space),
+                dropped,
+                written_back,
+                target.map(|t| self.rt.space_name(t)),
+                why.needed,
+            );
+        }
+        Ok(Some(self.rt.pool(space).block_bytes(self.bytes)))
+    }
+
+    /// Copies the fragments `plan` writes back out of `block` into the cheapest other space
+    /// with room (by the copy planner's link costs; ties to the lowest id, so the host), one
+    /// copy per run. Returns that space; commits nothing.
+    fn write_back(
+        &self,
+        inner: &mut Inner,
+        plan: &EvictPlan,
+        block: Block,
+        why: Pressure,
+    ) -> Result<SpaceId> {
+        let from = plan.space;
+        let shift = self.shift();
+        let mut targets: Vec<SpaceId> = (0..self.rt.spaces.len())
+            .map(|i| SpaceId(i as u8))
+            .filter(|&t| t != from)
+            .collect();
+        targets.sort_by_key(|&t| (self.rt.link_cost(from, t, 1 << shift), t));
+        let mut refused = None;
+        let mut chosen = None;
+        for t in targets {
+            if let Some(existing) = inner.blocks[t.index()] {
+                chosen = Some((t, existing));
+                break;
+            }
+            // Only room that is free now: a write-back never evicts in turn.
+            match self.rt.pool(t).alloc(self.bytes) {
+                Ok(fresh) => {
+                    self.keep_block(inner, t, fresh);
+                    chosen = Some((t, fresh));
+                    break;
+                }
+                Err(e) => refused = refused.or(Some(e)),
+            }
+        }
+        let Some((to, dst)) = chosen else {
+            return Err(refused.unwrap_or_else(|| {
+                Error::Config("no other memory space to write back to".to_string())
+            }));
+        };
+        let reason = Reason::WriteBack { needed: why.needed };
+        let mut pending = Pending::NONE;
+        for run in &plan.write_back {
+            let bytes = self.frag_bytes(run.clone(), shift);
+            let copy = self
+                .rt
+                .copy(from, to, block.ptr(), dst.ptr(), bytes, run, &reason)?;
+            pending = pending.and(copy);
+        }
+        pending.wait();
+        Ok(to)
     }
 
     /// The space an access by a device that reaches `reach` (besides its own space `own`)
@@ -415,7 +614,9 @@ impl Drop for RawBuffer {
         let mut inner = self.lock();
         for (space, block) in inner.blocks.iter_mut().enumerate() {
             if let Some(block) = block.take() {
-                self.rt.pool(SpaceId(space as u8)).free(block);
+                let space = SpaceId(space as u8);
+                self.rt.spaces[space.index()].residents.remove(self.id);
+                self.rt.pool(space).free(block);
             }
         }
     }

@@ -7,8 +7,10 @@
 //! so that no fragment is shared — can go to different devices at once.
 
 mod buffer;
+mod evict;
 
 pub(crate) use buffer::RawBuffer;
+pub(crate) use evict::Residents;
 
 use crate::coherence::{Access, FragmentState};
 use crate::device::Device;
@@ -21,6 +23,7 @@ use std::any::type_name;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 /// Fragment size a buffer gets unless `fragment()` says otherwise.
 pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
@@ -45,7 +48,9 @@ pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
 /// `hete_Sync` before a kernel.
 #[doc(alias = "hete_Data")]
 pub struct HeteData<T: Pod> {
-    raw: RawBuffer,
+    /// Shared with the eviction registries of the spaces it has blocks in (weakly): an
+    /// evictor reaches the buffer through them, wherever the `HeteData` has moved.
+    raw: Arc<RawBuffer>,
     len: usize,
     _elem: PhantomData<T>,
 }
@@ -170,6 +175,19 @@ impl<T: Pod> HeteData<T> {
         Ok(data)
     }
 
+    /// The buffer, borrowed mutably: no host view of it can be alive, so host views no longer
+    /// keep its blocks from eviction.
+    fn raw_mut(&mut self) -> &RawBuffer {
+        self.raw.end_host_views();
+        &self.raw
+    }
+
+    /// The whole buffer as a mutable view, through [`Self::raw_mut`].
+    fn whole_mut(&mut self) -> HeteSliceMut<'_, T> {
+        let len = self.len;
+        HeteSliceMut::new(self.raw_mut(), 0, len)
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -187,7 +205,7 @@ impl<T: Pod> HeteData<T> {
 
     /// The whole buffer as a mutable view.
     pub fn as_slice_mut(&mut self) -> HeteSliceMut<'_, T> {
-        HeteSliceMut::new(&self.raw, 0, self.len)
+        self.whole_mut()
     }
 
     /// Sets the tracking granularity to `bytes` (a power of two, a whole number of elements).
@@ -199,7 +217,7 @@ impl<T: Pod> HeteData<T> {
     #[doc(alias = "hete_Fragment")]
     pub fn fragment(&mut self, bytes: usize) -> Result<()> {
         let shift = check_fragment::<T>(bytes)?;
-        self.raw.refragment(shift)
+        self.raw_mut().refragment(shift)
     }
 
     /// The tracking granularity in bytes.
@@ -237,7 +255,7 @@ impl<T: Pod> HeteData<T> {
     /// RIMMS: `hete_Sync` to the host, for reading and writing.
     #[doc(alias = "hete_Sync")]
     pub fn host_mut(&mut self) -> Result<&mut [T]> {
-        HeteSliceMut::new(&self.raw, 0, self.len).into_host_mut(Access::ReadWrite)
+        self.whole_mut().into_host_mut(Access::ReadWrite)
     }
 
     /// Overwrites on the host (write-discard): nothing is copied in, so the contents handed out
@@ -246,7 +264,7 @@ impl<T: Pod> HeteData<T> {
     /// RIMMS: `hete_Sync` to the host for an overwrite, which copies nothing in.
     #[doc(alias = "hete_Sync")]
     pub fn host_write(&mut self) -> Result<&mut [T]> {
-        HeteSliceMut::new(&self.raw, 0, self.len).into_host_mut(Access::Write)
+        self.whole_mut().into_host_mut(Access::Write)
     }
 
     /// A host copy of the contents.
@@ -262,7 +280,7 @@ impl<T: Pod> HeteData<T> {
     /// A mutable view of `range`; its ends must fall on fragment boundaries (or the buffer's
     /// end).
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'_, T>> {
-        HeteSliceMut::new(&self.raw, 0, self.len).into_slice_mut(range)
+        self.whole_mut().into_slice_mut(range)
     }
 
     /// Read-only views of consecutive pieces of `chunk` elements (the last may be shorter).
@@ -273,7 +291,7 @@ impl<T: Pod> HeteData<T> {
     /// Mutable views of consecutive pieces of `chunk` elements, each starting on a fragment
     /// boundary.
     pub fn chunks_mut(&mut self, chunk: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
-        HeteSliceMut::new(&self.raw, 0, self.len).into_chunks_mut(chunk)
+        self.whole_mut().into_chunks_mut(chunk)
     }
 
     /// Read-only views of the rows of a row-major matrix with rows of `row_len` elements.
@@ -292,7 +310,7 @@ impl<T: Pod> HeteData<T> {
         &mut self,
         mid: usize,
     ) -> Result<(HeteSliceMut<'_, T>, HeteSliceMut<'_, T>)> {
-        HeteSliceMut::new(&self.raw, 0, self.len).into_split_at_mut(mid)
+        self.whole_mut().into_split_at_mut(mid)
     }
 
     /// Frees the buffer's memory in every space now; the same as dropping it.
@@ -330,7 +348,7 @@ impl<T: Pod> HeteData<T> {
     /// ```
     #[doc(alias = "hete_Reset")]
     pub fn reset(&mut self) {
-        self.raw.reset();
+        self.raw_mut().reset();
     }
 
     /// Places the buffer in `device`'s memory: host code and CPU kernels that write it write

@@ -14,6 +14,7 @@ use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::sched::Target;
+use crate::space::SpaceId;
 use bytemuck::Pod;
 use std::any::Any;
 
@@ -28,7 +29,17 @@ impl<'a> KernelArg<'a> {
             start,
             len,
             access: Access::Read,
+            place: None,
         }
+    }
+
+    /// Where the kernel should access this argument when its device reaches several spaces
+    /// (StarPU's `specific_nodes`): the CPU reads a u-dma-buf in place or in host memory, and
+    /// this says which. The data is brought into `space` if it is not valid there. A space the
+    /// device cannot reach fails the call, naming the argument, before anything moves.
+    pub fn at(mut self, space: SpaceId) -> KernelArg<'a> {
+        self.place = Some(space);
+        self
     }
 
     /// An argument the kernel reads and changes.
@@ -54,6 +65,7 @@ impl<'a> KernelArg<'a> {
             start,
             len,
             access,
+            place: None,
         }
     }
 }

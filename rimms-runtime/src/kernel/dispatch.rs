@@ -25,6 +25,8 @@ pub struct KernelArg<'a> {
     pub(crate) start: usize,
     pub(crate) len: usize,
     pub(crate) access: Access,
+    /// The space the call should use it in (`KernelArg::at`), if it says.
+    pub(crate) place: Option<SpaceId>,
 }
 
 /// Where the kernel finds an argument: `len` bytes at `ptr` in the space it was acquired in (a
@@ -83,12 +85,44 @@ fn tracked<const N: usize>(
     let mut spaces = [space; N];
     // Bit i set: argument i is not resident and must be acquired (and marked if written).
     let mut missing = 0u32;
+    // An evictor leaves alone the blocks of a buffer a call uses: each argument that may be
+    // used in an evictable space is pinned before its resident check and until the marks
+    // are made (the handshake is in `data::evict`). On a device with its own evictable space
+    // that is every argument; on the CPU only those not already valid on the host, which is
+    // never evicted (the pins are atomic read-modify-writes: the host fast path skips them).
+    let evictable = shared.evictable;
+    let own_evictable = evictable.contains(space);
+    let mut pins = Pinned { args, mask: 0 };
+    if own_evictable {
+        (0..N).for_each(|i| pins.pin(i));
+    }
     for (i, a) in args.iter().enumerate() {
-        if a.raw.resident(space, a.access) {
+        if let Some(place) = a.place {
+            spaces[i] = placed(shared, entry, api, a, place)?;
+            if evictable.contains(place) {
+                pins.pin(i);
+            }
+            if a.raw.resident(place, a.access) {
+                a.raw.touch(place);
+            } else {
+                missing |= 1 << i;
+            }
             continue;
         }
+        if a.raw.resident(space, a.access) {
+            if own_evictable {
+                a.raw.touch(space);
+            }
+            continue;
+        }
+        if !evictable.is_empty() {
+            pins.pin(i);
+        }
         match a.raw.resident_in(entry.reaches, a.access) {
-            Some(other) => spaces[i] = other,
+            Some(other) => {
+                a.raw.touch(other);
+                spaces[i] = other;
+            }
             None => {
                 missing |= 1 << i;
                 spaces[i] = a.raw.target(space, entry.reaches);
@@ -145,8 +179,62 @@ fn tracked<const N: usize>(
             }
         }
     }
+    drop(pins);
     shared.counters.record_call(api.index(), hit);
     outcome
+}
+
+/// The space an argument placed by `KernelArg::at` is used in: its place, if the device
+/// reaches it.
+#[cold]
+fn placed(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    arg: &KernelArg<'_>,
+    place: SpaceId,
+) -> Result<SpaceId> {
+    if place == entry.space || entry.reaches.contains(place) {
+        return Ok(place);
+    }
+    Err(Error::Unsupported {
+        api: api.name(),
+        device: entry.device.to_string(),
+        why: format!(
+            "argument {} is placed in space {}, which {} cannot reach",
+            arg.name,
+            shared.space_name(place),
+            entry.device
+        ),
+    })
+}
+
+/// The arguments' buffers that are pinned against eviction (bit i: argument i), unpinned
+/// when this goes.
+struct Pinned<'s, 'a, const N: usize> {
+    args: &'s [KernelArg<'a>; N],
+    mask: u32,
+}
+
+impl<const N: usize> Pinned<'_, '_, N> {
+    #[inline(always)]
+    fn pin(&mut self, i: usize) {
+        if self.mask & 1 << i == 0 {
+            self.args[i].raw.pin();
+            self.mask |= 1 << i;
+        }
+    }
+}
+
+impl<const N: usize> Drop for Pinned<'_, '_, N> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let mut mask = self.mask;
+        while mask != 0 {
+            self.args[mask.trailing_zeros() as usize].raw.unpin();
+            mask &= mask - 1;
+        }
+    }
 }
 
 /// The bytes argument `i` and the other arguments in `pending` that touch it (same buffer,
@@ -385,6 +473,63 @@ mod tests {
             y.validate().expect("one trusted copy");
             assert_eq!(y.host().expect("y"), &[1; 16]);
         }
+    }
+
+    /// `KernelArg::at`: the CPU reaches a host-mapped sim's memory as well as its own, and an
+    /// argument placed there is used there — brought in by one copy, written there, so the host
+    /// then holds no valid copy of it. A place the device cannot reach fails the call, naming
+    /// the argument, with nothing moved.
+    #[test]
+    fn a_placed_argument_is_used_in_its_place() {
+        let rt = Runtime::builder()
+            .host_pool(1 << 20)
+            .sim(SimConfig {
+                pool_bytes: 1 << 20,
+                host_mapped: true,
+                ..SimConfig::default()
+            })
+            .sim(SimConfig {
+                pool_bytes: 1 << 20,
+                ..SimConfig::default()
+            })
+            .build()
+            .expect("runtime");
+        let (mapped, other) = (
+            rt.space_of(Device::Sim(0)).expect("sim0"),
+            rt.space_of(Device::Sim(1)).expect("sim1"),
+        );
+        let mut y = HeteData::from_slice(&rt, &[1u32; 16]).expect("y");
+        rt.launch_host(
+            Device::Cpu,
+            &SCRIBBLE,
+            [KernelArg::read_write("y", &mut y).at(mapped)],
+            |[y]| {
+                y.into_slice_mut::<u32>()?.fill(5);
+                Ok(())
+            },
+        )
+        .expect("placed call");
+        assert_eq!(rt.stats().bytes("host", "sim0").expect("link"), 64);
+        let state = y.fragment_state(0).expect("fragment");
+        assert_eq!(state.valid.iter().collect::<Vec<_>>(), vec![mapped]);
+        let err = rt
+            .launch_host(
+                Device::Cpu,
+                &SCRIBBLE,
+                [KernelArg::read("y", &y).at(other)],
+                |_| Ok(()),
+            )
+            .expect_err("sim1 is out of the CPU's reach");
+        assert!(
+            err.to_string().contains("argument y") && err.to_string().contains("sim1"),
+            "{err}"
+        );
+        assert_eq!(
+            rt.stats().total_bytes(),
+            64,
+            "nothing moved for the refused call"
+        );
+        assert_eq!(y.host().expect("y"), &[5; 16]);
     }
 
     /// A resident argument written in place by a kernel that unwinds stays the one copy: there

@@ -39,6 +39,9 @@ pub(crate) struct Pool {
     name: String,
     region: Region,
     granule: usize,
+    /// Granules handed out from the start of the region: all of it, or fewer where the pool
+    /// was limited (`RuntimeBuilder::pool`).
+    granules: usize,
     state: Mutex<(NfAllocator, PoolUse)>,
 }
 
@@ -75,12 +78,29 @@ impl Pool {
             name: name.to_string(),
             region,
             granule,
+            granules,
             state: Mutex::new((NfAllocator::with_capacity(granules), PoolUse::default())),
         })
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.region.len()
+        self.granules * self.granule
+    }
+
+    /// The same pool cut down to its first `bytes` (whole granules), for a space whose memory
+    /// is given (a u-dma-buf, a device's reservation) but whose use is to be limited.
+    pub(crate) fn limited(self, bytes: usize) -> Result<Pool> {
+        let granules = Self::granules(&self.name, bytes, self.granule)?.min(self.granules);
+        Ok(Pool {
+            state: Mutex::new((NfAllocator::with_capacity(granules), PoolUse::default())),
+            granules,
+            ..self
+        })
+    }
+
+    /// What a block for `bytes` takes from the pool: whole granules, at least one.
+    pub(crate) fn block_bytes(&self, bytes: usize) -> usize {
+        bytes.div_ceil(self.granule).max(1) * self.granule
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (NfAllocator, PoolUse)> {

@@ -12,7 +12,9 @@ mod trace;
 pub(crate) use timeline::Timeline;
 pub use timeline::TRACE_FILE_ENV;
 pub(crate) use trace::Reason;
-pub(crate) use trace::{enabled_from_env as trace_enabled_from_env, trace_transfer};
+pub(crate) use trace::{
+    enabled_from_env as trace_enabled_from_env, trace_eviction, trace_transfer,
+};
 
 use crate::error::{Error, Result};
 use crate::space::{SpaceId, MAX_SPACES};
@@ -33,10 +35,19 @@ pub(crate) struct ApiCounter {
     misses: AtomicU64,
 }
 
+/// What eviction did in one space.
+#[derive(Default)]
+pub(crate) struct EvictionCounter {
+    evictions: AtomicU64,
+    dropped_bytes: AtomicU64,
+    written_back_bytes: AtomicU64,
+}
+
 /// The live counters of one runtime.
 pub(crate) struct Counters {
     links: [[LinkCounter; MAX_SPACES]; MAX_SPACES],
     fills: [AtomicU64; MAX_SPACES],
+    evictions: [EvictionCounter; MAX_SPACES],
     apis: Vec<ApiCounter>,
 }
 
@@ -45,6 +56,7 @@ impl Counters {
         Counters {
             links: Default::default(),
             fills: Default::default(),
+            evictions: Default::default(),
             apis: (0..apis).map(|_| ApiCounter::default()).collect(),
         }
     }
@@ -54,6 +66,25 @@ impl Counters {
         link.copies.fetch_add(1, Relaxed);
         link.bytes.fetch_add(bytes as u64, Relaxed);
         link.nanos.fetch_add(time.as_nanos() as u64, Relaxed);
+    }
+
+    /// One block evicted from `space`: `dropped` bytes of valid copies dropped for free,
+    /// `written_back` bytes copied out first.
+    pub(crate) fn record_eviction(&self, space: usize, dropped: usize, written_back: usize) {
+        let e = &self.evictions[space];
+        e.evictions.fetch_add(1, Relaxed);
+        e.dropped_bytes.fetch_add(dropped as u64, Relaxed);
+        e.written_back_bytes.fetch_add(written_back as u64, Relaxed);
+    }
+
+    /// (evictions, bytes dropped, bytes written back) of one space.
+    pub(crate) fn evictions(&self, space: usize) -> (u64, u64, u64) {
+        let e = &self.evictions[space];
+        (
+            e.evictions.load(Relaxed),
+            e.dropped_bytes.load(Relaxed),
+            e.written_back_bytes.load(Relaxed),
+        )
     }
 
     pub(crate) fn record_fill(&self, space: usize) {
@@ -100,6 +131,11 @@ impl Counters {
         for f in &self.fills {
             f.store(0, Relaxed);
         }
+        for e in &self.evictions {
+            e.evictions.store(0, Relaxed);
+            e.dropped_bytes.store(0, Relaxed);
+            e.written_back_bytes.store(0, Relaxed);
+        }
         for a in &self.apis {
             a.calls.store(0, Relaxed);
             a.misses.store(0, Relaxed);
@@ -139,6 +175,13 @@ pub struct SpaceStats {
     pub frees: u64,
     /// Runs of zero-marked fragments materialised by a fill (no transfer).
     pub zero_fills: u64,
+    /// Blocks evicted from this space's pool to make room.
+    pub evictions: u64,
+    /// Bytes of valid copies evicted blocks held that another space (or the zero mark) also
+    /// held: dropped without a copy.
+    pub dropped_bytes: u64,
+    /// Bytes evicted blocks held the only valid copy of, written back elsewhere first.
+    pub written_back_bytes: u64,
 }
 
 /// Figures of one API.

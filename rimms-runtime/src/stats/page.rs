@@ -36,7 +36,7 @@
 //! | 6 | time of the last update, milliseconds since the Unix epoch |
 //! | 7 | reserved, zero |
 //! | 8 … | S names, 32 bytes each, UTF-8 padded with zeros |
-//! | then | S × (capacity, in use, high water, allocations, frees, zero fills) |
+//! | then | S × (capacity, in use, high water, allocations, frees, zero fills, evictions, bytes dropped by eviction, bytes written back by eviction) |
 //! | then | S × S × (copies, bytes, nanoseconds) for link from → to, row `from` |
 //!
 //! Words 0–5 and the names never change after creation; the rest changes only between two
@@ -59,7 +59,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const STATS_PAGE_ENV: &str = "RIMMS_STATS_PAGE";
 
 /// Layout version; a reader refuses any other.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 
 /// How often the publisher refreshes the page.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
@@ -68,7 +68,7 @@ const MAGIC: u64 = u64::from_ne_bytes(*b"RIMMSTAT");
 const HEADER_WORDS: usize = 8;
 const NAME_BYTES: usize = 32;
 const NAME_WORDS: usize = NAME_BYTES / 8;
-const SPACE_WORDS: usize = 6;
+const SPACE_WORDS: usize = 9;
 const LINK_WORDS: usize = 3;
 const W_MAGIC: usize = 0;
 const W_VERSION: usize = 1;
@@ -374,6 +374,9 @@ impl StatsPage {
                 allocations: s[3],
                 frees: s[4],
                 zero_fills: s[5],
+                evictions: s[6],
+                dropped_bytes: s[7],
+                written_back_bytes: s[8],
             });
         }
         let links_data = &data[n * SPACE_WORDS..];
@@ -605,6 +608,9 @@ fn space_words(s: &SpaceStats) -> [u64; SPACE_WORDS] {
         s.allocations,
         s.frees,
         s.zero_fills,
+        s.evictions,
+        s.dropped_bytes,
+        s.written_back_bytes,
     ]
 }
 
@@ -704,6 +710,9 @@ mod tests {
                     allocations: 5,
                     frees: 4,
                     zero_fills: i as u64,
+                    evictions: 7 + i as u64,
+                    dropped_bytes: 4096,
+                    written_back_bytes: 8192 * i as u64,
                 })
                 .collect(),
             apis: Vec::new(),
@@ -787,6 +796,9 @@ mod tests {
                     allocations: k,
                     frees: k,
                     zero_fills: k,
+                    evictions: k,
+                    dropped_bytes: k,
+                    written_back_bytes: k,
                 })
                 .collect(),
             apis: Vec::new(),

@@ -56,6 +56,11 @@ pub(crate) enum Reason {
     Prefetch,
     /// Gathering before a change of fragment size.
     Refragment,
+    /// Writing back the last valid copy held by a block evicted from a full pool.
+    WriteBack {
+        /// Bytes the allocation that did not fit asked for.
+        needed: usize,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -66,6 +71,10 @@ impl fmt::Display for Reason {
             Reason::Host => f.write_str("host view"),
             Reason::Prefetch => f.write_str("prefetch"),
             Reason::Refragment => f.write_str("fragment size change"),
+            Reason::WriteBack { needed } => write!(
+                f,
+                "write-back before eviction (pool full: {needed} bytes needed)"
+            ),
         }
     }
 }
@@ -86,6 +95,25 @@ pub(crate) fn trace_transfer(
         fragments = frags.end - frags.start,
         reason = %reason,
         "transfer"
+    );
+}
+
+/// One event per evicted block: where from, what was dropped and written back, and why.
+pub(crate) fn trace_eviction(
+    space: &str,
+    dropped: usize,
+    written_back: usize,
+    to: Option<&str>,
+    needed: usize,
+) {
+    tracing::info!(
+        target: "rimms::evict",
+        space,
+        dropped_bytes = dropped,
+        written_back_bytes = written_back,
+        written_back_to = to.unwrap_or("-"),
+        reason = %format_args!("pool full: {needed} bytes needed"),
+        "evict"
     );
 }
 

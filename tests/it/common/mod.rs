@@ -3,6 +3,7 @@
 
 use rimms::Complex32;
 
+pub mod programs_model;
 mod tolerance;
 pub use tolerance::assert_close;
 

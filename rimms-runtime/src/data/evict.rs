@@ -1,0 +1,154 @@
+//! Eviction: making room in a full device pool by dropping (or writing back, then dropping)
+//! the least recently used blocks of other buffers.
+//!
+//! A device's memory is smaller than the host's, and on the boards RIMMS targets a frame does
+//! not fit in it at once; StarPU reclaims memory from its LRU lists and so does this. Each
+//! evictable space (every space but the host) keeps a registry of the buffers that hold a
+//! block there ([`Residents`]); each buffer stamps, per space, the runtime's logical clock
+//! when a call uses it there (`RawBuffer::touch`: a relaxed load and a relaxed store on the
+//! fast path; a slow-path acquire advances the clock). When an allocation does not fit,
+//! [`alloc`] evicts in stamp order, oldest first (ties: the older buffer first), until it
+//! does. What one eviction does is the coherence module's plan (`plan_evict`): fragments whose
+//! only valid copy is in the block are written back (to the cheapest space with room, by the
+//! same link costs the copy planner uses), the rest dropped for free; the plan is committed
+//! only after every write-back copy succeeded, so a failed one loses nothing.
+//!
+//! # Pinning, and why a call that never locks cannot lose its block
+//!
+//! A buffer in use cannot be evicted: a kernel call pins each argument's buffer
+//! (`RawBuffer::pin`, a SeqCst increment) before its lock-free resident check and unpins it
+//! after its marks; a host view into an evictable (host-mapped) space sets a sticky per-space
+//! bit that stays until the buffer is next borrowed mutably (which proves the view is gone).
+//! The evictor holds the buffer's lock and then (1) publishes a summary under which nothing is
+//! resident (`Locked::withdraw`, a SeqCst store) and (2) loads the pins (SeqCst); it evicts
+//! only if they are clear. The caller does (a) pin, then (b) load the summary. All four are
+//! SeqCst, so they fall in one total order: if (a) comes before (2), the evictor sees the pin
+//! and leaves the block; otherwise (1) comes before (a) and so before (b), and the caller reads
+//! the withdrawn summary or one published after the eviction, neither of which says resident:
+//! it takes the slow path, waits for the lock, and finds the block gone. A caller that pinned
+//! and took the slow path holds the pin until after its kernel, so the evictor skips it.
+//! Evictors only `try_lock` other buffers, so two acquires that each hold their own buffer's
+//! lock and evict from each other's never deadlock; a busy buffer is skipped like a pinned
+//! one.
+
+use super::RawBuffer;
+use crate::error::{Error, Result};
+use crate::runtime::Shared;
+use crate::space::{Block, SpaceId};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// The buffers that hold a block in one space, by buffer id (creation order).
+#[derive(Default)]
+pub(crate) struct Residents {
+    buffers: Mutex<BTreeMap<u64, Weak<RawBuffer>>>,
+}
+
+impl Residents {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Weak<RawBuffer>>> {
+        // Inserts and removes of a map cannot leave it half-changed; a poisoned lock is fine.
+        self.buffers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn insert(&self, id: u64, buffer: Weak<RawBuffer>) {
+        self.lock().insert(id, buffer);
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// The live buffers with a block here, least recently used in `space` first. The
+    /// registry's lock is released before the caller touches any buffer.
+    fn lru_order(&self, space: SpaceId) -> Vec<Arc<RawBuffer>> {
+        let mut order: Vec<(u64, u64, Arc<RawBuffer>)> = self
+            .lock()
+            .iter()
+            .filter_map(|(&id, weak)| weak.upgrade().map(|b| (b.stamp(space), id, b)))
+            .collect();
+        order.sort_unstable_by_key(|&(stamp, id, _)| (stamp, id));
+        order.into_iter().map(|(_, _, b)| b).collect()
+    }
+}
+
+/// Why a block was evicted, for the trace: the allocation that did not fit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pressure {
+    /// Bytes the allocation asked for.
+    pub needed: usize,
+}
+
+/// A block of `bytes` in `space` for buffer `requester`, evicting other buffers' least
+/// recently used blocks there when the pool is full. The host is never evicted: it is where
+/// write-backs go. Fails, saying how much was needed and how much could have been freed, when
+/// even evicting every block not in use would not make room.
+pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -> Result<Block> {
+    let pool = rt.pool(space);
+    let full = match pool.alloc(bytes) {
+        Ok(block) => return Ok(block),
+        Err(e) if space == SpaceId::HOST => return Err(e),
+        Err(e) => e,
+    };
+    let Error::PoolExhausted {
+        requested,
+        free,
+        largest_free,
+        ..
+    } = full
+    else {
+        return Err(full);
+    };
+    let candidates: Vec<Arc<RawBuffer>> = rt.spaces[space.index()]
+        .residents
+        .lru_order(space)
+        .into_iter()
+        .filter(|b| b.id() != requester && !b.pinned_in(space))
+        .collect();
+    let evictable: usize = candidates
+        .iter()
+        .map(|b| rt.pool(space).block_bytes(b.bytes()))
+        .sum();
+    if free + evictable < requested {
+        return Err(does_not_fit(
+            rt,
+            space,
+            requested,
+            (free, largest_free),
+            evictable,
+        ));
+    }
+    let why = Pressure { needed: requested };
+    for buffer in candidates {
+        if buffer.evict(space, why)?.is_some() {
+            if let Ok(block) = pool.alloc(bytes) {
+                return Ok(block);
+            }
+        }
+    }
+    // Only refusals remain: what is free now, as the pool itself says it.
+    match pool.alloc(bytes) {
+        Ok(block) => Ok(block),
+        Err(Error::PoolExhausted {
+            free, largest_free, ..
+        }) => Err(does_not_fit(rt, space, requested, (free, largest_free), 0)),
+        Err(other) => Err(other),
+    }
+}
+
+/// `free`: the bytes free and the longest free run.
+fn does_not_fit(
+    rt: &Shared,
+    space: SpaceId,
+    needed: usize,
+    free: (usize, usize),
+    evictable: usize,
+) -> Error {
+    Error::DoesNotFit {
+        space: rt.space_name(space).to_string(),
+        needed,
+        free: free.0,
+        largest_free: free.1,
+        evictable,
+        in_use: rt.pool(space).usage().in_use.saturating_sub(evictable),
+    }
+}

@@ -1,0 +1,873 @@
+//! The protocol model of the random-program tests, shared by `programs.rs` (pools large
+//! enough that nothing is evicted) and `eviction.rs` (device pools of a few blocks, so that
+//! allocations evict): random programs, a host-only model of the contents, and a model of the
+//! coherence protocol that predicts every copy per link, every eviction and every write-back.
+//!
+//! The runtime has the CPU and two sim devices with different links: sim0 sits on a fast link,
+//! sim1 on a slow one. From those links the cheapest source of a fragment, derived by hand, is:
+//! into the host, sim0 before sim1; into sim0, the host before sim1; into sim1, the host before
+//! sim0 (equal cost, lower id), except that a run of neighbouring fragments keeps the source it
+//! started with where that ties. The protocol model below encodes that order directly. A
+//! write-back on eviction goes to the host: from either sim, the host is the cheapest space
+//! (sim0 to sim1 crosses sim1's slow link; sim1 to the host and to sim0 tie, the host's id is
+//! lower).
+//!
+//! Eviction, as the model has it: each buffer is stamped per space with a clock that every
+//! acquire advances and that a call finding its argument in place copies without advancing.
+//! An acquire into a sim that has no block of the buffer needs one; when the sim's pool has no
+//! free block, the blocks of the buffers not used by the current call are evicted oldest stamp
+//! first (ties: the older buffer) until one is free. Every buffer fits in one pool granule, so
+//! a pool holds a fixed number of blocks and never fragments.
+#![allow(dead_code)]
+
+use proptest::prelude::*;
+use rimms::{Complex32, Device, HeteData, LinkModel, Runtime, SimConfig, ZipOp};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub const SPACES: [&str; 3] = ["host", "sim0", "sim1"];
+const DEVICES: [Device; 3] = [Device::Cpu, Device::Sim(0), Device::Sim(1)];
+
+/// Preferred sources for a copy into each space, best first.
+const SOURCE_ORDER: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]];
+
+/// Whether the two sources of a copy into each space cost the same: into sim1 both the host
+/// and sim0 cross sim1's slow link. On a tie the planner stays with the source of the run it
+/// is building, so neighbouring fragments come in one copy.
+const SOURCES_TIE: [bool; 3] = [false, false, true];
+
+/// One pool granule: every buffer of a program (at most 1,500 elements of 8 bytes) fits in
+/// one, so a device pool of `n` granules holds exactly `n` blocks.
+pub const GRANULE: usize = 16 << 10;
+
+/// The runtime the models describe; with `host_mapped`, sim0's memory is also mapped into the
+/// host (as an integrated GPU's or a u-dma-buf is), so host code and CPU kernels use data
+/// there in place and write there when a buffer lives there. With `pool_blocks`, each sim's
+/// pool holds that many blocks, so that programs evict.
+fn runtime(host_mapped: bool, pool_blocks: Option<usize>) -> Runtime {
+    let fast = LinkModel {
+        latency: Duration::from_micros(1),
+        bytes_per_second: 20e9,
+    };
+    let slow = LinkModel {
+        latency: Duration::from_micros(20),
+        bytes_per_second: 1e9,
+    };
+    let sim = |link| SimConfig {
+        link,
+        pool_bytes: pool_blocks.map_or(64 << 20, |n| n * GRANULE),
+        ..SimConfig::default()
+    };
+    Runtime::builder()
+        .host_pool(64 << 20)
+        .granule(GRANULE)
+        .sim(SimConfig {
+            host_mapped,
+            ..sim(fast)
+        })
+        .sim(sim(slow))
+        .build()
+        .expect("runtime")
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    Alloc {
+        len: usize,
+        frag_log2: u32,
+    },
+    HostRead {
+        buf: usize,
+        a: usize,
+        b: usize,
+    },
+    HostWrite {
+        buf: usize,
+        a: usize,
+        b: usize,
+        discard: bool,
+        seed: i32,
+    },
+    Scale {
+        buf: usize,
+        a: usize,
+        b: usize,
+        dev: usize,
+        factor: usize,
+    },
+    Zip {
+        x: usize,
+        y: usize,
+        out: usize,
+        a: usize,
+        b: usize,
+        c: usize,
+        dev: usize,
+        op: usize,
+    },
+    Conj {
+        x: usize,
+        out: usize,
+        a: usize,
+        b: usize,
+        dev: usize,
+    },
+    Prefetch {
+        buf: usize,
+        dev: usize,
+    },
+    Reset {
+        buf: usize,
+    },
+    Drop {
+        buf: usize,
+    },
+    /// Changes a live buffer's fragment size (merging or splitting its fragments).
+    Refragment {
+        buf: usize,
+        frag_log2: u32,
+    },
+}
+
+pub fn op() -> impl Strategy<Value = Op> {
+    let idx = || 0usize..1 << 20;
+    prop_oneof![
+        2 => (1usize..1500, 3u32..14).prop_map(|(len, frag_log2)| Op::Alloc { len, frag_log2 }),
+        3 => (idx(), idx(), idx()).prop_map(|(buf, a, b)| Op::HostRead { buf, a, b }),
+        2 => (idx(), idx(), idx(), any::<bool>(), -50i32..50)
+            .prop_map(|(buf, a, b, discard, seed)| Op::HostWrite { buf, a, b, discard, seed }),
+        2 => (idx(), idx(), idx(), 0usize..3, 0usize..3)
+            .prop_map(|(buf, a, b, dev, factor)| Op::Scale { buf, a, b, dev, factor }),
+        3 => (idx(), idx(), idx(), idx(), idx(), idx(), 0usize..3, 0usize..4).prop_map(
+            |(x, y, out, a, b, c, dev, op)| Op::Zip { x, y, out, a, b, c, dev, op }
+        ),
+        2 => (idx(), idx(), idx(), idx(), 0usize..3)
+            .prop_map(|(x, out, a, b, dev)| Op::Conj { x, out, a, b, dev }),
+        1 => (idx(), 0usize..3).prop_map(|(buf, dev)| Op::Prefetch { buf, dev }),
+        1 => idx().prop_map(|buf| Op::Reset { buf }),
+        1 => idx().prop_map(|buf| Op::Drop { buf }),
+        1 => (idx(), 3u32..14).prop_map(|(buf, frag_log2)| Op::Refragment { buf, frag_log2 }),
+    ]
+}
+
+/// The model of one buffer: its true contents and, per fragment, where it is valid and
+/// whether it is zero.
+struct ModelBuf {
+    data: Vec<Complex32>,
+    frag_elems: usize,
+    valid: Vec<[bool; 3]>,
+    zero: Vec<bool>,
+    /// Where the buffer lives: the first space that wrote it.
+    home: Option<usize>,
+    /// Per space: whether it holds a block of the buffer, and the clock when a call last used
+    /// the buffer there.
+    block: [bool; 3],
+    stamp: [u64; 3],
+    live: bool,
+}
+
+/// Where an access by a device happens, decided before any argument of a call moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Where {
+    /// The whole buffer is already there, in this space, as the access needs: nothing moves
+    /// or changes but the buffer's stamp there.
+    InPlace(usize),
+    /// Bring the range into this space (and mark it there if written).
+    Acquire(usize),
+}
+
+#[derive(Default)]
+struct Model {
+    bufs: Vec<ModelBuf>,
+    /// The CPU (device 0) reaches sim0's memory (space 1) in place.
+    host_mapped: bool,
+    /// (from, to) → (copies, bytes)
+    links: BTreeMap<(usize, usize), (u64, u64)>,
+    /// Blocks each sim's pool holds; `None`: as many as asked.
+    pool_blocks: Option<usize>,
+    /// The clock of least-recent use.
+    clock: u64,
+    /// The buffers the call being modelled uses: never evicted while it runs.
+    pinned: Vec<usize>,
+    /// Per space: (evictions, bytes dropped, bytes written back).
+    evictions: [(u64, u64, u64); 3],
+}
+
+impl ModelBuf {
+    fn frag_range(&self, start: usize, len: usize) -> std::ops::Range<usize> {
+        start / self.frag_elems..(start + len).div_ceil(self.frag_elems)
+    }
+
+    fn frag_bytes(&self, f: usize) -> u64 {
+        let end = ((f + 1) * self.frag_elems).min(self.data.len());
+        ((end - f * self.frag_elems) * 8) as u64
+    }
+}
+
+impl Model {
+    /// Whether every fragment is valid in `space` (for a read), or valid only there and not
+    /// zero-marked (for a write).
+    fn resident(&self, buf: usize, space: usize, writes: bool) -> bool {
+        let b = &self.bufs[buf];
+        (0..b.valid.len()).all(|f| {
+            b.valid[f][space]
+                && (!writes || (b.valid[f].iter().filter(|&&v| v).count() == 1 && !b.zero[f]))
+        })
+    }
+
+    /// DESIGN.md's rule for a device that reaches several spaces: the device's own space if
+    /// the buffer is resident there, else (for the CPU) sim0 if it is resident there, else an
+    /// acquire into the buffer's home when the device reaches it, or into its own space.
+    fn decide(&self, buf: usize, device: usize, writes: bool) -> Where {
+        let reaches_sim0 = device == 0 && self.host_mapped;
+        if self.resident(buf, device, writes) {
+            return Where::InPlace(device);
+        }
+        if reaches_sim0 && self.resident(buf, 1, writes) {
+            return Where::InPlace(1);
+        }
+        match self.bufs[buf].home {
+            Some(1) if reaches_sim0 => Where::Acquire(1),
+            _ => Where::Acquire(device),
+        }
+    }
+
+    /// An access by `device`, decided and applied; see [`Self::apply`].
+    fn access_by(
+        &mut self,
+        buf: usize,
+        start: usize,
+        len: usize,
+        device: usize,
+        reads: bool,
+        writes: bool,
+    ) {
+        let at = self.decide(buf, device, writes);
+        self.call(&[(at, buf, start, len, reads, writes)]);
+    }
+
+    /// One call's accesses, decided before any of them moves, as dispatch does: every
+    /// argument found in place is stamped first, then the others are acquired in order, none
+    /// of the call's buffers evictable meanwhile.
+    fn call(&mut self, accesses: &[(Where, usize, usize, usize, bool, bool)]) {
+        self.pinned = accesses.iter().map(|a| a.1).collect();
+        for &(at, buf, ..) in accesses {
+            if let Where::InPlace(space) = at {
+                self.bufs[buf].stamp[space] = self.clock;
+            }
+        }
+        for &(at, buf, start, len, reads, writes) in accesses {
+            self.apply(at, buf, start, len, reads, writes);
+        }
+        self.pinned.clear();
+    }
+
+    /// Gives buffer `buf` a block in `space`, evicting least recently used blocks of buffers
+    /// the current call does not use while the pool is full.
+    fn ensure_block(&mut self, buf: usize, space: usize) {
+        if self.bufs[buf].block[space] {
+            return;
+        }
+        if let (Some(capacity), true) = (self.pool_blocks, space != 0) {
+            let used = |m: &Model| m.bufs.iter().filter(|b| b.live && b.block[space]).count();
+            while used(self) >= capacity {
+                let victim = (0..self.bufs.len())
+                    .filter(|&v| {
+                        let b = &self.bufs[v];
+                        b.live && b.block[space] && v != buf && !self.pinned.contains(&v)
+                    })
+                    .min_by_key(|&v| (self.bufs[v].stamp[space], v))
+                    .expect("a call never needs more blocks than a pool holds");
+                self.evict(victim, space);
+            }
+        }
+        self.bufs[buf].block[space] = true;
+    }
+
+    /// Drops buffer `buf`'s block in `space`: fragments valid only there (and not zero) are
+    /// written back to the host first, one copy per run of neighbours.
+    fn evict(&mut self, buf: usize, space: usize) {
+        let b = &mut self.bufs[buf];
+        let (mut dropped, mut written) = (0, 0);
+        let mut run_end = None;
+        for f in 0..b.valid.len() {
+            if !b.valid[f][space] {
+                continue;
+            }
+            let last_copy = b.valid[f].iter().filter(|&&v| v).count() == 1 && !b.zero[f];
+            b.valid[f][space] = false;
+            if last_copy {
+                b.valid[f][0] = true;
+                let entry = self.links.entry((space, 0)).or_default();
+                if run_end != Some(f) {
+                    entry.0 += 1;
+                }
+                entry.1 += b.frag_bytes(f);
+                written += b.frag_bytes(f);
+                run_end = Some(f + 1);
+            } else {
+                dropped += b.frag_bytes(f);
+            }
+        }
+        b.block[space] = false;
+        let e = &mut self.evictions[space];
+        *e = (e.0 + 1, e.1 + dropped, e.2 + written);
+    }
+
+    fn apply(
+        &mut self,
+        at: Where,
+        buf: usize,
+        start: usize,
+        len: usize,
+        reads: bool,
+        writes: bool,
+    ) {
+        if let Where::Acquire(space) = at {
+            self.access(buf, start, len, space, reads, writes);
+            if writes {
+                self.bufs[buf].home.get_or_insert(space);
+            }
+        }
+    }
+
+    /// An acquire: advances the clock, stamps the buffer in `dst`, gives it a block there,
+    /// then [`Self::transfer`].
+    fn access(
+        &mut self,
+        buf: usize,
+        start: usize,
+        len: usize,
+        dst: usize,
+        reads: bool,
+        writes: bool,
+    ) {
+        self.clock += 1;
+        self.bufs[buf].stamp[dst] = self.clock;
+        self.ensure_block(buf, dst);
+        self.transfer(buf, start, len, dst, reads, writes);
+    }
+
+    /// The protocol: read-acquire (`reads`) copies missing non-zero fragments from the
+    /// preferred valid source, one copy per run of neighbours with the same source; then a
+    /// write leaves `dst` the only holder.
+    fn transfer(
+        &mut self,
+        buf: usize,
+        start: usize,
+        len: usize,
+        dst: usize,
+        reads: bool,
+        writes: bool,
+    ) {
+        let b = &mut self.bufs[buf];
+        let frags = b.frag_range(start, len);
+        if reads {
+            let mut run: Option<(usize, usize)> = None; // (src, last frag)
+            for f in frags.clone() {
+                if b.valid[f][dst] {
+                    run = None;
+                    continue;
+                }
+                if b.zero[f] {
+                    b.valid[f][dst] = true;
+                    run = None;
+                    continue;
+                }
+                let best = SOURCE_ORDER[dst]
+                    .into_iter()
+                    .find(|&s| b.valid[f][s])
+                    .expect("a non-zero fragment is valid somewhere");
+                let src = match run {
+                    Some((r, last)) if last + 1 == f && b.valid[f][r] && SOURCES_TIE[dst] => r,
+                    _ => best,
+                };
+                let entry = self.links.entry((src, dst)).or_default();
+                if run != Some((src, f.wrapping_sub(1))) {
+                    entry.0 += 1;
+                }
+                entry.1 += b.frag_bytes(f);
+                b.valid[f][dst] = true;
+                run = Some((src, f));
+            }
+        }
+        if writes {
+            for f in frags {
+                b.valid[f] = [false; 3];
+                b.valid[f][dst] = true;
+                b.zero[f] = false;
+            }
+        }
+    }
+}
+
+impl Model {
+    /// A new fragment size of `frag_elems` elements. Merging groups whose fragments share no
+    /// valid space (and are not all zero) first reads the whole buffer on the host; a merged
+    /// fragment is valid where all its parts were and zero if all were; a split fragment's
+    /// parts inherit its state.
+    fn refragment(&mut self, buf: usize, frag_elems: usize) {
+        let old = self.bufs[buf].frag_elems;
+        if frag_elems > old {
+            let factor = frag_elems / old;
+            let b = &self.bufs[buf];
+            let common = |g: &[[bool; 3]]| (0..3).any(|s| g.iter().all(|v| v[s]));
+            let gather = b
+                .valid
+                .chunks(factor)
+                .zip(b.zero.chunks(factor))
+                .any(|(v, z)| !common(v) && !z.iter().all(|&z| z));
+            if gather {
+                let len = b.data.len();
+                self.access(buf, 0, len, 0, true, false);
+            }
+        }
+        let b = &mut self.bufs[buf];
+        let count = b.data.len().div_ceil(frag_elems);
+        // Fragment `f` of the new size covers elements from `f * frag_elems`: its old
+        // fragments are those overlapping that range.
+        let parts = |f: usize| {
+            let start = f * frag_elems;
+            let end = (start + frag_elems).min(b.data.len());
+            start / old..end.div_ceil(old)
+        };
+        let valid = (0..count)
+            .map(|f| std::array::from_fn(|s| b.valid[parts(f)].iter().all(|v| v[s])))
+            .collect();
+        let zero = (0..count)
+            .map(|f| b.zero[parts(f)].iter().all(|&z| z))
+            .collect();
+        b.valid = valid;
+        b.zero = zero;
+        b.frag_elems = frag_elems;
+    }
+}
+
+struct State {
+    rt: Runtime,
+    bufs: Vec<Option<HeteData<Complex32>>>,
+    model: Model,
+}
+
+/// Buffer `i`, which the caller knows is live.
+fn live(bufs: &[Option<HeteData<Complex32>>], i: usize) -> &HeteData<Complex32> {
+    bufs[i].as_ref().expect("live")
+}
+
+impl State {
+    /// Runs `call` with buffer `out` borrowed mutably beside the others borrowed shared: a
+    /// kernel's output and its inputs, which the borrow checker needs apart.
+    fn with_output(
+        &mut self,
+        out: usize,
+        call: impl FnOnce(&Runtime, &[Option<HeteData<Complex32>>], &mut HeteData<Complex32>),
+    ) {
+        let mut output = self.bufs[out].take().expect("live");
+        call(&self.rt, &self.bufs, &mut output);
+        self.bufs[out] = Some(output);
+    }
+
+    fn live(&self, pick: usize) -> Option<usize> {
+        let live: Vec<usize> = (0..self.bufs.len())
+            .filter(|&i| self.bufs[i].is_some())
+            .collect();
+        (!live.is_empty()).then(|| live[pick % live.len()])
+    }
+
+    /// Any non-empty element range of buffer `i`.
+    fn range(&self, i: usize, a: usize, b: usize) -> (usize, usize) {
+        let len = self.model.bufs[i].data.len();
+        let start = a % len;
+        (start, 1 + b % (len - start))
+    }
+
+    /// A non-empty range of whole fragments (the last may end at the buffer's end).
+    fn aligned(&self, i: usize, a: usize, b: usize) -> (usize, usize) {
+        let m = &self.model.bufs[i];
+        let frags = m.data.len().div_ceil(m.frag_elems);
+        let first = a % frags;
+        let count = 1 + b % (frags - first);
+        let start = first * m.frag_elems;
+        (
+            start,
+            ((first + count) * m.frag_elems).min(m.data.len()) - start,
+        )
+    }
+
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        match *op {
+            Op::Alloc { len, frag_log2 } => {
+                let mut data = HeteData::<Complex32>::alloc(&self.rt, len).expect("alloc");
+                data.fragment(1 << frag_log2).expect("fragment");
+                let frag_elems = (1usize << frag_log2) / 8;
+                let frags = len.div_ceil(frag_elems);
+                self.bufs.push(Some(data));
+                self.model.bufs.push(ModelBuf {
+                    data: vec![Complex32::new(0.0, 0.0); len],
+                    frag_elems,
+                    valid: vec![[false; 3]; frags],
+                    zero: vec![true; frags],
+                    home: None,
+                    block: [false; 3],
+                    stamp: [0; 3],
+                    live: true,
+                });
+            }
+            Op::HostRead { buf, a, b } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                let (start, len) = self.range(i, a, b);
+                let data = self.bufs[i].as_ref().expect("live");
+                let got = data
+                    .slice(start..start + len)
+                    .expect("slice")
+                    .host()
+                    .expect("host");
+                self.model.access_by(i, start, len, 0, true, false);
+                prop_assert_eq!(got, &self.model.bufs[i].data[start..start + len]);
+            }
+            Op::HostWrite {
+                buf,
+                a,
+                b,
+                discard,
+                seed,
+            } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                let (start, len) = self.aligned(i, a, b);
+                let data = self.bufs[i].as_mut().expect("live");
+                let mut view = data.slice_mut(start..start + len).expect("aligned view");
+                let host = if discard {
+                    view.host_write()
+                } else {
+                    view.host_mut()
+                }
+                .expect("host");
+                let model = &mut self.model.bufs[i].data[start..start + len];
+                for (k, (h, m)) in host.iter_mut().zip(model.iter_mut()).enumerate() {
+                    let v = if discard {
+                        Complex32::new((seed + k as i32 % 7) as f32, (k % 5) as f32)
+                    } else {
+                        *m + Complex32::new(seed as f32, 1.0)
+                    };
+                    *h = if discard {
+                        v
+                    } else {
+                        *h + Complex32::new(seed as f32, 1.0)
+                    };
+                    *m = v;
+                }
+                self.model.access_by(i, start, len, 0, !discard, true);
+            }
+            Op::Scale {
+                buf,
+                a,
+                b,
+                dev,
+                factor,
+            } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                let (start, len) = self.aligned(i, a, b);
+                let f = [
+                    Complex32::new(2.0, 0.0),
+                    Complex32::new(-1.0, 0.0),
+                    Complex32::new(0.0, 1.0),
+                ][factor];
+                let data = self.bufs[i].as_mut().expect("live");
+                let mut view = data.slice_mut(start..start + len).expect("aligned view");
+                self.rt.scale(DEVICES[dev], f, &mut view).expect("scale");
+                for v in &mut self.model.bufs[i].data[start..start + len] {
+                    *v = Complex32::new(v.re * f.re - v.im * f.im, v.re * f.im + v.im * f.re);
+                }
+                self.model.access_by(i, start, len, dev, true, true);
+            }
+            Op::Zip {
+                x,
+                y,
+                out,
+                a,
+                b,
+                c,
+                dev,
+                op,
+            } => {
+                let (Some(xi), Some(yi), Some(oi)) = (self.live(x), self.live(y), self.live(out))
+                else {
+                    return Ok(());
+                };
+                if oi == xi || oi == yi {
+                    return Ok(());
+                }
+                let (ostart, olen) = self.aligned(oi, c, 0);
+                let (xlen, ylen) = (
+                    self.model.bufs[xi].data.len(),
+                    self.model.bufs[yi].data.len(),
+                );
+                if xlen < olen || ylen < olen {
+                    return Ok(());
+                }
+                let (xs, ys) = (a % (xlen - olen + 1), b % (ylen - olen + 1));
+                let zop = [ZipOp::Add, ZipOp::Sub, ZipOp::Mul, ZipOp::MulConj][op];
+                self.with_output(oi, |rt, bufs, out| {
+                    let xv = live(bufs, xi).slice(xs..xs + olen).expect("x");
+                    let yv = live(bufs, yi).slice(ys..ys + olen).expect("y");
+                    let mut ov = out.slice_mut(ostart..ostart + olen).expect("out");
+                    rt.zip(DEVICES[dev], zop, &xv, &yv, &mut ov).expect("zip");
+                });
+                let result: Vec<Complex32> = (0..olen)
+                    .map(|k| {
+                        let (p, q) = (
+                            self.model.bufs[xi].data[xs + k],
+                            self.model.bufs[yi].data[ys + k],
+                        );
+                        match zop {
+                            ZipOp::Add => Complex32::new(p.re + q.re, p.im + q.im),
+                            ZipOp::Sub => Complex32::new(p.re - q.re, p.im - q.im),
+                            ZipOp::Mul => {
+                                Complex32::new(p.re * q.re - p.im * q.im, p.re * q.im + p.im * q.re)
+                            }
+                            _ => {
+                                Complex32::new(p.re * q.re + p.im * q.im, p.im * q.re - p.re * q.im)
+                            }
+                        }
+                    })
+                    .collect();
+                // Every argument's place is decided before any of them moves, as dispatch does.
+                let (wx, wy, wo) = (
+                    self.model.decide(xi, dev, false),
+                    self.model.decide(yi, dev, false),
+                    self.model.decide(oi, dev, true),
+                );
+                // Two views of one buffer acquired in the same space that touch are planned
+                // as one range (one copy), as dispatch does.
+                let touch = xs <= ys + olen && ys <= xs + olen;
+                let out = (wo, oi, ostart, olen, false, true);
+                if xi == yi && wx == wy && touch {
+                    let (s, e) = (xs.min(ys), (xs + olen).max(ys + olen));
+                    self.model.call(&[(wx, xi, s, e - s, true, false), out]);
+                } else {
+                    self.model.call(&[
+                        (wx, xi, xs, olen, true, false),
+                        (wy, yi, ys, olen, true, false),
+                        out,
+                    ]);
+                }
+                self.model.bufs[oi].data[ostart..ostart + olen].copy_from_slice(&result);
+            }
+            Op::Conj { x, out, a, b, dev } => {
+                let (Some(xi), Some(oi)) = (self.live(x), self.live(out)) else {
+                    return Ok(());
+                };
+                if xi == oi {
+                    return Ok(());
+                }
+                let (ostart, olen) = self.aligned(oi, b, usize::MAX);
+                let xlen = self.model.bufs[xi].data.len();
+                if xlen < olen {
+                    return Ok(());
+                }
+                let xs = a % (xlen - olen + 1);
+                self.with_output(oi, |rt, bufs, out| {
+                    let xv = live(bufs, xi).slice(xs..xs + olen).expect("x");
+                    let mut ov = out.slice_mut(ostart..ostart + olen).expect("out");
+                    rt.conj(DEVICES[dev], &xv, &mut ov).expect("conj");
+                });
+                for k in 0..olen {
+                    let v = self.model.bufs[xi].data[xs + k];
+                    self.model.bufs[oi].data[ostart + k] = Complex32::new(v.re, -v.im);
+                }
+                let (wx, wo) = (
+                    self.model.decide(xi, dev, false),
+                    self.model.decide(oi, dev, true),
+                );
+                self.model.call(&[
+                    (wx, xi, xs, olen, true, false),
+                    (wo, oi, ostart, olen, false, true),
+                ]);
+            }
+            Op::Prefetch { buf, dev } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                self.bufs[i]
+                    .as_ref()
+                    .expect("live")
+                    .prefetch(DEVICES[dev])
+                    .expect("prefetch");
+                let len = self.model.bufs[i].data.len();
+                self.model.access(i, 0, len, dev, true, false);
+            }
+            Op::Reset { buf } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                self.bufs[i].as_mut().expect("live").reset();
+                let m = &mut self.model.bufs[i];
+                m.data
+                    .iter_mut()
+                    .for_each(|v| *v = Complex32::new(0.0, 0.0));
+                m.valid.iter_mut().for_each(|v| *v = [false; 3]);
+                m.zero.iter_mut().for_each(|z| *z = true);
+            }
+            Op::Drop { buf } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                self.bufs[i] = None;
+                self.model.bufs[i].live = false;
+                self.model.bufs[i].block = [false; 3];
+            }
+            Op::Refragment { buf, frag_log2 } => {
+                let Some(i) = self.live(buf) else {
+                    return Ok(());
+                };
+                let data = self.bufs[i].as_mut().expect("live");
+                data.fragment(1 << frag_log2).expect("fragment");
+                self.model.refragment(i, (1usize << frag_log2) / 8);
+                let m = &self.model.bufs[i];
+                prop_assert_eq!(data.fragment_count(), m.valid.len());
+                for f in 0..m.valid.len() {
+                    let state = data.fragment_state(f).expect("in range");
+                    let valid: Vec<usize> = state.valid.iter().map(|s| s.index()).collect();
+                    let expected: Vec<usize> = (0..3).filter(|&s| m.valid[f][s]).collect();
+                    prop_assert_eq!(valid, expected, "valid spaces of fragment {}", f);
+                    prop_assert_eq!(state.zero, m.zero[f], "zero mark of fragment {}", f);
+                    // Data was written by someone: `None` means "never touched since reset".
+                    prop_assert!(
+                        state.zero || state.owner.is_some(),
+                        "fragment {} holds data but has no owner",
+                        f
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    /// Every live buffer's fragment states as the model has them: the same valid spaces, the
+    /// same zero marks, and every fragment with data valid somewhere (nothing lost).
+    fn check_fragments(&self) -> Result<(), TestCaseError> {
+        for (i, data) in self.bufs.iter().enumerate() {
+            let Some(data) = data else { continue };
+            let m = &self.model.bufs[i];
+            for f in 0..m.valid.len() {
+                let state = data.fragment_state(f).expect("in range");
+                let valid: Vec<usize> = state.valid.iter().map(|s| s.index()).collect();
+                let expected: Vec<usize> = (0..3).filter(|&s| m.valid[f][s]).collect();
+                prop_assert_eq!(
+                    valid,
+                    expected,
+                    "valid spaces of buffer {} fragment {}",
+                    i,
+                    f
+                );
+                prop_assert_eq!(
+                    state.zero,
+                    m.zero[f],
+                    "zero mark of buffer {} fragment {}",
+                    i,
+                    f
+                );
+                prop_assert!(
+                    state.zero || !state.valid.is_empty(),
+                    "buffer {} fragment {} holds data valid nowhere: lost",
+                    i,
+                    f
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `ops` on a runtime and on the models, and checks every host read (in `apply`), the
+/// final contents, the copies and bytes of every link, and that every pool is empty after the
+/// last drop. With `pool_blocks` (each sim's pool holding that many blocks), also every
+/// buffer's fragment states after every operation, every copy against the other copies
+/// (`validate`), and the evictions, bytes dropped and bytes written back of each space, which
+/// it returns.
+pub fn check_program(
+    ops: &[Op],
+    host_mapped: bool,
+    pool_blocks: Option<usize>,
+) -> Result<[(u64, u64, u64); 3], TestCaseError> {
+    let rt = runtime(host_mapped, pool_blocks);
+    let mut state = State {
+        rt: rt.clone(),
+        bufs: Vec::new(),
+        model: Model {
+            host_mapped,
+            pool_blocks,
+            ..Model::default()
+        },
+    };
+    for op in ops {
+        state.apply(op)?;
+        if pool_blocks.is_some() {
+            state.check_fragments()?;
+        }
+    }
+    if pool_blocks.is_some() {
+        for data in state.bufs.iter().flatten() {
+            data.validate()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        }
+    }
+    // Every live buffer reads back as the host-only model says.
+    for (i, data) in state.bufs.iter().enumerate() {
+        if let Some(data) = data {
+            prop_assert_eq!(data.host().expect("host"), &state.model.bufs[i].data[..]);
+            let len = state.model.bufs[i].data.len();
+            state.model.access_by(i, 0, len, 0, true, false);
+        }
+    }
+    let stats = rt.stats();
+    for (space, name) in SPACES.iter().enumerate() {
+        let s = stats.space(*name).expect("space");
+        prop_assert_eq!(
+            (s.evictions, s.dropped_bytes, s.written_back_bytes),
+            state.model.evictions[space],
+            "evictions, bytes dropped, bytes written back of {}",
+            name
+        );
+    }
+    for (from, from_name) in SPACES.iter().enumerate() {
+        for (to, to_name) in SPACES.iter().enumerate() {
+            let (copies, bytes) = state
+                .model
+                .links
+                .get(&(from, to))
+                .copied()
+                .unwrap_or_default();
+            prop_assert_eq!(
+                (
+                    stats.copies(from_name, to_name).unwrap(),
+                    stats.bytes(from_name, to_name).unwrap()
+                ),
+                (copies, bytes),
+                "link {} -> {}",
+                from_name,
+                to_name
+            );
+        }
+    }
+    let evictions = state.model.evictions;
+    drop(state);
+    for space in rt.stats().spaces {
+        prop_assert_eq!(
+            space.in_use,
+            0,
+            "pool {} is not empty after the last drop",
+            space.name
+        );
+        prop_assert_eq!(space.allocations, space.frees);
+    }
+    Ok(evictions)
+}
