@@ -277,7 +277,7 @@ fn a_host_view_into_a_mapped_space_keeps_its_block() {
     a.place(Device::Sim(0)).expect("place");
     a.host_write().expect("a").copy_from_slice(&values(7.0));
     assert!(
-        a.is_resident(sim0(&rt), rimms::Access::Read),
+        a.is_resident(sim0(&rt), rimms::coherence::Access::Read),
         "a lives in sim0"
     );
     let (mut b, mut c) = (
