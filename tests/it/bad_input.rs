@@ -199,18 +199,22 @@ fn exhausting_a_pool_names_the_space_and_changes_nothing() {
     let (before, sb, so) = (rt.stats(), states(&big), states(&out));
     let err = rt.conj(Device::Sim(0), &big, &mut out).unwrap_err();
     match &err {
-        Error::PoolExhausted {
+        // A device pool too small for the call even after evicting everything evictable
+        // (here: nothing else is resident) says so up front.
+        Error::DoesNotFit {
             space,
-            requested,
+            needed,
             free,
+            evictable,
+            in_use,
             ..
         } => {
             assert_eq!(
-                (space.as_str(), *requested, *free),
-                ("sim0", 128 << 10, 64 << 10)
+                (space.as_str(), *needed, *free, *evictable, *in_use),
+                ("sim0", 128 << 10, 64 << 10, 0, 0)
             );
         }
-        other => panic!("expected exhaustion, got {other}"),
+        other => panic!("expected DoesNotFit, got {other}"),
     }
     assert!(err.to_string().contains("sim0"));
     assert_unchanged(&rt, &before);

@@ -232,7 +232,8 @@ pub fn an_exhausted_card_pool_is_an_error_that_loses_nothing(card: &Card) {
         .conj(card.device, &x, &mut y)
         .expect_err("two 1 MiB buffers do not fit a 1 MiB pool");
     assert!(
-        matches!(&err, Error::PoolExhausted { space, .. } if space == card.name),
+        matches!(&err, Error::DoesNotFit { space, needed, in_use, .. }
+            if space == card.name && *needed == 1 << 20 && *in_use == 1 << 20),
         "{err}"
     );
     assert_eq!(x.host().expect("host"), &input[..]);
