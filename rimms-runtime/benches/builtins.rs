@@ -79,13 +79,13 @@ fn fft_builtin(bencher: Bencher, seq: bool) {
     });
 }
 
-/// rustfft as a user calls it to keep the input: copy each task's rows to the output, then
-/// transform them in place with a scratch buffer per task.
+/// rustfft as a user calls it to keep the input: the immutable transform, each rayon task
+/// with its own scratch buffer.
 fn fft_direct(bencher: Bencher, seq: bool) {
     let plan = plan();
     let x = signal();
     let mut y = vec![C32::default(); LEN];
-    let scratch_len = plan.get_inplace_scratch_len();
+    let scratch_len = plan.get_immutable_scratch_len();
     bencher.bench_local(|| {
         threads(seq, || {
             y.par_chunks_mut(COLS * FFT_ROWS_PER_TASK)
@@ -93,8 +93,7 @@ fn fft_direct(bencher: Bencher, seq: bool) {
                 .for_each_init(
                     || vec![C32::default(); scratch_len],
                     |scratch, (out, input)| {
-                        out.copy_from_slice(input);
-                        plan.process_with_scratch(out, scratch);
+                        plan.process_immutable_with_scratch(input, out, scratch)
                     },
                 );
             black_box(&mut y);
@@ -105,6 +104,19 @@ fn fft_direct(bencher: Bencher, seq: bool) {
 /// The twin with nothing around it: one scratch buffer made once, the whole batch in one call.
 #[divan::bench]
 fn seq_fft_direct_one_scratch(bencher: Bencher) {
+    let plan = plan();
+    let x = signal();
+    let mut y = vec![C32::default(); LEN];
+    let mut scratch = vec![C32::default(); plan.get_immutable_scratch_len()];
+    bencher.bench_local(|| {
+        plan.process_immutable_with_scratch(&x, &mut y, &mut scratch);
+        black_box(&mut y);
+    });
+}
+
+/// How the built-in did it before: copy the input to the output, transform in place.
+#[divan::bench]
+fn seq_fft_direct_copy_in_place(bencher: Bencher) {
     let plan = plan();
     let x = signal();
     let mut y = vec![C32::default(); LEN];
@@ -136,7 +148,8 @@ fn par_fft_direct(bencher: Bencher) {
     fft_direct(bencher, false);
 }
 
-/// One FFT call per row (64 calls of 1,024 points), as CEDR's apps submit them.
+/// One FFT call per row (64 calls of 1,024 points), as CEDR's apps submit them; its twin is
+/// `seq_fft_direct_one_scratch`.
 #[divan::bench]
 fn seq_fft_per_row_builtin(bencher: Bencher) {
     let rt = Runtime::new().expect("runtime");
@@ -297,14 +310,15 @@ fn seq_magnitude_direct(bencher: Bencher) {
     real_direct(bencher, true, abs_f64);
 }
 
-/// `norm()` (libm's `hypotf`) as a user might first write it: the slow way to the same value.
+/// `norm()` (libm's `hypotf`) as a user might first write it, and as the built-in did: the
+/// slow way to the same value.
 #[divan::bench]
 fn seq_magnitude_direct_hypot(bencher: Bencher) {
     real_direct(bencher, true, |x| x.norm());
 }
 
-/// `norm_sqr().sqrt()` in f32: faster still, but overflows above ~1.8e19 and loses
-/// subnormal inputs, which the built-in must not.
+/// `norm_sqr().sqrt()` in f32, the fastest plain loop: overflows above ~1.8e19 and loses
+/// tiny inputs, which the built-in redoes exactly, so this is the twin it is held to.
 #[divan::bench]
 fn seq_magnitude_direct_f32_sqrt(bencher: Bencher) {
     real_direct(bencher, true, |x| x.norm_sqr().sqrt());
