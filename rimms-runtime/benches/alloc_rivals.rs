@@ -8,6 +8,7 @@
 //! - `pairs`: single-unit alloc + free pairs on a pool of 8,192 units at 0, 50 and 90 %
 //!   occupancy (time per iteration / 4,096 = one pair).
 //! - `pairs_by_pool`: the same at 50 % occupancy in pools of 1 Ki, 64 Ki and 1 Mi units.
+//! - `random_sizes`: the fragmenting workload below, timed (20,000 steps on 64 Ki units).
 //! - Before the timings, `main` prints the fragmenting workload: random sizes of 1 to 1,024
 //!   units, allocated and freed at random around 70 % occupancy, then the largest allocation
 //!   each allocator still grants (and how many requests it refused on the way).
@@ -232,8 +233,11 @@ struct Fragmentation {
 /// come), allocated while under 70 % occupancy and freed at random above it, for `steps`
 /// steps; refusals are counted and skipped.
 fn fragment<P: Pool>(capacity: usize, steps: usize) -> Fragmentation {
+    fragment_pool(P::new(capacity), capacity, steps)
+}
+
+fn fragment_pool<P: Pool>(mut pool: P, capacity: usize, steps: usize) -> Fragmentation {
     let mut rng = XorShift(0x5EED_0F_F4A6);
-    let mut pool = P::new(capacity);
     let mut live: Vec<(P::Handle, usize)> = Vec::new();
     let (mut used, mut refused) = (0, 0);
     for _ in 0..steps {
@@ -272,6 +276,16 @@ fn fragment<P: Pool>(capacity: usize, steps: usize) -> Fragmentation {
         refused,
         largest_granted: lo,
     }
+}
+
+/// The fragmenting workload timed: 20,000 steps on a fresh pool of 64 Ki units (the pool is
+/// made untimed), then the bisection for the largest grant.
+#[divan::bench(types = [Units<NfAllocator>, Units<BitsetAllocator>, OffsetAllocator, TlsfPool])]
+fn random_sizes<P: Pool>(bencher: Bencher) {
+    const CAPACITY: usize = 1 << 16;
+    bencher
+        .with_inputs(|| P::new(CAPACITY))
+        .bench_local_values(|pool| fragment_pool(pool, CAPACITY, 20_000).largest_granted);
 }
 
 fn fragmentation_report() {
