@@ -41,12 +41,16 @@ fn cpu_jobs_run_at_the_same_time() {
         rt.scope(|s| {
             s.spawn(move |_| {
                 to_b.send(()).unwrap();
-                from_b.recv_timeout(PATIENCE).expect("job b never ran alongside a");
+                from_b
+                    .recv_timeout(PATIENCE)
+                    .expect("job b never ran alongside a");
                 Ok(())
             });
             s.spawn(move |_| {
                 to_a.send(()).unwrap();
-                from_a.recv_timeout(PATIENCE).expect("job a never ran alongside b");
+                from_a
+                    .recv_timeout(PATIENCE)
+                    .expect("job a never ran alongside b");
                 Ok(())
             });
         })

@@ -237,7 +237,7 @@ fn fragment<P: Pool>(capacity: usize, steps: usize) -> Fragmentation {
 }
 
 fn fragment_pool<P: Pool>(mut pool: P, capacity: usize, steps: usize) -> Fragmentation {
-    let mut rng = XorShift(0x5EED_0F_F4A6);
+    let mut rng = XorShift(0x5E_ED0F_F4A6);
     let mut live: Vec<(P::Handle, usize)> = Vec::new();
     let (mut used, mut refused) = (0, 0);
     for _ in 0..steps {
