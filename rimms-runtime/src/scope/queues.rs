@@ -1,5 +1,5 @@
-//! The worker queues scoped calls run on: a pool of CPU workers (rayon's), and one queue with
-//! one worker thread per accelerator instance.
+//! The worker queues scoped calls on accelerators run on: one queue with one worker thread per
+//! accelerator instance. (CPU jobs stay in their scope's own queue, see `scope`.)
 //!
 //! An accelerator runs one job at a time, in the order they were submitted, as CEDR's
 //! per-processing-element queues do; the CPU's jobs run as many at once as it has workers. A
@@ -21,7 +21,7 @@ thread_local! {
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
 
 pub(crate) struct DeviceQueues {
-    /// One per device position; the CPU's stays empty (its jobs go to the pool).
+    /// One per device position; the CPU's stays empty (its jobs stay in their scope).
     senders: Vec<OnceLock<Sender<Job>>>,
 }
 
@@ -34,10 +34,6 @@ impl DeviceQueues {
 
     /// Runs `job` on the queue of the device at `position`.
     pub(crate) fn submit(&self, position: usize, device: Device, job: Job) {
-        if device == Device::Cpu {
-            rayon::spawn(job);
-            return;
-        }
         if WORKER_OF.get() == Some(device) {
             // A job of this queue opened a scope and sent work to its own queue: queued, it
             // would wait behind the job that waits for it. It runs here instead, now.
