@@ -25,6 +25,7 @@ mod programs;
 mod reductions;
 mod scheduling;
 mod scope;
+mod scope_queue;
 mod soundness;
 mod stress;
 mod trace;
