@@ -157,6 +157,10 @@ struct RunArgs {
     /// under which point targets focus at their row.
     #[arg(long, value_enum, default_value = "cedr")]
     azimuth: rimms_cli::apps::sar::Azimuth,
+    /// Keep every row's call its own device call: do not merge calls over following rows
+    /// into one batched call (rimms mode; baseline never merges).
+    #[arg(long)]
+    no_merge: bool,
 }
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
@@ -187,6 +191,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         submit: args.submit,
         policy: args.sched.policy(),
         sar_azimuth: args.azimuth,
+        merge: !args.no_merge,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
     // A path that cannot take the image fails now, not after the run.

@@ -95,6 +95,7 @@ impl Mapping {
         let sim = &opts.sim;
         let builder = Runtime::builder()
             .mode(mode)
+            .merge_calls(opts.merge)
             .scheduler(opts.policy.clone())
             .costs(opts.costs.clone());
         match self {

@@ -31,7 +31,8 @@ pub use report::{AppResult, Checksum, Link, Run};
 
 use native::Native;
 use rimms::{
-    Complex32, CostTable, ExecMode, HeteData, HeteSlice, HeteSliceMut, Policy, Runtime, SimConfig,
+    Complex32, CostTable, ExecMode, FftDirection, HeteData, HeteSlice, HeteSliceMut, Policy,
+    Runtime, SimConfig, Target, ZipOp,
 };
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -159,6 +160,9 @@ pub struct Options {
     pub costs: CostTable,
     /// SAR's azimuth filter: CEDR's (the default) or the focusing one.
     pub sar_azimuth: sar::Azimuth,
+    /// Whether the runtime merges calls submitted to a scope over following rows into one
+    /// device call (`RuntimeBuilder::merge_calls`; on by default, and never in baseline mode).
+    pub merge: bool,
 }
 
 impl Options {
@@ -173,6 +177,7 @@ impl Options {
             policy: Policy::default(),
             costs: CostTable::default(),
             sar_azimuth: sar::Azimuth::default(),
+            merge: true,
         }
     }
 
@@ -428,39 +433,81 @@ pub(crate) fn alloc_rows(
     Ok(m)
 }
 
-/// Calls `call(row_in, row_out)` for every row of `row_len` elements of `input` and `output`:
-/// the one-call-per-row formulation of CEDR's applications. The rows are independent, so
-/// `Submit::Scoped` issues them at once, a few rows per job: a row of pulse Doppler is a
-/// microsecond of work, less than what handing a job to a worker costs.
+/// The call a row-by-row stage makes on each row: `fft(input row, output row)` or
+/// `zip(input row, shared operand, output row)`.
+#[derive(Clone, Copy)]
+pub(crate) enum RowCall<'b> {
+    /// An FFT of the row (direction, points).
+    Fft(Target, FftDirection, usize),
+    /// `out = row op b`, the same `b` for every row.
+    Zip(Target, ZipOp, &'b HeteData<Complex32>),
+}
+
+impl RowCall<'_> {
+    fn target(self) -> Target {
+        match self {
+            RowCall::Fft(target, ..) | RowCall::Zip(target, ..) => target,
+        }
+    }
+
+    /// The call, made now.
+    fn run(
+        self,
+        rt: &Runtime,
+        row: &HeteSlice<'_, Complex32>,
+        out: &mut HeteSliceMut<'_, Complex32>,
+    ) -> rimms::Result<()> {
+        match self {
+            RowCall::Fft(device, dir, points) => rt.fft(device, dir, points, row, out),
+            RowCall::Zip(device, op, b) => rt.zip(device, op, row, b, out),
+        }
+    }
+}
+
+/// Makes `call` on every row of `row_len` elements of `input` and `output`: the
+/// one-call-per-row formulation of CEDR's applications, which this keeps. `Submit::Sequential`
+/// makes the calls one after another; `Submit::Scoped` submits them to a scope, which runs
+/// them on the devices' queues and merges calls over following rows into batched device calls
+/// where the runtime merges (`RuntimeBuilder::merge_calls`; with merging off they travel a
+/// few rows per job). Calls placed by the scheduler (`Target::Auto`) cannot be held: they go
+/// to the CPU's workers a few rows per job and are placed as they run.
 pub(crate) fn each_row(
     rt: &Runtime,
     submit: Submit,
     input: &HeteData<Complex32>,
     output: &mut HeteData<Complex32>,
     row_len: usize,
-    call: impl Fn(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>) -> rimms::Result<()>
-        + Sync,
+    call: RowCall<'_>,
 ) -> rimms::Result<()> {
     debug_assert_eq!(input.len(), output.len(), "each_row: shapes differ");
     let rows_in = input.rows(row_len)?;
     let mut rows_out = output.rows_mut(row_len)?;
     let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
-    let jobs = match submit {
-        Submit::Sequential => 1,
-        Submit::Scoped => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let per_job = pairs.len().div_ceil(jobs).max(1);
     let run = |rows: &mut [(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>)]| {
-        rows.iter_mut().try_for_each(|(src, dst)| call(src, dst))
+        rows.iter_mut()
+            .try_for_each(|(src, dst)| call.run(rt, src, dst))
     };
-    match submit {
-        Submit::Sequential => run(&mut pairs),
-        Submit::Scoped => rt.scope(|s| {
-            for rows in pairs.chunks_mut(per_job) {
-                let run = &run;
-                s.spawn(move |_| run(rows));
+    match (submit, call.target()) {
+        (Submit::Sequential, _) => run(&mut pairs),
+        (Submit::Scoped, Target::On(device)) => rt.scope(|s| {
+            for (row, out) in pairs {
+                match call {
+                    RowCall::Fft(_, dir, points) => s.fft(device, dir, points, row, out)?,
+                    RowCall::Zip(_, op, b) => s.zip(device, op, row, b, out)?,
+                }
             }
-        }),
+            Ok(())
+        })?,
+        (Submit::Scoped, Target::Auto) => {
+            let jobs = 4 * std::thread::available_parallelism().map_or(1, |n| n.get());
+            let per_job = pairs.len().div_ceil(jobs).max(1);
+            rt.scope(|s| {
+                for rows in pairs.chunks_mut(per_job) {
+                    let run = &run;
+                    s.spawn(move |_| run(rows));
+                }
+            })
+        }
     }
 }
 
