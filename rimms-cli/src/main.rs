@@ -73,13 +73,15 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
-    /// Apps on every mapping available here: baseline (CEDR), rimms and native.
+    /// Apps on every mapping available here: baseline (CEDR), rimms (merging calls and not) and
+    /// native, interleaved frame by frame.
     #[command(after_help = bench_legend())]
     Bench {
-        /// Frames per cell (the median frame is reported), 1 … 1000000.
-        #[arg(long, default_value_t = 200, value_parser = frames_arg)]
+        /// Timed frames per cell (median, fastest and slowest are reported; the modes of a row
+        /// run interleaved, after 2 untimed warm-up frames each), 1 … 1000000.
+        #[arg(long, default_value_t = 20, value_parser = frames_arg)]
         frames: usize,
-        /// Only these apps (default: 2fft, fzf, zip3x).
+        /// Only these apps (default: all six, the radar apps included).
         #[arg(long, value_enum)]
         app: Vec<App>,
         /// Print one JSON array instead of the table.
@@ -281,7 +283,14 @@ fn bench_cmd(
         eprintln!("note: {BOARD_ENV} names a real board, so --fpga-timing changes nothing");
     }
     let apps = if app.is_empty() {
-        vec![App::TwoFft, App::Fzf, App::Zip3x]
+        vec![
+            App::TwoFft,
+            App::Fzf,
+            App::Zip3x,
+            App::Correlator,
+            App::PulseDoppler,
+            App::Sar,
+        ]
     } else {
         app
     };

@@ -352,70 +352,158 @@ pub(crate) fn execute<P: Pipeline>(
     pipeline: &P,
     opts: &Options,
 ) -> Result<Run<P::Output>, AppError> {
-    check_frames(opts.frames)?;
-    let (frame_times, result, links, allocations) = match opts.mode {
-        Mode::Native if opts.mapping == Mapping::Auto => {
-            return Err(AppError::Unsupported(
-                "native mode on auto: hand-written code has no scheduler; it exists for the cpu, sim, fpga and fpga-cpu mappings".to_string(),
-            ));
-        }
-        Mode::Native if opts.mapping == Mapping::Gpu => {
-            return Err(AppError::Unsupported(
-                "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
-            ));
-        }
-        Mode::Native => {
-            let dev = Native::new(opts.mapping, &opts.sim)?;
-            let (times, result) = time_frames(pipeline.native(&dev)?, opts.frames)?;
-            (times, result, dev.links(), dev.allocations())
-        }
-        Mode::Baseline | Mode::Rimms => {
-            let exec = if opts.mode == Mode::Baseline {
-                ExecMode::Baseline
-            } else {
-                ExecMode::Tracked
-            };
-            let rt = opts.mapping.runtime(exec, opts)?;
-            let frame = pipeline.managed(&rt, opts.mapping, opts.submit)?;
-            let (times, result) = time_frames(frame, opts.frames)?;
-            let stats = rt.stats();
-            let links = stats
-                .links
-                .iter()
-                .map(|l| Link {
-                    from: l.from.clone(),
-                    to: l.to.clone(),
-                    copies: l.copies,
-                    bytes: l.bytes,
-                })
-                .collect();
-            let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
-            (times, result, links, allocations)
-        }
-    };
-    Ok(Run {
-        app: pipeline.app(),
-        mode: opts.mode,
-        mapping: opts.mapping,
-        frame_times,
-        links,
-        allocations,
-        result,
-    })
+    let mut runs = execute_interleaved(pipeline, std::slice::from_ref(opts), 0)?;
+    runs.pop()
+        .ok_or_else(|| AppError::Param("no run was asked for".to_string()))
 }
 
-fn time_frames<R>(mut frame: Frame<'_, R>, frames: usize) -> Result<(Vec<Duration>, R), AppError> {
-    // Grown as frames finish, never sized up front from the request.
-    let mut times = Vec::new();
-    let mut last = None;
-    for _ in 0..frames {
-        let start = Instant::now();
-        let result = frame()?;
-        times.push(start.elapsed());
-        last = Some(result);
+/// Where one run of [`execute_interleaved`] computes: hand-written code's device, or a runtime.
+enum Setup {
+    Native(Native),
+    Managed(Runtime),
+}
+
+/// Runs `warmup` untimed frames and then `frames` timed ones of `pipeline` in every one of
+/// `runs` (modes, mappings, merging on or off), interleaved frame by frame — frame i of every
+/// run before frame i + 1 of any, starting with a different run each frame — so that a
+/// machine's slow spell weighs on every run alike and per-frame ratios compare like with
+/// like. Every run must ask for the same number of frames. Bytes and allocations are those of
+/// the whole run: setup, warm-up and timed frames.
+pub(crate) fn execute_interleaved<P: Pipeline>(
+    pipeline: &P,
+    runs: &[Options],
+    warmup: usize,
+) -> Result<Vec<Run<P::Output>>, AppError> {
+    let Some(first) = runs.first() else {
+        return Ok(Vec::new());
+    };
+    let frames = check_frames(first.frames)?;
+    if runs.iter().any(|o| o.frames != frames) {
+        return Err(AppError::Param(
+            "interleaved runs must have the same number of frames".to_string(),
+        ));
     }
-    last.map(|r| (times, r))
-        .ok_or_else(|| AppError::Param("--frames must be at least 1".to_string()))
+    let setups = runs
+        .iter()
+        .map(|opts| match opts.mode {
+            Mode::Native if opts.mapping == Mapping::Auto => Err(AppError::Unsupported(
+                "native mode on auto: hand-written code has no scheduler; it exists for the cpu, sim, fpga and fpga-cpu mappings".to_string(),
+            )),
+            Mode::Native if opts.mapping == Mapping::Gpu => Err(AppError::Unsupported(
+                "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
+            )),
+            Mode::Native => Ok(Setup::Native(Native::new(opts.mapping, &opts.sim)?)),
+            Mode::Baseline | Mode::Rimms => {
+                let exec = if opts.mode == Mode::Baseline {
+                    ExecMode::Baseline
+                } else {
+                    ExecMode::Tracked
+                };
+                Ok(Setup::Managed(opts.mapping.runtime(exec, opts)?))
+            }
+        })
+        .collect::<Result<Vec<_>, AppError>>()?;
+    let mut bodies = setups
+        .iter()
+        .zip(runs)
+        .map(|(setup, opts)| match setup {
+            Setup::Native(dev) => pipeline.native(dev),
+            Setup::Managed(rt) => pipeline.managed(rt, opts.mapping, opts.submit),
+        })
+        .collect::<Result<Vec<_>, AppError>>()?;
+    let n = bodies.len();
+    let mut times: Vec<Vec<Duration>> = (0..n).map(|_| Vec::new()).collect();
+    let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
+    for i in 0..warmup + frames {
+        for j in 0..n {
+            let k = (i + j) % n;
+            let start = Instant::now();
+            let result = bodies[k]()?;
+            let elapsed = start.elapsed();
+            if i >= warmup {
+                times[k].push(elapsed);
+            }
+            results[k] = Some(result);
+        }
+    }
+    drop(bodies);
+    let mut out = Vec::with_capacity(n);
+    for (((setup, opts), frame_times), result) in setups.iter().zip(runs).zip(times).zip(results) {
+        let (links, allocations) = match setup {
+            Setup::Native(dev) => (dev.links(), dev.allocations()),
+            Setup::Managed(rt) => {
+                let stats = rt.stats();
+                let links = stats
+                    .links
+                    .iter()
+                    .map(|l| Link {
+                        from: l.from.clone(),
+                        to: l.to.clone(),
+                        copies: l.copies,
+                        bytes: l.bytes,
+                    })
+                    .collect();
+                (links, stats.spaces.iter().map(|s| s.allocations).sum())
+            }
+        };
+        let result =
+            result.ok_or_else(|| AppError::Param("--frames must be at least 1".to_string()))?;
+        out.push(Run {
+            app: pipeline.app(),
+            mode: opts.mode,
+            mapping: opts.mapping,
+            frame_times,
+            links,
+            allocations,
+            result,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs `app` on generated input (the default scenario) in every one of `runs`, interleaved
+/// frame by frame after `warmup` untimed frames (see [`execute_interleaved`]): what
+/// `rimms bench` measures.
+pub fn run_interleaved(
+    app: App,
+    runs: &[Options],
+    warmup: usize,
+) -> Result<Vec<Run<AppResult>>, AppError> {
+    fn all<R>(runs: Vec<Run<R>>, f: impl Fn(R) -> AppResult) -> Vec<Run<AppResult>> {
+        runs.into_iter().map(|r| r.map(&f)).collect()
+    }
+    Ok(match app {
+        App::TwoFft => {
+            let input = two_fft::Input::generate(two_fft::Params::default());
+            all(execute_interleaved(&input, runs, warmup)?, AppResult::Chain)
+        }
+        App::Fzf => {
+            let input = fzf::generate(fzf::Params::default());
+            all(execute_interleaved(&input, runs, warmup)?, AppResult::Chain)
+        }
+        App::Zip3x => {
+            let input = zip3x::Input::generate(zip3x::LEN);
+            all(execute_interleaved(&input, runs, warmup)?, AppResult::Chain)
+        }
+        App::Correlator => {
+            let (input, _) = correlator::generate(&correlator::Params::default())?;
+            all(
+                execute_interleaved(&input, runs, warmup)?,
+                AppResult::Correlator,
+            )
+        }
+        App::PulseDoppler => {
+            let (input, _) = pulse_doppler::generate(&pulse_doppler::Params::default())?;
+            all(
+                execute_interleaved(&input, runs, warmup)?,
+                AppResult::PulseDoppler,
+            )
+        }
+        App::Sar => {
+            let input = sar::Input::simulate(&sar::Scene::default());
+            all(execute_interleaved(&input, runs, warmup)?, AppResult::Sar)
+        }
+    })
 }
 
 /// A `rows` × `row_len` complex matrix whose rows can be written by separate kernel calls:
