@@ -180,16 +180,20 @@ pub(crate) struct Group<'a> {
     /// Bit r: rule r still holds for every member (and the device implements what it runs as).
     holding: u32,
     params: Params,
-    members: Vec<Vec<KernelArg<'a>>>,
+    /// Managed arguments per call.
+    arity: usize,
+    /// The members' arguments, one call after another (one allocation per group, not per
+    /// call).
+    args: Vec<KernelArg<'a>>,
 }
 
 impl<'a> Group<'a> {
-    pub(crate) fn new(
+    pub(crate) fn new<const N: usize>(
         entry: &DeviceEntry,
         position: usize,
         rules: &'static [&'static MergeRule],
         params: Params,
-        args: Vec<KernelArg<'a>>,
+        args: [KernelArg<'a>; N],
     ) -> Group<'a> {
         let (kind, form) = (DeviceKind::of(entry.device), Form::of(entry.executor));
         let mut holding = 0u32;
@@ -199,50 +203,55 @@ impl<'a> Group<'a> {
             let index = rule.runs_as.index();
             let runs =
                 index == usize::MAX || registry().implementation(index, kind, form).is_some();
-            if runs && rule.joins.len() == args.len() {
+            if runs && rule.joins.len() == N {
                 holding |= 1 << r;
             }
         }
         if args.iter().any(|a| a.access == Access::ReadWrite) {
             holding = 0;
         }
+        let mut all = Vec::with_capacity(N * 16);
+        all.extend(args);
         Group {
             device: entry.device,
             position,
             rules,
             holding,
             params,
-            members: vec![args],
+            arity: N,
+            args: all,
         }
     }
 
+    /// Calls in the group.
     pub(crate) fn len(&self) -> usize {
-        self.members.len()
+        self.args.len() / self.arity.max(1)
     }
 
     /// Adds the call if it continues the group; gives its arguments back if not.
-    pub(crate) fn join(
+    pub(crate) fn join<const N: usize>(
         &mut self,
         rules: &'static [&'static MergeRule],
         params: Params,
-        args: Vec<KernelArg<'a>>,
-    ) -> std::result::Result<(), Vec<KernelArg<'a>>> {
-        let same_api = std::ptr::eq(self.rules, rules) && self.params == params;
+        args: [KernelArg<'a>; N],
+    ) -> std::result::Result<(), [KernelArg<'a>; N]> {
+        let same_api = std::ptr::eq(self.rules, rules) && self.params == params && N == self.arity;
         let holding = if same_api { self.holds(&args) } else { 0 };
         if holding == 0 {
             return Err(args);
         }
         self.holding = holding;
-        self.members.push(args);
+        self.args.extend(args);
         Ok(())
     }
 
     /// The rules that still hold with `args` appended.
     fn holds(&self, args: &[KernelArg<'a>]) -> u32 {
-        let (first, last) = match (self.members.first(), self.members.last()) {
-            (Some(first), Some(last)) if first.len() == args.len() => (first, last),
-            _ => return 0,
-        };
+        let n = self.arity;
+        if n == 0 || self.args.len() < n || args.len() != n {
+            return 0;
+        }
+        let (first, last) = (&self.args[..n], &self.args[self.args.len() - n..]);
         if args.iter().any(|a| a.access == Access::ReadWrite) {
             return 0;
         }
@@ -261,51 +270,53 @@ impl<'a> Group<'a> {
     /// Runs the group: one merged call if merging is on and a rule holds for several calls,
     /// else (or if the merged call failed) each call on its own.
     pub(crate) fn run(self, rt: &Runtime, merge: bool) -> Result<()> {
+        let calls = self.len();
         let Group {
             device,
             rules,
             holding,
             params,
-            members,
+            arity,
+            args,
             ..
         } = self;
         let plain = rules[0];
-        if merge && members.len() > 1 && holding != 0 {
+        if merge && calls > 1 && holding != 0 {
             let rule = rules[holding.trailing_zeros() as usize];
-            let merged = merged_args(rule.joins, &members);
+            let merged = merged_args(rule.joins, &args[..arity], &args[args.len() - arity..]);
             let outcome = (rule.run)(
                 rt,
                 device,
                 params,
                 &mut MergedArgs::new(rule.runs_as.name(), device, merged),
             );
-            rt.shared()
-                .counters
-                .record_merge(rule.api.index(), members.len());
+            rt.shared().counters.record_merge(rule.api.index(), calls);
             tracing::debug!(
                 target: "rimms::merge",
                 api = rule.api.name(),
                 runs_as = rule.runs_as.name(),
                 %device,
-                calls = members.len(),
+                calls,
                 ok = outcome.is_ok(),
                 "merged calls"
             );
             match outcome {
                 Ok(()) => return Ok(()),
                 Err(error) => tracing::warn!(
-                    %error, api = rule.api.name(), %device, calls = members.len(),
+                    %error, api = rule.api.name(), %device, calls,
                     "a merged call failed; its calls run again one by one"
                 ),
             }
         }
         let mut first_error = None;
-        for args in members {
+        let mut args = args.into_iter();
+        for _ in 0..calls {
+            let member: Vec<KernelArg<'a>> = args.by_ref().take(arity).collect();
             let outcome = (plain.run)(
                 rt,
                 device,
                 params,
-                &mut MergedArgs::new(plain.api.name(), device, args),
+                &mut MergedArgs::new(plain.api.name(), device, member),
             );
             if let Err(error) = outcome {
                 match first_error {
@@ -361,10 +372,13 @@ fn continues(
     })
 }
 
-/// The merged call's arguments: each `Concat` one the union of the members', each `Same` one
-/// the first member's.
-fn merged_args<'a>(joins: &[Joins], members: &[Vec<KernelArg<'a>>]) -> Vec<KernelArg<'a>> {
-    let (first, last) = (&members[0], &members[members.len() - 1]);
+/// The merged call's arguments: each `Concat` one the union of the members' (from the first
+/// member's to the last's), each `Same` one the first member's.
+fn merged_args<'a>(
+    joins: &[Joins],
+    first: &[KernelArg<'a>],
+    last: &[KernelArg<'a>],
+) -> Vec<KernelArg<'a>> {
     joins
         .iter()
         .enumerate()
@@ -557,7 +571,7 @@ mod tests {
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
         let row = 4096;
         let call = |r: usize| {
-            vec![
+            [
                 arg(raw, r * row, row, Access::Read),
                 arg(raw, (r + 1) * row, row, Access::Write),
             ]
@@ -568,7 +582,7 @@ mod tests {
         let y = HeteData::<u32>::alloc(&rt, 4096).expect("y");
         let out = y.as_slice().raw();
         let call = |r: usize| {
-            vec![
+            [
                 arg(raw, r * row, row, Access::Read),
                 arg(out, r * row, row, Access::Write),
             ]

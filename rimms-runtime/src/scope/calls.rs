@@ -11,6 +11,7 @@ use crate::kernel::merge::{rules, Group};
 use crate::kernel::{FftDirection, KernelArg, MergeRule, Params, ZipOp, UNMERGED_GROUP};
 use crate::runtime::Device;
 use num_complex::Complex32 as C32;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The groups a scope holds, one per device at most.
 #[derive(Default)]
@@ -82,7 +83,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 });
             }
         }
-        let args = Vec::from(args);
         let merge = shared.merge_calls;
         let mut held = lock(&self.calls);
         if held.closed {
@@ -113,15 +113,32 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Hands every held group to its queue; later calls go at once. Called when the scope's
-    /// body returned.
+    /// body returned, on the thread that waits for the scope: a CPU group runs right there
+    /// instead (that thread would only wait; its kernel still spreads over the CPU's
+    /// workers), which spares a hand-over to the pool and a wake-up per scope.
     pub(super) fn close_calls(&'scope self) {
         let groups = {
             let mut held = lock(&self.calls);
             held.closed = true;
             std::mem::take(&mut held.groups)
         };
+        let mut here = None;
         for group in groups {
-            self.hand_over(group);
+            if group.device == Device::Cpu && here.is_none() {
+                here = Some(group);
+            } else {
+                self.hand_over(group);
+            }
+        }
+        if let Some(group) = here {
+            let merge = self.rt.shared().merge_calls;
+            match catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => self.state.failed(error),
+                Err(payload) => {
+                    lock(&self.state.panic).get_or_insert(payload);
+                }
+            }
         }
     }
 
