@@ -359,7 +359,7 @@ pub(crate) fn execute<P: Pipeline>(
 
 /// Where one run of [`execute_interleaved`] computes: hand-written code's device, or a runtime.
 enum Setup {
-    Native(Native),
+    Native(Box<Native>),
     Managed(Runtime),
 }
 
@@ -392,7 +392,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             Mode::Native if opts.mapping == Mapping::Gpu => Err(AppError::Unsupported(
                 "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
             )),
-            Mode::Native => Ok(Setup::Native(Native::new(opts.mapping, &opts.sim)?)),
+            Mode::Native => Ok(Setup::Native(Box::new(Native::new(opts.mapping, &opts.sim)?))),
             Mode::Baseline | Mode::Rimms => {
                 let exec = if opts.mode == Mode::Baseline {
                     ExecMode::Baseline
