@@ -31,7 +31,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// shapes first; an API of your own opts in with rules of its own:
     ///
     /// ```
-    /// use rimms_runtime::{ApiDecl, ApiRegistration, Device, HeteData, Joins, KernelArg, MergeRule, Runtime};
+    /// use rimms_runtime::{ApiDecl, Device, HeteData, Joins, KernelArg, MergeRule, Runtime};
     ///
     /// // `out = 2 · input`, for u32, one call per row.
     /// static DOUBLE: ApiDecl = ApiDecl::new("double");
@@ -51,16 +51,17 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// }];
     /// # fn main() -> rimms_runtime::Result<()> {
     /// let rt = Runtime::new()?;
-    /// let x = HeteData::from_slice(&rt, &[1u32, 2, 3, 4])?;
-    /// let mut y = HeteData::<u32>::alloc(&rt, 4)?;
-    /// let (rows, mut outs) = (x.rows(1)?, y.rows_mut(1)?);
+    /// // Four rows of 1,024 (4 KiB, a fragment each, so each row is a mutable view of its own).
+    /// let x = HeteData::from_slice(&rt, &(0..4096u32).collect::<Vec<_>>())?;
+    /// let mut y = HeteData::<u32>::alloc(&rt, 4096)?;
+    /// let (rows, mut outs) = (x.rows(1024)?, y.rows_mut(1024)?);
     /// rt.scope(|s| {
     ///     for (row, out) in rows.iter().zip(outs.iter_mut()) {
     ///         s.call(Device::Cpu, RULES, [0, 0], [KernelArg::read("input", row), KernelArg::write("out", out)])?;
     ///     }
     ///     Ok::<(), rimms_runtime::Error>(())
     /// })??;
-    /// assert_eq!(y.host()?, &[2, 4, 6, 8]);
+    /// assert_eq!(y.host()?[4095], 8190);
     /// # Ok(())
     /// # }
     /// ```
@@ -158,6 +159,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
     /// let x = HeteData::from_slice(&rt, &vec![Complex32::new(1.0, 0.0); 8 * 64])?;
     /// let mut y = HeteData::<Complex32>::alloc(&rt, 8 * 64)?;
+    /// y.fragment(64 * 8)?; // a row per fragment, so each row is a mutable view of its own
     /// let (rows, mut outs) = (x.rows(64)?, y.rows_mut(64)?);
     /// rt.scope(|s| {
     ///     for (row, out) in rows.iter().zip(outs.iter_mut()) {
