@@ -352,7 +352,7 @@ pub(crate) fn execute<P: Pipeline>(
     pipeline: &P,
     opts: &Options,
 ) -> Result<Run<P::Output>, AppError> {
-    let mut runs = execute_interleaved(pipeline, std::slice::from_ref(opts), 0)?;
+    let mut runs = execute_interleaved(pipeline, std::slice::from_ref(opts), 0, None)?;
     runs.pop()
         .ok_or_else(|| AppError::Param("no run was asked for".to_string()))
 }
@@ -367,12 +367,15 @@ enum Setup {
 /// `runs` (modes, mappings, merging on or off), interleaved frame by frame — frame i of every
 /// run before frame i + 1 of any, starting with a different run each frame — so that a
 /// machine's slow spell weighs on every run alike and per-frame ratios compare like with
-/// like. Every run must ask for the same number of frames. Bytes and allocations are those of
-/// the whole run: setup, warm-up and timed frames.
+/// like. Every run must ask for the same number of frames. With a `budget`, the timed rounds
+/// stop early once they have taken that long and at least [`MIN_FRAMES`] are done (every run
+/// then has the same, smaller number of frames). Bytes and allocations are those of the whole
+/// run: setup, warm-up and timed frames.
 pub(crate) fn execute_interleaved<P: Pipeline>(
     pipeline: &P,
     runs: &[Options],
     warmup: usize,
+    budget: Option<Duration>,
 ) -> Result<Vec<Run<P::Output>>, AppError> {
     let Some(first) = runs.first() else {
         return Ok(Vec::new());
@@ -414,7 +417,15 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     let n = bodies.len();
     let mut times: Vec<Vec<Duration>> = (0..n).map(|_| Vec::new()).collect();
     let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
+    let mut timed_since = None;
     for i in 0..warmup + frames {
+        if i == warmup {
+            timed_since = Some(Instant::now());
+        }
+        let spent = timed_since.map_or(Duration::ZERO, |t| t.elapsed());
+        if i >= warmup + MIN_FRAMES && budget.is_some_and(|b| spent > b) {
+            break;
+        }
         for j in 0..n {
             let k = (i + j) % n;
             let start = Instant::now();
@@ -461,13 +472,17 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     Ok(out)
 }
 
+/// The fewest timed frames an interleaved run with a time budget stops at.
+pub const MIN_FRAMES: usize = 5;
+
 /// Runs `app` on generated input (the default scenario) in every one of `runs`, interleaved
-/// frame by frame after `warmup` untimed frames (see [`execute_interleaved`]): what
-/// `rimms bench` measures.
+/// frame by frame after `warmup` untimed frames, stopping early past `budget` (see
+/// [`execute_interleaved`]): what `rimms bench` measures.
 pub fn run_interleaved(
     app: App,
     runs: &[Options],
     warmup: usize,
+    budget: Option<Duration>,
 ) -> Result<Vec<Run<AppResult>>, AppError> {
     fn all<R>(runs: Vec<Run<R>>, f: impl Fn(R) -> AppResult) -> Vec<Run<AppResult>> {
         runs.into_iter().map(|r| r.map(&f)).collect()
@@ -475,33 +490,45 @@ pub fn run_interleaved(
     Ok(match app {
         App::TwoFft => {
             let input = two_fft::Input::generate(two_fft::Params::default());
-            all(execute_interleaved(&input, runs, warmup)?, AppResult::Chain)
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Chain,
+            )
         }
         App::Fzf => {
             let input = fzf::generate(fzf::Params::default());
-            all(execute_interleaved(&input, runs, warmup)?, AppResult::Chain)
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Chain,
+            )
         }
         App::Zip3x => {
             let input = zip3x::Input::generate(zip3x::LEN);
-            all(execute_interleaved(&input, runs, warmup)?, AppResult::Chain)
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Chain,
+            )
         }
         App::Correlator => {
             let (input, _) = correlator::generate(&correlator::Params::default())?;
             all(
-                execute_interleaved(&input, runs, warmup)?,
+                execute_interleaved(&input, runs, warmup, budget)?,
                 AppResult::Correlator,
             )
         }
         App::PulseDoppler => {
             let (input, _) = pulse_doppler::generate(&pulse_doppler::Params::default())?;
             all(
-                execute_interleaved(&input, runs, warmup)?,
+                execute_interleaved(&input, runs, warmup, budget)?,
                 AppResult::PulseDoppler,
             )
         }
         App::Sar => {
             let input = sar::Input::simulate(&sar::Scene::default());
-            all(execute_interleaved(&input, runs, warmup)?, AppResult::Sar)
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Sar,
+            )
         }
     })
 }
