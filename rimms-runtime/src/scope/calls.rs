@@ -114,33 +114,63 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Hands every held group to its queue; later calls go at once. Called when the scope's
-    /// body returned, on the thread that waits for the scope: a CPU group runs right there
-    /// instead (that thread would only wait; its kernel still spreads over the CPU's
-    /// workers), which spares a hand-over to the pool and a wake-up per scope.
+    /// body returned, on the thread that waits for the scope: one group runs right there
+    /// instead where that keeps the device's order — a CPU group (its kernel still spreads
+    /// over the CPU's workers), or else an accelerator's whose queue is idle — which spares a
+    /// hand-over to another thread and a wake-up per scope.
     pub(super) fn close_calls(&'scope self) {
-        let groups = {
+        let mut groups = {
             let mut held = lock(&self.calls);
             held.closed = true;
             std::mem::take(&mut held.groups)
         };
-        let mut here = None;
+        let here = groups
+            .iter()
+            .position(|g| g.device == Device::Cpu)
+            .or(groups.len().checked_sub(1))
+            .map(|i| groups.swap_remove(i));
         for group in groups {
-            if group.device == Device::Cpu && here.is_none() {
-                here = Some(group);
+            self.hand_over(group);
+        }
+        let Some(group) = here else {
+            return;
+        };
+        let (position, device) = (group.position, group.device);
+        let run = move || self.run_here(group);
+        let queues = &self.rt.shared().queues;
+        if let Some(run) = queues.run_here_if_idle(position, device, run) {
+            if device == Device::Cpu {
+                run();
             } else {
-                self.hand_over(group);
+                // Busy: it goes behind the jobs already queued, as any job.
+                self.submit_fn(position, device, run);
             }
         }
-        if let Some(group) = here {
-            let merge = self.rt.shared().merge_calls;
-            match catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))) {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => self.state.failed(error),
-                Err(payload) => {
-                    lock(&self.state.panic).get_or_insert(payload);
-                }
+    }
+
+    /// Runs `group` on this thread, its error or panic the scope's as a job's would be.
+    fn run_here(&'scope self, group: Group<'scope>) {
+        let merge = self.rt.shared().merge_calls;
+        match catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))) {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => self.state.failed(error),
+            Err(payload) => {
+                lock(&self.state.panic).get_or_insert(payload);
             }
         }
+    }
+
+    /// Sends `run` (which reports its own outcome) to the device's queue as a job.
+    fn submit_fn(
+        &'scope self,
+        position: usize,
+        device: Device,
+        run: impl FnOnce() + Send + 'scope,
+    ) {
+        self.submit(position, device, move |_| {
+            run();
+            Ok(())
+        });
     }
 
     fn hand_over(&'scope self, group: Group<'scope>) {
