@@ -80,6 +80,8 @@ pub enum Joins {
 pub type Params = [u64; 2];
 
 /// How calls of an API merge: declared once beside the API, passed with each scope call.
+/// When calls merge and when they do not, and what a failure does, is in the
+/// [module's documentation](self).
 ///
 /// An API's rules are a list, plain rule first: `rules[0]` runs as the API itself and runs
 /// every call that did not merge; a later rule may run the merged call as another API (ZIP

@@ -14,7 +14,7 @@ mod custom;
 mod device_args;
 mod dispatch;
 mod host_args;
-pub(crate) mod merge;
+pub mod merge;
 
 /// The built-ins' shape checks, for the scope's versions of their calls.
 pub(crate) mod builtin_checks {
