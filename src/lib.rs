@@ -123,7 +123,9 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 // The runtime and its configuration.
-pub use rimms_runtime::{Device, ExecMode, FpgaSource, Runtime, RuntimeBuilder, SimConfig};
+pub use rimms_runtime::{Device, ExecMode, Runtime, RuntimeBuilder, SimConfig};
+#[cfg(feature = "fpga")]
+pub use rimms_runtime::FpgaSource;
 // Managed data.
 pub use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 // Memory spaces and links, by name or id.
@@ -131,12 +133,14 @@ pub use rimms_runtime::{LinkModel, SpaceId, SpaceSet};
 // The built-in APIs and what each device runs.
 pub use rimms_runtime::{apis, Capabilities, Complex32, FftDirection, ZipOp, ZipSupport};
 // Errors.
-pub use rimms_runtime::{Error, Result};
+pub use rimms_runtime::{BackendError, Error, Result};
 // What moved where.
 pub use rimms_runtime::stats;
 pub use rimms_runtime::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};
 // Concurrency and placement.
 pub use rimms_runtime::{CostTable, Policy, Scope, Target};
+// How calls submitted to a scope merge into one device call (`Scope::call` for your own APIs).
+pub use rimms_runtime::{Joins, MergeRule, MergedArgs};
 // Writing kernels and APIs of your own.
 // From the macro crate itself: `rimms_runtime::kernel` also names a module, which a `use` of
 // it here would re-export with the attribute.
@@ -158,9 +162,11 @@ pub mod drivers {
     /// The CPU's kernels (FFT plans, ZIP, reshapes) as plain functions on slices.
     pub use rimms_runtime::backend::cpu;
     /// The CUDA layer: device probe, library search, NVRTC, cuFFT plans and GPU memory.
+    #[cfg(feature = "cuda")]
     pub use rimms_runtime::backend::cuda;
     /// The FPGA driver stack (AXI DMA, the FFT and ZIP cores, the u-dma-buf), its board
     /// configuration and the register-level emulator.
+    #[cfg(feature = "fpga")]
     pub use rimms_runtime::backend::fpga;
     /// What [`Runtime::launch_host`](crate::Runtime::launch_host)'s body gets: each argument
     /// in its host form.

@@ -1,8 +1,14 @@
-//! `rimms bench`: apps on every mapping this machine has, in baseline (CEDR), rimms and native
-//! mode, as a table of medians, speedups and bytes moved, with a legend of what the columns
-//! mean ([`LEGEND`], also in `--help` and under the chart).
+//! `rimms bench`: apps on every mapping this machine has, in baseline (CEDR), rimms (with and
+//! without call merging) and native mode, as a table of frame times (median, min, max),
+//! speedups with their spread and bytes moved, with a legend of what the columns mean
+//! ([`LEGEND`], also in `--help` and under the chart).
+//!
+//! The modes of one row run interleaved, frame by frame after a few untimed warm-up frames,
+//! so a slow spell of a shared machine hits them alike; a ratio is the median of the per-frame
+//! ratios with a 95 % confidence interval for that median (order statistics, no assumption on
+//! the distribution), and one whose interval contains 1.0 is printed as noise.
 
-use crate::apps::{self, App, AppResult, Mapping, Mode, Options, Scenario, Source};
+use crate::apps::{self, App, AppResult, Mapping, Mode, Options};
 use indicatif::{ProgressBar, ProgressStyle};
 use rimms::{LinkModel, SimConfig};
 use std::time::Duration;
@@ -13,7 +19,11 @@ pub const LEGEND: &str = "\
 baseline  CEDR's behaviour: every call on a device copies its inputs in and its outputs out
 rimms     the same app with RIMMS tracking the data: it moves only when a kernel in another memory needs it
 native    hand-written code with the fewest copies for the mapping: the floor both are measured against
-speedup   baseline time ÷ rimms time (above 1: RIMMS is faster); times are the median frame
+ms        median frame (fastest–slowest) over the timed frames; warm-up frames are not counted
+unmerged  rimms with call merging off (`--no-merge`): the gain from memory management alone
+speedup   baseline time ÷ rimms time (above 1: RIMMS is faster), the median of per-frame ratios
+vs native rimms time ÷ native time, likewise (1.00x: as fast as hand-written code)
+[lo–hi]   95 % confidence interval of a ratio's median; ~1.0x (noise): the interval holds 1.0
 MiB       bytes moved between memories (host and devices), summed over all frames
 minimum   what native moves: the least this app on this mapping can move
 -         no hand-written version for this mapping (auto: calls are placed at run time; gpu: see the cudarc examples)
@@ -28,6 +38,8 @@ pub struct Row {
     pub map: &'static str,
     pub baseline: Cell,
     pub rimms: Cell,
+    /// Rimms with call merging off: memory management alone.
+    pub unmerged: Cell,
     /// Hand-written code, where the mapping has it.
     pub native: Option<Cell>,
 }
@@ -36,6 +48,8 @@ pub struct Row {
 #[derive(Debug)]
 pub struct Cell {
     pub median: Duration,
+    /// Every timed frame, in order (frame i of every mode of a row ran in the same round).
+    pub times: Vec<Duration>,
     pub bytes: u64,
     pub copies: u64,
     pub allocations: u64,
@@ -86,13 +100,10 @@ fn has_native(mapping: Mapping) -> bool {
     !matches!(mapping, Mapping::Auto | Mapping::Gpu)
 }
 
-/// A bar with one tick per (app, mapping, mode) cell that [`run`] measures, on stderr. It
+/// A bar with one tick per (app, mapping) row that [`run`] measures, on stderr. It
 /// draws only when stderr is a terminal, so piped output and `--json` stay clean.
 pub fn progress_bar(apps: &[App]) -> ProgressBar {
-    let per_app: usize = mappings()
-        .iter()
-        .map(|(_, mapping, _)| 2 + usize::from(has_native(*mapping)))
-        .sum();
+    let per_app: usize = mappings().iter().map(|_| 1).sum();
     let bar = ProgressBar::new((apps.len() * per_app) as u64);
     // The template is a constant; the default style is only a fallback that never runs.
     let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
@@ -102,31 +113,118 @@ pub fn progress_bar(apps: &[App]) -> ProgressBar {
     bar
 }
 
-fn measure(
-    app: App,
-    mapping: Mapping,
-    sim: &SimConfig,
-    mode: Mode,
-    frames: usize,
-) -> Result<Cell, String> {
-    let opts = Options {
-        sim: sim.clone(),
-        ..Options::new(mode, mapping).frames(frames)
-    };
-    let run = apps::run(app, &Source::Generated(Scenario::default()), &opts)
-        .map_err(|e| e.to_string())?
-        .run;
-    Ok(Cell {
+/// Untimed frames each mode runs first (caches, plans, pools and the first allocations).
+pub const WARMUP_FRAMES: usize = 2;
+
+/// Time the timed frames of one row may take before the row stops early (with at least
+/// `apps::MIN_FRAMES`): keeps the default table near two minutes where an emulated FPGA row
+/// takes a second a frame, and changes nothing for the rows that take milliseconds.
+pub const ROW_BUDGET: Duration = Duration::from_secs(3);
+
+fn cell(run: apps::Run<AppResult>) -> Cell {
+    Cell {
         median: run.median(),
         bytes: run.total_bytes(),
         copies: run.links.iter().map(|l| l.copies).sum(),
         allocations: run.allocations,
+        times: run.frame_times,
         result: run.result,
-    })
+    }
+}
+
+impl Cell {
+    /// The fastest timed frame.
+    pub fn min(&self) -> Duration {
+        self.times.iter().copied().min().unwrap_or_default()
+    }
+
+    /// The slowest timed frame.
+    pub fn max(&self) -> Duration {
+        self.times.iter().copied().max().unwrap_or_default()
+    }
+
+    /// "1.234 (1.100–2.345)" milliseconds.
+    fn show(&self) -> String {
+        format!(
+            "{:.3} ({:.3}–{:.3})",
+            ms(self.median),
+            ms(self.min()),
+            ms(self.max())
+        )
+    }
+}
+
+/// A ratio of two modes' frame times: the median of the per-frame ratios and a 95 %
+/// confidence interval for it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratio {
+    pub median: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Ratio {
+    /// `a ÷ b` frame by frame (the frames of one interleaved round pair up).
+    pub fn of(a: &Cell, b: &Cell) -> Ratio {
+        let mut r: Vec<f64> = a
+            .times
+            .iter()
+            .zip(&b.times)
+            .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64().max(1e-12))
+            .collect();
+        r.sort_by(f64::total_cmp);
+        let n = r.len();
+        if n == 0 {
+            return Ratio {
+                median: f64::NAN,
+                low: f64::NAN,
+                high: f64::NAN,
+            };
+        }
+        let median = if n % 2 == 1 {
+            r[n / 2]
+        } else {
+            (r[n / 2 - 1] + r[n / 2]) / 2.0
+        };
+        // The median lies between the j-th and the k-th smallest of n samples with about
+        // 95 % confidence for j = n/2 − 0.98·√n and k = n/2 + 1 + 0.98·√n (the binomial's
+        // normal approximation), clamped to the samples there are (1-based).
+        let half = 0.98 * (n as f64).sqrt();
+        let j = ((n as f64 / 2.0 - half).floor() as usize).clamp(1, n);
+        let k = ((n as f64 / 2.0 + 1.0 + half).ceil() as usize).clamp(1, n);
+        Ratio {
+            median,
+            low: r[j - 1],
+            high: r[k - 1],
+        }
+    }
+
+    /// Whether the interval holds 1.0: no measured difference.
+    pub fn is_noise(&self) -> bool {
+        self.low <= 1.0 && 1.0 <= self.high
+    }
+
+    /// "1.84x [1.70–1.95]", or "~1.0x (noise) [0.97–1.04]".
+    pub fn show(&self) -> String {
+        if self.is_noise() {
+            format!("~1.0x (noise) [{:.2}–{:.2}]", self.low, self.high)
+        } else {
+            format!("{:.2}x [{:.2}–{:.2}]", self.median, self.low, self.high)
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "median": self.median,
+            "low": self.low,
+            "high": self.high,
+            "noise": self.is_noise(),
+        })
+    }
 }
 
 /// Runs the table; fails on an error, or if the modes disagree on a result. `progress` is
-/// told each cell ("fzf on cpu: rimms") as it starts.
+/// told each row ("fzf on cpu") as it starts.
 pub fn run(
     frames: usize,
     apps: &[App],
@@ -135,20 +233,33 @@ pub fn run(
     let mut rows = Vec::new();
     for &app in apps {
         for (map, mapping, sim) in mappings() {
-            let mut cell = |mode: Mode| {
-                progress(&format!("{} on {map}: {}", app.name(), mode.name()));
-                measure(app, mapping, &sim, mode, frames)
+            progress(&format!("{} on {map}", app.name()));
+            let opts = |mode: Mode, merge: bool| Options {
+                sim: sim.clone(),
+                merge,
+                ..Options::new(mode, mapping).frames(frames)
             };
-            let baseline = cell(Mode::Baseline)?;
-            let rimms = cell(Mode::Rimms)?;
-            let native = if has_native(mapping) {
-                Some(cell(Mode::Native)?)
-            } else {
-                None
-            };
+            let mut modes = vec![
+                opts(Mode::Baseline, false),
+                opts(Mode::Rimms, true),
+                opts(Mode::Rimms, false),
+            ];
+            if has_native(mapping) {
+                modes.push(opts(Mode::Native, false));
+            }
+            let mut cells = apps::run_interleaved(app, &modes, WARMUP_FRAMES, Some(ROW_BUDGET))
+                .map_err(|e| format!("{} on {map}: {e}", app.name()))?
+                .into_iter()
+                .map(cell);
+            let missing = || format!("{} on {map}: a mode did not report", app.name());
+            let baseline = cells.next().ok_or_else(missing)?;
+            let rimms = cells.next().ok_or_else(missing)?;
+            let unmerged = cells.next().ok_or_else(missing)?;
+            let native = cells.next();
             // All modes run the same kernels on the same data: results must be identical.
-            let others =
-                std::iter::once(("rimms", &rimms)).chain(native.as_ref().map(|n| ("native", n)));
+            let others = [("rimms", &rimms), ("rimms unmerged", &unmerged)]
+                .into_iter()
+                .chain(native.as_ref().map(|n| ("native", n)));
             for (mode, cell) in others {
                 if cell.result != baseline.result {
                     return Err(format!(
@@ -164,6 +275,7 @@ pub fn run(
                 map,
                 baseline,
                 rimms,
+                unmerged,
                 native,
             });
         }
@@ -190,38 +302,53 @@ fn is_modelled(row: &Row, model: Option<&str>) -> Option<String> {
 /// The table; `model` names the FPGA emulator's timing model when its rows are modelled.
 pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
     let mut out = format!(
-        "{per_cell} per cell; times are the median frame; bytes are totals over the frames\n\n\
-         {:<13} {:<9} {:>12} {:>10} {:>10} {:>8} {:>14} {:>12} {:>12} {:>11} {:>11}\n",
+        "{per_cell} per cell (fewer where a row's frames took over {budget} s; see `frames`) after \
+         {warmup} untimed, the modes of a row interleaved frame by frame; times are the median \
+         frame (fastest–slowest); bytes are totals over every frame\n\n\
+         {:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>30} {:>30} {:>30} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
         "app",
         "map",
+        "frames",
         "baseline ms",
         "rimms ms",
+        "unmerged ms",
         "native ms",
         "speedup",
+        "vs native",
+        "unmerged vs native",
         "baseline MiB",
         "rimms MiB",
         "minimum MiB",
         "allocs base",
         "allocs rimms",
-        per_cell = crate::human::count(frames as u64, "frame", "frames")
+        per_cell = crate::human::count(frames as u64, "frame", "frames"),
+        warmup = WARMUP_FRAMES,
+        budget = ROW_BUDGET.as_secs(),
     );
+    let dash = || "-".to_string();
     for r in rows {
         // The minimum is what hand-written code moves; mappings without it show a dash.
-        let (native_ms, minimum) = match &r.native {
+        let (native_ms, minimum, vs, unmerged_vs) = match &r.native {
             Some(n) => (
-                format!("{:.3}", ms(n.median)),
+                n.show(),
                 format!("{:.2}", mib(n.bytes)),
+                Ratio::of(&r.rimms, n).show(),
+                Ratio::of(&r.unmerged, n).show(),
             ),
-            None => ("-".to_string(), "-".to_string()),
+            None => (dash(), dash(), dash(), dash()),
         };
         out += &format!(
-            "{:<13} {:<9} {:>12.3} {:>10.3} {:>10} {:>7.2}x {:>14.2} {:>12.2} {:>12} {:>11} {:>11}\n",
+            "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>30} {:>30} {:>30} {:>12.2} {:>10.2} {:>12} {:>11} {:>11}\n",
             r.app.name(),
             r.map,
-            ms(r.baseline.median),
-            ms(r.rimms.median),
+            r.rimms.times.len(),
+            r.baseline.show(),
+            r.rimms.show(),
+            r.unmerged.show(),
             native_ms,
-            r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64(),
+            Ratio::of(&r.baseline, &r.rimms).show(),
+            vs,
+            unmerged_vs,
             mib(r.baseline.bytes),
             mib(r.rimms.bytes),
             minimum,
@@ -246,6 +373,8 @@ pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
     let cell = |c: &Cell| {
         serde_json::json!({
             "median_ms": ms(c.median),
+            "min_ms": ms(c.min()),
+            "max_ms": ms(c.max()),
             "bytes": c.bytes,
             "copies": c.copies,
             "allocations": c.allocations,
@@ -258,14 +387,54 @@ pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
                 "app": r.app.name(),
                 "map": r.map,
                 "frames": frames,
+                "timed_frames": r.rimms.times.len(),
+                "warmup_frames": WARMUP_FRAMES,
                 "baseline": cell(&r.baseline),
                 "rimms": cell(&r.rimms),
+                "rimms_unmerged": cell(&r.unmerged),
                 "native": r.native.as_ref().map(cell),
                 "minimum_bytes": r.native.as_ref().map(|n| n.bytes),
                 "speedup": r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64(),
+                "speedup_ratio": Ratio::of(&r.baseline, &r.rimms).json(),
+                "rimms_vs_native": r.native.as_ref().map(|n| Ratio::of(&r.rimms, n).json()),
+                "unmerged_vs_native": r.native.as_ref().map(|n| Ratio::of(&r.unmerged, n).json()),
                 "modelled": is_modelled(r, model),
             })
         })
         .collect();
     serde_json::Value::Array(items).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(ms: &[u64]) -> Cell {
+        Cell {
+            median: Duration::ZERO,
+            times: ms.iter().map(|&m| Duration::from_millis(m)).collect(),
+            bytes: 0,
+            copies: 0,
+            allocations: 0,
+            result: AppResult::Chain(apps::Checksum { checksum: 0.0 }),
+        }
+    }
+
+    /// Per-frame ratios that straddle 1.0 are noise; ones all above it are a speedup, with
+    /// the interval of the order statistics (n = 20: the 5th and 16th smallest).
+    #[test]
+    fn ratios_that_straddle_one_are_noise() {
+        let a = cell(&[10; 20]);
+        let wobbly: Vec<u64> = (0..20).map(|i| if i % 2 == 0 { 9 } else { 11 }).collect();
+        assert!(Ratio::of(&a, &cell(&wobbly)).is_noise());
+        assert!(Ratio::of(&a, &cell(&wobbly))
+            .show()
+            .starts_with("~1.0x (noise)"));
+        let faster: Vec<u64> = (1..=20).collect();
+        let r = Ratio::of(&cell(&[100; 20]), &cell(&faster));
+        assert!(!r.is_noise());
+        // 100/k sorted ascending: 100/20, 100/19, …; the 5th smallest is 100/16, the 16th 100/5.
+        assert_eq!((r.low, r.high), (100.0 / 16.0, 100.0 / 5.0));
+        assert_eq!(r.median, (100.0 / 10.0 + 100.0 / 11.0) / 2.0);
+    }
 }

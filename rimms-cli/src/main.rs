@@ -112,13 +112,15 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
-    /// Apps on every mapping available here: baseline (CEDR), rimms and native.
+    /// Apps on every mapping available here: baseline (CEDR), rimms (merging calls and not) and
+    /// native, interleaved frame by frame.
     #[command(after_help = bench_legend())]
     Bench {
-        /// Frames per cell (the median frame is reported), 1 … 1000000.
-        #[arg(long, default_value_t = 200, value_parser = frames_arg)]
+        /// Timed frames per cell (median, fastest and slowest are reported; the modes of a row
+        /// run interleaved, after 2 untimed warm-up frames each), 1 … 1000000.
+        #[arg(long, default_value_t = 20, value_parser = frames_arg)]
         frames: usize,
-        /// Only these apps (default: 2fft, fzf, zip3x).
+        /// Only these apps (default: all six, the radar apps included).
         #[arg(long, value_enum)]
         app: Vec<App>,
         /// Print one JSON array instead of the table.
@@ -201,6 +203,10 @@ struct RunArgs {
     /// any app under memory pressure; evictions show in the output.
     #[arg(long, value_name = "SPACE=SIZE", value_parser = pool_arg)]
     pool: Vec<(String, usize)>,
+    /// Keep every row's call its own device call: do not merge calls over following rows
+    /// into one batched call (rimms mode; baseline never merges).
+    #[arg(long)]
+    no_merge: bool,
 }
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
@@ -232,6 +238,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         policy: args.sched.policy(),
         sar_azimuth: args.azimuth,
         pools: args.pool.clone(),
+        merge: !args.no_merge,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
     // A path that cannot take the image fails now, not after the run.
@@ -330,7 +337,14 @@ fn bench_cmd(
         eprintln!("note: {BOARD_ENV} names a real board, so --fpga-timing changes nothing");
     }
     let apps = if app.is_empty() {
-        vec![App::TwoFft, App::Fzf, App::Zip3x]
+        vec![
+            App::TwoFft,
+            App::Fzf,
+            App::Zip3x,
+            App::Correlator,
+            App::PulseDoppler,
+            App::Sar,
+        ]
     } else {
         app
     };

@@ -32,8 +32,8 @@ pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
 pub use kernel::{
-    apis, Api, ApiDecl, Capabilities, DevSlice, DevSliceMut, FftDirection, HostArg, KernelArg,
-    KernelCtx, KernelValue, ZipOp, ZipSupport,
+    apis, Api, ApiDecl, Capabilities, DevSlice, DevSliceMut, FftDirection, HostArg, Joins,
+    KernelArg, KernelCtx, KernelValue, MergeRule, MergedArgs, ZipOp, ZipSupport,
 };
 pub use rimms_macros::{api, kernel, parallel_for};
 

@@ -64,6 +64,7 @@ pub struct RuntimeBuilder {
     calibrate_links: bool,
     /// Pool sizes set by space name (`pool`), applied when the spaces are made.
     pool_limits: Vec<(String, usize)>,
+    merge_calls: bool,
 }
 
 /// Which GPUs a builder adds.
@@ -94,6 +95,7 @@ impl Default for RuntimeBuilder {
             gpu_pool_bytes: 1 << 30,
             calibrate_links: false,
             pool_limits: Vec::new(),
+            merge_calls: true,
         }
     }
 }
@@ -199,6 +201,16 @@ impl RuntimeBuilder {
     /// 1 GiB).
     pub fn gpu_pool(mut self, bytes: usize) -> Self {
         self.gpu_pool_bytes = bytes;
+        self
+    }
+
+    /// Whether a scope merges the calls submitted to it ([`crate::Scope::fft`],
+    /// [`crate::Scope::zip`], …) that continue one another into one device call (default: on;
+    /// see [`crate::kernel::MergeRule`] for when calls merge). Off, the same calls still travel
+    /// in the same jobs but each is its own device call, so the two settings differ by the
+    /// merging alone. Baseline mode never merges (CEDR does not).
+    pub fn merge_calls(mut self, on: bool) -> Self {
+        self.merge_calls = on;
         self
     }
 
@@ -419,6 +431,7 @@ impl RuntimeBuilder {
                 },
                 clock: AtomicU64::new(0),
                 next_buffer: AtomicU64::new(0),
+                merge_calls: self.merge_calls && self.mode == ExecMode::Tracked,
                 granule: self.granule,
                 spaces,
                 devices,
@@ -528,6 +541,8 @@ pub(crate) struct DeviceEntry {
 
 pub(crate) struct Shared {
     pub mode: ExecMode,
+    /// Whether scopes merge the calls submitted to them (`RuntimeBuilder::merge_calls`).
+    pub merge_calls: bool,
     /// Position in `devices` of the first device of each kind (cpu, sim, fpga, gpu).
     first_of_kind: [usize; DeviceKind::COUNT],
     /// Spaces besides the host that host code reaches in place.
@@ -653,11 +668,14 @@ impl Runtime {
             .enumerate()
             .filter_map(|(index, api)| {
                 let (calls, hits) = s.counters.api(index);
-                (calls > 0).then_some(ApiStats {
+                let (merged, merged_into) = s.counters.merges(index);
+                (calls > 0 || merged > 0).then_some(ApiStats {
                     name: api.name(),
                     calls,
                     hits,
                     misses: calls - hits,
+                    merged,
+                    merged_into,
                 })
             })
             .collect();

@@ -96,6 +96,7 @@ impl Mapping {
         let builder = opts.pools.iter().fold(
             Runtime::builder()
                 .mode(mode)
+                .merge_calls(opts.merge)
                 .scheduler(opts.policy.clone())
                 .costs(opts.costs.clone()),
             |builder, (space, bytes)| builder.pool(space.clone(), *bytes),

@@ -31,7 +31,8 @@ pub use report::{AppResult, Checksum, Eviction, Link, Run};
 
 use native::Native;
 use rimms::{
-    Complex32, CostTable, ExecMode, HeteData, HeteSlice, HeteSliceMut, Policy, Runtime, SimConfig,
+    Complex32, CostTable, ExecMode, FftDirection, HeteData, HeteSlice, HeteSliceMut, Policy,
+    Runtime, SimConfig, Target, ZipOp,
 };
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -161,6 +162,9 @@ pub struct Options {
     pub sar_azimuth: sar::Azimuth,
     /// Pool sizes by space name (`--pool sim0=2MiB`), for running under memory pressure.
     pub pools: Vec<(String, usize)>,
+    /// Whether the runtime merges calls submitted to a scope over following rows into one
+    /// device call (`RuntimeBuilder::merge_calls`; on by default, and never in baseline mode).
+    pub merge: bool,
 }
 
 impl Options {
@@ -176,6 +180,7 @@ impl Options {
             costs: CostTable::default(),
             sar_azimuth: sar::Azimuth::default(),
             pools: Vec::new(),
+            merge: true,
         }
     }
 
@@ -350,87 +355,203 @@ pub(crate) fn execute<P: Pipeline>(
     pipeline: &P,
     opts: &Options,
 ) -> Result<Run<P::Output>, AppError> {
-    check_frames(opts.frames)?;
     if opts.mode == Mode::Native && !opts.pools.is_empty() {
         return Err(AppError::Unsupported(
             "--pool sizes the runtime's pools; native mode has no runtime (use --mode rimms or baseline)".to_string(),
         ));
     }
-    let (frame_times, result, links, allocations, evictions) = match opts.mode {
-        Mode::Native if opts.mapping == Mapping::Auto => {
-            return Err(AppError::Unsupported(
-                "native mode on auto: hand-written code has no scheduler; it exists for the cpu, sim, fpga and fpga-cpu mappings".to_string(),
-            ));
-        }
-        Mode::Native if opts.mapping == Mapping::Gpu => {
-            return Err(AppError::Unsupported(
-                "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
-            ));
-        }
-        Mode::Native => {
-            let dev = Native::new(opts.mapping, &opts.sim)?;
-            let (times, result) = time_frames(pipeline.native(&dev)?, opts.frames)?;
-            (times, result, dev.links(), dev.allocations(), Vec::new())
-        }
-        Mode::Baseline | Mode::Rimms => {
-            let exec = if opts.mode == Mode::Baseline {
-                ExecMode::Baseline
-            } else {
-                ExecMode::Tracked
-            };
-            let rt = opts.mapping.runtime(exec, opts)?;
-            let frame = pipeline.managed(&rt, opts.mapping, opts.submit)?;
-            let (times, result) = time_frames(frame, opts.frames)?;
-            let stats = rt.stats();
-            let links = stats
-                .links
-                .iter()
-                .map(|l| Link {
-                    from: l.from.clone(),
-                    to: l.to.clone(),
-                    copies: l.copies,
-                    bytes: l.bytes,
-                })
-                .collect();
-            let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
-            let evictions = stats
-                .spaces
-                .iter()
-                .filter(|s| s.evictions > 0)
-                .map(|s| Eviction {
-                    space: s.name.clone(),
-                    evictions: s.evictions,
-                    dropped_bytes: s.dropped_bytes,
-                    written_back_bytes: s.written_back_bytes,
-                })
-                .collect();
-            (times, result, links, allocations, evictions)
-        }
-    };
-    Ok(Run {
-        app: pipeline.app(),
-        mode: opts.mode,
-        mapping: opts.mapping,
-        frame_times,
-        links,
-        allocations,
-        evictions,
-        result,
-    })
+    let mut runs = execute_interleaved(pipeline, std::slice::from_ref(opts), 0, None)?;
+    runs.pop()
+        .ok_or_else(|| AppError::Param("no run was asked for".to_string()))
 }
 
-fn time_frames<R>(mut frame: Frame<'_, R>, frames: usize) -> Result<(Vec<Duration>, R), AppError> {
-    // Grown as frames finish, never sized up front from the request.
-    let mut times = Vec::new();
-    let mut last = None;
-    for _ in 0..frames {
-        let start = Instant::now();
-        let result = frame()?;
-        times.push(start.elapsed());
-        last = Some(result);
+/// Where one run of [`execute_interleaved`] computes: hand-written code's device, or a runtime.
+enum Setup {
+    Native(Box<Native>),
+    Managed(Runtime),
+}
+
+/// Runs `warmup` untimed frames and then `frames` timed ones of `pipeline` in every one of
+/// `runs` (modes, mappings, merging on or off), interleaved frame by frame — frame i of every
+/// run before frame i + 1 of any, starting with a different run each frame — so that a
+/// machine's slow spell weighs on every run alike and per-frame ratios compare like with
+/// like. Every run must ask for the same number of frames. With a `budget`, the timed rounds
+/// stop early once they have taken that long and at least [`MIN_FRAMES`] are done (every run
+/// then has the same, smaller number of frames). Bytes and allocations are those of the whole
+/// run: setup, warm-up and timed frames.
+pub(crate) fn execute_interleaved<P: Pipeline>(
+    pipeline: &P,
+    runs: &[Options],
+    warmup: usize,
+    budget: Option<Duration>,
+) -> Result<Vec<Run<P::Output>>, AppError> {
+    let Some(first) = runs.first() else {
+        return Ok(Vec::new());
+    };
+    let frames = check_frames(first.frames)?;
+    if runs.iter().any(|o| o.frames != frames) {
+        return Err(AppError::Param(
+            "interleaved runs must have the same number of frames".to_string(),
+        ));
     }
-    last.map(|r| (times, r))
-        .ok_or_else(|| AppError::Param("--frames must be at least 1".to_string()))
+    let setups = runs
+        .iter()
+        .map(|opts| match opts.mode {
+            Mode::Native if opts.mapping == Mapping::Auto => Err(AppError::Unsupported(
+                "native mode on auto: hand-written code has no scheduler; it exists for the cpu, sim, fpga and fpga-cpu mappings".to_string(),
+            )),
+            Mode::Native if opts.mapping == Mapping::Gpu => Err(AppError::Unsupported(
+                "native mode on gpu: the hand-written cudarc versions are examples of their own, FZF (`cargo run --release -p rimms-runtime --example gpu_fzf_bench`) and SAR (`cargo run --release -p rimms-cli --example gpu_sar`)".to_string(),
+            )),
+            Mode::Native => Ok(Setup::Native(Box::new(Native::new(opts.mapping, &opts.sim)?))),
+            Mode::Baseline | Mode::Rimms => {
+                let exec = if opts.mode == Mode::Baseline {
+                    ExecMode::Baseline
+                } else {
+                    ExecMode::Tracked
+                };
+                Ok(Setup::Managed(opts.mapping.runtime(exec, opts)?))
+            }
+        })
+        .collect::<Result<Vec<_>, AppError>>()?;
+    let mut bodies = setups
+        .iter()
+        .zip(runs)
+        .map(|(setup, opts)| match setup {
+            Setup::Native(dev) => pipeline.native(dev),
+            Setup::Managed(rt) => pipeline.managed(rt, opts.mapping, opts.submit),
+        })
+        .collect::<Result<Vec<_>, AppError>>()?;
+    let n = bodies.len();
+    let mut times: Vec<Vec<Duration>> = (0..n).map(|_| Vec::new()).collect();
+    let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
+    let mut timed_since = None;
+    for i in 0..warmup + frames {
+        if i == warmup {
+            timed_since = Some(Instant::now());
+        }
+        let spent = timed_since.map_or(Duration::ZERO, |t| t.elapsed());
+        if i >= warmup + MIN_FRAMES && budget.is_some_and(|b| spent > b) {
+            break;
+        }
+        for j in 0..n {
+            let k = (i + j) % n;
+            let start = Instant::now();
+            let result = bodies[k]()?;
+            let elapsed = start.elapsed();
+            if i >= warmup {
+                times[k].push(elapsed);
+            }
+            results[k] = Some(result);
+        }
+    }
+    drop(bodies);
+    let mut out = Vec::with_capacity(n);
+    for (((setup, opts), frame_times), result) in setups.iter().zip(runs).zip(times).zip(results) {
+        let (links, allocations, evictions) = match setup {
+            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new()),
+            Setup::Managed(rt) => {
+                let stats = rt.stats();
+                let links = stats
+                    .links
+                    .iter()
+                    .map(|l| Link {
+                        from: l.from.clone(),
+                        to: l.to.clone(),
+                        copies: l.copies,
+                        bytes: l.bytes,
+                    })
+                    .collect();
+                let evictions = stats
+                    .spaces
+                    .iter()
+                    .filter(|s| s.evictions > 0)
+                    .map(|s| Eviction {
+                        space: s.name.clone(),
+                        evictions: s.evictions,
+                        dropped_bytes: s.dropped_bytes,
+                        written_back_bytes: s.written_back_bytes,
+                    })
+                    .collect();
+                let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
+                (links, allocations, evictions)
+            }
+        };
+        let result =
+            result.ok_or_else(|| AppError::Param("--frames must be at least 1".to_string()))?;
+        out.push(Run {
+            app: pipeline.app(),
+            mode: opts.mode,
+            mapping: opts.mapping,
+            frame_times,
+            links,
+            allocations,
+            evictions,
+            result,
+        });
+    }
+    Ok(out)
+}
+
+/// The fewest timed frames an interleaved run with a time budget stops at.
+pub const MIN_FRAMES: usize = 5;
+
+/// Runs `app` on generated input (the default scenario) in every one of `runs`, interleaved
+/// frame by frame after `warmup` untimed frames, stopping early past `budget` (see
+/// [`execute_interleaved`]): what `rimms bench` measures.
+pub fn run_interleaved(
+    app: App,
+    runs: &[Options],
+    warmup: usize,
+    budget: Option<Duration>,
+) -> Result<Vec<Run<AppResult>>, AppError> {
+    fn all<R>(runs: Vec<Run<R>>, f: impl Fn(R) -> AppResult) -> Vec<Run<AppResult>> {
+        runs.into_iter().map(|r| r.map(&f)).collect()
+    }
+    Ok(match app {
+        App::TwoFft => {
+            let input = two_fft::Input::generate(two_fft::Params::default());
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Chain,
+            )
+        }
+        App::Fzf => {
+            let input = fzf::generate(fzf::Params::default());
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Chain,
+            )
+        }
+        App::Zip3x => {
+            let input = zip3x::Input::generate(zip3x::LEN);
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Chain,
+            )
+        }
+        App::Correlator => {
+            let (input, _) = correlator::generate(&correlator::Params::default())?;
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Correlator,
+            )
+        }
+        App::PulseDoppler => {
+            let (input, _) = pulse_doppler::generate(&pulse_doppler::Params::default())?;
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::PulseDoppler,
+            )
+        }
+        App::Sar => {
+            let input = sar::Input::simulate(&sar::Scene::default());
+            all(
+                execute_interleaved(&input, runs, warmup, budget)?,
+                AppResult::Sar,
+            )
+        }
+    })
 }
 
 /// A `rows` × `row_len` complex matrix whose rows can be written by separate kernel calls:
@@ -448,39 +569,81 @@ pub(crate) fn alloc_rows(
     Ok(m)
 }
 
-/// Calls `call(row_in, row_out)` for every row of `row_len` elements of `input` and `output`:
-/// the one-call-per-row formulation of CEDR's applications. The rows are independent, so
-/// `Submit::Scoped` issues them at once, a few rows per job: a row of pulse Doppler is a
-/// microsecond of work, less than what handing a job to a worker costs.
+/// The call a row-by-row stage makes on each row: `fft(input row, output row)` or
+/// `zip(input row, shared operand, output row)`.
+#[derive(Clone, Copy)]
+pub(crate) enum RowCall<'b> {
+    /// An FFT of the row (direction, points).
+    Fft(Target, FftDirection, usize),
+    /// `out = row op b`, the same `b` for every row.
+    Zip(Target, ZipOp, &'b HeteData<Complex32>),
+}
+
+impl RowCall<'_> {
+    fn target(self) -> Target {
+        match self {
+            RowCall::Fft(target, ..) | RowCall::Zip(target, ..) => target,
+        }
+    }
+
+    /// The call, made now.
+    fn run(
+        self,
+        rt: &Runtime,
+        row: &HeteSlice<'_, Complex32>,
+        out: &mut HeteSliceMut<'_, Complex32>,
+    ) -> rimms::Result<()> {
+        match self {
+            RowCall::Fft(device, dir, points) => rt.fft(device, dir, points, row, out),
+            RowCall::Zip(device, op, b) => rt.zip(device, op, row, b, out),
+        }
+    }
+}
+
+/// Makes `call` on every row of `row_len` elements of `input` and `output`: the
+/// one-call-per-row formulation of CEDR's applications, which this keeps. `Submit::Sequential`
+/// makes the calls one after another; `Submit::Scoped` submits them to a scope, which runs
+/// them on the devices' queues and merges calls over following rows into batched device calls
+/// where the runtime merges (`RuntimeBuilder::merge_calls`; with merging off they travel a
+/// few rows per job). Calls placed by the scheduler (`Target::Auto`) cannot be held: they go
+/// to the CPU's workers a few rows per job and are placed as they run.
 pub(crate) fn each_row(
     rt: &Runtime,
     submit: Submit,
     input: &HeteData<Complex32>,
     output: &mut HeteData<Complex32>,
     row_len: usize,
-    call: impl Fn(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>) -> rimms::Result<()>
-        + Sync,
+    call: RowCall<'_>,
 ) -> rimms::Result<()> {
     debug_assert_eq!(input.len(), output.len(), "each_row: shapes differ");
     let rows_in = input.rows(row_len)?;
     let mut rows_out = output.rows_mut(row_len)?;
     let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
-    let jobs = match submit {
-        Submit::Sequential => 1,
-        Submit::Scoped => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let per_job = pairs.len().div_ceil(jobs).max(1);
     let run = |rows: &mut [(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>)]| {
-        rows.iter_mut().try_for_each(|(src, dst)| call(src, dst))
+        rows.iter_mut()
+            .try_for_each(|(src, dst)| call.run(rt, src, dst))
     };
-    match submit {
-        Submit::Sequential => run(&mut pairs),
-        Submit::Scoped => rt.scope(|s| {
-            for rows in pairs.chunks_mut(per_job) {
-                let run = &run;
-                s.spawn(move |_| run(rows));
+    match (submit, call.target()) {
+        (Submit::Sequential, _) => run(&mut pairs),
+        (Submit::Scoped, Target::On(device)) => rt.scope(|s| {
+            for (row, out) in pairs {
+                match call {
+                    RowCall::Fft(_, dir, points) => s.fft(device, dir, points, row, out)?,
+                    RowCall::Zip(_, op, b) => s.zip(device, op, row, b, out)?,
+                }
             }
-        }),
+            Ok(())
+        })?,
+        (Submit::Scoped, Target::Auto) => {
+            let jobs = 4 * std::thread::available_parallelism().map_or(1, |n| n.get());
+            let per_job = pairs.len().div_ceil(jobs).max(1);
+            rt.scope(|s| {
+                for rows in pairs.chunks_mut(per_job) {
+                    let run = &run;
+                    s.spawn(move |_| run(rows));
+                }
+            })
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use super::native::Native;
 use super::report::Run;
 use super::{
     alloc_rows, argmax, each_row, execute, pad_into, App, AppError, Frame, Mapping, Options,
-    Pipeline, Step, Submit,
+    Pipeline, RowCall, Step, Submit,
 };
 use crate::human::{count, seconds, significant};
 use rimms::drivers::cpu::kernels;
@@ -274,19 +274,16 @@ impl Pipeline for Input {
                 c[i] = matched_input(pulses, i);
             })?;
             rt.fft(fft, FftDirection::Forward, L, &d, &mut d_spectrum)?;
-            each_row(rt, submit, &c, &mut c_spectra, L, |pulse, out| {
-                rt.fft(fft, FftDirection::Forward, L, pulse, out)
-            })?;
-            each_row(rt, submit, &c_spectra, &mut products, L, |spectrum, out| {
-                rt.zip(zip, ZipOp::MulConj, spectrum, &d_spectrum, out)
-            })?;
-            each_row(rt, submit, &products, &mut filtered, L, |product, out| {
-                rt.fft(fft, FftDirection::Inverse, L, product, out)
-            })?;
+            // One call per pulse, as CEDR makes them.
+            let forward = RowCall::Fft(fft, FftDirection::Forward, L);
+            each_row(rt, submit, &c, &mut c_spectra, L, forward)?;
+            let filter = RowCall::Zip(zip, ZipOp::MulConj, &d_spectrum);
+            each_row(rt, submit, &c_spectra, &mut products, L, filter)?;
+            let inverse = RowCall::Fft(fft, FftDirection::Inverse, L);
+            each_row(rt, submit, &products, &mut filtered, L, inverse)?;
             rt.transpose(aux, M, L, &filtered, &mut by_range)?;
-            each_row(rt, submit, &by_range, &mut doppler, M, |range_bin, out| {
-                rt.fft(fft, FftDirection::Forward, M, range_bin, out)
-            })?;
+            let doppler_fft = RowCall::Fft(fft, FftDirection::Forward, M);
+            each_row(rt, submit, &by_range, &mut doppler, M, doppler_fft)?;
             rt.fftshift(aux, M, &doppler, &mut shifted)?;
             rt.magnitude(aux, &shifted, &mut magnitude)?;
             Ok(locate(magnitude.host()?))

@@ -33,8 +33,8 @@ use super::input::{cis, read_complex_rows};
 use super::native::Native;
 use super::report::Run;
 use super::{
-    alloc_rows, argmax, each_row, execute, App, AppError, Frame, Mapping, Options, Pipeline, Step,
-    Submit,
+    alloc_rows, argmax, each_row, execute, App, AppError, Frame, Mapping, Options, Pipeline,
+    RowCall, Step, Submit,
 };
 use crate::human::{count, significant};
 use rimms::drivers::cpu::kernels;
@@ -422,28 +422,58 @@ impl Pipeline for Input {
             raw.host_write()?.copy_from_slice(&self.raw);
             rt.fft(fft, FftDirection::Forward, NFAST, &g, &mut g_spectrum)?;
             // Range compression, row by row.
-            each_row(rt, submit, &raw, &mut a, NFAST, |row, out| {
-                rt.fft(fft, FftDirection::Forward, NFAST, row, out)
-            })?;
+            each_row(
+                rt,
+                submit,
+                &raw,
+                &mut a,
+                NFAST,
+                RowCall::Fft(fft, FftDirection::Forward, NFAST),
+            )?;
             rt.fftshift(aux, NFAST, &a, &mut b)?;
-            each_row(rt, submit, &b, &mut a, NFAST, |row, out| {
-                rt.zip(zip, ZipOp::Mul, row, &g_spectrum, out)
-            })?;
-            each_row(rt, submit, &a, &mut b, NFAST, |row, out| {
-                rt.fft(fft, FftDirection::Inverse, NFAST, row, out)
-            })?;
+            each_row(
+                rt,
+                submit,
+                &b,
+                &mut a,
+                NFAST,
+                RowCall::Zip(zip, ZipOp::Mul, &g_spectrum),
+            )?;
+            each_row(
+                rt,
+                submit,
+                &a,
+                &mut b,
+                NFAST,
+                RowCall::Fft(fft, FftDirection::Inverse, NFAST),
+            )?;
             // Azimuth compression on the transposed matrix, one range bin a row.
             rt.transpose(aux, NSLOW, NFAST, &b, &mut a)?;
-            each_row(rt, submit, &a, &mut b, NSLOW, |row, out| {
-                rt.fft(fft, FftDirection::Forward, NSLOW, row, out)
-            })?;
+            each_row(
+                rt,
+                submit,
+                &a,
+                &mut b,
+                NSLOW,
+                RowCall::Fft(fft, FftDirection::Forward, NSLOW),
+            )?;
             rt.fftshift(aux, NSLOW, &b, &mut a)?;
-            each_row(rt, submit, &a, &mut b, NSLOW, |row, out| {
-                rt.zip(zip, ZipOp::Mul, row, &h, out)
-            })?;
-            each_row(rt, submit, &b, &mut a, NSLOW, |row, out| {
-                rt.fft(fft, FftDirection::Inverse, NSLOW, row, out)
-            })?;
+            each_row(
+                rt,
+                submit,
+                &a,
+                &mut b,
+                NSLOW,
+                RowCall::Zip(zip, ZipOp::Mul, &h),
+            )?;
+            each_row(
+                rt,
+                submit,
+                &b,
+                &mut a,
+                NSLOW,
+                RowCall::Fft(fft, FftDirection::Inverse, NSLOW),
+            )?;
             rt.fftshift(aux, NSLOW, &a, &mut b)?;
             rt.transpose(aux, NFAST, NSLOW, &b, &mut a)?;
             rt.magnitude(aux, &a, &mut image)?;

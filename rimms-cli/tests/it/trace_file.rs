@@ -104,7 +104,16 @@ fn slices_on_every_track_nest_with_scoped_submission() {
         let (code, stderr) = checked(
             rimms()
                 .args([
-                    "run", app, "--map", map, "--frames", "2", "--submit", "scoped",
+                    // Unmerged, so that every row's call is a slice of its own.
+                    "run",
+                    app,
+                    "--map",
+                    map,
+                    "--frames",
+                    "2",
+                    "--submit",
+                    "scoped",
+                    "--no-merge",
                 ])
                 .env("RIMMS_TRACE_FILE", &trace)
                 .output()

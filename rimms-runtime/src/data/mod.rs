@@ -441,6 +441,12 @@ impl<'a, T: Pod> HeteSlice<'a, T> {
         }
     }
 
+    /// The view of bytes `start..start + len` of `raw`, which the caller has checked are
+    /// whole elements of `T` (a merged call's argument, `kernel::merge`).
+    pub(crate) fn from_bytes(raw: &'a RawBuffer, start: usize, len: usize) -> Self {
+        HeteSlice::new(raw, start / elem_size::<T>(), len / elem_size::<T>())
+    }
+
     pub(crate) fn raw(&self) -> &'a RawBuffer {
         self.raw
     }
@@ -510,6 +516,13 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
             len,
             _elem: PhantomData,
         }
+    }
+
+    /// The mutable view of bytes `start..start + len` of `raw`: whole elements of `T`, and
+    /// the union of mutable views that were handed over exclusively for as long as this one
+    /// lives (a merged call's written argument, `kernel::merge`).
+    pub(crate) fn from_bytes(raw: &'a RawBuffer, start: usize, len: usize) -> Self {
+        HeteSliceMut::new(raw, start / elem_size::<T>(), len / elem_size::<T>())
     }
 
     /// This view, read-only.

@@ -114,7 +114,12 @@ pub mod apis {
 }
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.
-fn shape(api: &'static str, device: Target, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+pub(crate) fn shape(
+    api: &'static str,
+    device: Target,
+    ok: bool,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
     if ok {
         Ok(())
     } else {
@@ -126,7 +131,12 @@ fn shape(api: &'static str, device: Target, ok: bool, what: impl FnOnce() -> Str
     }
 }
 
-fn same_len(api: &'static str, device: Target, names: [&str; 2], lens: [usize; 2]) -> Result<()> {
+pub(crate) fn same_len(
+    api: &'static str,
+    device: Target,
+    names: [&str; 2],
+    lens: [usize; 2],
+) -> Result<()> {
     shape(api, device, lens[0] == lens[1], || {
         format!(
             "`{}` has {} elements but `{}` has {}",
@@ -145,7 +155,7 @@ fn equivalent(op: ZipOp) -> &'static str {
 }
 
 /// Refuses a broadcast row (`name`, `row_len` elements) that does not tile `len` elements.
-fn whole_rows(
+pub(crate) fn whole_rows(
     api: &'static str,
     device: Target,
     name: &str,
@@ -160,7 +170,7 @@ fn whole_rows(
 impl Runtime {
     /// Checks an FFT's shape, then places it (among devices whose limits it fits, for
     /// `Target::Auto`) and checks it against the device's limits.
-    fn place_fft<'s, 'a, const N: usize>(
+    pub(crate) fn place_fft<'s, 'a, const N: usize>(
         &'s self,
         target: Target,
         points: usize,
@@ -264,16 +274,21 @@ impl Runtime {
             },
             |entry| entry.backend.check_zip(op, len).is_ok(),
         )?;
+        self.check_zip_on(device, op, a.len())?;
+        apis::zip(self, device, op, &a, &b, &mut out)
+    }
+
+    /// Refuses a ZIP of `len` elements that `device` cannot run, saying what would.
+    pub(crate) fn check_zip_on(&self, device: Device, op: ZipOp, len: usize) -> Result<()> {
         self.shared()
             .device(device)?
             .backend
-            .check_zip(op, a.len())
+            .check_zip(op, len)
             .map_err(|why| Error::Unsupported {
                 api: "zip",
                 device: device.to_string(),
                 why: format!("{why}{}", equivalent(op)),
-            })?;
-        apis::zip(self, device, op, &a, &b, &mut out)
+            })
     }
 
     /// `out = conj(input)`.

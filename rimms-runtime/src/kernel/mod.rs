@@ -15,6 +15,12 @@ mod custom;
 mod device_args;
 mod dispatch;
 mod host_args;
+pub mod merge;
+
+/// The built-ins' shape checks, for the scope's versions of their calls.
+pub(crate) mod builtin_checks {
+    pub(crate) use super::builtin::{same_len, shape, whole_rows};
+}
 mod ops;
 pub(crate) mod registry;
 mod value;
@@ -28,6 +34,7 @@ pub use custom::{call_registered, downcast};
 pub use device_args::{DevArg, DevSlice, DevSliceMut, PlacedArgs};
 pub use dispatch::KernelArg;
 pub use host_args::HostArg;
+pub use merge::{rules as merge_rules, Joins, MergeRule, MergedArgs, Params, UNMERGED_GROUP};
 pub use ops::{FftDirection, ZipOp};
 pub use registry::{ApiDecl, ApiRegistration, ApiSpec, DeviceKind, Form, KernelImpl};
 pub use value::{assert_kernel_value, KernelValue};

@@ -13,6 +13,7 @@
 //! coherence state takes them from any thread: per buffer a lock guards the fragment table
 //! while the resident check stays one lock-free load.
 
+mod calls;
 pub(crate) mod queues;
 
 use crate::device::Device;
@@ -31,6 +32,8 @@ use std::time::Duration;
 pub struct Scope<'scope, 'env: 'scope> {
     rt: &'env Runtime,
     state: Arc<ScopeState>,
+    /// Calls submitted to the scope and held while the next ones continue them.
+    calls: Mutex<calls::Held<'scope>>,
     // Invariant in both lifetimes, as `std::thread::Scope` is: a job may borrow anything that
     // outlives 'scope and nothing shorter.
     scope: PhantomData<&'scope mut &'scope ()>,
@@ -201,10 +204,14 @@ impl Runtime {
         let scope = Scope {
             rt: self,
             state: Arc::new(ScopeState::default()),
+            calls: Mutex::default(),
             scope: PhantomData,
             env: PhantomData,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| f(&scope)));
+        // Calls the body submitted and the scope still holds go to their queues now (they
+        // were accepted, and their borrows end with the scope like the jobs').
+        scope.close_calls();
         // Whatever `f` did, no job may outlive the borrows it holds.
         scope.state.wait();
         if let Some(payload) = lock(&scope.state.panic).take() {

@@ -8,8 +8,9 @@
 
 use crate::device::Device;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
     /// The device whose worker this thread is, if it is one.
@@ -23,13 +24,49 @@ pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
 pub(crate) struct DeviceQueues {
     /// One per device position; the CPU's stays empty (its jobs stay in their scope).
     senders: Vec<OnceLock<Sender<Job>>>,
+    /// One per device position: whose turn it is on the device.
+    turns: Vec<Arc<Turn>>,
+}
+
+/// Who runs on a device: its worker takes the lock around each job, and a thread that would
+/// otherwise hand work over and wait may take it to run the work itself when nothing is
+/// queued ([`DeviceQueues::run_here_if_idle`]), so the device still runs one thing at a time
+/// in the order it came.
+#[derive(Default)]
+struct Turn {
+    lock: Mutex<()>,
+    /// Jobs sent and not finished.
+    queued: AtomicUsize,
 }
 
 impl DeviceQueues {
     pub(crate) fn new(devices: usize) -> DeviceQueues {
         DeviceQueues {
             senders: (0..devices).map(|_| OnceLock::new()).collect(),
+            turns: (0..devices).map(|_| Arc::default()).collect(),
         }
+    }
+
+    /// Runs `work` on this thread if the accelerator at `position` has nothing queued or
+    /// running, holding its turn so that jobs sent meanwhile wait behind it; gives `work`
+    /// back otherwise (or for the CPU, whose pool has no turn).
+    pub(crate) fn run_here_if_idle<W: FnOnce()>(
+        &self,
+        position: usize,
+        device: Device,
+        work: W,
+    ) -> Option<W> {
+        let Some(turn) = self.turns.get(position).filter(|_| device != Device::Cpu) else {
+            return Some(work);
+        };
+        let Ok(_turn) = turn.lock.try_lock() else {
+            return Some(work);
+        };
+        if turn.queued.load(Ordering::Acquire) != 0 {
+            return Some(work);
+        }
+        work();
+        None
     }
 
     /// Runs `job` on the queue of the device at `position`.
@@ -46,17 +83,21 @@ impl DeviceQueues {
             job();
             return;
         };
-        let sender = slot.get_or_init(|| start_worker(device));
+        // Positions index both tables alike.
+        let turn = self.turns.get(position).cloned().unwrap_or_default();
+        let sender = slot.get_or_init(|| start_worker(device, Arc::clone(&turn)));
+        turn.queued.fetch_add(1, Ordering::AcqRel);
         if let Err(refused) = sender.send(job) {
             // The worker is gone only if its thread could not be started; run the job here
             // rather than lose it.
+            turn.queued.fetch_sub(1, Ordering::AcqRel);
             (refused.0)();
         }
     }
 }
 
 /// Starts the worker thread of `device`'s queue.
-fn start_worker(device: Device) -> Sender<Job> {
+fn start_worker(device: Device, turn: Arc<Turn>) -> Sender<Job> {
     let (sender, receiver) = channel::<Job>();
     let started = std::thread::Builder::new()
         .name(format!("rimms-{device}"))
@@ -65,7 +106,10 @@ fn start_worker(device: Device) -> Sender<Job> {
             // Jobs catch their own panics (see `scope`), so one failing job never ends the
             // worker; it ends when every sender is gone.
             while let Ok(job) = receiver.recv() {
+                let held = turn.lock.lock().unwrap_or_else(|e| e.into_inner());
                 job();
+                turn.queued.fetch_sub(1, Ordering::AcqRel);
+                drop(held);
             }
         });
     if let Err(e) = started {

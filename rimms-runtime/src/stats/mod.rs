@@ -33,6 +33,10 @@ pub(crate) struct ApiCounter {
     calls: AtomicU64,
     /// Misses rather than hits, so that a hit costs one atomic add, not two.
     misses: AtomicU64,
+    /// Calls of this API a scope merged with their neighbours, and the device calls they
+    /// became (see `kernel::merge`).
+    merged: AtomicU64,
+    merged_into: AtomicU64,
 }
 
 /// What eviction did in one space.
@@ -101,6 +105,21 @@ impl Counters {
         }
     }
 
+    /// `calls` calls of API `api` ran as one merged device call.
+    pub(crate) fn record_merge(&self, api: usize, calls: usize) {
+        if let Some(c) = self.apis.get(api) {
+            c.merged.fetch_add(calls as u64, Relaxed);
+            c.merged_into.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// (calls merged, device calls they became) of one API.
+    pub(crate) fn merges(&self, api: usize) -> (u64, u64) {
+        self.apis.get(api).map_or((0, 0), |c| {
+            (c.merged.load(Relaxed), c.merged_into.load(Relaxed))
+        })
+    }
+
     pub(crate) fn link(&self, from: usize, to: usize) -> (u64, u64, Duration) {
         let l = &self.links[from][to];
         (
@@ -139,6 +158,8 @@ impl Counters {
         for a in &self.apis {
             a.calls.store(0, Relaxed);
             a.misses.store(0, Relaxed);
+            a.merged.store(0, Relaxed);
+            a.merged_into.store(0, Relaxed);
         }
     }
 }
@@ -195,6 +216,12 @@ pub struct ApiStats {
     pub hits: u64,
     /// Calls that moved or filled something first.
     pub misses: u64,
+    /// Calls of this API that a scope merged with their neighbours (see
+    /// [`crate::kernel::MergeRule`]); they are not in `calls`, which counts device calls.
+    pub merged: u64,
+    /// The device calls those merged calls became, each counted in `calls` of the API it ran
+    /// as (`zip`s with a shared operand run as one `zip_rows`).
+    pub merged_into: u64,
 }
 
 /// A snapshot of a runtime's counters.
@@ -344,6 +371,8 @@ impl Stats {
                 calls: 0,
                 hits: 0,
                 misses: 0,
+                merged: 0,
+                merged_into: 0,
             }),
             None => Err(Error::UnknownName {
                 what: "API",

@@ -25,6 +25,7 @@ mod fpga_results;
 #[cfg(feature = "fpga-emulator")]
 mod fpga_strict;
 mod layers;
+mod merging;
 mod reference;
 
 /// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path

@@ -1,0 +1,609 @@
+//! Merging calls: calls of one API over neighbouring views become one device call.
+//!
+//! CEDR's applications call an API once per row of a matrix (128 or 256 calls a stage); each
+//! call is a dispatch, an acquire and, on an FPGA, a DMA transaction, while hand-written code
+//! makes one batched call per matrix. An API opts into merging with [`MergeRule`]s that say how
+//! its calls concatenate, argument by argument ([`Joins`]): the FFT's input and output rows
+//! follow one another (its batch dimension), a ZIP's operands and result likewise, and a ZIP
+//! whose second operand is the same view every time is a `zip_rows` over the merged rows.
+//!
+//! # When calls merge
+//!
+//! Only calls submitted to a scope ([`crate::Scope::fft`], [`crate::Scope::call`], …) merge:
+//! they borrow their views until the scope ends, so holding them back changes nothing another
+//! part of the program can see (no host access, no conflicting call and no drop of their
+//! buffers can happen before the scope returns). Calls made directly (`rt.fft(…)`, also inside
+//! a job) run and complete before they return, as always: deferring them would change what the
+//! program observes. A scope keeps, per device, one group of calls that have not been handed
+//! to the device's queue yet. A new call on that device joins the group when
+//!
+//! - merging is on ([`crate::RuntimeBuilder::merge_calls`], and the runtime is not in
+//!   baseline mode),
+//! - it is a call of the same API with the same rules and the same scalar parameters
+//!   ([`Params`]: the FFT's direction and size, the ZIP's operation),
+//! - no argument is read and written in place ([`crate::Access::ReadWrite`]: a failed merged
+//!   call could not be retried member by member on data it half changed),
+//! - for at least one rule the device implements (the API the rule runs as, for its kind),
+//!   every [`Joins::Concat`] argument starts on the same buffer exactly where the group's
+//!   last call's ended, every [`Joins::Same`] argument is the group's first call's view, read
+//!   only, and the merged ranges of a written argument overlap no other argument's on its
+//!   buffer.
+//!
+//! Otherwise (another API, other parameters, a gap, a different buffer, the calls in reverse
+//! order, another device's group is separate anyway) the group is handed to the device's queue
+//! as one job and the new call starts the next group. Every group still open is handed over
+//! when the scope's body returns; calls submitted after that (from the scope's jobs) are handed
+//! over at once.
+//!
+//! A group of one call, or a group when merging is off, runs its calls one by one, each its own
+//! device call (with merging off a group holds at most [`UNMERGED_GROUP`] calls, which is the
+//! jobs-of-a-few-rows split the apps used before, so turning merging off changes nothing but
+//! the merging). A group of several runs as one call of the first rule that still holds: one
+//! acquire per argument over the whole range, one kernel, one completion.
+//!
+//! # When a merged call fails
+//!
+//! A shape error is returned by the call that submitted it, before anything is held. A device
+//! error of a merged call marks its written ranges as a failed call's are (the last valid copy
+//! survives), and then every member runs again on its own, in order: members that succeed have
+//! their results, each member that fails fails alone, and the scope returns the first error
+//! (later ones are logged).
+//!
+//! # Observing it
+//!
+//! [`crate::ApiStats::merged`] counts the calls that were merged and
+//! [`crate::ApiStats::merged_into`] the device calls they became; each merged call emits a
+//! `tracing` event (target `rimms::merge`) with the API, device and member count.
+
+use super::registry::{registry, ApiDecl};
+use super::{apis, FftDirection, KernelArg, ZipOp};
+use crate::coherence::Access;
+use crate::data::{HeteSlice, HeteSliceMut};
+use crate::error::{Error, Result};
+use crate::runtime::{Device, DeviceEntry, Runtime};
+use bytemuck::Pod;
+use num_complex::Complex32 as C32;
+
+/// How one managed argument of consecutive calls combines into the merged call's argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Joins {
+    /// The calls' views follow one another on one buffer, in call order; the merged call
+    /// gets their union (an FFT's rows, a ZIP's elements).
+    Concat,
+    /// Every call passes the same read-only view; the merged call gets it once (a filter
+    /// spectrum multiplied into every row).
+    Same,
+}
+
+/// A call's scalar parameters, encoded by the API that opts in (calls merge only when theirs
+/// are equal).
+pub type Params = [u64; 2];
+
+/// How calls of an API merge: declared once beside the API, passed with each scope call.
+/// When calls merge and when they do not, and what a failure does, is in the
+/// [module's documentation](self).
+///
+/// An API's rules are a list, plain rule first: `rules[0]` runs as the API itself and runs
+/// every call that did not merge; a later rule may run the merged call as another API (ZIP
+/// with a shared operand as `zip_rows`).
+pub struct MergeRule {
+    /// The API whose calls this rule merges.
+    pub api: &'static ApiDecl,
+    /// The API the merged call runs as; a device merges by this rule only if it implements it.
+    pub runs_as: &'static ApiDecl,
+    /// How each managed argument joins, in the call's argument order.
+    pub joins: &'static [Joins],
+    /// Runs one call of `runs_as` with these arguments (a merged call, or one member).
+    pub run: fn(&Runtime, Device, Params, &mut MergedArgs<'_>) -> Result<()>,
+}
+
+impl std::fmt::Debug for MergeRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "MergeRule({} as {})",
+            self.api.name(),
+            self.runs_as.name()
+        )
+    }
+}
+
+/// The arguments a [`MergeRule::run`] gets, as views: each read argument as often as wanted,
+/// each written one once (it stands for an exclusive borrow).
+pub struct MergedArgs<'a> {
+    api: &'static str,
+    device: Device,
+    args: Vec<Option<KernelArg<'a>>>,
+}
+
+impl<'a> MergedArgs<'a> {
+    fn new(api: &'static str, device: Device, args: Vec<KernelArg<'a>>) -> MergedArgs<'a> {
+        MergedArgs {
+            api,
+            device,
+            args: args.into_iter().map(Some).collect(),
+        }
+    }
+
+    fn refused(&self, i: usize, what: &str) -> Error {
+        Error::Shape {
+            api: self.api,
+            device: self.device.to_string(),
+            what: format!("merged argument {i}: {what}"),
+        }
+    }
+
+    fn whole<T: Pod>(&self, i: usize, arg: &KernelArg<'_>) -> Result<()> {
+        let size = std::mem::size_of::<T>().max(1);
+        if arg.start % size == 0 && arg.len % size == 0 {
+            Ok(())
+        } else {
+            Err(self.refused(i, "not whole elements of the type asked for"))
+        }
+    }
+
+    /// Read argument `i` as a view of `T`.
+    pub fn input<T: Pod>(&self, i: usize) -> Result<HeteSlice<'a, T>> {
+        match self.args.get(i) {
+            Some(Some(arg)) if arg.access == Access::Read => {
+                self.whole::<T>(i, arg)?;
+                Ok(HeteSlice::from_bytes(arg.raw, arg.start, arg.len))
+            }
+            _ => Err(self.refused(i, "not a read argument")),
+        }
+    }
+
+    /// Written argument `i` as a mutable view of `T`; a second request for it is refused.
+    pub fn output<T: Pod>(&mut self, i: usize) -> Result<HeteSliceMut<'a, T>> {
+        let taken = match self.args.get_mut(i) {
+            Some(slot @ Some(_)) if slot.as_ref().is_some_and(|a| a.access.writes()) => slot.take(),
+            _ => None,
+        };
+        match taken {
+            Some(arg) => {
+                self.whole::<T>(i, &arg)?;
+                Ok(HeteSliceMut::from_bytes(arg.raw, arg.start, arg.len))
+            }
+            None => Err(self.refused(i, "not a written argument, or already taken")),
+        }
+    }
+}
+
+/// With merging off, the most calls a group holds before it goes to its queue: enough rows per
+/// job that handing a job over costs less than its work, as the apps split them by hand
+/// before (8 jobs of 16 rows for 128 on a 2-core machine).
+pub const UNMERGED_GROUP: usize = 16;
+
+/// Calls on one device held by a scope until a call that does not continue them arrives.
+pub(crate) struct Group<'a> {
+    pub(crate) device: Device,
+    pub(crate) position: usize,
+    rules: &'static [&'static MergeRule],
+    /// Bit r: rule r still holds for every member (and the device implements what it runs as).
+    holding: u32,
+    params: Params,
+    /// Managed arguments per call.
+    arity: usize,
+    /// The members' arguments, one call after another (one allocation per group, not per
+    /// call).
+    args: Vec<KernelArg<'a>>,
+}
+
+impl<'a> Group<'a> {
+    pub(crate) fn new<const N: usize>(
+        entry: &DeviceEntry,
+        position: usize,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: [KernelArg<'a>; N],
+    ) -> Group<'a> {
+        let (kind, form) = (entry.device.kind(), entry.form);
+        let mut holding = 0u32;
+        for (r, rule) in rules.iter().enumerate().take(32) {
+            // An API with no registered implementations (run with `launch_host`, say) runs
+            // wherever its rule's `run` takes it.
+            let index = rule.runs_as.index();
+            let runs =
+                index == usize::MAX || registry().implementation(index, kind, form).is_some();
+            if runs && rule.joins.len() == N {
+                holding |= 1 << r;
+            }
+        }
+        if args.iter().any(|a| a.access == Access::ReadWrite) {
+            holding = 0;
+        }
+        let mut all = Vec::with_capacity(N * 16);
+        all.extend(args);
+        Group {
+            device: entry.device,
+            position,
+            rules,
+            holding,
+            params,
+            arity: N,
+            args: all,
+        }
+    }
+
+    /// Calls in the group.
+    pub(crate) fn len(&self) -> usize {
+        self.args.len() / self.arity.max(1)
+    }
+
+    /// Adds the call if it continues the group; gives its arguments back if not.
+    pub(crate) fn join<const N: usize>(
+        &mut self,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: [KernelArg<'a>; N],
+    ) -> std::result::Result<(), [KernelArg<'a>; N]> {
+        let same_api = std::ptr::eq(self.rules, rules) && self.params == params && N == self.arity;
+        let holding = if same_api { self.holds(&args) } else { 0 };
+        if holding == 0 {
+            return Err(args);
+        }
+        self.holding = holding;
+        self.args.extend(args);
+        Ok(())
+    }
+
+    /// The rules that still hold with `args` appended.
+    fn holds(&self, args: &[KernelArg<'a>]) -> u32 {
+        let n = self.arity;
+        if n == 0 || self.args.len() < n || args.len() != n {
+            return 0;
+        }
+        let (first, last) = (&self.args[..n], &self.args[self.args.len() - n..]);
+        if args.iter().any(|a| a.access == Access::ReadWrite) {
+            return 0;
+        }
+        let mut holding = self.holding;
+        let mut bits = holding;
+        while bits != 0 {
+            let r = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if !continues(self.rules[r].joins, first, last, args) {
+                holding &= !(1 << r);
+            }
+        }
+        holding
+    }
+
+    /// Runs the group: one merged call if merging is on and a rule holds for several calls,
+    /// else (or if the merged call failed) each call on its own.
+    pub(crate) fn run(self, rt: &Runtime, merge: bool) -> Result<()> {
+        let calls = self.len();
+        let Group {
+            device,
+            rules,
+            holding,
+            params,
+            arity,
+            args,
+            ..
+        } = self;
+        let plain = rules[0];
+        if merge && calls > 1 && holding != 0 {
+            let rule = rules[holding.trailing_zeros() as usize];
+            let merged = merged_args(rule.joins, &args[..arity], &args[args.len() - arity..]);
+            let outcome = (rule.run)(
+                rt,
+                device,
+                params,
+                &mut MergedArgs::new(rule.runs_as.name(), device, merged),
+            );
+            rt.shared().counters.record_merge(rule.api.index(), calls);
+            tracing::debug!(
+                target: "rimms::merge",
+                api = rule.api.name(),
+                runs_as = rule.runs_as.name(),
+                %device,
+                calls,
+                ok = outcome.is_ok(),
+                "merged calls"
+            );
+            match outcome {
+                Ok(()) => return Ok(()),
+                Err(error) => tracing::warn!(
+                    %error, api = rule.api.name(), %device, calls,
+                    "a merged call failed; its calls run again one by one"
+                ),
+            }
+        }
+        let mut first_error = None;
+        let mut args = args.into_iter();
+        for _ in 0..calls {
+            let member: Vec<KernelArg<'a>> = args.by_ref().take(arity).collect();
+            let outcome = (plain.run)(
+                rt,
+                device,
+                params,
+                &mut MergedArgs::new(plain.api.name(), device, member),
+            );
+            if let Err(error) = outcome {
+                match first_error {
+                    None => first_error = Some(error),
+                    Some(_) => tracing::warn!(%error, "a further call of the group failed"),
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Whether a call with `args` continues a group whose first call had `first` and last `last`
+/// under `joins`, and its merged written ranges stay clear of its other arguments.
+fn continues(
+    joins: &[Joins],
+    first: &[KernelArg<'_>],
+    last: &[KernelArg<'_>],
+    args: &[KernelArg<'_>],
+) -> bool {
+    if joins.len() != args.len() {
+        return false;
+    }
+    let fits = joins.iter().enumerate().all(|(i, joins)| {
+        let (a, f, l) = (&args[i], &first[i], &last[i]);
+        // A placement hint (`KernelArg::at`) must agree too: the merged call has one.
+        let same_buffer = std::ptr::eq(a.raw, f.raw) && a.access == f.access && a.place == f.place;
+        match joins {
+            Joins::Concat => same_buffer && a.start == l.start + l.len,
+            Joins::Same => {
+                same_buffer && a.access == Access::Read && a.start == f.start && a.len == f.len
+            }
+        }
+    });
+    if !fits {
+        return false;
+    }
+    // The merged call's ranges: a written one may share its buffer with another argument
+    // only where they do not overlap (each call's own borrows kept them apart; their unions
+    // might not be).
+    let range = |i: usize| match joins[i] {
+        Joins::Concat => first[i].start..args[i].start + args[i].len,
+        Joins::Same => first[i].start..first[i].start + first[i].len,
+    };
+    (0..args.len()).all(|i| {
+        !args[i].access.writes()
+            || (0..args.len()).all(|j| {
+                let (ri, rj) = (range(i), range(j));
+                j == i
+                    || !std::ptr::eq(args[i].raw, args[j].raw)
+                    || ri.end <= rj.start
+                    || rj.end <= ri.start
+            })
+    })
+}
+
+/// The merged call's arguments: each `Concat` one the union of the members' (from the first
+/// member's to the last's), each `Same` one the first member's.
+fn merged_args<'a>(
+    joins: &[Joins],
+    first: &[KernelArg<'a>],
+    last: &[KernelArg<'a>],
+) -> Vec<KernelArg<'a>> {
+    joins
+        .iter()
+        .enumerate()
+        .map(|(i, joins)| {
+            let (f, l) = (&first[i], &last[i]);
+            KernelArg {
+                name: f.name,
+                raw: f.raw,
+                start: f.start,
+                len: match joins {
+                    Joins::Concat => l.start + l.len - f.start,
+                    Joins::Same => f.len,
+                },
+                access: f.access,
+                place: f.place,
+            }
+        })
+        .collect()
+}
+
+/// The built-in APIs' rules.
+pub mod rules {
+    use super::*;
+    use Joins::{Concat, Same};
+
+    pub(crate) fn fft_params(dir: FftDirection, points: usize) -> Params {
+        [dir as u64, points as u64]
+    }
+
+    fn direction(code: u64) -> FftDirection {
+        if code == FftDirection::Forward as u64 {
+            FftDirection::Forward
+        } else {
+            FftDirection::Inverse
+        }
+    }
+
+    pub(crate) fn zip_params(op: ZipOp) -> Params {
+        [op as u64, 0]
+    }
+
+    fn zip_op(code: u64) -> ZipOp {
+        // Codes come from `zip_params`, so one of them matches; `Add` is never reached.
+        ZipOp::ALL
+            .into_iter()
+            .find(|&op| op as u64 == code)
+            .unwrap_or(ZipOp::Add)
+    }
+
+    /// `fft`: input and output rows follow one another (the batch dimension; every call's
+    /// length is a multiple of the transform size, so their union is too).
+    pub static FFT: &[&MergeRule] = &[&MergeRule {
+        api: &apis::fft::DECL,
+        runs_as: &apis::fft::DECL,
+        joins: &[Concat, Concat],
+        run: |rt, device, p, a| {
+            let input = a.input::<C32>(0)?;
+            let mut output = a.output::<C32>(1)?;
+            apis::fft(
+                rt,
+                device,
+                direction(p[0]),
+                p[1] as usize,
+                &input,
+                &mut output,
+            )
+        },
+    }];
+
+    fn zip_run(rt: &Runtime, device: Device, p: Params, a: &mut MergedArgs<'_>) -> Result<()> {
+        let (x, y) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
+        apis::zip(rt, device, zip_op(p[0]), &x, &y, &mut a.output::<C32>(2)?)
+    }
+
+    fn zip_rows_run(rt: &Runtime, device: Device, p: Params, a: &mut MergedArgs<'_>) -> Result<()> {
+        let (x, row) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
+        apis::zip_rows(rt, device, zip_op(p[0]), &x, &row, &mut a.output::<C32>(2)?)
+    }
+
+    /// `zip`: all three follow one another; or, where `b` is the same view in every call
+    /// (a filter applied to every row), the merged call is one `zip_rows`.
+    pub static ZIP: &[&MergeRule] = &[
+        &MergeRule {
+            api: &apis::zip::DECL,
+            runs_as: &apis::zip::DECL,
+            joins: &[Concat, Concat, Concat],
+            run: zip_run,
+        },
+        &MergeRule {
+            api: &apis::zip::DECL,
+            runs_as: &apis::zip_rows::DECL,
+            joins: &[Concat, Same, Concat],
+            run: zip_rows_run,
+        },
+    ];
+
+    /// `zip_rows`: the matrix and the result follow one another, the row is shared.
+    pub static ZIP_ROWS: &[&MergeRule] = &[&MergeRule {
+        api: &apis::zip_rows::DECL,
+        runs_as: &apis::zip_rows::DECL,
+        joins: &[Concat, Same, Concat],
+        run: zip_rows_run,
+    }];
+
+    /// `window`: input and output follow one another, the window is shared.
+    pub static WINDOW: &[&MergeRule] = &[&MergeRule {
+        api: &apis::window::DECL,
+        runs_as: &apis::window::DECL,
+        joins: &[Concat, Same, Concat],
+        run: |rt, device, _, a| {
+            let (x, w) = (a.input::<C32>(0)?, a.input::<f32>(1)?);
+            apis::window(rt, device, &x, &w, &mut a.output::<C32>(2)?)
+        },
+    }];
+
+    /// `fftshift`: rows follow one another (the row length is a parameter).
+    pub static FFTSHIFT: &[&MergeRule] = &[&MergeRule {
+        api: &apis::fftshift::DECL,
+        runs_as: &apis::fftshift::DECL,
+        joins: &[Concat, Concat],
+        run: |rt, device, p, a| {
+            let x = a.input::<C32>(0)?;
+            apis::fftshift(rt, device, p[0] as usize, &x, &mut a.output::<C32>(1)?)
+        },
+    }];
+
+    /// `conj`: element-wise, input and output follow one another.
+    pub static CONJ: &[&MergeRule] = &[&MergeRule {
+        api: &apis::conj::DECL,
+        runs_as: &apis::conj::DECL,
+        joins: &[Concat, Concat],
+        run: |rt, device, _, a| {
+            let x = a.input::<C32>(0)?;
+            apis::conj(rt, device, &x, &mut a.output::<C32>(1)?)
+        },
+    }];
+
+    /// `magnitude`: element-wise, input and output follow one another.
+    pub static MAGNITUDE: &[&MergeRule] = &[&MergeRule {
+        api: &apis::magnitude::DECL,
+        runs_as: &apis::magnitude::DECL,
+        joins: &[Concat, Concat],
+        run: |rt, device, _, a| {
+            let x = a.input::<C32>(0)?;
+            apis::magnitude(rt, device, &x, &mut a.output::<f32>(1)?)
+        },
+    }];
+
+    /// `power`: element-wise, input and output follow one another.
+    pub static POWER: &[&MergeRule] = &[&MergeRule {
+        api: &apis::power::DECL,
+        runs_as: &apis::power::DECL,
+        joins: &[Concat, Concat],
+        run: |rt, device, _, a| {
+            let x = a.input::<C32>(0)?;
+            apis::power(rt, device, &x, &mut a.output::<f32>(1)?)
+        },
+    }];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{HeteData, SimConfig};
+
+    fn arg<'a>(
+        raw: &'a crate::data::RawBuffer,
+        start: usize,
+        len: usize,
+        access: Access,
+    ) -> KernelArg<'a> {
+        KernelArg {
+            name: "x",
+            raw,
+            start,
+            len,
+            access,
+            place: None,
+        }
+    }
+
+    /// Calls whose own views are apart but whose merged ranges would overlap (read row r,
+    /// write row r + 1 of one buffer) do not merge: the merged call would read what it writes.
+    #[test]
+    fn merged_ranges_that_would_overlap_a_written_one_do_not_join() {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("rt");
+        let x = HeteData::<u32>::alloc(&rt, 4096).expect("x");
+        let raw = x.as_slice().raw();
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let row = 4096;
+        let call = |r: usize| {
+            [
+                arg(raw, r * row, row, Access::Read),
+                arg(raw, (r + 1) * row, row, Access::Write),
+            ]
+        };
+        let mut group = Group::new(entry, 0, rules::FFT, [0, 64], call(0));
+        assert!(group.join(rules::FFT, [0, 64], call(1)).is_err());
+        // The same calls on two buffers do merge.
+        let y = HeteData::<u32>::alloc(&rt, 4096).expect("y");
+        let out = y.as_slice().raw();
+        let call = |r: usize| {
+            [
+                arg(raw, r * row, row, Access::Read),
+                arg(out, r * row, row, Access::Write),
+            ]
+        };
+        let mut group = Group::new(entry, 0, rules::FFT, [0, 64], call(0));
+        assert!(group.join(rules::FFT, [0, 64], call(1)).is_ok());
+        // Other parameters, or a read-write argument, do not.
+        assert!(group.join(rules::FFT, [1, 64], call(2)).is_err());
+        let mut rw = call(2);
+        rw[1].access = Access::ReadWrite;
+        assert!(group.join(rules::FFT, [0, 64], rw).is_err());
+        // Nor a call whose placement hint differs from the group's.
+        let mut placed = call(2);
+        placed[0].place = Some(crate::space::SpaceId(0));
+        assert!(group.join(rules::FFT, [0, 64], placed).is_err());
+        assert_eq!(group.len(), 2);
+        assert!(group.join(rules::FFT, [0, 64], call(2)).is_ok());
+    }
+}

@@ -1,0 +1,413 @@
+//! Calls submitted to a scope (`s.fft(…)`, `s.zip(…)`, [`Scope::call`]): checked at once, held
+//! per device while the next call continues them, and run as one merged device call (see
+//! `kernel::merge` for exactly when). They borrow their views for the scope, as jobs do, so
+//! holding them back is invisible to the rest of the program.
+
+use super::{lock, Scope};
+use crate::data::{Input, Output};
+use crate::error::{Error, Result};
+use crate::kernel::builtin_checks as check;
+use crate::kernel::merge::{rules, Group};
+use crate::kernel::{FftDirection, KernelArg, MergeRule, Params, ZipOp, UNMERGED_GROUP};
+use crate::runtime::Device;
+use num_complex::Complex32 as C32;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The groups a scope holds, one per device at most.
+#[derive(Default)]
+pub(super) struct Held<'scope> {
+    /// Set when the scope's body returned: later calls go to their queues at once.
+    closed: bool,
+    groups: Vec<Group<'scope>>,
+}
+
+impl<'scope, 'env> Scope<'scope, 'env> {
+    /// Submits a call of the API `rules` describe on `device`, with its scalar parameters
+    /// encoded as `params` and its managed arguments borrowed for the scope. It runs on the
+    /// device's queue like a job; consecutive calls that continue one another merge into one
+    /// device call (see [`MergeRule`]). A device error comes back from [`crate::Runtime::scope`].
+    ///
+    /// The built-in APIs have their own methods ([`Scope::fft`], [`Scope::zip`], …), which check
+    /// shapes first; an API of your own opts in with rules of its own:
+    ///
+    /// ```
+    /// use rimms_runtime::{ApiDecl, Device, HeteData, Joins, KernelArg, MergeRule, Runtime};
+    ///
+    /// // `out = 2 · input`, for u32, one call per row.
+    /// static DOUBLE: ApiDecl = ApiDecl::new("double");
+    /// static RULES: &[&MergeRule] = &[&MergeRule {
+    ///     api: &DOUBLE,
+    ///     runs_as: &DOUBLE,
+    ///     joins: &[Joins::Concat, Joins::Concat],
+    ///     run: |rt, device, _params, args| {
+    ///         let (input, mut out) = (args.input::<u32>(0)?, args.output::<u32>(1)?);
+    ///         rt.launch_host(device, &DOUBLE, [KernelArg::read("input", &input), KernelArg::write("out", &mut out)], |[i, o]| {
+    ///             for (o, i) in o.into_slice_mut::<u32>()?.iter_mut().zip(i.into_slice::<u32>()?) {
+    ///                 *o = 2 * i;
+    ///             }
+    ///             Ok(())
+    ///         })
+    ///     },
+    /// }];
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// // Four rows of 1,024 (4 KiB, a fragment each, so each row is a mutable view of its own).
+    /// let x = HeteData::from_slice(&rt, &(0..4096u32).collect::<Vec<_>>())?;
+    /// let mut y = HeteData::<u32>::alloc(&rt, 4096)?;
+    /// let (rows, mut outs) = (x.rows(1024)?, y.rows_mut(1024)?);
+    /// rt.scope(|s| {
+    ///     for (row, out) in rows.iter().zip(outs.iter_mut()) {
+    ///         s.call(Device::Cpu, RULES, [0, 0], [KernelArg::read("input", row), KernelArg::write("out", out)])?;
+    ///     }
+    ///     Ok::<(), rimms_runtime::Error>(())
+    /// })??;
+    /// assert_eq!(y.host()?[4095], 8190);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn call<const N: usize>(
+        &'scope self,
+        device: Device,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: [KernelArg<'scope>; N],
+    ) -> Result<()> {
+        let plain = check_rules(rules, N, device)?;
+        let shared = self.rt.shared();
+        let position = shared.position(device)?;
+        let entry = shared.device(device)?;
+        for arg in &args {
+            if !std::sync::Arc::ptr_eq(&arg.raw.rt, shared) {
+                return Err(Error::ForeignBuffer {
+                    api: plain.api.name(),
+                    arg: arg.name,
+                });
+            }
+        }
+        let merge = shared.merge_calls;
+        let mut held = lock(&self.calls);
+        if held.closed {
+            drop(held);
+            self.hand_over(Group::new(entry, position, rules, params, args));
+            return Ok(());
+        }
+        let Some(k) = held.groups.iter().position(|g| g.device == device) else {
+            held.groups
+                .push(Group::new(entry, position, rules, params, args));
+            return Ok(());
+        };
+        let full = !merge && held.groups[k].len() >= UNMERGED_GROUP;
+        let args = match full {
+            true => args,
+            false => match held.groups[k].join(rules, params, args) {
+                Ok(()) => return Ok(()),
+                Err(args) => args,
+            },
+        };
+        let done = std::mem::replace(
+            &mut held.groups[k],
+            Group::new(entry, position, rules, params, args),
+        );
+        drop(held);
+        self.hand_over(done);
+        Ok(())
+    }
+
+    /// Hands every held group to its queue; later calls go at once. Called when the scope's
+    /// body returned, on the thread that waits for the scope: one group runs right there
+    /// instead where that keeps the device's order — a CPU group (its kernel still spreads
+    /// over the CPU's workers), or else an accelerator's whose queue is idle — which spares a
+    /// hand-over to another thread and a wake-up per scope.
+    pub(super) fn close_calls(&'scope self) {
+        let mut groups = {
+            let mut held = lock(&self.calls);
+            held.closed = true;
+            std::mem::take(&mut held.groups)
+        };
+        let here = groups
+            .iter()
+            .position(|g| g.device == Device::Cpu)
+            .or(groups.len().checked_sub(1))
+            .map(|i| groups.swap_remove(i));
+        for group in groups {
+            self.hand_over(group);
+        }
+        let Some(group) = here else {
+            return;
+        };
+        let (position, device) = (group.position, group.device);
+        let run = move || self.run_here(group);
+        let queues = &self.rt.shared().queues;
+        if let Some(run) = queues.run_here_if_idle(position, device, run) {
+            if device == Device::Cpu {
+                run();
+            } else {
+                // Busy: it goes behind the jobs already queued, as any job.
+                self.submit_fn(position, device, run);
+            }
+        }
+    }
+
+    /// Runs `group` on this thread, its error or panic the scope's as a job's would be.
+    fn run_here(&'scope self, group: Group<'scope>) {
+        let merge = self.rt.shared().merge_calls;
+        match catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))) {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => self.state.failed(error),
+            Err(payload) => {
+                lock(&self.state.panic).get_or_insert(payload);
+            }
+        }
+    }
+
+    /// Sends `run` (which reports its own outcome) to the device's queue as a job.
+    fn submit_fn(
+        &'scope self,
+        position: usize,
+        device: Device,
+        run: impl FnOnce() + Send + 'scope,
+    ) {
+        self.submit(position, device, move |_| {
+            run();
+            Ok(())
+        });
+    }
+
+    fn hand_over(&'scope self, group: Group<'scope>) {
+        let merge = self.rt.shared().merge_calls;
+        let (position, device) = (group.position, group.device);
+        self.submit(position, device, move |rt| group.run(rt, merge));
+    }
+
+    /// [`crate::Runtime::fft`] as a scope call: the FFT of every row of `points` elements of
+    /// `input` into `output`, on `device`. Consecutive calls over following rows merge into one
+    /// batched FFT.
+    ///
+    /// ```
+    /// # use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// let x = HeteData::from_slice(&rt, &vec![Complex32::new(1.0, 0.0); 8 * 64])?;
+    /// let mut y = HeteData::<Complex32>::alloc(&rt, 8 * 64)?;
+    /// y.fragment(64 * 8)?; // a row per fragment, so each row is a mutable view of its own
+    /// let (rows, mut outs) = (x.rows(64)?, y.rows_mut(64)?);
+    /// rt.scope(|s| {
+    ///     for (row, out) in rows.iter().zip(outs.iter_mut()) {
+    ///         s.fft(Device::Sim(0), FftDirection::Forward, 64, row, out)?;
+    ///     }
+    ///     Ok::<(), rimms_runtime::Error>(())
+    /// })??;
+    /// let fft = rt.stats().apis.into_iter().find(|a| a.name == "fft").expect("fft ran");
+    /// assert_eq!((fft.merged, fft.merged_into, fft.calls), (8, 1, 1));
+    /// assert_eq!(y.host()?[7 * 64].re, 64.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fft(
+        &'scope self,
+        device: Device,
+        dir: FftDirection,
+        points: usize,
+        input: &'scope impl Input<C32>,
+        output: &'scope mut impl Output<C32>,
+    ) -> Result<()> {
+        let len = input.input().len();
+        check::same_len(
+            "fft",
+            device.into(),
+            ["input", "output"],
+            [len, output.output().len()],
+        )?;
+        self.rt
+            .place_fft(device.into(), points, len, || -> [KernelArg; 0] { [] })?;
+        let args = [
+            KernelArg::read("input", input),
+            KernelArg::write("output", output),
+        ];
+        self.call(device, rules::FFT, rules::fft_params(dir, points), args)
+    }
+
+    /// [`crate::Runtime::zip`] as a scope call: `out = a op b`. Consecutive calls over
+    /// following elements merge into one ZIP; calls that share `b` (one filter for every
+    /// row) merge into one `zip_rows` where the device has it.
+    pub fn zip(
+        &'scope self,
+        device: Device,
+        op: ZipOp,
+        a: &'scope impl Input<C32>,
+        b: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<C32>,
+    ) -> Result<()> {
+        let lens = [a.input().len(), b.input().len(), out.output().len()];
+        check::same_len("zip", device.into(), ["a", "b"], [lens[0], lens[1]])?;
+        check::same_len("zip", device.into(), ["a", "out"], [lens[0], lens[2]])?;
+        self.rt.check_zip_on(device, op, lens[0])?;
+        let args = [
+            KernelArg::read("a", a),
+            KernelArg::read("b", b),
+            KernelArg::write("out", out),
+        ];
+        self.call(device, rules::ZIP, rules::zip_params(op), args)
+    }
+
+    /// [`crate::Runtime::zip_rows`] as a scope call.
+    pub fn zip_rows(
+        &'scope self,
+        device: Device,
+        op: ZipOp,
+        a: &'scope impl Input<C32>,
+        row: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<C32>,
+    ) -> Result<()> {
+        let lens = [a.input().len(), row.input().len(), out.output().len()];
+        check::same_len("zip_rows", device.into(), ["a", "out"], [lens[0], lens[2]])?;
+        check::whole_rows("zip_rows", device.into(), "row", lens[1], lens[0])?;
+        let args = [
+            KernelArg::read("a", a),
+            KernelArg::read("row", row),
+            KernelArg::write("out", out),
+        ];
+        self.call(device, rules::ZIP_ROWS, rules::zip_params(op), args)
+    }
+
+    /// [`crate::Runtime::window`] as a scope call.
+    pub fn window(
+        &'scope self,
+        device: Device,
+        input: &'scope impl Input<C32>,
+        window: &'scope impl Input<f32>,
+        out: &'scope mut impl Output<C32>,
+    ) -> Result<()> {
+        let lens = [
+            input.input().len(),
+            window.input().len(),
+            out.output().len(),
+        ];
+        let target = device.into();
+        check::same_len("window", target, ["input", "out"], [lens[0], lens[2]])?;
+        check::whole_rows("window", target, "window", lens[1], lens[0])?;
+        let args = [
+            KernelArg::read("input", input),
+            KernelArg::read("window", window),
+            KernelArg::write("out", out),
+        ];
+        self.call(device, rules::WINDOW, [0, 0], args)
+    }
+
+    /// [`crate::Runtime::fftshift`] as a scope call.
+    pub fn fftshift(
+        &'scope self,
+        device: Device,
+        row_len: usize,
+        input: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<C32>,
+    ) -> Result<()> {
+        let lens = [input.input().len(), out.output().len()];
+        let target = device.into();
+        check::same_len("fftshift", target, ["input", "out"], lens)?;
+        check::shape(
+            "fftshift",
+            target,
+            row_len > 0 && lens[0] % row_len == 0,
+            || {
+                format!(
+                    "{} elements are not a whole number of rows of {row_len}",
+                    lens[0]
+                )
+            },
+        )?;
+        let args = [
+            KernelArg::read("input", input),
+            KernelArg::write("out", out),
+        ];
+        self.call(device, rules::FFTSHIFT, [row_len as u64, 0], args)
+    }
+
+    /// [`crate::Runtime::conj`] as a scope call.
+    pub fn conj(
+        &'scope self,
+        device: Device,
+        input: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<C32>,
+    ) -> Result<()> {
+        self.unary("conj", rules::CONJ, device, input, out)
+    }
+
+    /// [`crate::Runtime::magnitude`] as a scope call.
+    pub fn magnitude(
+        &'scope self,
+        device: Device,
+        input: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<f32>,
+    ) -> Result<()> {
+        self.unary("magnitude", rules::MAGNITUDE, device, input, out)
+    }
+
+    /// [`crate::Runtime::power`] as a scope call.
+    pub fn power(
+        &'scope self,
+        device: Device,
+        input: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<f32>,
+    ) -> Result<()> {
+        self.unary("power", rules::POWER, device, input, out)
+    }
+
+    fn unary<O: bytemuck::Pod>(
+        &'scope self,
+        api: &'static str,
+        rules: &'static [&'static MergeRule],
+        device: Device,
+        input: &'scope impl Input<C32>,
+        out: &'scope mut impl Output<O>,
+    ) -> Result<()> {
+        let lens = [input.input().len(), out.output().len()];
+        check::same_len(api, device.into(), ["input", "out"], lens)?;
+        let args = [
+            KernelArg::read("input", input),
+            KernelArg::write("out", out),
+        ];
+        self.call(device, rules, [0, 0], args)
+    }
+}
+
+/// Refuses rules that cannot describe a call of `n` arguments: none, a first rule that does
+/// not run as its own API, or rules of different APIs or arities.
+fn check_rules(
+    rules: &'static [&'static MergeRule],
+    n: usize,
+    device: Device,
+) -> Result<&'static MergeRule> {
+    let refuse = |api: &'static str, what: String| Error::Shape {
+        api,
+        device: device.to_string(),
+        what,
+    };
+    let Some(&plain) = rules.first() else {
+        return Err(refuse(
+            "?",
+            "a scope call needs at least one merge rule".into(),
+        ));
+    };
+    let name = plain.api.name();
+    if !std::ptr::eq(plain.api, plain.runs_as) {
+        return Err(refuse(
+            name,
+            "the first merge rule must run as the API itself".into(),
+        ));
+    }
+    if rules.len() > 32 {
+        return Err(refuse(name, "at most 32 merge rules per API".into()));
+    }
+    for rule in rules {
+        if !std::ptr::eq(rule.api, plain.api) || rule.joins.len() != n {
+            return Err(refuse(
+                name,
+                format!(
+                    "every merge rule must be of `{name}` and say how each of its {n} arguments joins"
+                ),
+            ));
+        }
+    }
+    Ok(plain)
+}
