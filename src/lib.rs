@@ -123,9 +123,9 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 // The runtime and its configuration.
-pub use rimms_runtime::{Device, ExecMode, Runtime, RuntimeBuilder, SimConfig};
 #[cfg(feature = "fpga")]
 pub use rimms_runtime::FpgaSource;
+pub use rimms_runtime::{Device, ExecMode, Runtime, RuntimeBuilder, SimConfig};
 // Managed data.
 pub use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 // Memory spaces and links, by name or id.

@@ -2,7 +2,7 @@
 
 use crate::api_items::{self, Caller};
 use crate::diagnostics::Errors;
-use crate::signature::{Form, Signature};
+use crate::signature::{ArgForm, Signature};
 use crate::{crate_path, signature, signature_check};
 use proc_macro2::TokenStream;
 use syn::ext::IdentExt;
@@ -74,7 +74,7 @@ impl Parse for Attr {
 
 fn check(decl: &Decl, errors: &mut Errors) {
     signature_check::check(&decl.sig, errors);
-    for buffer in decl.sig.buffers().filter(|b| b.form == Form::Device) {
+    for buffer in decl.sig.buffers().filter(|b| b.form == ArgForm::Device) {
         errors.at(buffer.span, "an API declares its buffers as `&[T]` / `&mut [T]`; `DevSlice<T>` and `DevSliceMut<T>` are how device implementations take them");
     }
 }

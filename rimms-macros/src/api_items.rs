@@ -5,7 +5,7 @@
 //! same name) is the API's public path: `#[rimms::kernel(api = name)]` checks against it and
 //! registers for it, and hand-written code reaches the declaration as `name::DECL`.
 
-use crate::signature::{self, Arg, Form, Mode, Signature};
+use crate::signature::{self, Arg, ArgForm, Mode, Signature};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -36,8 +36,8 @@ fn declaration(rimms: &TokenStream, vis: &Visibility, sig: &Signature) -> TokenS
     let name = &sig.name;
     let name_str = name.to_string();
     let doc = format!("The declaration of API [`{name_str}()`](fn@{name_str}): what `#[rimms::kernel(api = {name_str}, …)]` implements; `{name_str}::DECL` names it in hand-written calls.");
-    let host = signature::fn_pointer_type(sig, Form::Host, rimms);
-    let device = signature::fn_pointer_type(sig, Form::Device, rimms);
+    let host = signature::fn_pointer_type(sig, ArgForm::Host, rimms);
+    let device = signature::fn_pointer_type(sig, ArgForm::Device, rimms);
     let modes = sig.buffers().map(|b| b.mode.tokens(rimms));
     let decl = Ident::new("DECL", Span::mixed_site());
     quote! {
@@ -78,8 +78,8 @@ fn caller_fn(
     caller: Caller,
 ) -> TokenStream {
     let name = &sig.name;
-    let host = signature::fn_pointer_type(sig, Form::Host, rimms);
-    let device = signature::fn_pointer_type(sig, Form::Device, rimms);
+    let host = signature::fn_pointer_type(sig, ArgForm::Host, rimms);
+    let device = signature::fn_pointer_type(sig, ArgForm::Device, rimms);
     // An implementation that can fail returns the runtime's `Result`; its error becomes the
     // call's.
     let propagate = match sig.output {
@@ -102,7 +102,7 @@ fn caller_fn(
     let mut bound = Vec::new();
     let mut call_args = Vec::new();
     let mut device_call_args = Vec::new();
-    if signature::device_gets_ctx(sig, Form::Device) {
+    if signature::device_gets_ctx(sig, ArgForm::Device) {
         device_call_args.push(quote!(#ctx));
     }
     for arg in sig.args() {

@@ -39,18 +39,18 @@ impl Mode {
 
 /// How an implementation takes a managed argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Form {
+pub enum ArgForm {
     /// `&[T]` / `&mut [T]`: host-addressable memory.
     Host,
     /// `DevSlice<T>` / `DevSliceMut<T>`: device memory.
     Device,
 }
 
-impl Form {
+impl ArgForm {
     pub fn tokens(self, rimms: &TokenStream) -> TokenStream {
         match self {
-            Form::Host => quote!(#rimms::__private::Form::Host),
-            Form::Device => quote!(#rimms::__private::Form::Device),
+            ArgForm::Host => quote!(#rimms::__private::ArgForm::Host),
+            ArgForm::Device => quote!(#rimms::__private::ArgForm::Device),
         }
     }
 }
@@ -91,7 +91,7 @@ pub enum Shape {
     Slice {
         mutable: bool,
         elem: Type,
-        form: Form,
+        form: ArgForm,
     },
     /// `*const T` / `*mut T`.
     Pointer,
@@ -111,7 +111,7 @@ pub struct Buffer<'s> {
     pub name: &'s Ident,
     pub elem: &'s Type,
     pub mode: Mode,
-    pub form: Form,
+    pub form: ArgForm,
     pub span: Span,
 }
 
@@ -144,8 +144,8 @@ impl Signature {
     }
 
     /// The one form of the managed arguments (that they agree is a check's business).
-    pub fn form(&self) -> Form {
-        self.buffers().next().map_or(Form::Host, |b| b.form)
+    pub fn form(&self) -> ArgForm {
+        self.buffers().next().map_or(ArgForm::Host, |b| b.form)
     }
 }
 
@@ -235,10 +235,10 @@ impl Shape {
 }
 
 /// `&[T]` (false, T), `&mut [T]` (true, T), `DevSlice<T>` and `DevSliceMut<T>` likewise.
-fn slice_of(ty: &Type) -> Option<(bool, Type, Form)> {
+fn slice_of(ty: &Type) -> Option<(bool, Type, ArgForm)> {
     match ty {
         Type::Reference(r) => match &*r.elem {
-            Type::Slice(s) => Some((r.mutability.is_some(), (*s.elem).clone(), Form::Host)),
+            Type::Slice(s) => Some((r.mutability.is_some(), (*s.elem).clone(), ArgForm::Host)),
             _ => None,
         },
         Type::Path(p) => {
@@ -257,7 +257,7 @@ fn slice_of(ty: &Type) -> Option<(bool, Type, Form)> {
                 syn::GenericArgument::Type(t) => Some(t.clone()),
                 _ => None,
             })?;
-            Some((mutable, elem, Form::Device))
+            Some((mutable, elem, ArgForm::Device))
         }
         _ => None,
     }
@@ -295,16 +295,16 @@ pub fn strip_out(sig: &mut syn::Signature) {
 /// can fail (a device that reports faults) returns a `rimms::Result<()>`, and so must its
 /// implementations. A device implementation always gets the kernel context, which is how it
 /// reaches its driver, whether or not the API declares it.
-pub fn fn_pointer_type(sig: &Signature, form: Form, rimms: &TokenStream) -> TokenStream {
+pub fn fn_pointer_type(sig: &Signature, form: ArgForm, rimms: &TokenStream) -> TokenStream {
     let types = sig.args().into_iter().map(|arg| match arg {
         Arg::Ctx(ty) | Arg::Value { ty, .. } => ty.to_token_stream(),
         Arg::Buffer(b) => {
             let elem = b.elem;
             match (form, b.mode) {
-                (Form::Host, Mode::Read) => quote!(&[#elem]),
-                (Form::Host, Mode::ReadWrite | Mode::Write) => quote!(&mut [#elem]),
-                (Form::Device, Mode::Read) => quote!(#rimms::DevSlice<'_, #elem>),
-                (Form::Device, Mode::ReadWrite | Mode::Write) => {
+                (ArgForm::Host, Mode::Read) => quote!(&[#elem]),
+                (ArgForm::Host, Mode::ReadWrite | Mode::Write) => quote!(&mut [#elem]),
+                (ArgForm::Device, Mode::Read) => quote!(#rimms::DevSlice<'_, #elem>),
+                (ArgForm::Device, Mode::ReadWrite | Mode::Write) => {
                     quote!(#rimms::DevSliceMut<'_, #elem>)
                 }
             }
@@ -317,6 +317,6 @@ pub fn fn_pointer_type(sig: &Signature, form: Form, rimms: &TokenStream) -> Toke
 
 /// Whether a device implementation gets the kernel context although the API does not declare
 /// it.
-pub fn device_gets_ctx(sig: &Signature, form: Form) -> bool {
-    form == Form::Device && !sig.has_ctx()
+pub fn device_gets_ctx(sig: &Signature, form: ArgForm) -> bool {
+    form == ArgForm::Device && !sig.has_ctx()
 }

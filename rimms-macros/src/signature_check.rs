@@ -1,7 +1,7 @@
 //! What a kernel or API signature must be, whichever macro reads it.
 
 use crate::diagnostics::Errors;
-use crate::signature::{Binding, Form, Param, Shape, Signature};
+use crate::signature::{ArgForm, Binding, Param, Shape, Signature};
 
 /// Every rule of a signature on its own: no generics, not async, plain names, no raw
 /// pointers, `#[out]` only on written buffers, at least one buffer.
@@ -71,7 +71,7 @@ pub fn check_form(sig: &Signature, errors: &mut Errors) {
     if let Some(other) = buffers.find(|b| b.form != first.form) {
         errors.at(other.span, "a kernel takes all its buffers the same way: `&[T]` / `&mut [T]` for host memory, or `DevSlice<T>` / `DevSliceMut<T>` for device memory");
     }
-    if first.form == Form::Device && !sig.has_ctx() {
+    if first.form == ArgForm::Device && !sig.has_ctx() {
         errors.at(first.span, "a kernel that takes device slices takes `ctx: &rimms::KernelCtx` first: its device's driver and memory are reached through it");
     }
 }

@@ -41,13 +41,14 @@ pub use rimms_macros::{api, kernel, parallel_for};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::coherence::Access;
+    pub use crate::device::{ArgForm, DeviceKind};
     pub use crate::host_loop::{
         check_loop_bounds, loop_range, loop_range_inclusive, run_loop, run_reduce, Collect,
         Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum, LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, ArgForm,
-        DevArg, DeviceKind, Form, KernelImpl, PlacedArgs,
+        assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg,
+        KernelImpl, PlacedArgs,
     };
     pub use inventory;
 

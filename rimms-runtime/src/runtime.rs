@@ -10,9 +10,7 @@ use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, BackendError, SpaceMemory};
 use crate::data::Residents;
-use crate::device::ArgForm;
-/// Where `Device` lived before `device.rs`; kept so code naming `runtime::Device` compiles.
-pub use crate::device::{Device, DeviceKind};
+use crate::device::{ArgForm, Device, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::registry::registry;
 use crate::sched::{CostTable, Policy, Scheduler};

@@ -3,7 +3,7 @@
 use super::attr::{Attr, DeviceSpec};
 use super::{AUTO, KINDS};
 use crate::diagnostics::Errors;
-use crate::signature::{Form, Signature};
+use crate::signature::{ArgForm, Signature};
 use crate::signature_check;
 use proc_macro2::Span;
 
@@ -68,14 +68,14 @@ fn standalone(attr: &Attr, sig: &Signature, errors: &mut Errors) {
             "`auto` lets the scheduler pick the device: it takes no instance",
         );
     }
-    if sig.form() == Form::Device {
+    if sig.form() == ArgForm::Device {
         errors.at(device.kind.span(), "`auto` places a kernel on devices that run host code; a kernel that takes device slices names its device kind");
     }
 }
 
 /// A GPU's memory is not the CPU's: an implementation for it takes device slices.
-fn host_form_on_gpu(devices: &[DeviceSpec], form: Form, errors: &mut Errors) {
-    if form == Form::Host {
+fn host_form_on_gpu(devices: &[DeviceSpec], form: ArgForm, errors: &mut Errors) {
+    if form == ArgForm::Host {
         if let Some(gpu) = devices.iter().find(|d| d.kind == "gpu") {
             errors.at(gpu.kind.span(), "a GPU kernel cannot take `&[T]` / `&mut [T]`: its buffers are in device memory; take `rimms::DevSlice<T>` / `rimms::DevSliceMut<T>` and hand their addresses to the driver");
         }

@@ -4,7 +4,7 @@ use super::attr::{Attr, DeviceSpec};
 use super::{AUTO, AUTO_KINDS};
 use crate::api_items::{self, Caller};
 use crate::crate_path;
-use crate::signature::{Form, Mode, Signature};
+use crate::signature::{ArgForm, Mode, Signature};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, ItemFn, Path};
@@ -121,7 +121,7 @@ fn registration(
     rimms: &TokenStream,
     api: &Path,
     kind: &TokenStream,
-    form: Form,
+    form: ArgForm,
     func: &Ident,
 ) -> TokenStream {
     let signature = signature_of(rimms, api, form);
@@ -201,10 +201,10 @@ fn fix(arg: &Ident, declared: Mode) -> String {
 }
 
 /// The `fn` pointer type an implementation of `form` coerces to.
-fn signature_of(rimms: &TokenStream, api: &Path, form: Form) -> TokenStream {
+fn signature_of(rimms: &TokenStream, api: &Path, form: ArgForm) -> TokenStream {
     match form {
-        Form::Host => quote!(<#api as #rimms::__private::ApiSpec>::Signature),
-        Form::Device => quote!(<#api as #rimms::__private::ApiSpec>::DeviceSignature),
+        ArgForm::Host => quote!(<#api as #rimms::__private::ApiSpec>::Signature),
+        ArgForm::Device => quote!(<#api as #rimms::__private::ApiSpec>::DeviceSignature),
     }
 }
 

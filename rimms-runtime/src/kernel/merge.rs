@@ -59,8 +59,9 @@ use super::registry::{registry, ApiDecl};
 use super::{apis, FftDirection, KernelArg, ZipOp};
 use crate::coherence::Access;
 use crate::data::{HeteSlice, HeteSliceMut};
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::runtime::{Device, DeviceEntry, Runtime};
+use crate::runtime::{DeviceEntry, Runtime};
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
 

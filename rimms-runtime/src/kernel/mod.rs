@@ -36,5 +36,5 @@ pub use dispatch::KernelArg;
 pub use host_args::HostArg;
 pub use merge::{rules as merge_rules, Joins, MergeRule, MergedArgs, Params, UNMERGED_GROUP};
 pub use ops::{FftDirection, ZipOp};
-pub use registry::{ApiDecl, ApiRegistration, ApiSpec, DeviceKind, Form, KernelImpl};
+pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
 pub use value::{assert_kernel_value, KernelValue};

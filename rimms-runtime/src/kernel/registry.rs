@@ -12,9 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Where `DeviceKind` and `Form` lived before `device.rs`; kept so code and macro expansions
-/// naming them here compile.
-pub use crate::device::{ArgForm as Form, DeviceKind};
+use crate::device::DeviceKind;
 
 /// A declared API: its name and, once registered, its index in the per-API counters.
 pub struct ApiDecl {
