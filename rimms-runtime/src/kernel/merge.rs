@@ -435,8 +435,8 @@ pub mod rules {
     /// `fft`: input and output rows follow one another (the batch dimension; every call's
     /// length is a multiple of the transform size, so their union is too).
     pub static FFT: &[&MergeRule] = &[&MergeRule {
-        api: &apis::fft::DECL,
-        runs_as: &apis::fft::DECL,
+        api: apis::fft::DECL,
+        runs_as: apis::fft::DECL,
         joins: &[Concat, Concat],
         run: |rt, device, p, a| {
             let input = a.input::<C32>(0)?;
@@ -466,14 +466,14 @@ pub mod rules {
     /// (a filter applied to every row), the merged call is one `zip_rows`.
     pub static ZIP: &[&MergeRule] = &[
         &MergeRule {
-            api: &apis::zip::DECL,
-            runs_as: &apis::zip::DECL,
+            api: apis::zip::DECL,
+            runs_as: apis::zip::DECL,
             joins: &[Concat, Concat, Concat],
             run: zip_run,
         },
         &MergeRule {
-            api: &apis::zip::DECL,
-            runs_as: &apis::zip_rows::DECL,
+            api: apis::zip::DECL,
+            runs_as: apis::zip_rows::DECL,
             joins: &[Concat, Same, Concat],
             run: zip_rows_run,
         },
@@ -481,16 +481,16 @@ pub mod rules {
 
     /// `zip_rows`: the matrix and the result follow one another, the row is shared.
     pub static ZIP_ROWS: &[&MergeRule] = &[&MergeRule {
-        api: &apis::zip_rows::DECL,
-        runs_as: &apis::zip_rows::DECL,
+        api: apis::zip_rows::DECL,
+        runs_as: apis::zip_rows::DECL,
         joins: &[Concat, Same, Concat],
         run: zip_rows_run,
     }];
 
     /// `window`: input and output follow one another, the window is shared.
     pub static WINDOW: &[&MergeRule] = &[&MergeRule {
-        api: &apis::window::DECL,
-        runs_as: &apis::window::DECL,
+        api: apis::window::DECL,
+        runs_as: apis::window::DECL,
         joins: &[Concat, Same, Concat],
         run: |rt, device, _, a| {
             let (x, w) = (a.input::<C32>(0)?, a.input::<f32>(1)?);
@@ -500,8 +500,8 @@ pub mod rules {
 
     /// `fftshift`: rows follow one another (the row length is a parameter).
     pub static FFTSHIFT: &[&MergeRule] = &[&MergeRule {
-        api: &apis::fftshift::DECL,
-        runs_as: &apis::fftshift::DECL,
+        api: apis::fftshift::DECL,
+        runs_as: apis::fftshift::DECL,
         joins: &[Concat, Concat],
         run: |rt, device, p, a| {
             let x = a.input::<C32>(0)?;
@@ -511,8 +511,8 @@ pub mod rules {
 
     /// `conj`: element-wise, input and output follow one another.
     pub static CONJ: &[&MergeRule] = &[&MergeRule {
-        api: &apis::conj::DECL,
-        runs_as: &apis::conj::DECL,
+        api: apis::conj::DECL,
+        runs_as: apis::conj::DECL,
         joins: &[Concat, Concat],
         run: |rt, device, _, a| {
             let x = a.input::<C32>(0)?;
@@ -522,8 +522,8 @@ pub mod rules {
 
     /// `magnitude`: element-wise, input and output follow one another.
     pub static MAGNITUDE: &[&MergeRule] = &[&MergeRule {
-        api: &apis::magnitude::DECL,
-        runs_as: &apis::magnitude::DECL,
+        api: apis::magnitude::DECL,
+        runs_as: apis::magnitude::DECL,
         joins: &[Concat, Concat],
         run: |rt, device, _, a| {
             let x = a.input::<C32>(0)?;
@@ -533,8 +533,8 @@ pub mod rules {
 
     /// `power`: element-wise, input and output follow one another.
     pub static POWER: &[&MergeRule] = &[&MergeRule {
-        api: &apis::power::DECL,
-        runs_as: &apis::power::DECL,
+        api: apis::power::DECL,
+        runs_as: apis::power::DECL,
         joins: &[Concat, Concat],
         run: |rt, device, _, a| {
             let x = a.input::<C32>(0)?;
