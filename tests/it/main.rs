@@ -12,17 +12,25 @@ mod common;
 
 mod bad_input;
 mod builtins;
+// Uses the FPGA emulator (the facade's default feature `fpga-emulator`).
+#[cfg(feature = "fpga-emulator")]
 mod capabilities;
 mod coherence;
 mod custom_kernel;
 mod device_memory;
 mod eviction;
+// Uses the FPGA emulator (the facade's default feature `fpga-emulator`).
+#[cfg(feature = "fpga-emulator")]
 mod fpga;
 mod gpu;
 mod macros;
 mod pipelines;
 mod programs;
+// Uses the FPGA emulator (the facade's default feature `fpga-emulator`).
+#[cfg(feature = "fpga-emulator")]
 mod reductions;
+// Uses the FPGA emulator (the facade's default feature `fpga-emulator`).
+#[cfg(feature = "fpga-emulator")]
 mod scheduling;
 mod scope;
 mod scope_queue;

@@ -26,6 +26,8 @@ mod fpga_results;
 mod fpga_strict;
 mod layers;
 mod merging;
+// Only the FPGA result tests compare against the direct DFT.
+#[cfg(feature = "fpga-emulator")]
 mod reference;
 
 /// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
