@@ -303,22 +303,21 @@ fn views_out_of_bounds_or_misaligned_are_refused() {
         x.slice(2049..2049).unwrap_err(),
         Error::OutOfBounds { .. }
     ));
-    let err = x.slice_mut(0..100).unwrap_err();
+    // One mutable view may end inside a fragment (it borrows the buffer whole); views that
+    // exist together may not share one.
+    assert_eq!(x.slice_mut(0..100).expect("one view").len(), 100);
+    let err = x.split_at_mut(700).unwrap_err();
     assert!(
         matches!(
             err,
             Error::MisalignedSplit {
-                at: 100,
+                at: 700,
                 fragment_bytes: 4096,
                 ..
             }
         ),
         "{err}"
     );
-    assert!(matches!(
-        x.split_at_mut(700).unwrap_err(),
-        Error::MisalignedSplit { .. }
-    ));
     assert!(matches!(
         x.chunks_mut(100).unwrap_err(),
         Error::MisalignedSplit { .. }

@@ -306,7 +306,7 @@ fn resetting_a_view_zeroes_its_fragments_only() {
     let mut y = HeteData::<Complex32>::alloc(&rt, 4 * row).expect("y");
     rt.conj(Device::Sim(0), &x, &mut y).expect("y on sim0");
     let before = rt.stats();
-    y.rows_mut(row).expect("rows")[2].reset();
+    y.rows_mut(row).expect("rows")[2].reset().expect("reset");
     assert_eq!(
         rt.stats().total_bytes(),
         before.total_bytes(),
@@ -357,4 +357,69 @@ fn adjacent_views_in_one_call_come_in_one_copy() {
     let values = signal(n, 4);
     let want: Vec<Complex32> = (0..n / 2).map(|k| values[k] + values[k + n / 2]).collect();
     assert_eq!(out.host().expect("out"), &want[..]);
+}
+
+/// A write view whose ends fall inside fragments: the two partly covered fragments are brought
+/// to the device before the kernel (read-write), the fully covered one is not (write-discard),
+/// and the bytes outside the view keep their values.
+#[test]
+fn a_write_view_over_part_of_fragments_keeps_the_bytes_outside_it() {
+    let rt = runtime();
+    let n = 2048; // four 4 KiB fragments of 512 Complex32
+    let x = HeteData::from_slice(&rt, &signal(n, 21)).expect("x");
+    let mut y = HeteData::from_slice(&rt, &vec![Complex32::new(7.0, 0.0); n]).expect("y");
+    // Elements 100..1100: fragment 0 from element 100, fragment 1 whole, fragment 2 to 1100.
+    let mut view = y.slice_mut(100..1100).expect("a view inside fragments");
+    rt.conj(Device::Sim(0), &x.slice(100..1100).expect("x"), &mut view)
+        .expect("conj");
+    let s = rt.stats();
+    // x's three fragments in; y's two partly covered ones in, its whole one not.
+    assert_eq!(s.bytes("host", "sim0").unwrap(), (3 + 2) * 4096);
+    assert_eq!(s.total_bytes(), 5 * 4096, "nothing else moved");
+    let got = y.to_vec().expect("host");
+    let xs = signal(n, 21);
+    for (i, (got, x)) in got.iter().zip(&xs).enumerate() {
+        let want = if (100..1100).contains(&i) {
+            Complex32::new(x.re, -x.im)
+        } else {
+            Complex32::new(7.0, 0.0)
+        };
+        assert_eq!(*got, want, "element {i}");
+    }
+    // Back: the three fragments sim0 wrote.
+    assert_eq!(rt.stats().bytes("sim0", "host").unwrap(), 3 * 4096);
+}
+
+/// Resetting a view with ends inside fragments: the whole fragment inside it gets the zero
+/// mark (no byte moves), the two partly covered ones are zeroed on the host after coming back
+/// from the device, and nothing outside the view changes.
+#[test]
+fn resetting_a_view_over_part_of_fragments_zeroes_only_the_view() {
+    let rt = runtime();
+    let n = 2048;
+    let x = HeteData::from_slice(&rt, &signal(n, 22)).expect("x");
+    let mut y = HeteData::alloc(&rt, n).expect("y");
+    rt.conj(Device::Sim(0), &x, &mut y).expect("y on sim0");
+    let before = rt.stats().bytes("sim0", "host").unwrap();
+    y.slice_mut(100..1100)
+        .expect("view")
+        .reset()
+        .expect("reset");
+    assert_eq!(
+        rt.stats().bytes("sim0", "host").unwrap() - before,
+        2 * 4096,
+        "only the two partly covered fragments came to the host"
+    );
+    let got = y.to_vec().expect("host");
+    for (i, (got, x)) in got.iter().zip(&signal(n, 22)).enumerate() {
+        let want = if (100..1100).contains(&i) {
+            Complex32::new(0.0, 0.0)
+        } else {
+            Complex32::new(x.re, -x.im)
+        };
+        assert_eq!(*got, want, "element {i}");
+    }
+    // Reading it all back moved fragment 3 only; fragment 1 was filled on the host.
+    assert_eq!(rt.stats().bytes("sim0", "host").unwrap() - before, 3 * 4096);
+    y.validate().expect("every copy agrees");
 }

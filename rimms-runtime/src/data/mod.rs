@@ -277,8 +277,11 @@ impl<T: Pod> HeteData<T> {
         self.as_slice().slice(range)
     }
 
-    /// A mutable view of `range`; its ends must fall on fragment boundaries (or the buffer's
-    /// end).
+    /// A mutable view of `range`. Its ends may fall inside fragments: a call that writes it
+    /// reads the fragments it covers only partly first (they are read-write, not write-only),
+    /// so the bytes outside the view keep their values. Views that exist at the same time
+    /// ([`Self::split_at_mut`], [`Self::chunks_mut`], [`Self::rows_mut`]) split on fragment
+    /// boundaries, so two of them never share a fragment.
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'_, T>> {
         self.whole_mut().into_slice_mut(range)
     }
@@ -627,18 +630,20 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         Ok(())
     }
 
-    /// A mutable view of `range` of this view; its ends must fall on fragment boundaries.
+    /// A mutable view of `range` of this view; its ends may fall anywhere (see
+    /// [`HeteData::slice_mut`]).
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'_, T>> {
         self.reborrow().into_slice_mut(range)
     }
 
     fn into_slice_mut(self, range: impl RangeBounds<usize>) -> Result<HeteSliceMut<'a, T>> {
         let (start, len) = resolve(range, self.len)?;
-        // An empty view shares no byte with any other, wherever it starts.
-        if len > 0 {
-            self.check_boundary(start)?;
-            self.check_boundary(start + len)?;
-        }
+        // Its ends may fall inside fragments: it is the only mutable view of its parent while
+        // it lives (it borrows the parent whole), and it lies inside the parent, whose own
+        // ends are fragment boundaries wherever a sibling view exists (`split_at_mut`,
+        // `chunks_mut` check them). So two mutable views alive at once never share a
+        // fragment. A call writing it treats its partly covered fragments as read-write
+        // (`FragmentSpan::is_partial`), which keeps the bytes outside it.
         Ok(HeteSliceMut::new(self.raw, self.start + start, len))
     }
 
@@ -691,15 +696,52 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         self.chunks_mut(row_len)
     }
 
-    /// Makes this view's contents zero without moving a byte, as [`HeteData::reset`] does for
-    /// the whole buffer: the frame-loop reuse pattern for part of a buffer. A mutable view
-    /// covers whole fragments, so no byte outside it changes.
+    /// Makes this view's contents zero, as [`HeteData::reset`] does for the whole buffer: the
+    /// frame-loop reuse pattern for part of a buffer. The fragments the view covers whole get
+    /// the zero mark and move no byte; a fragment it covers only partly (a view from
+    /// [`HeteData::slice_mut`] with ends inside fragments) keeps its other bytes, so its part
+    /// is zeroed on the host, after the fragment is brought there. That host step is the only
+    /// one that can fail, and it comes first: on an error nothing changed.
     ///
     /// RIMMS: `hete_Reset` of part of a buffer.
     #[doc(alias = "hete_Reset")]
-    pub fn reset(&mut self) {
+    pub fn reset(&mut self) -> Result<()> {
         let (start, len) = self.as_slice().byte_range();
-        self.raw.reset_range(start, len);
+        let end = start + len;
+        let frag = self.raw.fragment_bytes();
+        // The whole fragments inside the view: [whole_start, whole_end). The buffer's last
+        // fragment may be short; a view that ends with the buffer covers it whole.
+        let whole_start = start.next_multiple_of(frag).min(end);
+        let whole_end = if end == self.raw.bytes() {
+            end
+        } else {
+            end / frag * frag
+        }
+        .max(whole_start);
+        let edges = [(start, whole_start), (whole_end, end)].map(|(s, e)| (s, e - s));
+        let mut acquired = [None, None];
+        for (slot, &(s, n)) in acquired.iter_mut().zip(&edges) {
+            if n > 0 {
+                *slot = Some(self.raw.host_acquire(s, n, Access::ReadWrite)?);
+            }
+        }
+        for ((s, n), acquired) in edges.into_iter().zip(acquired) {
+            let Some((space, owes_mark)) = acquired else {
+                continue;
+            };
+            // SAFETY: `space` is host-addressable (what `host_acquire` returns) and its block
+            // holds the whole buffer, so bytes `s..s + n` lie inside it; they are this view's
+            // own bytes (the edge is inside the view), which the exclusive borrow of the view
+            // keeps from every other reader and writer. Zero bytes are a valid `T` (Pod).
+            unsafe { self.raw.ptr_in(space, s).write_bytes(0, n) };
+            if owes_mark {
+                self.raw.mark_written(s, n, space);
+            }
+        }
+        if whole_end > whole_start {
+            self.raw.reset_range(whole_start, whole_end - whole_start);
+        }
+        Ok(())
     }
 }
 
