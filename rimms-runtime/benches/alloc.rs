@@ -30,24 +30,9 @@ fn main() {
     divan::main();
 }
 
-/// xorshift64: a few instructions, good enough to scatter frees, no dependency.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// Uniform enough in `0..n` for `n` far below 2^64.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+#[path = "common/xorshift.rs"]
+mod xorshift;
+use xorshift::XorShift;
 
 /// A pool of `capacity` units with `occupancy_pct` % of them allocated as single units at
 /// scattered positions, the live units, and the unit each of the next [`OPS`] pairs frees.

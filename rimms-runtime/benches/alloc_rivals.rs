@@ -37,23 +37,9 @@ fn main() {
 /// Pairs per iteration.
 const OPS: usize = 4096;
 
-/// xorshift64: a few instructions, no dependency.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+#[path = "common/xorshift.rs"]
+mod xorshift;
+use xorshift::XorShift;
 
 /// One allocator as the driver sees it: runs of units in, a handle out, the handle back.
 trait Pool {
