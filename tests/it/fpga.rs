@@ -259,13 +259,7 @@ fn the_runtime_drives_an_emulator_in_another_process() {
         return;
     }
     let dir = tempfile::tempdir().expect("dir");
-    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([
-            "--exact",
-            crate::test_name(module_path!(), "emulator_process").as_str(),
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = crate::rerun_test(module_path!(), "emulator_process")
         .env(CHILD_ENV, dir.path())
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -5,7 +5,7 @@
 //!
 //! No test here changes the process's environment or installs a global subscriber, so the
 //! modules can share a process; a test that needs its own process (the FPGA emulator as a
-//! separate process) re-executes this binary with [`test_name`] as the filter.
+//! separate process) re-executes this binary with [`rerun_test`].
 
 mod cards;
 mod common;
@@ -38,14 +38,5 @@ mod soundness;
 mod stress;
 mod trace;
 
-/// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
-/// without this binary's crate name, as `--exact` wants it when the binary re-executes itself
-/// to run one test.
-pub fn test_name(module_path: &str, test: &str) -> String {
-    let module = module_path.split_once("::").map_or("", |(_, m)| m);
-    if module.is_empty() {
-        test.to_string()
-    } else {
-        format!("{module}::{test}")
-    }
-}
+mod rerun;
+pub use rerun::rerun_test;

@@ -103,16 +103,8 @@ fn run_child(extra_env: &[(&str, &str)]) -> String {
 /// Runs `child_body` in a new process; `may_panic_caught`: the child may print a panic that
 /// the backend caught (a library missing a symbol), as long as it still exits normally.
 fn run_child_with(extra_env: &[(&str, &str)], may_panic_caught: bool) -> String {
-    let exe = std::env::current_exe().expect("the test binary knows its path");
-    let mut cmd = Command::new(exe);
-    cmd.args([
-        crate::test_name(module_path!(), "child_body").as_str(),
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_ENV, "1")
-    .env_remove(cuda::NO_GPU_ENV);
+    let mut cmd = crate::rerun_test(module_path!(), "child_body");
+    cmd.env(CHILD_ENV, "1").env_remove(cuda::NO_GPU_ENV);
     for (k, v) in extra_env {
         cmd.env(k, v);
     }

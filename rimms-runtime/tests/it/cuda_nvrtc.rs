@@ -10,7 +10,6 @@
 
 use rimms_runtime::backend::cuda::{self, Found, LIB_DIRS_ENV};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const ENTRIES: [&str; 7] = [
     "rimms_zip",
@@ -122,19 +121,12 @@ fn child_body() {
 
 /// Where a child process with `env` (and no `RIMMS_CUDA_LIB_DIRS`) finds NVRTC.
 fn found_by_child(env: &[(&str, &std::ffi::OsStr)]) -> String {
-    let exe = std::env::current_exe().expect("the test binary knows its path");
-    let mut cmd = Command::new(exe);
-    cmd.args([
-        crate::test_name(module_path!(), "child_body").as_str(),
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD_ENV, "1")
-    .env_remove(LIB_DIRS_ENV)
-    .env_remove("CUDA_HOME")
-    .env_remove("CUDA_PATH")
-    .env_remove("LD_LIBRARY_PATH");
+    let mut cmd = crate::rerun_test(module_path!(), "child_body");
+    cmd.env(CHILD_ENV, "1")
+        .env_remove(LIB_DIRS_ENV)
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .env_remove("LD_LIBRARY_PATH");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -6,7 +6,7 @@
 //! results against a direct DFT and the complex product.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -54,13 +54,7 @@ fn wait_for(path: &Path, limit: Duration) -> bool {
 #[test]
 fn the_emulator_runs_in_another_process() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            crate::test_name(module_path!(), "emulator_child").as_str(),
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = crate::rerun_test(module_path!(), "emulator_child")
         .env(CHILD_ENV, dir.path())
         .stdout(Stdio::null())
         .spawn()

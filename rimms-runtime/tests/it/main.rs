@@ -6,7 +6,7 @@
 //! No test here changes the process's environment; the tests that need a process of their own
 //! (the "no GPU" paths under a forced or stand-in driver, NVRTC found by a fresh library
 //! search, the FPGA emulator as a separate process) re-execute this binary with
-//! [`test_name`] as the filter and the environment they need.
+//! [`rerun_test`] and the environment they need.
 
 mod alloc_model;
 mod cuda_gpu;
@@ -30,14 +30,6 @@ mod merging;
 #[cfg(feature = "fpga-emulator")]
 mod reference;
 
-/// The name libtest gives `test` in the module `module_path` (from `module_path!()`): the path
-/// without this binary's crate name, as `--exact` wants it when the binary re-executes itself
-/// to run one test.
-pub fn test_name(module_path: &str, test: &str) -> String {
-    let module = module_path.split_once("::").map_or("", |(_, m)| m);
-    if module.is_empty() {
-        test.to_string()
-    } else {
-        format!("{module}::{test}")
-    }
-}
+#[path = "../../../tests/it/rerun.rs"]
+mod rerun;
+pub use rerun::rerun_test;
