@@ -609,47 +609,70 @@ mod tests {
         Arg { ptr, bytes }
     }
 
+    /// The check of a one-input footprint, the output of complex values unless `out_element`
+    /// says otherwise.
+    fn check(
+        input: Arg,
+        reads: Option<usize>,
+        output: Arg,
+        writes: Option<usize>,
+        out_element: usize,
+        in_place_ok: bool,
+    ) -> std::result::Result<(Vec<Arg>, Arg), String> {
+        let inputs = [(input, reads)];
+        let footprint = Footprint::new(&inputs, output, writes).out_element(out_element);
+        if in_place_ok {
+            footprint.in_place_ok().check()
+        } else {
+            footprint.check()
+        }
+    }
+
     #[test]
     fn a_footprint_needs_the_bytes_it_reads_and_writes() {
         let x = at(4096, 80);
+        let ten = c32s(10);
         // Ten complex values in, ten f32 out: the output needs only 40 bytes.
-        let fp = Footprint::new(&[(x, c32s(10))], at(8192, 40), Some(40)).out_element(F32);
-        assert_eq!(fp.check(), Ok((vec![x], at(8192, 40))));
+        let f32_out = check(x, ten, at(8192, 40), Some(40), F32, false);
+        assert_eq!(f32_out, Ok((vec![x], at(8192, 40))));
         // A longer range is cut to what is used.
-        let fp = Footprint::new(&[(at(4096, 800), c32s(10))], at(8192, 400), c32s(10));
-        assert_eq!(fp.check(), Ok((vec![x], at(8192, 80))));
-        let short = Footprint::new(&[(at(4096, 72), c32s(10))], at(8192, 80), c32s(10));
+        let longer = check(at(4096, 800), ten, at(8192, 400), ten, C32, false);
+        assert_eq!(longer, Ok((vec![x], at(8192, 80))));
         assert_eq!(
-            short.check(),
+            check(at(4096, 72), ten, at(8192, 80), ten, C32, false),
             Err("input 0 holds 72 bytes, reads 80".to_string())
         );
-        let small_out = Footprint::new(&[(x, c32s(10))], at(8192, 79), c32s(10));
         assert_eq!(
-            small_out.check(),
+            check(x, ten, at(8192, 79), ten, C32, false),
             Err("the output holds 79 bytes, writes 80".to_string())
         );
-        let overflow = Footprint::new(&[(x, c32s2(usize::MAX, 2))], at(8192, 80), Some(80));
-        assert_eq!(overflow.check(), Err("the sizes overflow".to_string()));
+        assert_eq!(
+            check(x, c32s2(usize::MAX, 2), at(8192, 80), Some(80), C32, false),
+            Err("the sizes overflow".to_string())
+        );
+        // Two inputs: each is checked, in order.
+        let inputs = [(x, ten), (at(12288, 8), ten)];
+        let two = Footprint::new(&inputs, at(8192, 80), ten).check();
+        assert_eq!(two, Err("input 1 holds 8 bytes, reads 80".to_string()));
     }
 
     #[test]
     fn a_footprint_refuses_misaligned_and_overlapping_ranges() {
-        let misaligned = Footprint::new(&[(at(4100, 80), c32s(10))], at(8192, 80), c32s(10));
-        assert!(misaligned.check().unwrap_err().contains("not a multiple of 8"));
-        // An f32 output may start on any multiple of 4.
-        let f32_out = Footprint::new(&[(at(4096, 80), c32s(10))], at(8196, 40), Some(40));
-        assert!(f32_out.check().is_err());
-        assert!(f32_out.out_element(F32).check().is_ok());
+        let ten = c32s(10);
+        let misaligned = check(at(4100, 80), ten, at(8192, 80), ten, C32, false);
+        assert!(misaligned.unwrap_err().contains("not a multiple of 8"));
+        // An f32 output may start on any multiple of 4, a complex one only on multiples of 8.
+        assert!(check(at(4096, 80), ten, at(8196, 40), Some(40), C32, false).is_err());
+        assert!(check(at(4096, 80), ten, at(8196, 40), Some(40), F32, false).is_ok());
         // Exactly in place: only where the API allows it.
-        let same = Footprint::new(&[(at(4096, 80), c32s(10))], at(4096, 80), c32s(10));
-        assert!(same.check().unwrap_err().contains("cannot do in place"));
-        assert!(same.in_place_ok().check().is_ok());
+        let same = |in_place_ok| check(at(4096, 80), ten, at(4096, 80), ten, C32, in_place_ok);
+        assert!(same(false).unwrap_err().contains("cannot do in place"));
+        assert!(same(true).is_ok());
         // Overlapping other than exactly: never.
-        let shifted = Footprint::new(&[(at(4096, 80), c32s(10))], at(4104, 80), c32s(10));
-        assert!(shifted.in_place_ok().check().unwrap_err().contains("other than exactly"));
+        let shifted = check(at(4096, 80), ten, at(4104, 80), ten, C32, true);
+        assert!(shifted.unwrap_err().contains("other than exactly"));
         // Touching is not overlapping.
-        let next = Footprint::new(&[(at(4096, 80), c32s(10))], at(4176, 80), c32s(10));
-        assert!(next.check().is_ok());
+        assert!(check(at(4096, 80), ten, at(4176, 80), ten, C32, false).is_ok());
     }
 
     #[test]
