@@ -242,9 +242,9 @@ impl GpuKernels {
             )
         })?;
         let load = |name: &str| {
-            module.load_function(name).map_err(|e| {
-                cuda_error(format!("finding kernel {name} on {}", stream.device()), e)
-            })
+            module
+                .load_function(name)
+                .map_err(|e| cuda_error(format!("finding kernel {name} on {}", stream.device()), e))
         };
         let fns = Functions {
             zip: load("rimms_zip")?,
@@ -571,7 +571,12 @@ impl GpuKernels {
                 shared_mem_bytes: 0,
             };
             let mut l = stream.launch_builder(&self.fns.gemm);
-            l.arg(&ap).arg(&bp).arg(&o.ptr).arg(&m32).arg(&k32).arg(&n32);
+            l.arg(&ap)
+                .arg(&bp)
+                .arg(&o.ptr)
+                .arg(&m32)
+                .arg(&k32)
+                .arg(&n32);
             // SAFETY: rimms_gemm(const float2*, const float2*, float2*, u32, u32, u32) with
             // its documented geometry; ranges checked and disjoint.
             unsafe { l.launch(cfg) }.map_err(self.launch_error(API))?;

@@ -305,7 +305,12 @@ impl GpuSpace {
         self.stream.bind()?;
         // SAFETY: both ranges lie in the pool and do not overlap (checked above).
         unsafe {
-            result::memcpy_dtod_async(dst.ptr, src.ptr, src.bytes, self.stream.stream().cu_stream())
+            result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                src.bytes,
+                self.stream.stream().cu_stream(),
+            )
         }
         .map_err(|e| self.transfer_error(self.name(), self.name(), src.bytes, e))?;
         self.stream.finish()
@@ -313,10 +318,7 @@ impl GpuSpace {
 
     /// Lets this device's context reach `src`'s memory directly, where the hardware allows.
     fn enable_peer_access_from(&self, src: &GpuSpace) -> Result<()> {
-        let mut enabled = self
-            .peers_enabled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut enabled = self.peers_enabled.lock().unwrap_or_else(|e| e.into_inner());
         if enabled.contains(&src.index) {
             return Ok(());
         }
@@ -350,6 +352,16 @@ impl GpuSpace {
         }
         enabled.push(src.index);
         Ok(())
+    }
+}
+
+impl Drop for GpuSpace {
+    fn drop(&mut self) {
+        // The plans, the kernels' module and the staging buffers go first (then the pool):
+        // nothing queued may still be using them.
+        if let Err(e) = self.stream.finish() {
+            tracing::warn!("{}: work failed before shutdown: {e}", self.name());
+        }
     }
 }
 
@@ -390,8 +402,7 @@ impl DeviceMemory for GpuSpace {
         Some((|| {
             let from = self.arg(src, len)?;
             let to = peer.arg(dst, len)?;
-            self.peer_copy(from, peer, to)
-                .map_err(BackendError::driver)
+            self.peer_copy(from, peer, to).map_err(BackendError::driver)
         })())
     }
 
