@@ -6,7 +6,7 @@
 //! is needed at build time and no `nvcc` step exists. Everything runs on the device's one
 //! stream, in call order, after the copies the runtime made before the call (see `stream`).
 //!
-//! Arguments are ranges of the device's pool (an [`Arg`]: device address and bytes, which the
+//! Arguments are ranges of the device's pool (an `Arg`: device address and bytes, which the
 //! GPU's space has checked against the pool) plus sizes. Every call checks the sizes against
 //! the ranges, the alignment and the overlaps before anything is enqueued (a range may be
 //! longer than the call needs; only the needed bytes are touched). `fft`, `zip`, `conj` and
