@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of the CUDA backend (rimms-runtime, feature `cuda`) and of gpu(n) as a runtime
 # device: a release build, the GPU tests, the FZF benchmark (2,048 points x 512: baseline,
-# runtime baseline, tracked, the CUDA layer alone, hand-written cudarc), the SAR benchmark
+# runtime baseline, tracked, hand-written cudarc), the SAR benchmark
 # (baseline, tracked, hand-written cudarc), and the `rimms bench` table with its gpu rows.
 #
 # Run it on a machine with an NVIDIA GPU, its driver, the CUDA 12 (or 13) runtime libraries

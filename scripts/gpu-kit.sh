@@ -205,7 +205,7 @@ probe = read("probe")
 doc = {
     "probe": [l for l in probe.splitlines() if l.strip()],
     "parts": parts,
-    "fzf": table(read("fzf"), ["baseline", "rt baseline", "tracked", "layer", "hand-written"]),
+    "fzf": table(read("fzf"), ["baseline", "rt baseline", "tracked", "hand-written"]),
     "sar": table(read("sar"), ["baseline", "tracked", "hand-written"]),
     "bench_gpu_rows": [l for l in read("bench").splitlines() if "gpu" in l],
     "passed": all(not p["status"].startswith("failed") for p in parts),

@@ -457,17 +457,13 @@ impl RuntimeBuilder {
 /// The GPUs `request` names, as backends.
 #[cfg(feature = "cuda")]
 fn open_gpus(request: &GpuRequest, pool: usize, granule: usize) -> Result<Vec<Box<dyn Backend>>> {
-    use crate::backend::cuda::{device, MemoryConfig};
+    use crate::backend::cuda::device;
     let wanted = match request {
         GpuRequest::IfAvailable => None,
         GpuRequest::These(list) if list.is_empty() => return Ok(Vec::new()),
         GpuRequest::These(list) => Some(list.as_slice()),
     };
-    let config = MemoryConfig {
-        unit_bytes: granule.max(256),
-        ..MemoryConfig::new(pool)
-    };
-    Ok(device::open(wanted, config, granule)?
+    Ok(device::open(wanted, pool, granule)?
         .into_iter()
         .map(|gpu| Box::new(gpu) as Box<dyn Backend>)
         .collect())

@@ -1,10 +1,10 @@
 //! The clean "no GPU" path of the CUDA backend: on a machine without a driver or a device,
-//! the probe says so with a reason, `CudaBackend::new` is `Ok(None)`, and nothing panics or
-//! aborts. Runs everywhere: where a GPU is present, the same path is forced in a child
+//! the probe says so with a reason, a runtime asking for `gpu(0)` fails with that reason,
+//! one asking for whatever GPUs there are builds with none, and nothing panics or aborts. Runs everywhere: where a GPU is present, the same path is forced in a child
 //! process with `RIMMS_NO_GPU=1`.
 #![cfg(feature = "cuda")]
 
-use rimms_runtime::backend::cuda::{self, CudaBackend, MemoryConfig, Probe};
+use rimms_runtime::backend::cuda::{self, Probe};
 use rimms_runtime::{Device, Error, Runtime};
 use std::process::Command;
 
@@ -20,15 +20,13 @@ fn probe_and_backend_agree_in_process() {
             assert!(!why.trim().is_empty(), "a no-GPU answer carries a reason");
             assert_eq!(cuda::probe().unwrap(), None);
             assert_eq!(cuda::no_gpu_reason().as_deref(), Some(why.as_str()));
-            let backend = CudaBackend::new(0, 1 << 20).expect("no GPU is not an error");
-            assert!(backend.is_none());
-            match CudaBackend::require(0, MemoryConfig::new(1 << 20)) {
+            match Runtime::builder().gpu(0).gpu_pool(1 << 20).build() {
                 Err(Error::NoGpu { why: required }) => {
                     assert_eq!(required, why);
                     let shown = Error::NoGpu { why: required }.to_string();
                     assert!(shown.starts_with("no GPU: "), "{shown}");
                 }
-                other => panic!("require without a GPU: {other:?}"),
+                other => panic!("gpu(0) without a GPU: {:?}", other.map(|_| "a runtime")),
             }
             println!("no GPU here, as expected: {why} (libraries: {libs:?})");
         }
@@ -56,10 +54,9 @@ fn a_gpu_asked_for_twice_is_a_configuration_error() {
 #[test]
 fn a_missing_index_is_no_gpu_not_an_error() {
     // Whatever the machine has, it does not have 4096 GPUs.
-    assert!(CudaBackend::new(4096, 1 << 20).unwrap().is_none());
-    match CudaBackend::require(4096, MemoryConfig::new(1 << 20)) {
+    match Runtime::builder().gpu(4096).gpu_pool(1 << 20).build() {
         Err(Error::NoGpu { why }) => assert!(!why.is_empty()),
-        other => panic!("{other:?}"),
+        other => panic!("{:?}", other.map(|_| "a runtime")),
     }
 }
 
@@ -74,7 +71,15 @@ fn child_body() {
         return;
     }
     let reason = cuda::no_gpu_reason();
-    let backend = CudaBackend::new(0, 1 << 20);
+    // GPU 0 required: `Some(true)` opened, `Some(false)` no GPU, `None` another error.
+    let backend = match Runtime::builder().gpu(0).gpu_pool(1 << 20).build() {
+        Ok(_) => Some(true),
+        Err(Error::NoGpu { .. }) => Some(false),
+        Err(e) => {
+            println!("CHILD-RESULT error: {e}");
+            return;
+        }
+    };
     // Asking for whatever GPUs there are never fails for want of one.
     let runtime = Runtime::builder()
         .gpu_if_available()
@@ -87,12 +92,9 @@ fn child_body() {
                 .count()
         });
     match (&reason, &backend, &runtime) {
-        (Some(why), Ok(None), Ok(0)) => println!("CHILD-RESULT no GPU: {why}"),
-        (None, Ok(Some(_)), Ok(n)) if *n > 0 => println!("CHILD-RESULT GPU found"),
-        _ => println!(
-            "CHILD-RESULT inconsistent: {reason:?} / {:?} / {runtime:?}",
-            backend.map(|b| b.is_some())
-        ),
+        (Some(why), Some(false), Ok(0)) => println!("CHILD-RESULT no GPU: {why}"),
+        (None, Some(true), Ok(n)) if *n > 0 => println!("CHILD-RESULT GPU found"),
+        _ => println!("CHILD-RESULT inconsistent: {reason:?} / {backend:?} / {runtime:?}"),
     }
 }
 

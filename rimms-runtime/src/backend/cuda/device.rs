@@ -1,18 +1,20 @@
-//! A GPU as a runtime device, `gpu(n)`: its pool becomes a device-memory space of the
-//! runtime, and the built-in APIs get device implementations that launch the backend's
-//! cuFFT plans and NVRTC kernels on the `DevSlice`s the dispatcher hands them.
-//!
-//! The runtime carves the pool with its own allocator (so fragments, the fast path and the
-//! stats work as in every other space); to keep [`GpuMemory`]'s allocator from handing out the
-//! same bytes, the whole pool is taken from it once, when the device is wired in.
+//! A GPU as a runtime device, `gpu(n)`: [`GpuBackend`] opens the device, its space
+//! ([`GpuSpace`]: the one device allocation the runtime's pool carves) becomes a
+//! device-memory space of the runtime, and the built-in APIs get device implementations that
+//! launch the space's cuFFT plans and NVRTC kernels on the `DevSlice`s the dispatcher hands
+//! them.
 
-use super::{CudaBackend, DevRange, GpuAlloc, GpuOp};
+use super::kernels::Arg;
+use super::space::GpuSpace;
+use super::stream::GpuStream;
+use super::{cuda_error, probe, probe_detailed, Probe, Unusable};
 use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::space::{DeviceMemory, LinkModel};
+use crate::space::LinkModel;
 use crate::{DevSlice, DevSliceMut};
+use cudarc::driver::CudaContext;
 use num_complex::Complex32 as C32;
 use std::any::Any;
 use std::sync::Arc;
@@ -25,138 +27,85 @@ const PCIE_GEN5: LinkModel = LinkModel {
     bytes_per_second: 40e9,
 };
 
-/// `gpu(n)` as the runtime sees it.
-pub(crate) struct RuntimeGpu {
+/// `gpu(n)`, the CUDA device of ordinal `n`, as a backend of the runtime.
+pub(crate) struct GpuBackend {
     index: u8,
     space: Arc<GpuSpace>,
 }
 
-/// The pool of one GPU, reached through the backend's copies.
-pub(crate) struct GpuSpace {
-    gpu: Arc<CudaBackend>,
-    /// The whole pool, taken from [`super::GpuMemory`]'s allocator and never given back while
-    /// the runtime holds the device.
-    whole: GpuAlloc,
-    /// First usable device address: the pool's base rounded up to `align`.
-    base: usize,
-    capacity: usize,
-}
-
-impl RuntimeGpu {
-    /// Wires `gpu` in as `gpu(index)`, its pool aligned to `align` bytes (the runtime's pool
-    /// granule).
-    pub(crate) fn new(index: u8, gpu: CudaBackend, align: usize) -> Result<RuntimeGpu> {
-        let gpu = Arc::new(gpu);
-        let whole = gpu.memory().alloc(gpu.memory().capacity())?;
-        let start = gpu.memory().arena().base() as usize + whole.offset();
-        let base = start.next_multiple_of(align);
-        let capacity = whole.len().saturating_sub(base - start) / align * align;
-        if capacity == 0 {
-            return Err(Error::Config(format!(
-                "gpu{index}: a pool of {} bytes holds no {align}-byte granule",
-                whole.len()
-            )));
+impl GpuBackend {
+    /// Opens GPU `index` with a pool of about `pool_bytes` aligned to `granule`, or says why
+    /// there is no usable GPU `index` (no driver, no such device, no NVRTC or cuFFT library,
+    /// or `RIMMS_NO_GPU` set). An error is a GPU that is there but failed to start, or a
+    /// mistake in the configuration. Never panics.
+    fn open(
+        index: usize,
+        pool_bytes: usize,
+        granule: usize,
+    ) -> Result<std::result::Result<GpuBackend, Unusable>> {
+        let info = match probe_detailed()? {
+            Probe::NoGpu(why) => return Ok(Err(why.into())),
+            Probe::Found(info) => info,
+        };
+        let Some(device) = info.devices.get(index).cloned() else {
+            return Ok(Err(format!(
+                "there is no GPU {index}: the driver sees {} device(s)",
+                info.devices.len()
+            )
+            .into()));
+        };
+        if let Some(why) = probe::missing_toolkit_libraries() {
+            return Ok(Err(why.into()));
         }
-        Ok(RuntimeGpu {
-            index,
-            space: Arc::new(GpuSpace {
-                gpu,
-                whole,
-                base,
-                capacity,
-            }),
-        })
+        let n = u8::try_from(index).map_err(|_| {
+            Error::Config(format!(
+                "gpu{index}: a runtime names GPUs 0 to {} only",
+                u8::MAX
+            ))
+        })?;
+        // Every library is known to load, so cudarc has no reason to panic below; should one
+        // of its calls panic anyway (a symbol missing from an old driver), report it as an
+        // error rather than unwind into the caller.
+        let space = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let name = format!("gpu{index}");
+            let ctx = CudaContext::new(index)
+                .map_err(|e| cuda_error(format!("creating the context of {name}"), e))?;
+            let stream = Arc::new(GpuStream::new(ctx, &name)?);
+            GpuSpace::open(index, stream, pool_bytes, granule)
+        }))
+        .unwrap_or_else(|payload| {
+            Err(cuda_error(
+                format!("opening gpu{index}"),
+                format!(
+                    "cudarc panicked: {}",
+                    probe::panic_message(payload.as_ref())
+                ),
+            ))
+        })?;
+        tracing::info!(
+            "gpu{index}: {} ({} MiB, compute {}.{}), pool {} MiB",
+            device.name,
+            device.total_memory >> 20,
+            device.compute_capability.0,
+            device.compute_capability.1,
+            crate::space::DeviceMemory::capacity(&space) >> 20
+        );
+        Ok(Ok(GpuBackend {
+            index: n,
+            space: Arc::new(space),
+        }))
     }
 }
 
-impl GpuSpace {
-    /// The pool range of `len` bytes at device address `addr`.
-    fn range(&self, addr: usize, len: usize) -> std::result::Result<DevRange, BackendError> {
-        let arena = self.gpu.memory().arena().base() as usize;
-        addr.checked_sub(arena)
-            .map(|offset| DevRange::new(offset, len))
-            .filter(|r| {
-                r.end()
-                    .is_some_and(|end| end <= self.whole.offset() + self.whole.len())
-            })
-            .ok_or_else(|| BackendError::OutOfRange {
-                addr,
-                len,
-                memory: format!("{}'s pool", self.gpu.name()),
-            })
-    }
-}
-
-impl DeviceMemory for GpuSpace {
-    fn base(&self) -> usize {
-        self.base
-    }
-
-    fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    fn copy_in(&self, addr: usize, src: &[u8]) -> std::result::Result<(), BackendError> {
-        let range = self.range(addr, src.len())?;
-        self.gpu
-            .memory()
-            .copy_to_device_async(range, src)
-            .and_then(|event| event.wait())
-            .map_err(BackendError::driver)
-    }
-
-    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> std::result::Result<(), BackendError> {
-        let range = self.range(addr, dst.len())?;
-        self.gpu
-            .memory()
-            .copy_to_host(range, dst)
-            .map_err(BackendError::driver)
-    }
-
-    fn fill_zero(&self, addr: usize, len: usize) -> std::result::Result<(), BackendError> {
-        let range = self.range(addr, len)?;
-        self.gpu
-            .memory()
-            .fill_zero(range)
-            .and_then(|event| event.wait())
-            .map_err(BackendError::driver)
-    }
-
-    /// GPU to GPU: a peer copy (through the host by the driver where the pair has no peer
-    /// access).
-    fn copy_to_peer(
-        &self,
-        src: usize,
-        peer: &dyn DeviceMemory,
-        dst: usize,
-        len: usize,
-    ) -> Option<std::result::Result<(), BackendError>> {
-        let peer = peer.as_any().downcast_ref::<GpuSpace>()?;
-        Some((|| {
-            let from = self.range(src, len)?;
-            let to = peer.range(dst, len)?;
-            self.gpu
-                .memory()
-                .copy_to_peer(from, peer.gpu.memory(), to)
-                .and_then(|event| event.wait())
-                .map_err(BackendError::driver)
-        })())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-impl Backend for RuntimeGpu {
+impl Backend for GpuBackend {
     fn device(&self) -> Device {
         Device::Gpu(self.index)
     }
 
     fn own_space(&self) -> Option<SpaceSpec> {
         Some(SpaceSpec {
-            name: self.space.gpu.name().to_string(),
-            pool_bytes: self.space.capacity,
+            name: self.space.name().to_string(),
+            pool_bytes: crate::space::DeviceMemory::capacity(&*self.space),
             link: PCIE_GEN5,
             simulate: false,
             fail_copies: false,
@@ -165,8 +114,16 @@ impl Backend for RuntimeGpu {
         })
     }
 
+    /// cuFFT takes every size from 1 to `i32::MAX` points; say so before anything moves.
     fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
-        self.space.gpu.check_fft(points)
+        if points == 0 || points > i32::MAX as usize {
+            Err(BackendError::Unsupported(format!(
+                "cuFFT transforms 1 to {} points, not {points}",
+                i32::MAX
+            )))
+        } else {
+            Ok(())
+        }
     }
 
     fn arg_form(&self) -> ArgForm {
@@ -178,7 +135,7 @@ impl Backend for RuntimeGpu {
     }
 
     fn completion(&self) -> std::result::Result<(), BackendError> {
-        self.space.gpu.completion().map_err(BackendError::driver)
+        self.space.status().map_err(BackendError::driver)
     }
 }
 
@@ -192,28 +149,24 @@ fn space<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c GpuSpace> {
         })
 }
 
-/// Launches `op` on the GPU with the given argument addresses; the runtime's completion check
-/// waits for it and reports how it ended.
-fn launch(
-    ctx: &KernelCtx<'_>,
-    op: GpuOp,
-    inputs: &[(usize, usize)],
-    output: (usize, usize),
-) -> Result<()> {
+/// The GPU a device implementation runs on, and its arguments as ranges of the GPU's pool.
+/// Each launch returns once enqueued; the runtime's completion check waits for it and reports
+/// how it ended.
+fn on_gpu<'c, const N: usize>(
+    ctx: &'c KernelCtx<'_>,
+    api: &'static str,
+    args: [(usize, usize); N],
+) -> Result<(&'c GpuSpace, [Arg; N])> {
     let gpu = space(ctx)?;
-    let range = |(addr, len): (usize, usize)| {
-        gpu.range(addr, len).map_err(|source| Error::Kernel {
-            api: op.name(),
+    let mut ranges = [Arg { ptr: 0, bytes: 0 }; N];
+    for (range, (addr, len)) in ranges.iter_mut().zip(args) {
+        *range = gpu.arg(addr, len).map_err(|source| Error::Kernel {
+            api,
             device: ctx.device(),
             source,
-        })
-    };
-    let inputs = inputs
-        .iter()
-        .map(|&a| range(a))
-        .collect::<Result<Vec<_>>>()?;
-    gpu.gpu.kernels().run(&op, &inputs, range(output)?)?;
-    Ok(())
+        })?;
+    }
+    Ok((gpu, ranges))
 }
 
 fn arg<T>(s: &DevSlice<'_, T>) -> (usize, usize) {
@@ -233,12 +186,8 @@ fn fft(
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
     let batch = input.len() / points;
-    let op = GpuOp::Fft {
-        points,
-        batch,
-        direction: dir,
-    };
-    launch(ctx, op, &[arg(&input)], out(&output))
+    let (gpu, [x, y]) = on_gpu(ctx, "fft", [arg(&input), out(&output)])?;
+    gpu.kernels().fft(x, y, points, batch, dir)
 }
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = gpu)]
@@ -248,12 +197,9 @@ fn fft_in_place(
     points: usize,
     data: DevSliceMut<C32>,
 ) -> Result<()> {
-    let op = GpuOp::Fft {
-        points,
-        batch: data.len() / points,
-        direction: dir,
-    };
-    launch(ctx, op, &[out(&data)], out(&data))
+    let batch = data.len() / points;
+    let (gpu, [x]) = on_gpu(ctx, "fft", [out(&data)])?;
+    gpu.kernels().fft(x, x, points, batch, dir)
 }
 
 #[rimms_macros::kernel(api = apis::zip, device = gpu)]
@@ -265,24 +211,22 @@ fn zip(
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
     let len = a.len();
-    launch(
-        ctx,
-        GpuOp::Zip { op, len },
-        &[arg(&a), arg(&b)],
-        out(&output),
-    )
+    let (gpu, [a, b, y]) = on_gpu(ctx, "zip", [arg(&a), arg(&b), out(&output)])?;
+    gpu.kernels().zip(op, a, b, y, len)
 }
 
 #[rimms_macros::kernel(api = apis::conj, device = gpu)]
 fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<C32>) -> Result<()> {
     let len = input.len();
-    launch(ctx, GpuOp::Conj { len }, &[arg(&input)], out(&output))
+    let (gpu, [x, y]) = on_gpu(ctx, "conj", [arg(&input), out(&output)])?;
+    gpu.kernels().conj(x, y, len)
 }
 
 #[rimms_macros::kernel(api = apis::magnitude, device = gpu)]
 fn magnitude(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<f32>) -> Result<()> {
     let len = input.len();
-    launch(ctx, GpuOp::Magnitude { len }, &[arg(&input)], out(&output))
+    let (gpu, [x, y]) = on_gpu(ctx, "magnitude", [arg(&input), out(&output)])?;
+    gpu.kernels().magnitude(x, y, len)
 }
 
 #[rimms_macros::kernel(api = apis::fftshift, device = gpu)]
@@ -292,11 +236,9 @@ fn fftshift(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
-    let op = GpuOp::FftShift {
-        rows: input.len() / row_len,
-        cols: row_len,
-    };
-    launch(ctx, op, &[arg(&input)], out(&output))
+    let rows = input.len() / row_len;
+    let (gpu, [x, y]) = on_gpu(ctx, "fftshift", [arg(&input), out(&output)])?;
+    gpu.kernels().fftshift(x, y, rows, row_len)
 }
 
 #[rimms_macros::kernel(api = apis::transpose, device = gpu)]
@@ -307,18 +249,15 @@ fn transpose(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
-    launch(
-        ctx,
-        GpuOp::Transpose { rows, cols },
-        &[arg(&input)],
-        out(&output),
-    )
+    let (gpu, [x, y]) = on_gpu(ctx, "transpose", [arg(&input), out(&output)])?;
+    gpu.kernels().transpose(x, y, rows, cols)
 }
 
 #[rimms_macros::kernel(api = apis::scale, device = gpu)]
 fn scale(ctx: &KernelCtx, factor: C32, data: DevSliceMut<C32>) -> Result<()> {
     let len = data.len();
-    launch(ctx, GpuOp::Scale { len, factor }, &[out(&data)], out(&data))
+    let (gpu, [x]) = on_gpu(ctx, "scale", [out(&data)])?;
+    gpu.kernels().scale(x, x, len, factor)
 }
 
 #[rimms_macros::kernel(api = apis::gemm, device = gpu)]
@@ -331,22 +270,24 @@ fn gemm(
     b: DevSlice<C32>,
     #[out] c: DevSliceMut<C32>,
 ) -> Result<()> {
-    launch(ctx, GpuOp::Gemm { m, k, n }, &[arg(&a), arg(&b)], out(&c))
+    let (gpu, [a, b, c]) = on_gpu(ctx, "gemm", [arg(&a), arg(&b), out(&c)])?;
+    gpu.kernels().gemm(a, b, c, m, k, n)
 }
 
-/// Opens the GPUs a runtime asked for: `wanted` ordinals (each required), or every one the
-/// driver reports if `None` (each optional: a GPU that cannot be used is logged and left out,
-/// so a machine without a usable GPU gets none rather than an error).
+/// Opens the GPUs a runtime asked for, each with a pool of about `pool_bytes` aligned to
+/// `granule`: `wanted` ordinals (each required), or every one the driver reports if `None`
+/// (each optional: a GPU that cannot be used is logged and left out, so a machine without a
+/// usable GPU gets none rather than an error).
 ///
 /// GPU ordinal `n` is the device `gpu(n)` with the space `gpuN` whichever way it was asked
 /// for, so `.gpu(1)` alone gives `Device::Gpu(1)`, and a device's name is the same in every
 /// program on the machine.
 pub(crate) fn open(
     wanted: Option<&[usize]>,
-    config: super::MemoryConfig,
+    pool_bytes: usize,
     granule: usize,
-) -> Result<Vec<RuntimeGpu>> {
-    let opened: Vec<CudaBackend> = match wanted {
+) -> Result<Vec<GpuBackend>> {
+    match wanted {
         Some(indices) => {
             let mut seen = Vec::with_capacity(indices.len());
             for &i in indices {
@@ -357,40 +298,31 @@ pub(crate) fn open(
             }
             indices
                 .iter()
-                .map(|&i| CudaBackend::require(i, config))
-                .collect::<Result<_>>()?
+                .map(|&i| {
+                    GpuBackend::open(i, pool_bytes, granule)?
+                        .map_err(|why| Error::NoGpu { why: why.0 })
+                })
+                .collect()
         }
         None => {
-            let count = match super::probe_detailed()? {
-                super::Probe::Found(info) => info.devices.len(),
-                super::Probe::NoGpu(why) => {
+            let count = match probe_detailed()? {
+                Probe::Found(info) => info.devices.len(),
+                Probe::NoGpu(why) => {
                     tracing::info!("no GPU: {why}");
                     0
                 }
             };
             let mut found = Vec::new();
             for i in 0..count {
-                match CudaBackend::with_config(i, config) {
-                    Ok(gpu) => found.extend(gpu),
+                match GpuBackend::open(i, pool_bytes, granule) {
+                    Ok(Ok(gpu)) => found.push(gpu),
+                    Ok(Err(why)) => tracing::info!("gpu{i}: no GPU: {why}"),
                     // A mistake in the configuration is the caller's to hear about.
                     Err(e @ Error::Config(_)) => return Err(e),
                     Err(e) => tracing::warn!("gpu{i} is left out: {e}"),
                 }
             }
-            found
+            Ok(found)
         }
-    };
-    opened
-        .into_iter()
-        .map(|gpu| {
-            let n = u8::try_from(gpu.index()).map_err(|_| {
-                Error::Config(format!(
-                    "gpu{}: a runtime names GPUs 0 to {} only",
-                    gpu.index(),
-                    u8::MAX
-                ))
-            })?;
-            RuntimeGpu::new(n, gpu, granule)
-        })
-        .collect()
+    }
 }

@@ -5,44 +5,27 @@
 //! `(points, batch)` and reused; the cache hands out the same plan (same handle) every time.
 //! A C2C plan serves both directions (the direction is an argument of the execution), so
 //! the direction is not part of the key: a forward and an inverse transform of one shape
-//! share one plan and one work area. Every plan runs on the device's compute stream.
+//! share one plan and one work area. Every plan runs on the device's stream.
 //!
 //! cuFFT does not scale the inverse transform; the caller ([`super::kernels`]) scales by
 //! 1/N with a kernel right after it, on the same stream.
 
 use super::cuda_error;
-use super::lanes::{Lane, Lanes};
+use super::stream::GpuStream;
 use crate::error::{Error, Result};
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// A cuFFT plan for `batch` complex-to-complex transforms of `points` points, bound to the
-/// compute stream of its device.
+/// A cuFFT plan for complex-to-complex transforms of one shape, bound to its device's
+/// stream.
 #[derive(Debug)]
-pub struct FftPlan {
+pub(crate) struct FftPlan {
     handle: fft_sys::cufftHandle,
-    points: usize,
-    batch: usize,
-    lanes: Arc<Lanes>,
+    stream: Arc<GpuStream>,
 }
 
 impl FftPlan {
-    /// The cuFFT handle (equal handles mean the same plan).
-    pub fn handle(&self) -> i32 {
-        self.handle
-    }
-
-    /// Points per transform.
-    pub fn points(&self) -> usize {
-        self.points
-    }
-
-    /// Transforms per execution.
-    pub fn batch(&self) -> usize {
-        self.batch
-    }
-
     pub(crate) fn raw(&self) -> fft_sys::cufftHandle {
         self.handle
     }
@@ -50,12 +33,12 @@ impl FftPlan {
 
 impl Drop for FftPlan {
     fn drop(&mut self) {
-        if self.lanes.bind().is_ok() {
+        if self.stream.bind().is_ok() {
             // SAFETY: the handle came from `plan_1d` and is destroyed once, here; the plan is
             // dropped only when no execution can still reference it (the kernels that use it
-            // hold an `Arc`, and the backend synchronises before its parts are dropped).
+            // hold an `Arc`, and the space waits for its stream before its parts are dropped).
             if let Err(e) = unsafe { fft::destroy(self.handle) } {
-                tracing::warn!("cufftDestroy on {}: {e}", self.lanes.device());
+                tracing::warn!("cufftDestroy on {}: {e}", self.stream.device());
             }
         }
     }
@@ -63,21 +46,16 @@ impl Drop for FftPlan {
 
 /// The plans of one device.
 pub(crate) struct FftPlans {
-    lanes: Arc<Lanes>,
+    stream: Arc<GpuStream>,
     plans: Mutex<HashMap<(usize, usize), Arc<FftPlan>>>,
 }
 
 impl FftPlans {
-    pub(crate) fn new(lanes: Arc<Lanes>) -> Self {
+    pub(crate) fn new(stream: Arc<GpuStream>) -> Self {
         FftPlans {
-            lanes,
+            stream,
             plans: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Plans in the cache.
-    pub(crate) fn len(&self) -> usize {
-        self.plans.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// The plan for `(points, batch)`, made on first use.
@@ -89,7 +67,7 @@ impl FftPlans {
         }
         let too_big = || Error::Unsupported {
             api: "fft",
-            device: self.lanes.device().to_string(),
+            device: self.stream.device().to_string(),
             why: format!(
                 "{points} points × {batch} transforms: cuFFT 1-D plans take sizes up to {}",
                 i32::MAX
@@ -103,11 +81,11 @@ impl FftPlans {
         {
             return Err(too_big());
         }
-        self.lanes.bind()?;
+        self.stream.bind()?;
         let what = |call: &str| {
             format!(
                 "{call} for {points} points × {batch} on {}",
-                self.lanes.device()
+                self.stream.device()
             )
         };
         let handle = fft::plan_1d(n, fft_sys::cufftType::CUFFT_C2C, b)
@@ -115,11 +93,9 @@ impl FftPlans {
         // From here the handle is owned by a plan, so every exit destroys it.
         let plan = FftPlan {
             handle,
-            points,
-            batch,
-            lanes: self.lanes.clone(),
+            stream: self.stream.clone(),
         };
-        let stream = self.lanes.stream(Lane::Compute).cu_stream();
+        let stream = self.stream.stream().cu_stream();
         // SAFETY: a live plan and a live stream of the same context.
         unsafe { fft::set_stream(plan.handle, stream as fft_sys::cudaStream_t) }
             .map_err(|e| cuda_error(what("cufftSetStream"), format!("{e:?}")))?;

@@ -4,22 +4,20 @@
 //! The kernels (`kernels.cu`, next to this file) are compiled once per process with NVRTC,
 //! the first time a device is opened, and loaded as one module per device: no CUDA toolkit
 //! is needed at build time and no `nvcc` step exists. Everything runs on the device's one
-//! compute stream, in call order, after the copies it depends on (the byte-range ordering of
-//! the `lanes` module); each call returns the [`GpuEvent`] of its completion.
+//! stream, in call order, after the copies the runtime made before the call (see `stream`).
 //!
-//! Arguments are byte ranges of the device's pool ([`DevRange`]) plus sizes. Every call
-//! checks the sizes against the ranges and the ranges against the pool before anything is
-//! enqueued (a range may be longer than the call needs; only the needed bytes are touched
-//! and tracked). `fft`, `zip`, `conj` and `scale` may work in place (output range starting
-//! where an input starts); `magnitude` (whose output elements are smaller), `fftshift`,
-//! `transpose` and `gemm` need an output that overlaps no input.
+//! Arguments are ranges of the device's pool (an `Arg`: device address and bytes, which the
+//! GPU's space has checked against the pool) plus sizes. Every call checks the sizes against
+//! the ranges, the alignment and the overlaps before anything is enqueued (a range may be
+//! longer than the call needs; only the needed bytes are touched). `fft`, `zip`, `conj` and
+//! `scale` may work in place (output range starting where an input starts); `magnitude`
+//! (whose output elements are smaller), `fftshift`, `transpose` and `gemm` need an output
+//! that overlaps no input.
 //!
 //! Complex numbers are [`Complex32`] (`float2` on the device, the same layout).
 
 use super::fft::{FftPlan, FftPlans};
-use super::hazard::Span;
-use super::lanes::{GpuEvent, Lane};
-use super::memory::{Arena, DevRange};
+use super::stream::GpuStream;
 use super::{cuda_error, Unusable};
 use crate::error::{Error, Result};
 use crate::kernel::{FftDirection, ZipOp};
@@ -40,124 +38,6 @@ const BLOCK: u32 = 256;
 const MAX_BLOCKS: u64 = 65_535;
 /// Most blocks in the y dimension of a grid.
 const MAX_GRID_Y: usize = 65_535;
-
-/// One built-in API call with its sizes. Every API has one output; `fft`, `conj`,
-/// `magnitude`, `fftshift`, `transpose` and `scale` take one input, `zip` and `gemm` two.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum GpuOp {
-    /// `batch` transforms of `points` points, complex to complex; the inverse is scaled by
-    /// 1/points.
-    Fft {
-        /// Points per transform.
-        points: usize,
-        /// Transforms.
-        batch: usize,
-        /// Direction.
-        direction: FftDirection,
-    },
-    /// Element-wise `out = a op b` over `len` complex values.
-    Zip {
-        /// The operation.
-        op: ZipOp,
-        /// Elements.
-        len: usize,
-    },
-    /// `out = conj(x)` over `len` complex values.
-    Conj {
-        /// Elements.
-        len: usize,
-    },
-    /// `out = |x|` (f32) over `len` complex values.
-    Magnitude {
-        /// Elements.
-        len: usize,
-    },
-    /// `numpy.fft.fftshift` of each of `rows` rows of `cols` complex values.
-    FftShift {
-        /// Rows.
-        rows: usize,
-        /// Values per row.
-        cols: usize,
-    },
-    /// `out` (cols × rows) = transpose of `x` (rows × cols), row-major.
-    Transpose {
-        /// Rows of the input.
-        rows: usize,
-        /// Columns of the input.
-        cols: usize,
-    },
-    /// `out = x · factor` over `len` complex values.
-    Scale {
-        /// Elements.
-        len: usize,
-        /// The complex factor.
-        factor: Complex32,
-    },
-    /// `out` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
-    Gemm {
-        /// Rows of `a` and `out`.
-        m: usize,
-        /// Columns of `a`, rows of `b`.
-        k: usize,
-        /// Columns of `b` and `out`.
-        n: usize,
-    },
-}
-
-impl GpuOp {
-    /// The API's name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            GpuOp::Fft { .. } => "fft",
-            GpuOp::Zip { .. } => "zip",
-            GpuOp::Conj { .. } => "conj",
-            GpuOp::Magnitude { .. } => "magnitude",
-            GpuOp::FftShift { .. } => "fftshift",
-            GpuOp::Transpose { .. } => "transpose",
-            GpuOp::Scale { .. } => "scale",
-            GpuOp::Gemm { .. } => "gemm",
-        }
-    }
-
-    /// Bytes of each input and of the output; `None` if a size overflows.
-    pub fn bytes(&self) -> Option<(Vec<usize>, usize)> {
-        let c = |n: usize| n.checked_mul(C32);
-        let prod = |a: usize, b: usize| a.checked_mul(b);
-        Some(match *self {
-            GpuOp::Fft { points, batch, .. } => {
-                let b = c(prod(points, batch)?)?;
-                (vec![b], b)
-            }
-            GpuOp::Zip { len, .. } => {
-                let b = c(len)?;
-                (vec![b, b], b)
-            }
-            GpuOp::Conj { len } | GpuOp::Scale { len, .. } => (vec![c(len)?], c(len)?),
-            GpuOp::Magnitude { len } => (vec![c(len)?], len.checked_mul(F32)?),
-            GpuOp::FftShift { rows, cols } | GpuOp::Transpose { rows, cols } => {
-                let b = c(prod(rows, cols)?)?;
-                (vec![b], b)
-            }
-            GpuOp::Gemm { m, k, n } => (vec![c(prod(m, k)?)?, c(prod(k, n)?)?], c(prod(m, n)?)?),
-        })
-    }
-
-    /// Whether the output may be one of the inputs (same range).
-    fn in_place_ok(&self) -> bool {
-        matches!(
-            self,
-            GpuOp::Fft { .. } | GpuOp::Zip { .. } | GpuOp::Conj { .. } | GpuOp::Scale { .. }
-        )
-    }
-}
-
-/// A kernel argument: a device address, and its byte range in the pool when it is in the
-/// pool (then its use is ordered against other work on those bytes).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Operand {
-    pub ptr: u64,
-    pub span: Option<Span>,
-}
 
 /// Compiles [`KERNEL_SOURCE`] with NVRTC (once per process) and returns the PTX text. Needs
 /// only `libnvrtc`, no GPU: a way to check the kernels on any machine that has the library.
@@ -206,9 +86,140 @@ struct Functions {
     gemm: CudaFunction,
 }
 
-/// The built-in APIs of one GPU.
-pub struct GpuKernels {
-    arena: Arc<Arena>,
+/// A kernel argument: `bytes` at device address `ptr`, a range of the device's pool (the
+/// caller has checked that it lies there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Arg {
+    /// Device address of the first byte.
+    pub ptr: u64,
+    /// Bytes the range holds.
+    pub bytes: usize,
+}
+
+impl Arg {
+    /// The first `bytes` of this range.
+    fn first(self, bytes: usize) -> Arg {
+        Arg { bytes, ..self }
+    }
+
+    /// Whether the two ranges share a byte (empty ranges share none).
+    fn overlaps(self, other: Arg) -> bool {
+        let end = |a: Arg| a.ptr.saturating_add(a.bytes as u64);
+        self.bytes > 0 && other.bytes > 0 && self.ptr < end(other) && other.ptr < end(self)
+    }
+}
+
+/// What one launch touches: each input with the bytes it reads, and the output with the bytes
+/// it writes and the size of its elements. `None` where a size overflows.
+struct Footprint<'a> {
+    inputs: &'a [(Arg, Option<usize>)],
+    output: Arg,
+    writes: Option<usize>,
+    out_element: usize,
+    /// The output may be exactly an input (`fft`, `zip`, `conj`, `scale`).
+    in_place_ok: bool,
+}
+
+impl<'a> Footprint<'a> {
+    /// `inputs` and an output of complex values, not in place.
+    fn new(inputs: &'a [(Arg, Option<usize>)], output: Arg, writes: Option<usize>) -> Self {
+        Footprint {
+            inputs,
+            output,
+            writes,
+            out_element: C32,
+            in_place_ok: false,
+        }
+    }
+
+    /// The output may be exactly an input.
+    fn in_place_ok(self) -> Self {
+        Footprint {
+            in_place_ok: true,
+            ..self
+        }
+    }
+
+    /// The output's elements are `bytes` long.
+    fn out_element(self, bytes: usize) -> Self {
+        Footprint {
+            out_element: bytes,
+            ..self
+        }
+    }
+
+    /// Checks sizes, alignment and overlap before anything is enqueued; returns the ranges
+    /// actually read and written, or what is wrong. A misaligned complex (or f32) access is a
+    /// sticky CUDA error that ends the context, so it is refused here (the pool itself is
+    /// aligned to its granule, at least 256 bytes).
+    fn check(&self) -> std::result::Result<(Vec<Arg>, Arg), String> {
+        let mut used = Vec::with_capacity(self.inputs.len());
+        for (i, &(arg, reads)) in self.inputs.iter().enumerate() {
+            let need = reads.ok_or("the sizes overflow")?;
+            if arg.bytes < need {
+                return Err(format!("input {i} holds {} bytes, reads {need}", arg.bytes));
+            }
+            used.push(arg.first(need));
+        }
+        let need = self.writes.ok_or("the sizes overflow")?;
+        if self.output.bytes < need {
+            return Err(format!(
+                "the output holds {} bytes, writes {need}",
+                self.output.bytes
+            ));
+        }
+        let out = self.output.first(need);
+        let starts = used
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("input {i}"), r.ptr, C32))
+            .chain(std::iter::once((
+                "the output".to_string(),
+                out.ptr,
+                self.out_element,
+            )));
+        for (what, ptr, align) in starts {
+            if ptr % align as u64 != 0 {
+                return Err(format!(
+                    "{what} starts at address {ptr:#x}, not a multiple of {align}"
+                ));
+            }
+        }
+        for (i, r) in used.iter().enumerate() {
+            if r.overlaps(out) && !(r.ptr == out.ptr && self.in_place_ok) {
+                return Err(format!(
+                    "input {i} ({} bytes at {:#x}) overlaps the output ({} bytes at {:#x}){}",
+                    r.bytes,
+                    r.ptr,
+                    out.bytes,
+                    out.ptr,
+                    if self.in_place_ok {
+                        " other than exactly (in place)"
+                    } else {
+                        ", which this API cannot do in place"
+                    }
+                ));
+            }
+        }
+        Ok((used, out))
+    }
+}
+
+/// `n` complex values, in bytes.
+fn c32s(n: usize) -> Option<usize> {
+    n.checked_mul(C32)
+}
+
+/// `a × b` complex values, in bytes.
+fn c32s2(a: usize, b: usize) -> Option<usize> {
+    c32s(a.checked_mul(b)?)
+}
+
+/// The built-in APIs of one GPU: its loaded kernels and cuFFT plans, launched on its stream.
+/// Every launch returns once enqueued; the runtime waits for the stream right after it
+/// (`Backend::completion`).
+pub(crate) struct GpuKernels {
+    stream: Arc<GpuStream>,
     fns: Functions,
     plans: FftPlans,
 }
@@ -217,25 +228,23 @@ impl std::fmt::Debug for GpuKernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuKernels")
             .field("device", &self.device())
-            .field("fft_plans", &self.plans.len())
             .finish()
     }
 }
 
 impl GpuKernels {
-    /// Compiles (once per process) and loads the kernels for the device of `arena`.
-    pub(crate) fn new(arena: Arc<Arena>) -> Result<Self> {
-        let lanes = arena.lanes().clone();
-        let module = lanes.ctx().load_module(ptx()?).map_err(|e| {
+    /// Compiles (once per process) and loads the kernels on `stream`'s device.
+    pub(crate) fn new(stream: Arc<GpuStream>) -> Result<Self> {
+        let module = stream.ctx().load_module(ptx()?).map_err(|e| {
             cuda_error(
-                format!("loading the built-in kernels on {}", lanes.device()),
+                format!("loading the built-in kernels on {}", stream.device()),
                 e,
             )
         })?;
         let load = |name: &str| {
             module
                 .load_function(name)
-                .map_err(|e| cuda_error(format!("finding kernel {name} on {}", lanes.device()), e))
+                .map_err(|e| cuda_error(format!("finding kernel {name} on {}", stream.device()), e))
         };
         let fns = Functions {
             zip: load("rimms_zip")?,
@@ -247,435 +256,343 @@ impl GpuKernels {
             gemm: load("rimms_gemm")?,
         };
         Ok(GpuKernels {
-            plans: FftPlans::new(lanes),
-            arena,
+            plans: FftPlans::new(stream.clone()),
+            stream,
             fns,
         })
     }
 
     fn device(&self) -> &str {
-        self.arena.lanes().device()
+        self.stream.device()
     }
 
-    /// The cached cuFFT plan for `(points, batch)`, made on first use: the same plan (same
-    /// handle) every time, whatever the direction.
-    pub fn fft_plan(&self, points: usize, batch: usize) -> Result<Arc<FftPlan>> {
-        self.plans.get(points, batch)
-    }
-
-    /// Plans in the cache.
-    pub fn fft_plans_cached(&self) -> usize {
-        self.plans.len()
-    }
-
-    /// `batch` FFTs of `points` points from `input` to `output` (may be the same range).
-    pub fn fft(
-        &self,
-        input: DevRange,
-        output: DevRange,
-        points: usize,
-        batch: usize,
-        direction: FftDirection,
-    ) -> Result<GpuEvent> {
-        let op = GpuOp::Fft {
-            points,
-            batch,
-            direction,
-        };
-        self.run(&op, &[input], output)
-    }
-
-    /// Element-wise `output = a op b` over `len` complex values.
-    pub fn zip(
-        &self,
-        op: ZipOp,
-        a: DevRange,
-        b: DevRange,
-        output: DevRange,
-        len: usize,
-    ) -> Result<GpuEvent> {
-        self.run(&GpuOp::Zip { op, len }, &[a, b], output)
-    }
-
-    /// `output = conj(input)` over `len` complex values.
-    pub fn conj(&self, input: DevRange, output: DevRange, len: usize) -> Result<GpuEvent> {
-        self.run(&GpuOp::Conj { len }, &[input], output)
-    }
-
-    /// `output = |input|` over `len` complex values; the output holds `len` f32.
-    pub fn magnitude(&self, input: DevRange, output: DevRange, len: usize) -> Result<GpuEvent> {
-        self.run(&GpuOp::Magnitude { len }, &[input], output)
-    }
-
-    /// `numpy.fft.fftshift` of each row of a `rows` × `cols` complex matrix.
-    pub fn fftshift(
-        &self,
-        input: DevRange,
-        output: DevRange,
-        rows: usize,
-        cols: usize,
-    ) -> Result<GpuEvent> {
-        self.run(&GpuOp::FftShift { rows, cols }, &[input], output)
-    }
-
-    /// `output` (cols × rows) = transpose of `input` (rows × cols).
-    pub fn transpose(
-        &self,
-        input: DevRange,
-        output: DevRange,
-        rows: usize,
-        cols: usize,
-    ) -> Result<GpuEvent> {
-        self.run(&GpuOp::Transpose { rows, cols }, &[input], output)
-    }
-
-    /// `output = input · factor` over `len` complex values.
-    pub fn scale(
-        &self,
-        input: DevRange,
-        output: DevRange,
-        len: usize,
-        factor: Complex32,
-    ) -> Result<GpuEvent> {
-        self.run(&GpuOp::Scale { len, factor }, &[input], output)
-    }
-
-    /// `output` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
-    pub fn gemm(
-        &self,
-        a: DevRange,
-        b: DevRange,
-        output: DevRange,
-        m: usize,
-        k: usize,
-        n: usize,
-    ) -> Result<GpuEvent> {
-        self.run(&GpuOp::Gemm { m, k, n }, &[a, b], output)
-    }
-
-    fn shape(&self, op: &GpuOp, what: String) -> Error {
+    fn shape(&self, api: &'static str, what: String) -> Error {
         Error::Shape {
-            api: op.name(),
+            api,
             device: self.device().to_string(),
             what,
         }
     }
 
-    /// Checks the argument count and sizes of `op` against ranges of lengths `inputs` and
-    /// `output`; returns the bytes each input and the output use.
-    pub(crate) fn check(
-        &self,
-        op: &GpuOp,
-        inputs: &[usize],
-        output: usize,
-    ) -> Result<(Vec<usize>, usize)> {
-        let (need_in, need_out) = op
-            .bytes()
-            .ok_or_else(|| self.shape(op, format!("the sizes of {op:?} overflow")))?;
-        if inputs.len() != need_in.len() {
-            return Err(self.shape(
-                op,
-                format!("takes {} inputs, got {}", need_in.len(), inputs.len()),
-            ));
-        }
-        for (i, (&have, &need)) in inputs.iter().zip(&need_in).enumerate() {
-            if have < need {
-                return Err(self.shape(
-                    op,
-                    format!("input {i} holds {have} bytes, {op:?} reads {need}"),
-                ));
-            }
-        }
-        if output < need_out {
-            return Err(self.shape(
-                op,
-                format!("the output holds {output} bytes, {op:?} writes {need_out}"),
-            ));
-        }
-        self.check_limits(op)?;
-        Ok((need_in, need_out))
-    }
-
-    /// Limits of the launch geometry and of cuFFT.
-    fn check_limits(&self, op: &GpuOp) -> Result<()> {
-        let unsupported = |why: String| Error::Unsupported {
-            api: op.name(),
+    fn unsupported(&self, api: &'static str, why: String) -> Error {
+        Error::Unsupported {
+            api,
             device: self.device().to_string(),
             why,
-        };
-        match *op {
-            GpuOp::Fft { points, batch, .. } => {
-                if points == 0 || batch == 0 {
-                    return Err(self.shape(op, "points and batch must be at least 1".into()));
-                }
-                if points
-                    .checked_mul(batch)
-                    .is_none_or(|t| t > i32::MAX as usize)
-                {
-                    return Err(unsupported(format!(
-                        "{points} × {batch} points exceed cuFFT's 1-D plans ({} points)",
-                        i32::MAX
-                    )));
-                }
-            }
-            GpuOp::Transpose { rows, cols }
-                if u32::try_from(rows).is_err()
-                    || u32::try_from(cols).is_err()
-                    || rows.div_ceil(32) > MAX_GRID_Y =>
-            {
-                return Err(unsupported(format!(
-                    "{rows} × {cols}: at most {} rows and {} columns",
-                    MAX_GRID_Y * 32,
-                    u32::MAX
-                )));
-            }
-            GpuOp::Gemm { m, k, n }
-                if u32::try_from(m).is_err()
-                    || u32::try_from(k).is_err()
-                    || u32::try_from(n).is_err()
-                    || m.div_ceil(16) > MAX_GRID_Y =>
-            {
-                return Err(unsupported(format!(
-                    "{m} × {k} · {k} × {n}: at most {} rows and {} columns",
-                    MAX_GRID_Y * 16,
-                    u32::MAX
-                )));
-            }
-            _ => {}
         }
-        Ok(())
     }
 
-    /// Runs `op` on ranges of the pool: the generic entry point behind the typed methods,
-    /// for a dispatcher that holds an op and its arguments.
-    pub fn run(&self, op: &GpuOp, inputs: &[DevRange], output: DevRange) -> Result<GpuEvent> {
-        let lens: Vec<usize> = inputs.iter().map(|r| r.len).collect();
-        let (need_in, need_out) = self.check(op, &lens, output.len)?;
-        let used: Vec<DevRange> = inputs
-            .iter()
-            .zip(&need_in)
-            .map(|(r, &n)| DevRange::new(r.offset, n))
-            .collect();
-        let out = DevRange::new(output.offset, need_out);
-        // A misaligned complex (or f32) access is a sticky CUDA error that ends the context,
-        // so it is refused here. The pool itself is 256-byte aligned.
-        let out_align = match op {
-            GpuOp::Magnitude { .. } => F32,
-            _ => C32,
-        };
-        for (what, offset, align) in used
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (format!("input {i}"), r.offset, C32))
-            .chain(std::iter::once((
-                "the output".to_string(),
-                out.offset,
-                out_align,
-            )))
-        {
-            if offset % align != 0 {
-                return Err(self.shape(
-                    op,
-                    format!("{what} starts at byte {offset}, not a multiple of {align}"),
-                ));
-            }
-        }
-        for (i, r) in used.iter().enumerate() {
-            let same = r.offset == out.offset;
-            if r.overlaps(out) && !(same && op.in_place_ok()) {
-                return Err(self.shape(
-                    op,
-                    format!(
-                        "input {i} {r:?} overlaps the output {out:?}{}",
-                        if op.in_place_ok() {
-                            " other than exactly (in place)"
-                        } else {
-                            ", which this API cannot do in place"
-                        }
-                    ),
-                ));
-            }
-        }
-        let mut operands = Vec::with_capacity(used.len());
-        for r in &used {
-            operands.push(Operand {
-                ptr: self.arena.ptr(*r, op.name())?,
-                span: Some(r.span()),
-            });
-        }
-        let output = Operand {
-            ptr: self.arena.ptr(out, op.name())?,
-            span: Some(out.span()),
-        };
-        self.run_operands(op, &operands, output)
+    /// [`Footprint::check`], its complaint as a shape error of `api`.
+    fn check(&self, api: &'static str, footprint: Footprint<'_>) -> Result<(Vec<Arg>, Arg)> {
+        footprint.check().map_err(|what| self.shape(api, what))
     }
 
-    /// Runs `op` on device addresses whose sizes the caller has checked with
-    /// [`check`](Self::check). Operands with a pool span are ordered against other work on
-    /// those bytes; operands without one (private allocations of the baseline) are not.
-    pub(crate) fn run_operands(
+    /// Checks the footprint of an API with one input; the ranges it reads and writes.
+    fn unary(&self, api: &'static str, footprint: Footprint<'_>) -> Result<(Arg, Arg)> {
+        let (used, out) = self.check(api, footprint)?;
+        match used.as_slice() {
+            [x] => Ok((*x, out)),
+            _ => Err(self.shape(api, format!("takes 1 input, got {}", used.len()))),
+        }
+    }
+
+    /// Enqueues on the device's stream with its context current; `enqueue` must only enqueue.
+    fn launch(&self, enqueue: impl FnOnce(&CudaStream) -> Result<()>) -> Result<()> {
+        self.stream.bind()?;
+        enqueue(self.stream.stream())
+    }
+
+    fn launch_error(&self, api: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+        let what = format!("launching {api} on {}", self.device());
+        move |e| cuda_error(what.clone(), e)
+    }
+
+    /// `batch` FFTs of `points` points from `input` to `output` (the same range or disjoint);
+    /// the inverse is scaled by 1/points.
+    pub(crate) fn fft(
         &self,
-        op: &GpuOp,
-        inputs: &[Operand],
-        output: Operand,
-    ) -> Result<GpuEvent> {
-        let plan = match *op {
-            GpuOp::Fft { points, batch, .. } => Some(self.plans.get(points, batch)?),
-            _ => None,
-        };
-        let reads: Vec<Span> = inputs.iter().filter_map(|o| o.span).collect();
-        let writes: Vec<Span> = output.span.into_iter().collect();
-        let lanes = self.arena.lanes();
-        let ((), event) = lanes.submit(Lane::Compute, &reads, &writes, |stream| {
-            self.enqueue(stream, op, inputs, output, plan.as_deref())
-        })?;
-        Ok(event)
-    }
-
-    fn enqueue(
-        &self,
-        stream: &CudaStream,
-        op: &GpuOp,
-        inputs: &[Operand],
-        out: Operand,
-        plan: Option<&FftPlan>,
+        input: Arg,
+        output: Arg,
+        points: usize,
+        batch: usize,
+        direction: FftDirection,
     ) -> Result<()> {
-        let input = |i: usize| {
-            inputs
-                .get(i)
-                .map(|o| o.ptr)
-                .ok_or_else(|| self.shape(op, format!("missing input {i}")))
-        };
-        let o = out.ptr;
-        let launch_err = |e| cuda_error(format!("launching {} on {}", op.name(), self.device()), e);
-        match *op {
-            GpuOp::Fft {
-                points,
-                batch,
-                direction,
-            } => {
-                let plan = plan.ok_or_else(|| self.shape(op, "no FFT plan".into()))?;
-                let dir = match direction {
-                    FftDirection::Forward => cudarc::cufft::FftDirection::Forward,
-                    FftDirection::Inverse => cudarc::cufft::FftDirection::Inverse,
-                } as i32;
-                let x = input(0)?;
-                // SAFETY: the plan is live and bound to this stream; both ranges hold
-                // points × batch complex values (checked by the caller) and are the same or
-                // disjoint.
-                unsafe {
-                    cudarc::cufft::result::exec_c2c(
-                        plan.raw(),
-                        x as *mut cudarc::cufft::sys::cufftComplex,
-                        o as *mut cudarc::cufft::sys::cufftComplex,
-                        dir,
-                    )
-                }
-                .map_err(|e| {
-                    cuda_error(
-                        format!("cufftExecC2C of {points} × {batch} on {}", self.device()),
-                        format!("{e:?}"),
-                    )
-                })?;
-                if direction == FftDirection::Inverse {
-                    // cuFFT leaves the inverse unscaled; the runtime's fft returns the input
-                    // after a forward + inverse pair, so scale by 1/N here, in place.
-                    let n = (points * batch) as u64;
-                    let (re, im) = (1.0f32 / points as f32, 0.0f32);
-                    let mut b = stream.launch_builder(&self.fns.scale);
-                    b.arg(&o).arg(&o).arg(&n).arg(&re).arg(&im);
-                    // SAFETY: rimms_scale(const float2*, float2*, u64, float, float) with
-                    // the output range of n complex values.
-                    unsafe { b.launch(elementwise(n)) }.map_err(launch_err)?;
-                }
-            }
-            GpuOp::Zip { op: zop, len } => {
-                let (a, bp, n) = (input(0)?, input(1)?, len as u64);
-                let code: i32 = match zop {
-                    ZipOp::Add => 0,
-                    ZipOp::Sub => 1,
-                    ZipOp::Mul => 2,
-                    ZipOp::Div => 3,
-                    ZipOp::MulConj => 4,
-                };
-                if n > 0 {
-                    let mut b = stream.launch_builder(&self.fns.zip);
-                    b.arg(&a).arg(&bp).arg(&o).arg(&n).arg(&code);
-                    // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int);
-                    // every range holds n complex values (checked by the caller).
-                    unsafe { b.launch(elementwise(n)) }.map_err(launch_err)?;
-                }
-            }
-            GpuOp::Conj { len } | GpuOp::Magnitude { len } => {
-                let (x, n) = (input(0)?, len as u64);
-                let f = if matches!(op, GpuOp::Conj { .. }) {
-                    &self.fns.conj
-                } else {
-                    &self.fns.magnitude
-                };
-                if n > 0 {
-                    let mut b = stream.launch_builder(f);
-                    b.arg(&x).arg(&o).arg(&n);
-                    // SAFETY: rimms_conj(const float2*, float2*, u64) and
-                    // rimms_magnitude(const float2*, float*, u64); sizes checked by the caller.
-                    unsafe { b.launch(elementwise(n)) }.map_err(launch_err)?;
-                }
-            }
-            GpuOp::Scale { len, factor } => {
-                let (x, n) = (input(0)?, len as u64);
-                if n > 0 {
-                    let mut b = stream.launch_builder(&self.fns.scale);
-                    b.arg(&x).arg(&o).arg(&n).arg(&factor.re).arg(&factor.im);
-                    // SAFETY: rimms_scale(const float2*, float2*, u64, float, float).
-                    unsafe { b.launch(elementwise(n)) }.map_err(launch_err)?;
-                }
-            }
-            GpuOp::FftShift { rows, cols } => {
-                let (x, r, c) = (input(0)?, rows as u64, cols as u64);
-                if r > 0 && c > 0 {
-                    let mut b = stream.launch_builder(&self.fns.fftshift);
-                    b.arg(&x).arg(&o).arg(&r).arg(&c);
-                    // SAFETY: rimms_fftshift_rows(const float2*, float2*, u64, u64); both
-                    // ranges hold rows × cols values and do not overlap.
-                    unsafe { b.launch(elementwise(r * c)) }.map_err(launch_err)?;
-                }
-            }
-            GpuOp::Transpose { rows, cols } => {
-                let x = input(0)?;
-                // Both fit in u32: checked by `check_limits`.
-                let (r, c) = (rows as u32, cols as u32);
-                if r > 0 && c > 0 {
-                    let cfg = LaunchConfig {
-                        grid_dim: (c.div_ceil(32), r.div_ceil(32), 1),
-                        block_dim: (32, 8, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    let mut b = stream.launch_builder(&self.fns.transpose);
-                    b.arg(&x).arg(&o).arg(&r).arg(&c);
-                    // SAFETY: rimms_transpose(const float2*, float2*, u32, u32) with its
-                    // documented geometry; ranges checked and disjoint.
-                    unsafe { b.launch(cfg) }.map_err(launch_err)?;
-                }
-            }
-            GpuOp::Gemm { m, k, n } => {
-                let (a, bp) = (input(0)?, input(1)?);
-                // All three fit in u32: checked by `check_limits`.
-                let (m, k, n) = (m as u32, k as u32, n as u32);
-                if m > 0 && n > 0 {
-                    let cfg = LaunchConfig {
-                        grid_dim: (n.div_ceil(16), m.div_ceil(16), 1),
-                        block_dim: (16, 16, 1),
-                        shared_mem_bytes: 0,
-                    };
-                    let mut b = stream.launch_builder(&self.fns.gemm);
-                    b.arg(&a).arg(&bp).arg(&o).arg(&m).arg(&k).arg(&n);
-                    // SAFETY: rimms_gemm(const float2*, const float2*, float2*, u32, u32,
-                    // u32) with its documented geometry; ranges checked and disjoint.
-                    unsafe { b.launch(cfg) }.map_err(launch_err)?;
-                }
-            }
+        const API: &str = "fft";
+        let bytes = c32s2(points, batch);
+        let (x, o) = self.unary(
+            API,
+            Footprint::new(&[(input, bytes)], output, bytes).in_place_ok(),
+        )?;
+        if points == 0 || batch == 0 {
+            return Err(self.shape(API, "points and batch must be at least 1".into()));
         }
-        Ok(())
+        if points
+            .checked_mul(batch)
+            .is_none_or(|t| t > i32::MAX as usize)
+        {
+            return Err(self.unsupported(
+                API,
+                format!(
+                    "{points} × {batch} points exceed cuFFT's 1-D plans ({} points)",
+                    i32::MAX
+                ),
+            ));
+        }
+        let plan: Arc<FftPlan> = self.plans.get(points, batch)?;
+        self.launch(|stream| {
+            let dir = match direction {
+                FftDirection::Forward => cudarc::cufft::FftDirection::Forward,
+                FftDirection::Inverse => cudarc::cufft::FftDirection::Inverse,
+            } as i32;
+            // SAFETY: the plan is live and bound to this stream; both ranges hold points ×
+            // batch complex values (checked above) and are the same or disjoint.
+            unsafe {
+                cudarc::cufft::result::exec_c2c(
+                    plan.raw(),
+                    x.ptr as *mut cudarc::cufft::sys::cufftComplex,
+                    o.ptr as *mut cudarc::cufft::sys::cufftComplex,
+                    dir,
+                )
+            }
+            .map_err(|e| {
+                cuda_error(
+                    format!("cufftExecC2C of {points} × {batch} on {}", self.device()),
+                    format!("{e:?}"),
+                )
+            })?;
+            if direction == FftDirection::Inverse {
+                // cuFFT leaves the inverse unscaled; the runtime's fft returns the input after
+                // a forward + inverse pair, so scale by 1/N here, in place, on the same stream.
+                let n = (points * batch) as u64;
+                let (re, im) = (1.0f32 / points as f32, 0.0f32);
+                let mut b = stream.launch_builder(&self.fns.scale);
+                b.arg(&o.ptr).arg(&o.ptr).arg(&n).arg(&re).arg(&im);
+                // SAFETY: rimms_scale(const float2*, float2*, u64, float, float) with the
+                // output range of n complex values.
+                unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Element-wise `output = a op b` over `len` complex values.
+    pub(crate) fn zip(&self, op: ZipOp, a: Arg, b: Arg, output: Arg, len: usize) -> Result<()> {
+        const API: &str = "zip";
+        let bytes = c32s(len);
+        let (used, o) = self.check(
+            API,
+            Footprint::new(&[(a, bytes), (b, bytes)], output, bytes).in_place_ok(),
+        )?;
+        let (a, bp, n) = (used[0].ptr, used[1].ptr, len as u64);
+        let code: i32 = match op {
+            ZipOp::Add => 0,
+            ZipOp::Sub => 1,
+            ZipOp::Mul => 2,
+            ZipOp::Div => 3,
+            ZipOp::MulConj => 4,
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(|stream| {
+            let mut l = stream.launch_builder(&self.fns.zip);
+            l.arg(&a).arg(&bp).arg(&o.ptr).arg(&n).arg(&code);
+            // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int); every range
+            // holds n complex values (checked above).
+            unsafe { l.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
+            Ok(())
+        })
+    }
+
+    /// `output = conj(input)` over `len` complex values.
+    pub(crate) fn conj(&self, input: Arg, output: Arg, len: usize) -> Result<()> {
+        const API: &str = "conj";
+        let bytes = c32s(len);
+        let (x, o) = self.unary(
+            API,
+            Footprint::new(&[(input, bytes)], output, bytes).in_place_ok(),
+        )?;
+        self.map(API, &self.fns.conj, x, o, len, None)
+    }
+
+    /// `output = |input|` over `len` complex values; the output holds `len` f32.
+    pub(crate) fn magnitude(&self, input: Arg, output: Arg, len: usize) -> Result<()> {
+        const API: &str = "magnitude";
+        let writes = len.checked_mul(F32);
+        let (x, o) = self.unary(
+            API,
+            Footprint::new(&[(input, c32s(len))], output, writes).out_element(F32),
+        )?;
+        self.map(API, &self.fns.magnitude, x, o, len, None)
+    }
+
+    /// `output = input · factor` over `len` complex values.
+    pub(crate) fn scale(
+        &self,
+        input: Arg,
+        output: Arg,
+        len: usize,
+        factor: Complex32,
+    ) -> Result<()> {
+        const API: &str = "scale";
+        let bytes = c32s(len);
+        let (x, o) = self.unary(
+            API,
+            Footprint::new(&[(input, bytes)], output, bytes).in_place_ok(),
+        )?;
+        self.map(API, &self.fns.scale, x, o, len, Some(factor))
+    }
+
+    /// An element-wise kernel over `len` values: `conj` and `magnitude` (`f(const float2*,
+    /// T*, u64)`), or `scale` with its factor (`f(const float2*, float2*, u64, float,
+    /// float)`).
+    fn map(
+        &self,
+        api: &'static str,
+        f: &CudaFunction,
+        x: Arg,
+        o: Arg,
+        len: usize,
+        factor: Option<Complex32>,
+    ) -> Result<()> {
+        let n = len as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(|stream| {
+            let mut b = stream.launch_builder(f);
+            b.arg(&x.ptr).arg(&o.ptr).arg(&n);
+            if let Some(factor) = &factor {
+                b.arg(&factor.re).arg(&factor.im);
+            }
+            // SAFETY: rimms_conj(const float2*, float2*, u64), rimms_magnitude(const float2*,
+            // float*, u64) and rimms_scale(const float2*, float2*, u64, float, float), each
+            // given its own arguments; both ranges hold n values (checked by the caller).
+            unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(api))?;
+            Ok(())
+        })
+    }
+
+    /// `numpy.fft.fftshift` of each row of a `rows` × `cols` complex matrix.
+    pub(crate) fn fftshift(&self, input: Arg, output: Arg, rows: usize, cols: usize) -> Result<()> {
+        const API: &str = "fftshift";
+        let bytes = c32s2(rows, cols);
+        let (x, o) = self.unary(API, Footprint::new(&[(input, bytes)], output, bytes))?;
+        let (r, c) = (rows as u64, cols as u64);
+        if r == 0 || c == 0 {
+            return Ok(());
+        }
+        self.launch(|stream| {
+            let mut b = stream.launch_builder(&self.fns.fftshift);
+            b.arg(&x.ptr).arg(&o.ptr).arg(&r).arg(&c);
+            // SAFETY: rimms_fftshift_rows(const float2*, float2*, u64, u64); both ranges hold
+            // rows × cols values and do not overlap (checked above).
+            unsafe { b.launch(elementwise(r * c)) }.map_err(self.launch_error(API))?;
+            Ok(())
+        })
+    }
+
+    /// `output` (cols × rows) = transpose of `input` (rows × cols).
+    pub(crate) fn transpose(
+        &self,
+        input: Arg,
+        output: Arg,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        const API: &str = "transpose";
+        let bytes = c32s2(rows, cols);
+        let (x, o) = self.unary(API, Footprint::new(&[(input, bytes)], output, bytes))?;
+        let (Ok(r), Ok(c)) = (u32::try_from(rows), u32::try_from(cols)) else {
+            return Err(self.transpose_too_big(rows, cols));
+        };
+        if rows.div_ceil(32) > MAX_GRID_Y {
+            return Err(self.transpose_too_big(rows, cols));
+        }
+        if r == 0 || c == 0 {
+            return Ok(());
+        }
+        self.launch(|stream| {
+            let cfg = LaunchConfig {
+                grid_dim: (c.div_ceil(32), r.div_ceil(32), 1),
+                block_dim: (32, 8, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = stream.launch_builder(&self.fns.transpose);
+            b.arg(&x.ptr).arg(&o.ptr).arg(&r).arg(&c);
+            // SAFETY: rimms_transpose(const float2*, float2*, u32, u32) with its documented
+            // geometry; ranges checked and disjoint.
+            unsafe { b.launch(cfg) }.map_err(self.launch_error(API))?;
+            Ok(())
+        })
+    }
+
+    fn transpose_too_big(&self, rows: usize, cols: usize) -> Error {
+        self.unsupported(
+            "transpose",
+            format!(
+                "{rows} × {cols}: at most {} rows and {} columns",
+                MAX_GRID_Y * 32,
+                u32::MAX
+            ),
+        )
+    }
+
+    /// `output` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
+    pub(crate) fn gemm(
+        &self,
+        a: Arg,
+        b: Arg,
+        output: Arg,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Result<()> {
+        const API: &str = "gemm";
+        let (used, o) = self.check(
+            API,
+            Footprint::new(&[(a, c32s2(m, k)), (b, c32s2(k, n))], output, c32s2(m, n)),
+        )?;
+        let (Ok(m32), Ok(k32), Ok(n32)) = (u32::try_from(m), u32::try_from(k), u32::try_from(n))
+        else {
+            return Err(self.gemm_too_big(m, k, n));
+        };
+        if m.div_ceil(16) > MAX_GRID_Y {
+            return Err(self.gemm_too_big(m, k, n));
+        }
+        if m32 == 0 || n32 == 0 {
+            return Ok(());
+        }
+        let (ap, bp) = (used[0].ptr, used[1].ptr);
+        self.launch(|stream| {
+            let cfg = LaunchConfig {
+                grid_dim: (n32.div_ceil(16), m32.div_ceil(16), 1),
+                block_dim: (16, 16, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(&self.fns.gemm);
+            l.arg(&ap)
+                .arg(&bp)
+                .arg(&o.ptr)
+                .arg(&m32)
+                .arg(&k32)
+                .arg(&n32);
+            // SAFETY: rimms_gemm(const float2*, const float2*, float2*, u32, u32, u32) with
+            // its documented geometry; ranges checked and disjoint.
+            unsafe { l.launch(cfg) }.map_err(self.launch_error(API))?;
+            Ok(())
+        })
+    }
+
+    fn gemm_too_big(&self, m: usize, k: usize, n: usize) -> Error {
+        self.unsupported(
+            "gemm",
+            format!(
+                "{m} × {k} · {k} × {n}: at most {} rows and {} columns",
+                MAX_GRID_Y * 16,
+                u32::MAX
+            ),
+        )
     }
 }
 
@@ -693,18 +610,74 @@ fn elementwise(n: u64) -> LaunchConfig {
 mod tests {
     use super::*;
 
-    #[test]
-    fn op_sizes_and_overflow() {
-        let (i, o) = GpuOp::Gemm { m: 2, k: 3, n: 4 }.bytes().unwrap();
-        assert_eq!((i, o), (vec![2 * 3 * 8, 3 * 4 * 8], 2 * 4 * 8));
-        let (i, o) = GpuOp::Magnitude { len: 10 }.bytes().unwrap();
-        assert_eq!((i, o), (vec![80], 40));
-        assert!(GpuOp::Zip {
-            op: ZipOp::Add,
-            len: usize::MAX / 2
+    fn at(ptr: u64, bytes: usize) -> Arg {
+        Arg { ptr, bytes }
+    }
+
+    /// The check of a one-input footprint, the output of complex values unless `out_element`
+    /// says otherwise.
+    fn check(
+        input: Arg,
+        reads: Option<usize>,
+        output: Arg,
+        writes: Option<usize>,
+        out_element: usize,
+        in_place_ok: bool,
+    ) -> std::result::Result<(Vec<Arg>, Arg), String> {
+        let inputs = [(input, reads)];
+        let footprint = Footprint::new(&inputs, output, writes).out_element(out_element);
+        if in_place_ok {
+            footprint.in_place_ok().check()
+        } else {
+            footprint.check()
         }
-        .bytes()
-        .is_none());
+    }
+
+    #[test]
+    fn a_footprint_needs_the_bytes_it_reads_and_writes() {
+        let x = at(4096, 80);
+        let ten = c32s(10);
+        // Ten complex values in, ten f32 out: the output needs only 40 bytes.
+        let f32_out = check(x, ten, at(8192, 40), Some(40), F32, false);
+        assert_eq!(f32_out, Ok((vec![x], at(8192, 40))));
+        // A longer range is cut to what is used.
+        let longer = check(at(4096, 800), ten, at(8192, 400), ten, C32, false);
+        assert_eq!(longer, Ok((vec![x], at(8192, 80))));
+        assert_eq!(
+            check(at(4096, 72), ten, at(8192, 80), ten, C32, false),
+            Err("input 0 holds 72 bytes, reads 80".to_string())
+        );
+        assert_eq!(
+            check(x, ten, at(8192, 79), ten, C32, false),
+            Err("the output holds 79 bytes, writes 80".to_string())
+        );
+        assert_eq!(
+            check(x, c32s2(usize::MAX, 2), at(8192, 80), Some(80), C32, false),
+            Err("the sizes overflow".to_string())
+        );
+        // Two inputs: each is checked, in order.
+        let inputs = [(x, ten), (at(12288, 8), ten)];
+        let two = Footprint::new(&inputs, at(8192, 80), ten).check();
+        assert_eq!(two, Err("input 1 holds 8 bytes, reads 80".to_string()));
+    }
+
+    #[test]
+    fn a_footprint_refuses_misaligned_and_overlapping_ranges() {
+        let ten = c32s(10);
+        let misaligned = check(at(4100, 80), ten, at(8192, 80), ten, C32, false);
+        assert!(misaligned.unwrap_err().contains("not a multiple of 8"));
+        // An f32 output may start on any multiple of 4, a complex one only on multiples of 8.
+        assert!(check(at(4096, 80), ten, at(8196, 40), Some(40), C32, false).is_err());
+        assert!(check(at(4096, 80), ten, at(8196, 40), Some(40), F32, false).is_ok());
+        // Exactly in place: only where the API allows it.
+        let same = |in_place_ok| check(at(4096, 80), ten, at(4096, 80), ten, C32, in_place_ok);
+        assert!(same(false).unwrap_err().contains("cannot do in place"));
+        assert!(same(true).is_ok());
+        // Overlapping other than exactly: never.
+        let shifted = check(at(4096, 80), ten, at(4104, 80), ten, C32, true);
+        assert!(shifted.unwrap_err().contains("other than exactly"));
+        // Touching is not overlapping.
+        assert!(check(at(4096, 80), ten, at(4176, 80), ten, C32, false).is_ok());
     }
 
     #[test]

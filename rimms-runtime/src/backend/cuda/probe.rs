@@ -60,7 +60,7 @@ pub enum Probe {
 }
 
 /// Which CUDA libraries can be used. The driver is needed for anything; NVRTC (kernels) and
-/// cuFFT (`fft`) for a [`CudaBackend`](super::CudaBackend).
+/// cuFFT (`fft`) for a GPU device (`gpu(n)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Libraries {
     /// `libcuda` (the driver, installed with the NVIDIA kernel driver).

@@ -10,11 +10,11 @@
 //! returned with the event that says when the DMA is done, and is reused only after that
 //! event has completed. Buffers are allocated lazily, up to `slots`; beyond that a request
 //! waits for the oldest busy buffer (back-pressure, since pinned memory is scarce), except
-//! that a request finding none busy (all held by unfinished reads) gets a new one rather than
-//! waiting for something only its own caller can release.
+//! that a request finding none busy (all held by other callers) gets a new one rather than
+//! waiting for something it cannot see.
 
 use super::cuda_error;
-use super::lanes::GpuEvent;
+use super::stream::GpuEvent;
 use crate::error::Result;
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 use std::collections::VecDeque;
@@ -58,12 +58,6 @@ impl Staging {
     /// Bytes per buffer.
     pub(crate) fn chunk(&self) -> usize {
         self.chunk
-    }
-
-    /// Buffers kept before requests wait for busy ones; also how many chunks one read keeps
-    /// in flight before it drains its oldest.
-    pub(crate) fn slots(&self) -> usize {
-        self.slots
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

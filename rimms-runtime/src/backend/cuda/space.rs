@@ -1,0 +1,421 @@
+//! A GPU's memory as a space of the runtime: one device allocation made when the device is
+//! opened, which the runtime's pool carves (`space::Pool`, as in every other space), and the
+//! copies and fills the runtime moves bytes with.
+//!
+//! # Why one allocation
+//!
+//! `cuMemAlloc` and `cuMemFree` cost microseconds to milliseconds and `cuMemFree` synchronises
+//! the whole device, which is exactly the cost RIMMS exists to take out of frame loops. So the
+//! space makes one device allocation (the [`Arena`]) and the runtime hands out granules of it;
+//! nothing calls the driver's allocator after start-up.
+//!
+//! # Addresses and ordering
+//!
+//! The runtime addresses the space by device address. Every copy and fill checks its range
+//! against the pool before any driver call, goes on the device's one stream and is waited for
+//! before it returns, so the bytes are there (or on the host) when the runtime goes on.
+//! Copies in stage through pinned buffers, so the host's memcpy of one chunk overlaps the
+//! transfer of the last.
+
+use super::cuda_error;
+use super::kernels::{Arg, GpuKernels};
+use super::staging::Staging;
+use super::stream::GpuStream;
+use crate::backend::BackendError;
+use crate::error::{Error, Result};
+use crate::space::DeviceMemory;
+use cudarc::driver::{result, sys, DriverError, PinnedHostSlice};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+/// Bytes of one pinned staging buffer for copies in.
+const STAGING_CHUNK: usize = 4 << 20;
+/// Staging buffers kept before a copy in waits for a busy one.
+const STAGING_SLOTS: usize = 4;
+/// The alignment CUDA gives its own allocations, and the least the pool's unit may be.
+const MIN_UNIT: usize = 256;
+
+/// The one device allocation a space is carved from; freed when the space goes, after the
+/// device's stream is idle.
+struct Arena {
+    stream: Arc<GpuStream>,
+    base: sys::CUdeviceptr,
+}
+
+impl Arena {
+    /// Reserves `bytes` of device memory (a single `cuMemAlloc`).
+    fn reserve(stream: Arc<GpuStream>, bytes: usize) -> Result<Arena> {
+        stream.bind()?;
+        // SAFETY: the context is current; the memory is uninitialised, which is fine for
+        // device memory that only copies, fills and kernels the runtime orders write first.
+        let base = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+            cuda_error(
+                format!(
+                    "reserving a pool of {} MiB on {}",
+                    bytes >> 20,
+                    stream.device()
+                ),
+                e,
+            )
+        })?;
+        Ok(Arena { stream, base })
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // Nothing may still be using the pool when it goes back to the driver.
+        if let Err(e) = self.stream.finish() {
+            tracing::warn!("freeing the pool of {}: {e}", self.stream.device());
+        }
+        if self.stream.bind().is_ok() {
+            // SAFETY: `base` came from `malloc_sync` and is freed exactly once, here, after
+            // the device's stream is idle.
+            if let Err(e) = unsafe { result::free_sync(self.base) } {
+                tracing::warn!("cuMemFree of the pool of {}: {e}", self.stream.device());
+            }
+        }
+    }
+}
+
+/// One GPU's memory space and its kernels, which the device's implementations reach through
+/// `KernelCtx::device_handle`.
+pub(crate) struct GpuSpace {
+    index: usize,
+    stream: Arc<GpuStream>,
+    /// First usable device address: the allocation's base rounded up to the pool's granule.
+    base: usize,
+    capacity: usize,
+    // Declared before `arena`, so the plans, the module and the staging buffers are released
+    // before the pool.
+    kernels: GpuKernels,
+    to_device: Staging,
+    peers_enabled: Mutex<Vec<usize>>,
+    arena: Arena,
+}
+
+impl std::fmt::Debug for GpuSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuSpace")
+            .field("device", &self.name())
+            .field("allocation", &format_args!("{:#x}", self.arena.base))
+            .field("base", &format_args!("{:#x}", self.base))
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl GpuSpace {
+    /// Reserves a pool of about `pool_bytes` on GPU `index` (whose work goes on `stream`),
+    /// whose usable part starts and ends on a multiple of `granule` (a power of two), and
+    /// loads the kernels.
+    pub(crate) fn open(
+        index: usize,
+        stream: Arc<GpuStream>,
+        pool_bytes: usize,
+        granule: usize,
+    ) -> Result<GpuSpace> {
+        let name = stream.device().to_string();
+        let bad = |why: String| Err(Error::Config(format!("GPU space {name}: {why}")));
+        let unit = granule.max(MIN_UNIT);
+        let bytes = pool_bytes / unit * unit;
+        if bytes == 0 {
+            return bad(format!(
+                "pool_bytes = {pool_bytes} is less than one unit of {unit} bytes"
+            ));
+        }
+        let arena = Arena::reserve(stream.clone(), bytes)?;
+        let start = arena.base as usize;
+        let base = start.next_multiple_of(granule);
+        let capacity = bytes.saturating_sub(base - start) / granule * granule;
+        if capacity == 0 {
+            return Err(Error::Config(format!(
+                "gpu{index}: a pool of {bytes} bytes holds no {granule}-byte granule"
+            )));
+        }
+        let kernels = GpuKernels::new(stream.clone())?;
+        let to_device = Staging::new(
+            stream.ctx().clone(),
+            stream.device(),
+            STAGING_CHUNK,
+            STAGING_SLOTS,
+        );
+        Ok(GpuSpace {
+            index,
+            stream,
+            base,
+            capacity,
+            kernels,
+            to_device,
+            peers_enabled: Mutex::new(Vec::new()),
+            arena,
+        })
+    }
+
+    /// The space's name, `gpuN`.
+    pub(crate) fn name(&self) -> &str {
+        self.stream.device()
+    }
+
+    /// Waits for the device's stream and reports how the kernels queued so far ended.
+    pub(crate) fn status(&self) -> Result<()> {
+        self.stream.status()
+    }
+
+    /// The built-in APIs on the device.
+    pub(crate) fn kernels(&self) -> &GpuKernels {
+        &self.kernels
+    }
+
+    /// `len` bytes at device address `addr`, once they are known to lie in the pool.
+    pub(crate) fn arg(&self, addr: usize, len: usize) -> std::result::Result<Arg, BackendError> {
+        let end = self.base + self.capacity;
+        match addr.checked_add(len) {
+            Some(stop) if addr >= self.base && stop <= end => Ok(Arg {
+                ptr: addr as u64,
+                bytes: len,
+            }),
+            _ => Err(BackendError::OutOfRange {
+                addr,
+                len,
+                memory: format!("{}'s pool", self.name()),
+            }),
+        }
+    }
+
+    fn transfer_error(&self, from: &str, to: &str, bytes: usize, e: DriverError) -> Error {
+        Error::Transfer {
+            from: from.to_string(),
+            to: to.to_string(),
+            bytes,
+            source: BackendError::driver(e),
+        }
+    }
+
+    /// Copies `src` to `dst` through the pinned staging buffers, chunk by chunk, and returns
+    /// when the bytes are on the device.
+    fn stage_in(&self, dst: Arg, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let fail = |e| self.transfer_error("host", self.name(), src.len(), e);
+        let chunk = self.to_device.chunk();
+        for (i, piece) in src.chunks(chunk).enumerate() {
+            let at = dst.ptr + (i * chunk) as u64;
+            let mut buf = self.to_device.take()?;
+            let enqueued = fill(&mut buf, piece).map_err(fail).and_then(|()| {
+                self.stream.bind()?;
+                let staged = buf.as_slice().map_err(fail)?;
+                let staged = staged.get(..piece.len()).unwrap_or(staged);
+                // SAFETY: `at..at + piece.len()` lies in the pool (checked by the caller); the
+                // pinned buffer stays alive and untouched until the event recorded after this
+                // copy completes (`release_after` below).
+                unsafe { result::memcpy_htod_async(at, staged, self.stream.stream().cu_stream()) }
+                    .map_err(fail)
+            });
+            if let Err(e) = enqueued {
+                // Nothing was queued that reads the buffer.
+                self.to_device.release(buf);
+                return Err(e);
+            }
+            match self.stream.record() {
+                Ok(event) => self.to_device.release_after(buf, event),
+                Err(e) => {
+                    // No event says when the copy is done: wait it out before the buffer is
+                    // reused, and never reuse it if even that fails.
+                    match self.stream.stream().synchronize() {
+                        Ok(()) => self.to_device.release(buf),
+                        Err(_) => std::mem::forget(buf),
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        self.stream.finish()
+    }
+
+    /// Copies `src` into `dst` (equal lengths) and returns when the bytes are on the host.
+    fn read_out(&self, src: Arg, dst: &mut [u8]) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let len = dst.len();
+        self.stream.bind()?;
+        // SAFETY: the source lies in the pool (checked by the caller); `dst` is borrowed
+        // mutably for this whole call, and the copy is waited for before it returns (or the
+        // stream is, should even that fail: `finish`).
+        unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.stream().cu_stream()) }
+            .map_err(|e| self.transfer_error(self.name(), "host", len, e))?;
+        self.stream.finish()
+    }
+
+    /// Sets `dst` to zero bytes and returns when that is done.
+    fn zero(&self, dst: Arg) -> Result<()> {
+        self.stream.bind()?;
+        // SAFETY: the range lies in the pool (checked by the caller).
+        unsafe { result::memset_d8_async(dst.ptr, 0, dst.bytes, self.stream.stream().cu_stream()) }
+            .map_err(|e| cuda_error(format!("zero fill on {}", self.name()), e))?;
+        self.stream.finish()
+    }
+
+    /// Copies `src` of this space into `dst` of `peer`'s (equal lengths) on the peer's stream,
+    /// after the work already queued on both devices, and returns when it is done. Peer access
+    /// is enabled the first time where the hardware has it; without it the driver stages the
+    /// copy through the host.
+    fn peer_copy(&self, src: Arg, peer: &GpuSpace, dst: Arg) -> Result<()> {
+        if src.bytes == 0 {
+            return Ok(());
+        }
+        if std::ptr::eq(self, peer) {
+            return self.copy_within(src, dst);
+        }
+        peer.enable_peer_access_from(self)?;
+        let source_ready = self.stream.record()?;
+        peer.stream.wait_for(&source_ready)?;
+        peer.stream.bind()?;
+        let (src_ctx, dst_ctx) = (self.stream.ctx().cu_ctx(), peer.stream.ctx().cu_ctx());
+        // SAFETY: both ranges lie in their pools (checked by the caller); the contexts are the
+        // two devices' live primary contexts; the copy is waited for before returning.
+        unsafe {
+            result::memcpy_peer_async(
+                dst_ctx,
+                dst.ptr,
+                src_ctx,
+                src.ptr,
+                src.bytes,
+                peer.stream.stream().cu_stream(),
+            )
+        }
+        .map_err(|e| self.transfer_error(self.name(), peer.name(), src.bytes, e))?;
+        peer.stream.finish()
+    }
+
+    /// Copies `src` to `dst` inside the pool (equal lengths, not overlapping).
+    fn copy_within(&self, src: Arg, dst: Arg) -> Result<()> {
+        let (s_end, d_end) = (src.ptr + src.bytes as u64, dst.ptr + dst.bytes as u64);
+        if src.bytes != dst.bytes || (src.ptr < d_end && dst.ptr < s_end) {
+            return Err(Error::Shape {
+                api: "copy within device",
+                device: self.name().to_string(),
+                what: format!(
+                    "source {src:?} and destination {dst:?} must have equal lengths and not overlap"
+                ),
+            });
+        }
+        self.stream.bind()?;
+        // SAFETY: both ranges lie in the pool and do not overlap (checked above).
+        unsafe {
+            result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                src.bytes,
+                self.stream.stream().cu_stream(),
+            )
+        }
+        .map_err(|e| self.transfer_error(self.name(), self.name(), src.bytes, e))?;
+        self.stream.finish()
+    }
+
+    /// Lets this device's context reach `src`'s memory directly, where the hardware allows.
+    fn enable_peer_access_from(&self, src: &GpuSpace) -> Result<()> {
+        let mut enabled = self.peers_enabled.lock().unwrap_or_else(|e| e.into_inner());
+        if enabled.contains(&src.index) {
+            return Ok(());
+        }
+        self.stream.bind()?;
+        let what = || {
+            format!(
+                "enabling peer access from {} to {}",
+                self.name(),
+                src.name()
+            )
+        };
+        let mut can = 0;
+        // SAFETY: the out-pointer is a live local; both device handles come from live
+        // contexts.
+        unsafe {
+            sys::cuDeviceCanAccessPeer(
+                &mut can,
+                self.stream.ctx().cu_device(),
+                src.stream.ctx().cu_device(),
+            )
+        }
+        .result()
+        .map_err(|e| cuda_error(what(), e))?;
+        if can == 1 {
+            // SAFETY: this device's context is current and `src`'s context is live.
+            match unsafe { sys::cuCtxEnablePeerAccess(src.stream.ctx().cu_ctx(), 0) }.result() {
+                Ok(())
+                | Err(DriverError(sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) => {}
+                Err(e) => return Err(cuda_error(what(), e)),
+            }
+        }
+        enabled.push(src.index);
+        Ok(())
+    }
+}
+
+impl Drop for GpuSpace {
+    fn drop(&mut self) {
+        // The plans, the kernels' module and the staging buffers go first (then the pool):
+        // nothing queued may still be using them.
+        if let Err(e) = self.stream.finish() {
+            tracing::warn!("{}: work failed before shutdown: {e}", self.name());
+        }
+    }
+}
+
+impl DeviceMemory for GpuSpace {
+    fn base(&self) -> usize {
+        self.base
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn copy_in(&self, addr: usize, src: &[u8]) -> std::result::Result<(), BackendError> {
+        let dst = self.arg(addr, src.len())?;
+        self.stage_in(dst, src).map_err(BackendError::driver)
+    }
+
+    fn copy_out(&self, addr: usize, dst: &mut [u8]) -> std::result::Result<(), BackendError> {
+        let src = self.arg(addr, dst.len())?;
+        self.read_out(src, dst).map_err(BackendError::driver)
+    }
+
+    fn fill_zero(&self, addr: usize, len: usize) -> std::result::Result<(), BackendError> {
+        let dst = self.arg(addr, len)?;
+        self.zero(dst).map_err(BackendError::driver)
+    }
+
+    /// GPU to GPU: a peer copy (through the host by the driver where the pair has no peer
+    /// access).
+    fn copy_to_peer(
+        &self,
+        src: usize,
+        peer: &dyn DeviceMemory,
+        dst: usize,
+        len: usize,
+    ) -> Option<std::result::Result<(), BackendError>> {
+        let peer = peer.as_any().downcast_ref::<GpuSpace>()?;
+        Some((|| {
+            let from = self.arg(src, len)?;
+            let to = peer.arg(dst, len)?;
+            self.peer_copy(from, peer, to).map_err(BackendError::driver)
+        })())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Copies `piece` into the start of a staging buffer.
+fn fill(buf: &mut PinnedHostSlice<u8>, piece: &[u8]) -> std::result::Result<(), DriverError> {
+    let staged = buf.as_mut_slice()?;
+    if let Some(dst) = staged.get_mut(..piece.len()) {
+        dst.copy_from_slice(piece);
+    }
+    Ok(())
+}
