@@ -71,8 +71,9 @@ const ZERO_BIT: u64 = 1 << (2 * MAX_SPACES);
 
 /// A summary under which no access anywhere is resident: an evictor publishes it before it
 /// checks a buffer's pins, so a call that pins after that check cannot take the fast path
-/// into the block being evicted (see `data::evict`).
-pub(crate) const WITHDRAWN: u64 = ((1u64 << MAX_SPACES) - 1) << ANY_SHIFT;
+/// into the block being evicted (see `data::evict`). Only [`resident`] reads a published
+/// summary, and with no space holding every fragment it says no to every access.
+pub(crate) const WITHDRAWN: u64 = 0;
 
 /// Whether an access of `access` mode by `space` needs no work at all, judged from a buffer
 /// summary alone. This is the lock-free fast path: when it says yes, nothing moves and no

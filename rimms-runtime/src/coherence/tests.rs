@@ -326,6 +326,15 @@ fn spans_know_their_partial_ends() {
 }
 
 #[test]
+fn a_withdrawn_summary_lets_no_access_through_the_fast_path() {
+    for space in (0..MAX_SPACES as u8).map(SpaceId) {
+        for access in [Access::Read, Access::ReadWrite, Access::Write] {
+            assert!(!resident(WITHDRAWN, space, access), "{space:?} {access:?}");
+        }
+    }
+}
+
+#[test]
 fn summary_bits_are_laid_out_per_space() {
     // Space 2's bits (2 and 18) must not collide with the zero flag (32), nor space 15's
     // (15 and 31).
