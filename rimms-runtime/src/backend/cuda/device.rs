@@ -10,7 +10,7 @@ use super::{CudaBackend, DevRange, GpuAlloc, GpuOp};
 use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
-use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+use crate::kernel::{apis, DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
 use crate::space::{DeviceMemory, LinkModel};
 use crate::{DevSlice, DevSliceMut};
 use num_complex::Complex32 as C32;
@@ -165,10 +165,6 @@ impl Backend for RuntimeGpu {
         })
     }
 
-    fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
-        self.space.gpu.check_fft(points)
-    }
-
     fn arg_form(&self) -> ArgForm {
         ArgForm::Device
     }
@@ -224,7 +220,31 @@ fn out<T>(s: &DevSliceMut<'_, T>) -> (usize, usize) {
     (s.addr(), s.bytes())
 }
 
-#[rimms_macros::kernel(api = apis::fft, device = gpu)]
+/// The `accepts` check of `fft` on a GPU: the sizes cuFFT transforms.
+fn fft_fits(
+    dev: &DeviceCtx<'_>,
+    _dir: FftDirection,
+    points: usize,
+    _input: usize,
+    _output: usize,
+) -> std::result::Result<(), Refusal> {
+    let gpu = dev
+        .device_handle::<GpuSpace>()
+        .ok_or_else(|| Refusal::new(format!("{} is not a CUDA GPU", dev.device())))?;
+    Ok(gpu.gpu.check_fft(points)?)
+}
+
+/// The `accepts` check of `fft_in_place` on a GPU, as `fft`'s.
+fn fft_in_place_fits(
+    dev: &DeviceCtx<'_>,
+    dir: FftDirection,
+    points: usize,
+    data: usize,
+) -> std::result::Result<(), Refusal> {
+    fft_fits(dev, dir, points, data, data)
+}
+
+#[rimms_macros::kernel(api = apis::fft, device = gpu, accepts = fft_fits)]
 fn fft(
     ctx: &KernelCtx,
     dir: FftDirection,
@@ -241,7 +261,7 @@ fn fft(
     launch(ctx, op, &[arg(&input)], out(&output))
 }
 
-#[rimms_macros::kernel(api = apis::fft_in_place, device = gpu)]
+#[rimms_macros::kernel(api = apis::fft_in_place, device = gpu, accepts = fft_in_place_fits)]
 fn fft_in_place(
     ctx: &KernelCtx,
     dir: FftDirection,
