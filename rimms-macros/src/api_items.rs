@@ -136,9 +136,8 @@ fn caller_fn(
                 let (name, elem) = (b.name, b.elem);
                 let label = name.to_string();
                 let position = bound.len();
-                accepts_args.push(
-                    quote!(#rimms::__private::arg_elements::<#elem>(&#shapes[#position])),
-                );
+                accepts_args
+                    .push(quote!(#rimms::__private::arg_elements::<#elem>(&#shapes[#position])));
                 let local = format_ident!("__rimms_arg_{}", name, span = Span::mixed_site());
                 bound.push(local.clone());
                 let ctor = match b.mode {

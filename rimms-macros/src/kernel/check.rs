@@ -117,7 +117,11 @@ mod tests {
     #[test]
     fn the_attribute_and_the_signature_are_judged_together() {
         let found = messages(
-            quote::quote!(api = saxpy, device = [cpu(1), auto, tpu, gpu], accepts = 2048),
+            quote::quote!(
+                api = saxpy,
+                device = [cpu(1), auto, tpu, gpu],
+                accepts = 2048
+            ),
             syn::parse_quote!(
                 fn k(p: *mut f32, x: &[f32]) {}
             ),

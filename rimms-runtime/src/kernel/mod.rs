@@ -27,10 +27,10 @@ pub(crate) mod registry;
 mod value;
 
 pub use crate::device::ArgForm;
+pub use accepts::{arg_elements, check_as, Check};
 pub use api::Api;
 pub use builtin::apis;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
-pub use accepts::{arg_elements, check_as, Check};
 pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use custom::{call_registered, downcast};
 pub use device_args::{DevArg, DevSlice, DevSliceMut, PlacedArgs};

@@ -10,7 +10,10 @@ use num_complex::Complex32 as C32;
 
 /// Refuses FFTs over the sim's limit, read from its configuration (its handle).
 fn points_fit(dev: &DeviceCtx<'_>, points: usize) -> std::result::Result<(), Refusal> {
-    match dev.device_handle::<SimConfig>().and_then(|c| c.max_fft_points) {
+    match dev
+        .device_handle::<SimConfig>()
+        .and_then(|c| c.max_fft_points)
+    {
         Some(max) if points > max => Err(Refusal::new(format!(
             "{points}-point FFT exceeds this device's limit of {max} points"
         ))),
