@@ -115,3 +115,33 @@ fn a_call_within_the_limit_goes_to_the_preferred_device() {
     assert_eq!(stats.bytes("sim0", "host").expect("link"), bytes);
     assert_eq!((stats.total_bytes(), stats.total_copies()), (2 * bytes, 2));
 }
+
+/// At most four elements.
+fn at_most_four(_dev: &DeviceCtx, x: usize) -> Result<(), Refusal> {
+    match x {
+        0..=4 => Ok(()),
+        _ => Err(Refusal::new(format!("{x} elements, at most 4"))),
+    }
+}
+
+/// A stand-alone kernel with a check: its one device is asked as an implementation's is.
+#[rimms::kernel(device = sim, accepts = at_most_four)]
+fn negate_few(x: &mut [i32]) {
+    x.iter_mut().for_each(|v| *v = -*v);
+}
+
+#[test]
+fn a_standalone_kernel_is_asked_too() {
+    let rt = runtime();
+    let mut many = HeteData::from_slice(&rt, &[1i32; 8]).expect("many");
+    let err = negate_few(&rt, &mut many).expect_err("over the limit");
+    assert_eq!(
+        err.to_string(),
+        "negate_few on sim0 is not supported: 8 elements, at most 4"
+    );
+    assert_eq!(rt.stats().total_bytes(), 0);
+    let mut few = HeteData::from_slice(&rt, &[1i32, 2, 3, 4]).expect("few");
+    negate_few(&rt, &mut few).expect("within the limit");
+    assert_eq!(rt.stats().bytes("host", "sim0").expect("link"), 16);
+    assert_eq!(few.host().expect("few"), &[-1, -2, -3, -4]);
+}
