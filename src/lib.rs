@@ -145,7 +145,9 @@ pub use rimms_runtime::{Joins, MergeRule, MergedArgs};
 // From the macro crate itself: `rimms_runtime::kernel` also names a module, which a `use` of
 // it here would re-export with the attribute.
 pub use rimms_macros::{api, kernel, parallel_for};
-pub use rimms_runtime::{ApiDecl, DevSlice, DevSliceMut, KernelArg, KernelCtx, KernelValue};
+pub use rimms_runtime::{
+    ApiDecl, DevSlice, DevSliceMut, DeviceCtx, KernelArg, KernelCtx, KernelValue, Refusal,
+};
 
 /// A buffer's per-fragment coherence state as [`HeteData::fragment_state`] and
 /// [`HeteData::is_resident`] report it, for tests and tools that inspect where data is valid.

@@ -38,6 +38,7 @@ fn declaration(rimms: &TokenStream, vis: &Visibility, sig: &Signature) -> TokenS
     let doc = format!("The declaration of API [`{name_str}()`](fn@{name_str}): what `#[rimms::kernel(api = {name_str}, …)]` implements; `{name_str}::DECL` names it in hand-written calls.");
     let host = signature::fn_pointer_type(sig, ArgForm::Host, rimms);
     let device = signature::fn_pointer_type(sig, ArgForm::Device, rimms);
+    let accepts = signature::accepts_fn_type(sig, rimms);
     let modes = sig.buffers().map(|b| b.mode.tokens(rimms));
     let decl = Ident::new("DECL", Span::mixed_site());
     quote! {
@@ -60,6 +61,7 @@ fn declaration(rimms: &TokenStream, vis: &Visibility, sig: &Signature) -> TokenS
             impl #rimms::__private::ApiSpec for #name {
                 type Signature = #host;
                 type DeviceSignature = #device;
+                type Accepts = #accepts;
                 const MODES: &'static [#rimms::__private::Access] = &[#(#modes),*];
                 fn decl() -> &'static #rimms::__private::ApiDecl {
                     &#decl
@@ -95,6 +97,14 @@ fn caller_fn(
         hidden("__rimms_args"),
         hidden("__rimms_f"),
     );
+    let (dev, check, shapes) = (
+        hidden("__rimms_dev"),
+        hidden("__rimms_check"),
+        hidden("__rimms_shapes"),
+    );
+    let accepts = signature::accepts_fn_type(sig, rimms);
+    // What an `accepts` check gets: the values, and each buffer's length in elements.
+    let mut accepts_args = Vec::new();
     let (rt, device_name) = (hidden("rt"), hidden("device"));
     let mut inputs = Vec::new();
     let mut value_checks = Vec::new();
@@ -120,10 +130,14 @@ fn caller_fn(
                 });
                 call_args.push(quote!(#name));
                 device_call_args.push(quote!(#name));
+                accepts_args.push(quote!(#name));
             }
             Arg::Buffer(b) => {
                 let (name, elem) = (b.name, b.elem);
                 let label = name.to_string();
+                let position = bound.len();
+                accepts_args
+                    .push(quote!(#rimms::__private::arg_elements::<#elem>(&#shapes[#position])));
                 let local = format_ident!("__rimms_arg_{}", name, span = Span::mixed_site());
                 bound.push(local.clone());
                 let ctor = match b.mode {
@@ -144,6 +158,12 @@ fn caller_fn(
             }
         }
     }
+    // An API without buffers gives its check nothing of the arguments.
+    let shapes_param = if bound.is_empty() {
+        quote!(_)
+    } else {
+        quote!(#shapes)
+    };
     let (device_param, target) = match caller {
         Caller::AnyDevice => (
             quote!(#device_name: impl ::core::convert::Into<#rimms::Target>,),
@@ -161,6 +181,12 @@ fn caller_fn(
                 ::core::convert::Into::<#rimms::Target>::into(#target),
                 #name::DECL,
                 [#(#kernel_args),*],
+                // The implementation's limits, asked before anything moves (values are plain
+                // data, so each ask copies them).
+                |#dev, #check, #shapes_param| {
+                    let #f = #rimms::__private::check_as::<#accepts>(#check)?;
+                    #f(#dev, #(#accepts_args),*)
+                },
                 // Each argument is cast to the element type named here, checked; written ones
                 // come from `&mut` views, which the borrow checker keeps apart from every
                 // other argument.

@@ -111,6 +111,38 @@ pub fn api(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// # }
 /// ```
 ///
+/// **Device limits**: `accepts = fits` gives the implementation a check of the calls its
+/// device takes, asked before anything moves. `fits` takes the device's
+/// [`DeviceCtx`](../rimms/struct.DeviceCtx.html), then the API's parameters in order without
+/// the kernel context — values as they are, each buffer as its length in elements — and
+/// returns `Result<(), Refusal>`. A call on a device that refuses fails with
+/// `Error::Unsupported` naming the API, the device and the refusal; `Target::Auto` places the
+/// call on a device that accepts it.
+///
+/// ```
+/// use rimms::{Device, DeviceCtx, HeteData, Refusal, Runtime, SimConfig};
+///
+/// #[rimms::api]
+/// pub fn negate(x: &mut [f32]);
+///
+/// fn short(_dev: &DeviceCtx, x: usize) -> Result<(), Refusal> {
+///     if x <= 4 { Ok(()) } else { Err(Refusal::new(format!("{x} elements, at most 4"))) }
+/// }
+///
+/// #[rimms::kernel(api = negate, device = sim, accepts = short)]
+/// fn negate_sim(x: &mut [f32]) {
+///     x.iter_mut().for_each(|v| *v = -*v);
+/// }
+///
+/// # fn main() -> rimms::Result<()> {
+/// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+/// let mut x = HeteData::from_slice(&rt, &[1.0f32; 8])?;
+/// let err = negate(&rt, Device::Sim(0), &mut x).unwrap_err();
+/// assert_eq!(err.to_string(), "negate on sim0 is not supported: 8 elements, at most 4");
+/// # Ok(())
+/// # }
+/// ```
+///
 /// **A stand-alone kernel**: without `api`, `#[rimms::kernel(device = sim)]` (or `sim(1)` for
 /// an instance, `auto` to let the scheduler place it among `cpu` and `sim` devices) declares
 /// an API of the function's name with this one implementation. The function is replaced by

@@ -315,6 +315,18 @@ pub fn fn_pointer_type(sig: &Signature, form: ArgForm, rimms: &TokenStream) -> T
     quote!(fn(#ctx #(#types),*) #output)
 }
 
+/// `fn(&DeviceCtx, …) -> Result<(), Refusal>`: what an implementation's `accepts` check must
+/// coerce to. It takes the API's parameters in order without the kernel context, values as they
+/// are and each buffer as its length in elements, since it runs before anything moves.
+pub fn accepts_fn_type(sig: &Signature, rimms: &TokenStream) -> TokenStream {
+    let types = sig.args().into_iter().filter_map(|arg| match arg {
+        Arg::Ctx(_) => None,
+        Arg::Value { ty, .. } => Some(ty.to_token_stream()),
+        Arg::Buffer(_) => Some(quote!(usize)),
+    });
+    quote!(fn(&#rimms::DeviceCtx<'_>, #(#types),*) -> ::core::result::Result<(), #rimms::Refusal>)
+}
+
 /// Whether a device implementation gets the kernel context although the API does not declare
 /// it.
 pub fn device_gets_ctx(sig: &Signature, form: ArgForm) -> bool {

@@ -32,8 +32,8 @@ pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 pub use error::{Error, Result};
 pub use kernel::{
-    apis, Api, ApiDecl, Capabilities, DevSlice, DevSliceMut, FftDirection, HostArg, Joins,
-    KernelArg, KernelCtx, KernelValue, MergeRule, MergedArgs, ZipOp, ZipSupport,
+    apis, Api, ApiDecl, Capabilities, DevSlice, DevSliceMut, DeviceCtx, FftDirection, HostArg,
+    Joins, KernelArg, KernelCtx, KernelValue, MergeRule, MergedArgs, Refusal, ZipOp, ZipSupport,
 };
 pub use rimms_macros::{api, kernel, parallel_for};
 
@@ -47,8 +47,8 @@ pub mod __private {
         Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum, LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        assert_kernel_value, call_registered, downcast, ApiDecl, ApiRegistration, ApiSpec, DevArg,
-        KernelImpl, PlacedArgs,
+        arg_elements, assert_kernel_value, call_registered, check_as, downcast, ApiDecl,
+        ApiRegistration, ApiSpec, DevArg, KernelImpl, PlacedArgs,
     };
     pub use inventory;
 

@@ -10,6 +10,7 @@
 mod cards;
 mod common;
 
+mod accepts;
 mod bad_input;
 mod builtins;
 // Uses the FPGA emulator (the facade's default feature `fpga-emulator`).

@@ -1,5 +1,5 @@
 //! The model of `#[rimms::kernel(…)]`'s arguments: `api = PATH`, `device = KIND` or a list
-//! `[KIND, KIND(N), …]`, and `crate = PATH`, as written. Only the syntax is judged here; which
+//! `[KIND, KIND(N), …]`, `accepts = PATH` and `crate = PATH`, as written. Only the syntax is judged here; which
 //! kinds exist and which combinations make sense is [`super::check`]'s business, so every such
 //! mistake is reported at once.
 
@@ -15,6 +15,9 @@ pub struct Attr {
     pub devices: Vec<DeviceSpec>,
     /// Where `device` was written, for errors about the list as a whole.
     pub device_key: Option<Span>,
+    /// `accepts = …`: the implementation's check of the calls its device takes, as written
+    /// (any expression; that it names a function is the check's business).
+    pub accepts: Vec<syn::Expr>,
     pub krate: Option<Path>,
 }
 
@@ -44,6 +47,7 @@ impl Parse for Attr {
             api: None,
             devices: Vec::new(),
             device_key: None,
+            accepts: Vec::new(),
             krate: None,
         };
         while !input.is_empty() {
@@ -61,12 +65,14 @@ impl Parse for Attr {
                 } else {
                     attr.devices.push(input.parse()?);
                 }
+            } else if key == "accepts" {
+                attr.accepts.push(input.parse()?);
             } else if key == "crate" {
                 attr.krate = Some(crate_path::parse_value(input)?);
             } else {
                 return Err(syn::Error::new(
                     key.span(),
-                    format!("unknown argument `{key}`: expected `api = NAME`, `device = cpu | sim | fpga | gpu` and `crate = PATH`"),
+                    format!("unknown argument `{key}`: expected `api = NAME`, `device = cpu | sim | fpga | gpu`, `accepts = FUNCTION` and `crate = PATH`"),
                 ));
             }
             if !input.is_empty() {

@@ -6,6 +6,7 @@ use crate::diagnostics::Errors;
 use crate::signature::{ArgForm, Signature};
 use crate::signature_check;
 use proc_macro2::Span;
+use syn::spanned::Spanned;
 
 pub fn check(attr: &Attr, sig: &Signature) -> syn::Result<()> {
     let mut errors = Errors::default();
@@ -26,6 +27,7 @@ pub fn check(attr: &Attr, sig: &Signature) -> syn::Result<()> {
             );
         }
     }
+    accepts(&attr.accepts, &mut errors);
     signature_check::check(sig, &mut errors);
     match &attr.api {
         Some(_) => implementation(attr, &mut errors),
@@ -34,6 +36,25 @@ pub fn check(attr: &Attr, sig: &Signature) -> syn::Result<()> {
     signature_check::check_form(sig, &mut errors);
     host_form_on_gpu(&attr.devices, sig.form(), &mut errors);
     errors.finish()
+}
+
+/// `accepts` names one function (its signature is the compiler's to check against the API's).
+fn accepts(given: &[syn::Expr], errors: &mut Errors) {
+    for (i, expr) in given.iter().enumerate() {
+        if i > 0 {
+            errors.at(
+                expr.span(),
+                "`accepts` is given twice: an implementation has one check; let one function ask everything",
+            );
+            continue;
+        }
+        if !matches!(expr, syn::Expr::Path(p) if p.qself.is_none() && p.attrs.is_empty()) {
+            errors.at(
+                expr.span(),
+                "`accepts` names a function of the calls the device takes, `fn(&rimms::DeviceCtx, <the API's values>, <each buffer's length>) -> Result<(), rimms::Refusal>`: write `accepts = fits`",
+            );
+        }
+    }
 }
 
 /// An implementation names kinds of device, never one instance or `auto`.
@@ -96,13 +117,18 @@ mod tests {
     #[test]
     fn the_attribute_and_the_signature_are_judged_together() {
         let found = messages(
-            quote::quote!(api = saxpy, device = [cpu(1), auto, tpu, gpu]),
+            quote::quote!(
+                api = saxpy,
+                device = [cpu(1), auto, tpu, gpu],
+                accepts = 2048
+            ),
             syn::parse_quote!(
                 fn k(p: *mut f32, x: &[f32]) {}
             ),
         );
         let expected = [
             "unknown device `tpu`",
+            "`accepts` names a function",
             "raw pointer parameter `p`",
             "not one instance",
             "`auto` is for stand-alone kernels",
@@ -135,6 +161,34 @@ mod tests {
         assert!(
             auto.len() == 1 && auto[0].contains("takes no instance"),
             "{auto:?}"
+        );
+    }
+
+    #[test]
+    fn accepts_names_one_function() {
+        let func: syn::ItemFn = syn::parse_quote!(
+            fn k(x: &mut [f32]) {}
+        );
+        let fine = messages(
+            quote::quote!(api = saxpy, device = sim, accepts = limits::fits),
+            func.clone(),
+        );
+        assert!(fine.is_empty(), "{fine:?}");
+        let closure = messages(
+            quote::quote!(api = saxpy, device = sim, accepts = |_| Ok(())),
+            func.clone(),
+        );
+        assert!(
+            closure.len() == 1 && closure[0].contains("`accepts` names a function"),
+            "{closure:?}"
+        );
+        let twice = messages(
+            quote::quote!(api = saxpy, device = sim, accepts = a, accepts = b),
+            func,
+        );
+        assert!(
+            twice.len() == 1 && twice[0].contains("given twice"),
+            "{twice:?}"
         );
     }
 

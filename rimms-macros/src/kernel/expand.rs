@@ -7,23 +7,47 @@ use crate::crate_path;
 use crate::signature::{ArgForm, Mode, Signature};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::{Ident, ItemFn, Path};
+use syn::spanned::Spanned;
+use syn::{Expr, Ident, ItemFn, Path};
 
 pub fn generate(attr: &Attr, func: &ItemFn, sig: &Signature) -> TokenStream {
     let rimms = crate_path::resolve(attr.krate.as_ref());
+    let accepts = attr.accepts.first();
     match &attr.api {
-        Some(api) => implementation(&rimms, func, api, &attr.devices, sig),
-        None => standalone(&rimms, func, &attr.devices[0], sig),
+        Some(api) => implementation(&rimms, func, api, &attr.devices, accepts, sig),
+        None => standalone(&rimms, func, &attr.devices[0], accepts, sig),
     }
 }
 
+/// The implementation's `accepts` check as a constant of the API's `Accepts` type (so a
+/// signature that does not match is one error, at the path), and what its registrations hold:
+/// `Some(&CONSTANT)` or `None`.
+fn accepts_check(
+    rimms: &TokenStream,
+    api: &Path,
+    kernel: &Ident,
+    accepts: Option<&Expr>,
+) -> (TokenStream, TokenStream) {
+    let Some(check) = accepts else {
+        return (quote!(), quote!(::core::option::Option::None));
+    };
+    let constant = format_ident!("__RIMMS_ACCEPTS_{}", kernel);
+    let item = quote_spanned! {check.span()=>
+        #[allow(non_upper_case_globals)]
+        const #constant: <#api as #rimms::__private::ApiSpec>::Accepts = #check;
+    };
+    (item, quote!(::core::option::Option::Some(&#constant)))
+}
+
 /// `#[rimms::kernel(api = NAME, device = …)]`: the function, a check of its signature and its
-/// access modes against the API's, and its registration for each device kind.
+/// access modes against the API's, and its registration for each device kind (with its
+/// `accepts` check, if it has one).
 fn implementation(
     rimms: &TokenStream,
     func: &ItemFn,
     api: &Path,
     devices: &[DeviceSpec],
+    accepts: Option<&Expr>,
     sig: &Signature,
 ) -> TokenStream {
     let name = &sig.name;
@@ -50,13 +74,16 @@ fn implementation(
     // constant (not the function) keeps a mismatch to one error.
     let checked = format_ident!("__RIMMS_IMPL_{}", name);
     let signature = signature_of(rimms, api, form);
-    let registrations = devices
-        .iter()
-        .map(|d| registration(rimms, api, &kind_tokens(rimms, &d.kind), form, &checked));
+    let (check_item, check) = accepts_check(rimms, api, name, accepts);
+    let registrations = devices.iter().map(|d| {
+        let kind = kind_tokens(rimms, &d.kind);
+        registration(rimms, api, &kind, form, &checked, &check)
+    });
     quote! {
         #func
         #[allow(non_upper_case_globals)]
         const #checked: #signature = #name;
+        #check_item
         #(#checks)*
         #(#registrations)*
     }
@@ -68,6 +95,7 @@ fn standalone(
     rimms: &TokenStream,
     func: &ItemFn,
     device: &DeviceSpec,
+    accepts: Option<&Expr>,
     sig: &Signature,
 ) -> TokenStream {
     let name = &sig.name;
@@ -100,9 +128,10 @@ fn standalone(
     body.vis = syn::Visibility::Inherited;
     body.attrs.retain(|a| !a.path().is_ident("doc"));
     let body_name = &body.sig.ident;
+    let (check_item, check) = accepts_check(rimms, &api, name, accepts);
     let registrations = kinds
         .iter()
-        .map(|kind| registration(rimms, &api, kind, form, body_name));
+        .map(|kind| registration(rimms, &api, kind, form, body_name, &check));
     quote! {
         #items
 
@@ -110,19 +139,21 @@ fn standalone(
             #[allow(clippy::too_many_arguments)]
             #body
 
+            #check_item
             #(#registrations)*
         };
     }
 }
 
 /// The registration of `func` as `api`'s implementation for one device kind, as a `fn`
-/// pointer of the API's signature.
+/// pointer of the API's signature, with its check (`Some(&…)` or `None`).
 fn registration(
     rimms: &TokenStream,
     api: &Path,
     kind: &TokenStream,
     form: ArgForm,
     func: &Ident,
+    accepts: &TokenStream,
 ) -> TokenStream {
     let signature = signature_of(rimms, api, form);
     let form = form.tokens(rimms);
@@ -133,6 +164,7 @@ fn registration(
                 device: #kind,
                 form: #form,
                 func: &(#func as #signature),
+                accepts: #accepts,
             }
         }
     }

@@ -1,7 +1,9 @@
 //! Backends: the devices a runtime can run kernels on.
 //!
 //! Each backend says which device it is, which memory its kernels use (the host's, or a space
-//! of its own with a link to the host), what it cannot do, and how its kernels run. Backends
+//! of its own with a link to the host), and how its kernels run. What a device cannot do is
+//! its kernel implementations' business: each may have an `accepts` check
+//! (`kernel::accepts`), which reaches the device through its handle. Backends
 //! know nothing of coherence or of each other; the runtime puts them together.
 
 pub mod cpu;
@@ -14,7 +16,6 @@ pub mod host_kernels;
 pub mod sim;
 
 use crate::device::{ArgForm, Device};
-use crate::kernel::ZipOp;
 use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
 pub use error::BackendError;
 use std::any::Any;
@@ -71,18 +72,12 @@ pub(crate) trait Backend: Send + Sync {
     fn device(&self) -> Device;
     /// The space its kernels use if it is not the host's.
     fn own_space(&self) -> Option<SpaceSpec>;
-    /// Refuses FFT sizes the device cannot transform, before anything moves.
-    fn check_fft(&self, points: usize) -> Result<(), BackendError>;
-    /// Refuses ZIPs the device cannot do (an operation its core lacks, a length over its
-    /// limit), before anything moves.
-    fn check_zip(&self, _op: ZipOp, _elements: usize) -> Result<(), BackendError> {
-        Ok(())
-    }
     /// How its kernels take their arguments: host slices, or device slices where the CPU
     /// cannot address its memory.
     fn arg_form(&self) -> ArgForm;
-    /// What its kernels reach through [`crate::KernelCtx::device_handle`] (an FPGA's
-    /// accelerator driver); `None` for devices whose kernels need nothing more than memory.
+    /// What its kernels reach through [`crate::KernelCtx::device_handle`], and its
+    /// implementations' `accepts` checks through [`crate::DeviceCtx`] (an FPGA's accelerator
+    /// driver, a sim's configuration); `None` for devices that need nothing more than memory.
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
         None
     }

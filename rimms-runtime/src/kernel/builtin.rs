@@ -1,8 +1,10 @@
 //! The built-in APIs: declared here with `#[rimms::api]` like any user API (implementations
 //! register per device kind, see `backend::cpu`), and offered as methods of [`Runtime`] that
-//! check shapes and device limits first, so a bad call is refused before anything moves.
+//! check shapes first; device limits are their implementations' `accepts` checks, which the
+//! call asks as any API's, so a bad call is refused before anything moves.
 
-use super::{Api, FftDirection, KernelArg, KernelCtx, ZipOp};
+use super::accepts::{self, check_as};
+use super::{Api, ApiSpec, FftDirection, KernelCtx, ZipOp};
 use crate::data::{Input, Output};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -168,15 +170,9 @@ pub(crate) fn whole_rows(
 }
 
 impl Runtime {
-    /// Checks an FFT's shape, then places it (among devices whose limits it fits, for
-    /// `Target::Auto`) and checks it against the device's limits.
-    pub(crate) fn place_fft<'s, 'a, const N: usize>(
-        &'s self,
-        target: Target,
-        points: usize,
-        len: usize,
-        args: impl FnOnce() -> [KernelArg<'a>; N],
-    ) -> Result<(Device, Option<crate::sched::Ticket<'s>>)> {
+    /// Refuses an FFT whose shape does not fit: `points` a power of two of at least 2, and
+    /// `len` a whole number of rows of it.
+    fn check_fft_shape(&self, target: Target, points: usize, len: usize) -> Result<()> {
         shape(
             "fft",
             target,
@@ -185,25 +181,25 @@ impl Runtime {
         )?;
         shape("fft", target, len % points == 0, || {
             format!("{len} elements are not a whole number of {points}-point rows")
-        })?;
-        let api = Api::of(apis::fft::DECL);
-        let placed = self.place(target, api, args, |entry| {
-            entry.backend.check_fft(points).is_ok()
-        })?;
-        self.check_fft(placed.0, points)?;
-        Ok(placed)
+        })
     }
 
-    fn check_fft(&self, device: Device, points: usize) -> Result<()> {
+    /// Refuses an FFT of `len` elements in rows of `points` that does not fit its shape or
+    /// that `device`'s implementation does not accept: a scope's check at submission, as the
+    /// call itself would check it.
+    pub(crate) fn check_fft_on(
+        &self,
+        device: Device,
+        dir: FftDirection,
+        points: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.check_fft_shape(device.into(), points, len)?;
         let entry = self.shared().device(device)?;
-        entry
-            .backend
-            .check_fft(points)
-            .map_err(|why| Error::Unsupported {
-                api: "fft",
-                device: device.to_string(),
-                why: why.to_string(),
-            })
+        accepts::ask(entry, Api::of(apis::fft::DECL).index(), |dev, check| {
+            check_as::<<apis::fft as ApiSpec>::Accepts>(check)?(dev, dir, points, len, len)
+        })
+        .map_err(|why| accepts::refused("fft", device, why))
     }
 
     /// FFT of every row of `points` elements of `input` into `output` (inverse scaled by 1/N).
@@ -223,13 +219,8 @@ impl Runtime {
             ["input", "output"],
             [input.len(), output.len()],
         )?;
-        let (device, _placed) = self.place_fft(target, points, input.len(), || {
-            [
-                KernelArg::read("input", &input),
-                KernelArg::write("output", &mut output),
-            ]
-        })?;
-        apis::fft(self, device, dir, points, &input, &mut output)
+        self.check_fft_shape(target, points, input.len())?;
+        apis::fft(self, target, dir, points, &input, &mut output)
     }
 
     /// FFT of every row of `points` elements of `data`, in place.
@@ -241,11 +232,9 @@ impl Runtime {
         data: &mut impl Output<C32>,
     ) -> Result<()> {
         let mut data = data.output();
-        let len = data.len();
-        let (device, _placed) = self.place_fft(device.into(), points, len, || {
-            [KernelArg::read_write("data", &mut data)]
-        })?;
-        apis::fft_in_place(self, device, dir, points, &mut data)
+        let target = device.into();
+        self.check_fft_shape(target, points, data.len())?;
+        apis::fft_in_place(self, target, dir, points, &mut data)
     }
 
     /// `out = a op b`, element-wise.
@@ -261,34 +250,26 @@ impl Runtime {
         let target = device.into();
         same_len("zip", target, ["a", "b"], [a.len(), b.len()])?;
         same_len("zip", target, ["a", "out"], [a.len(), out.len()])?;
-        let len = a.len();
-        let (device, _placed) = self.place(
-            target,
-            Api::of(apis::zip::DECL),
-            || {
-                [
-                    KernelArg::read("a", &a),
-                    KernelArg::read("b", &b),
-                    KernelArg::write("out", &mut out),
-                ]
-            },
-            |entry| entry.backend.check_zip(op, len).is_ok(),
-        )?;
-        self.check_zip_on(device, op, a.len())?;
-        apis::zip(self, device, op, &a, &b, &mut out)
+        // A named device is asked here, so that its refusal says what would do instead; the
+        // scheduler asks each candidate itself.
+        if let Target::On(device) = target {
+            self.check_zip_on(device, op, a.len())?;
+        }
+        apis::zip(self, target, op, &a, &b, &mut out)
     }
 
-    /// Refuses a ZIP of `len` elements that `device` cannot run, saying what would.
+    /// Refuses a ZIP of `len` elements that `device`'s implementation does not accept, saying
+    /// what would.
     pub(crate) fn check_zip_on(&self, device: Device, op: ZipOp, len: usize) -> Result<()> {
-        self.shared()
-            .device(device)?
-            .backend
-            .check_zip(op, len)
-            .map_err(|why| Error::Unsupported {
-                api: "zip",
-                device: device.to_string(),
-                why: format!("{why}{}", equivalent(op)),
-            })
+        let entry = self.shared().device(device)?;
+        accepts::ask(entry, Api::of(apis::zip::DECL).index(), |dev, check| {
+            check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(dev, op, len, len, len)
+        })
+        .map_err(|why| Error::Unsupported {
+            api: "zip",
+            device: device.to_string(),
+            why: format!("{why}{}", equivalent(op)),
+        })
     }
 
     /// `out = conj(input)`.

@@ -2,15 +2,16 @@
 //! FFT sizes it transforms and which ZIP operations it does, up to what length.
 //!
 //! Nothing here is a second description of the devices: APIs come from the kernel registry
-//! (the same lookup a call makes), and limits from each backend's own `check_fft` /
-//! `check_zip` (the same checks a call passes before anything moves), probed over the sizes a
-//! call could ask for. So the report cannot drift from what calls do, which a test checks.
+//! (the same lookup a call makes), and limits from the `accepts` checks of the device's `fft`,
+//! `fft_in_place` and `zip` implementations (the same checks a call passes before anything
+//! moves), probed over the sizes a call could ask for. So the report cannot drift from what
+//! calls do, which a test checks.
 
+use super::accepts::{self, check_as};
 use super::registry::registry;
-use super::ZipOp;
-use crate::backend::BackendError;
+use super::{apis, Api, ApiSpec, FftDirection, Refusal, ZipOp};
 use crate::device::Device;
-use crate::runtime::Runtime;
+use crate::runtime::{DeviceEntry, Runtime};
 use std::fmt;
 
 /// The largest FFT size probed: 2^24 points.
@@ -87,19 +88,36 @@ impl Runtime {
                     .map(|(_, a)| a.name())
                     .collect();
                 apis.sort_unstable();
-                let backend = &entry.backend;
                 let fft_points = if apis.contains(&"fft") {
-                    (1..=FFT_PROBE_MAX_LOG2)
-                        .map(|log2| 1usize << log2)
-                        .filter(|&n| backend.check_fft(n).is_ok())
-                        .collect()
+                    fft_sizes_taken(entry, apis::fft::DECL, |dev, check, n| {
+                        let fits = check_as::<<apis::fft as ApiSpec>::Accepts>(check)?;
+                        fits(dev, FftDirection::Forward, n, n, n)
+                    })
                 } else {
                     Vec::new()
                 };
+                let in_place_points = if apis.contains(&"fft_in_place") {
+                    fft_sizes_taken(entry, apis::fft_in_place::DECL, |dev, check, n| {
+                        let fits = check_as::<<apis::fft_in_place as ApiSpec>::Accepts>(check)?;
+                        fits(dev, FftDirection::Forward, n, n)
+                    })
+                } else {
+                    Vec::new()
+                };
+                let zip_index = Api::of(apis::zip::DECL).index();
                 let mut zip = if apis.contains(&"zip") {
                     ZipOp::ALL
                         .into_iter()
-                        .map(|op| (op, zip_support(|n| backend.check_zip(op, n))))
+                        .map(|op| {
+                            let support = zip_support(|n| {
+                                accepts::ask(entry, zip_index, |dev, check| {
+                                    check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(
+                                        dev, op, n, n, n,
+                                    )
+                                })
+                            });
+                            (op, support)
+                        })
                         .collect()
                 } else {
                     Vec::new()
@@ -107,7 +125,10 @@ impl Runtime {
                 // An implementation the device's checks refuse whatever the size or
                 // operation (an FPGA's FFT core asked for a ZIP) does not run there.
                 if fft_points.is_empty() {
-                    apis.retain(|a| !matches!(*a, "fft" | "fft_in_place"));
+                    apis.retain(|a| *a != "fft");
+                }
+                if in_place_points.is_empty() {
+                    apis.retain(|a| *a != "fft_in_place");
                 }
                 if !zip.iter().any(|(_, s)| matches!(s, ZipSupport::Yes { .. })) {
                     apis.retain(|a| *a != "zip");
@@ -125,9 +146,23 @@ impl Runtime {
     }
 }
 
+/// The FFT sizes (powers of two up to 2^[`FFT_PROBE_MAX_LOG2`]) that the `accepts` check of
+/// `entry`'s implementation of the FFT API `decl` takes; `ask` calls the check for one size.
+fn fft_sizes_taken(
+    entry: &DeviceEntry,
+    decl: &'static super::ApiDecl,
+    ask: impl Fn(&super::DeviceCtx<'_>, accepts::Check, usize) -> Result<(), Refusal>,
+) -> Vec<usize> {
+    let index = Api::of(decl).index();
+    (1..=FFT_PROBE_MAX_LOG2)
+        .map(|log2| 1usize << log2)
+        .filter(|&n| accepts::ask(entry, index, |dev, check| ask(dev, check, n)).is_ok())
+        .collect()
+}
+
 /// The support a `check` of lengths reports: refused at one element, or the longest length
 /// it takes (found by bisection, since every check accepts all lengths up to its limit).
-fn zip_support(check: impl Fn(usize) -> Result<(), BackendError>) -> ZipSupport {
+fn zip_support(check: impl Fn(usize) -> Result<(), Refusal>) -> ZipSupport {
     if let Err(why) = check(1) {
         return ZipSupport::No(why.to_string());
     }
@@ -203,7 +238,7 @@ mod tests {
                 if n <= limit {
                     Ok(())
                 } else {
-                    Err(BackendError::Unsupported("long".into()))
+                    Err(Refusal::new("long"))
                 }
             });
             assert_eq!(
@@ -218,7 +253,7 @@ mod tests {
             ZipSupport::Yes { max_elements: None }
         );
         assert_eq!(
-            zip_support(|_| Err(BackendError::Unsupported("no such op".into()))),
+            zip_support(|_| Err(Refusal::new("no such op"))),
             ZipSupport::No("no such op".into())
         );
     }

@@ -1,4 +1,6 @@
-//! What a kernel may ask of the runtime while it runs.
+//! What a kernel may ask of the runtime while it runs ([`KernelCtx`]), and what an
+//! implementation's `accepts` check gets to decide whether its device takes a call
+//! ([`DeviceCtx`], [`Refusal`]).
 //!
 //! A kernel reaches only its own arguments: host implementations get their slices, device
 //! implementations get [`DevSlice`] / [`DevSliceMut`] handles, which only the runtime makes,
@@ -94,5 +96,57 @@ impl KernelCtx<'_> {
         self.memory()?
             .copy_in(dst.addr(), bytemuck::cast_slice(src))
             .map_err(|source| self.failed(source))
+    }
+}
+
+/// Handed to an implementation's `accepts` check
+/// (`#[rimms::kernel(api = …, device = …, accepts = fits)]`): the device a call would run on,
+/// asked before anything moves. The built-in implementations also reach their device's driver
+/// through it (an FPGA core's limits come from the board's configuration).
+pub struct DeviceCtx<'a> {
+    pub(crate) device: Device,
+    // Only the built-ins with limits (FPGA, CUDA, sim) read a handle.
+    #[allow(dead_code)]
+    pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
+}
+
+impl DeviceCtx<'_> {
+    /// The device asked.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The device's driver handle or configuration, if its backend offers one of type `T`;
+    /// for the built-in implementations only, as [`KernelCtx::device_handle`] is.
+    #[allow(dead_code)]
+    pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
+        self.handle.and_then(|h| h.downcast_ref::<T>())
+    }
+}
+
+/// Why a device does not take a call: what an `accepts` check returns to refuse it. The call
+/// then fails with [`Error::Unsupported`] naming the API, the device and this reason (or, placed
+/// by the scheduler, goes to a device that accepts it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{why}")]
+pub struct Refusal {
+    why: String,
+}
+
+impl Refusal {
+    /// A refusal saying `why` ("4096-point FFT exceeds this device's limit of 2048 points").
+    pub fn new(why: impl Into<String>) -> Refusal {
+        Refusal { why: why.into() }
+    }
+
+    /// Why the device refused.
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+}
+
+impl From<BackendError> for Refusal {
+    fn from(error: BackendError) -> Refusal {
+        Refusal::new(error.to_string())
     }
 }

@@ -2,11 +2,12 @@
 //! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
 //! an API whose implementation is looked up per device kind.
 
+use super::accepts::{self, Check};
 use super::device_args::{DevArg, PlacedArgs};
 use super::dispatch::KernelArg;
 use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl};
-use super::{Api, KernelCtx};
+use super::{Api, DeviceCtx, KernelCtx, Refusal};
 use crate::backend::BackendError;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
@@ -124,26 +125,41 @@ fn host_body_on_device(api: &ApiDecl, device: Device) -> Error {
 }
 
 /// Calls the implementation of `api` registered for the kind of the device `target` names, or
-/// the scheduler picks: what `#[rimms::api]` functions expand to. `run` gets the kernel
-/// context, the implementation (a `fn` pointer of the API's signature behind `dyn Any`) and the
-/// arguments.
+/// the scheduler picks: what `#[rimms::api]` functions expand to. `accepts` asks an
+/// implementation's `accepts` check (a `fn` of the API's `Accepts` type behind `dyn Any`) about
+/// this call, given the device and the arguments: the scheduler passes over devices that
+/// refuse, and a named device that refuses fails the call before anything moves. `run` gets the
+/// kernel context, the implementation (a `fn` pointer of the API's signature behind `dyn Any`)
+/// and the arguments.
 pub fn call_registered<const N: usize>(
     rt: &Runtime,
     target: Target,
     api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
+    accepts: impl Fn(&DeviceCtx<'_>, Check, &[KernelArg<'_>; N]) -> std::result::Result<(), Refusal>,
     run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<'_, N>) -> Result<()>,
 ) -> Result<()> {
-    let (device, _placed) = rt.place(target, Api::of(api), || &args, |_| true)?;
     let index = api.index();
+    let (device, placed) = rt.place(
+        target,
+        Api::of(api),
+        || &args,
+        |entry| accepts::ask(entry, index, |dev, check| accepts(dev, check, &args)).is_ok(),
+    )?;
     let entry = rt.shared().device(device)?;
-    let Some(implementation) = registry().implementation(index, device.kind(), entry.form) else {
+    let Some(registered) = registry().registered(index, device.kind(), entry.form) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.to_string(),
             available: registry().describe(index),
         });
     };
+    // A device the scheduler picked has passed the check; one the caller named is asked now.
+    if let (None, Some(check)) = (&placed, registered.accepts) {
+        accepts(&DeviceCtx::of(entry), check, &args)
+            .map_err(|why| accepts::refused(api.name(), device, why))?;
+    }
+    let implementation = registered.func;
     rt.launch(entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,

@@ -6,6 +6,7 @@
 //! wrote, and counts the call. In baseline mode the same calls copy every argument in and out
 //! instead, as CEDR does.
 
+pub(crate) mod accepts;
 mod api;
 mod arg_names;
 mod builtin;
@@ -26,10 +27,11 @@ pub(crate) mod registry;
 mod value;
 
 pub use crate::device::ArgForm;
+pub use accepts::{arg_elements, check_as, Check};
 pub use api::Api;
 pub use builtin::apis;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
-pub use ctx::KernelCtx;
+pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use custom::{call_registered, downcast};
 pub use device_args::{DevArg, DevSlice, DevSliceMut, PlacedArgs};
 pub use dispatch::KernelArg;

@@ -3,7 +3,8 @@
 //! `#[rimms::api]` declares an [`ApiDecl`] and `#[rimms::kernel(api = …, device = …)]`
 //! submits a [`KernelImpl`]; both register themselves with `inventory`, so an implementation
 //! in any crate of the program is found without a central list. The table is read once, into
-//! arrays indexed by API and device kind, so a call finds its implementation with two loads.
+//! arrays indexed by API and device kind, so a call finds its implementation (and the
+//! implementation's `accepts` check, if it has one) with two loads.
 
 use crate::coherence::Access;
 use crate::device::ArgForm;
@@ -87,6 +88,18 @@ pub struct KernelImpl {
     pub form: ArgForm,
     /// A `fn(...)` of the API's signature.
     pub func: &'static (dyn Any + Send + Sync),
+    /// Its `accepts` check, a `fn` of the API's [`ApiSpec::Accepts`] type: whether the device
+    /// takes a call (its limits), asked before anything moves. `None`: it takes every call.
+    pub accepts: Option<&'static (dyn Any + Send + Sync)>,
+}
+
+/// What the registry holds for one API, device kind and form.
+#[derive(Clone, Copy)]
+pub(crate) struct Registered {
+    /// The implementation ([`KernelImpl::func`]).
+    pub func: &'static (dyn Any + Send + Sync),
+    /// Its check ([`KernelImpl::accepts`]).
+    pub accepts: Option<&'static (dyn Any + Send + Sync)>,
 }
 
 inventory::collect!(ApiRegistration);
@@ -98,6 +111,11 @@ pub trait ApiSpec {
     type Signature: Copy + 'static;
     /// The same with device slices for slices: what device implementations coerce to.
     type DeviceSignature: Copy + 'static;
+    /// The `fn` pointer type an implementation's `accepts` check coerces to: the device's
+    /// [`DeviceCtx`](super::DeviceCtx), then the API's parameters in order without the kernel
+    /// context, each value as it is and each buffer as its length in elements; it returns
+    /// `Result<(), Refusal>`.
+    type Accepts: Copy + 'static;
     /// The access mode of each managed argument, in order.
     const MODES: &'static [Access];
     /// The declaration.
@@ -109,7 +127,7 @@ pub(crate) struct Registry {
     apis: Vec<&'static ApiDecl>,
     by_address: HashMap<usize, usize>,
     /// Per API, one slot per device kind and form.
-    impls: Vec<[Option<&'static (dyn Any + Send + Sync)>; SLOTS]>,
+    impls: Vec<[Option<Registered>; SLOTS]>,
 }
 
 const SLOTS: usize = DeviceKind::COUNT * ArgForm::COUNT;
@@ -135,7 +153,12 @@ pub(crate) fn registry() -> &'static Registry {
         let mut impls = vec![[None; SLOTS]; apis.len()];
         for k in inventory::iter::<KernelImpl> {
             match by_address.get(&(k.api as *const ApiDecl as usize)) {
-                Some(&i) => impls[i][slot(k.device, k.form)] = Some(k.func),
+                Some(&i) => {
+                    impls[i][slot(k.device, k.form)] = Some(Registered {
+                        func: k.func,
+                        accepts: k.accepts,
+                    })
+                }
                 None => tracing::warn!(api = k.api.name, "kernel for an unregistered API ignored"),
             }
         }
@@ -170,6 +193,17 @@ impl Registry {
         kind: DeviceKind,
         form: ArgForm,
     ) -> Option<&'static (dyn Any + Send + Sync)> {
+        self.registered(index, kind, form).map(|r| r.func)
+    }
+
+    /// The implementation of API number `index` for `kind` in `form`, with its check.
+    #[inline]
+    pub(crate) fn registered(
+        &self,
+        index: usize,
+        kind: DeviceKind,
+        form: ArgForm,
+    ) -> Option<Registered> {
         self.impls
             .get(index)
             .and_then(|slots| slots[slot(kind, form)])

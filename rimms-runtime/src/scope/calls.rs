@@ -218,8 +218,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             ["input", "output"],
             [len, output.output().len()],
         )?;
-        self.rt
-            .place_fft(device.into(), points, len, || -> [KernelArg; 0] { [] })?;
+        self.rt.check_fft_on(device, dir, points, len)?;
         let args = [
             KernelArg::read("input", input),
             KernelArg::write("output", output),

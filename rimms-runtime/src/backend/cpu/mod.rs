@@ -18,10 +18,6 @@ impl Backend for CpuBackend {
         None
     }
 
-    fn check_fft(&self, _points: usize) -> Result<(), BackendError> {
-        Ok(())
-    }
-
     fn arg_form(&self) -> ArgForm {
         ArgForm::Host
     }
@@ -33,14 +29,15 @@ impl Backend for CpuBackend {
 }
 
 /// The host implementations of the built-in APIs, registered for the CPU and for sim devices
-/// (which run the CPU's kernels on their own memory).
+/// (which run the CPU's kernels on their own memory); the FFTs are the CPU's alone, since a
+/// sim's may have a limit (`backend::sim` registers its own, with its check).
 mod implementations {
     use crate::backend::host_kernels as kernels;
     use crate::error::Result;
     use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
     use num_complex::Complex32 as C32;
 
-    #[rimms_macros::kernel(api = apis::fft, device = [cpu, sim])]
+    #[rimms_macros::kernel(api = apis::fft, device = cpu)]
     fn fft(
         ctx: &KernelCtx,
         dir: FftDirection,
@@ -52,7 +49,7 @@ mod implementations {
         Ok(())
     }
 
-    #[rimms_macros::kernel(api = apis::fft_in_place, device = [cpu, sim])]
+    #[rimms_macros::kernel(api = apis::fft_in_place, device = cpu)]
     fn fft_in_place(
         ctx: &KernelCtx,
         dir: FftDirection,

@@ -11,7 +11,7 @@ use super::{cuda_error, probe, probe_detailed, Probe, Unusable};
 use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
-use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+use crate::kernel::{apis, DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
 use crate::space::LinkModel;
 use crate::{DevSlice, DevSliceMut};
 use cudarc::driver::CudaContext;
@@ -114,18 +114,6 @@ impl Backend for GpuBackend {
         })
     }
 
-    /// cuFFT takes every size from 1 to `i32::MAX` points; say so before anything moves.
-    fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
-        if points == 0 || points > i32::MAX as usize {
-            Err(BackendError::Unsupported(format!(
-                "cuFFT transforms 1 to {} points, not {points}",
-                i32::MAX
-            )))
-        } else {
-            Ok(())
-        }
-    }
-
     fn arg_form(&self) -> ArgForm {
         ArgForm::Device
     }
@@ -177,7 +165,35 @@ fn out<T>(s: &DevSliceMut<'_, T>) -> (usize, usize) {
     (s.addr(), s.bytes())
 }
 
-#[rimms_macros::kernel(api = apis::fft, device = gpu)]
+/// The `accepts` check of `fft` on a GPU: the sizes cuFFT transforms.
+fn fft_fits(
+    _dev: &DeviceCtx<'_>,
+    _dir: FftDirection,
+    points: usize,
+    _input: usize,
+    _output: usize,
+) -> std::result::Result<(), Refusal> {
+    if points == 0 || points > i32::MAX as usize {
+        Err(Refusal::new(format!(
+            "cuFFT transforms 1 to {} points, not {points}",
+            i32::MAX
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// The `accepts` check of `fft_in_place` on a GPU, as `fft`'s.
+fn fft_in_place_fits(
+    dev: &DeviceCtx<'_>,
+    dir: FftDirection,
+    points: usize,
+    data: usize,
+) -> std::result::Result<(), Refusal> {
+    fft_fits(dev, dir, points, data, data)
+}
+
+#[rimms_macros::kernel(api = apis::fft, device = gpu, accepts = fft_fits)]
 fn fft(
     ctx: &KernelCtx,
     dir: FftDirection,
@@ -190,7 +206,7 @@ fn fft(
     gpu.kernels().fft(x, y, points, batch, dir)
 }
 
-#[rimms_macros::kernel(api = apis::fft_in_place, device = gpu)]
+#[rimms_macros::kernel(api = apis::fft_in_place, device = gpu, accepts = fft_in_place_fits)]
 fn fft_in_place(
     ctx: &KernelCtx,
     dir: FftDirection,

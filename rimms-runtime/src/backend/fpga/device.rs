@@ -12,7 +12,7 @@ use super::udmabuf::CacheMode;
 use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
-use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+use crate::kernel::{apis, DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
 use crate::space::{LinkModel, MappedMemory};
 use num_complex::Complex32 as C32;
 use std::any::Any;
@@ -192,17 +192,6 @@ impl Backend for FpgaDevice {
         })
     }
 
-    fn check_fft(&self, points: usize) -> std::result::Result<(), BackendError> {
-        self.accelerator().check_fft(points).map_err(refusal)
-    }
-
-    fn check_zip(&self, op: ZipOp, elements: usize) -> std::result::Result<(), BackendError> {
-        // The kernel splits long ZIPs into pieces the core takes; check one piece.
-        let acc = self.accelerator();
-        let piece = acc.max_elems().map_or(elements, |max| elements.min(max));
-        acc.check_zip(op, piece).map_err(refusal)
-    }
-
     fn arg_form(&self) -> ArgForm {
         // The kernels run on the calling thread: they program the accelerator and wait.
         ArgForm::Host
@@ -218,18 +207,59 @@ impl Backend for FpgaDevice {
     }
 }
 
-/// A check's refusal as the backend reports it: why the device cannot take the call.
-fn refusal(error: Error) -> BackendError {
+/// A driver's refusal as a check reports it: why the device cannot take the call.
+fn refusal(error: Error) -> Refusal {
     match error {
-        Error::Unsupported { device, why, .. } => {
-            BackendError::Unsupported(format!("{device}: {why}"))
-        }
+        Error::Unsupported { device, why, .. } => Refusal::new(format!("{device}: {why}")),
         Error::Fpga { device, fault } => BackendError::Fpga {
             device,
             fault: Box::new(fault),
-        },
-        other => BackendError::Unsupported(other.to_string()),
+        }
+        .into(),
+        other => Refusal::new(other.to_string()),
     }
+}
+
+/// The accelerator a check asks about: its core and the board's configuration say what it
+/// takes.
+fn asked<'c>(dev: &'c DeviceCtx<'_>) -> std::result::Result<&'c Accelerator, Refusal> {
+    dev.device_handle::<Accelerator>()
+        .ok_or_else(|| Refusal::new(format!("{} is not an FPGA accelerator", dev.device())))
+}
+
+/// The `accepts` check of `fft` on an FPGA: sizes its FFT core transforms (none on a ZIP core).
+fn fft_fits(
+    dev: &DeviceCtx<'_>,
+    _dir: FftDirection,
+    points: usize,
+    _input: usize,
+    _output: usize,
+) -> std::result::Result<(), Refusal> {
+    asked(dev)?.check_fft(points).map_err(refusal)
+}
+
+/// The `accepts` check of `fft_in_place` on an FPGA, as `fft`'s.
+fn fft_in_place_fits(
+    dev: &DeviceCtx<'_>,
+    dir: FftDirection,
+    points: usize,
+    data: usize,
+) -> std::result::Result<(), Refusal> {
+    fft_fits(dev, dir, points, data, data)
+}
+
+/// The `accepts` check of `zip` on an FPGA: operations its ZIP core has (none on an FFT core).
+fn zip_fits(
+    dev: &DeviceCtx<'_>,
+    op: ZipOp,
+    elements: usize,
+    _b: usize,
+    _out: usize,
+) -> std::result::Result<(), Refusal> {
+    // The kernel splits long ZIPs into pieces the core takes; check one piece.
+    let acc = asked(dev)?;
+    let piece = acc.max_elems().map_or(elements, |max| elements.min(max));
+    acc.check_zip(op, piece).map_err(refusal)
 }
 
 /// The accelerator a kernel runs on, and the byte offset of a slice in its u-dma-buf.
@@ -258,7 +288,7 @@ fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> 
     }
 }
 
-#[rimms_macros::kernel(api = apis::fft, device = fpga)]
+#[rimms_macros::kernel(api = apis::fft, device = fpga, accepts = fft_fits)]
 fn fft(
     ctx: &KernelCtx,
     dir: FftDirection,
@@ -277,14 +307,14 @@ fn fft(
     )
 }
 
-#[rimms_macros::kernel(api = apis::fft_in_place, device = fpga)]
+#[rimms_macros::kernel(api = apis::fft_in_place, device = fpga, accepts = fft_in_place_fits)]
 fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
     let offset = offset_of(ctx, acc, data)?;
     acc.fft(dir, points, data.len() / points, offset, offset)
 }
 
-#[rimms_macros::kernel(api = apis::zip, device = fpga)]
+#[rimms_macros::kernel(api = apis::zip, device = fpga, accepts = zip_fits)]
 fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
     let acc = accelerator(ctx)?;
     let (a, b, o) = (

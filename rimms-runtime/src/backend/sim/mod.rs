@@ -8,12 +8,14 @@
 //! slices.
 
 mod device_memory;
+mod fft;
 mod staged;
 
 use super::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::space::LinkModel;
 use device_memory::SimDeviceMemory;
+use std::any::Any;
 use std::sync::Arc;
 
 /// How a simulated device looks.
@@ -103,21 +105,17 @@ impl Backend for SimBackend {
         })
     }
 
-    fn check_fft(&self, points: usize) -> Result<(), BackendError> {
-        match self.config.max_fft_points {
-            Some(max) if points > max => Err(BackendError::Unsupported(format!(
-                "{points}-point FFT exceeds this device's limit of {max} points"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     fn arg_form(&self) -> ArgForm {
         if self.config.device_memory {
             ArgForm::Device
         } else {
             ArgForm::Host
         }
+    }
+
+    /// Its configuration, where its FFT implementations' checks read its limit.
+    fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
+        Some(&self.config)
     }
 
     fn completion(&self) -> Result<(), BackendError> {

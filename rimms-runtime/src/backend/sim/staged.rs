@@ -42,7 +42,7 @@ fn update<T: Pod>(
     ctx.copy_to_device(&values, &mut data)
 }
 
-#[rimms_macros::kernel(api = apis::fft, device = sim)]
+#[rimms_macros::kernel(api = apis::fft, device = sim, accepts = super::fft::fits)]
 fn fft(
     ctx: &KernelCtx,
     dir: FftDirection,
@@ -55,7 +55,7 @@ fn fft(
     })
 }
 
-#[rimms_macros::kernel(api = apis::fft_in_place, device = sim)]
+#[rimms_macros::kernel(api = apis::fft_in_place, device = sim, accepts = super::fft::fits_in_place)]
 fn fft_in_place(
     ctx: &KernelCtx,
     dir: FftDirection,
