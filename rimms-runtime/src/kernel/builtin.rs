@@ -188,7 +188,7 @@ impl Runtime {
         })?;
         let api = Api::of(apis::fft::DECL);
         let placed = self.place(target, api, args, |entry| {
-            entry.backend.check_fft(points).is_ok()
+            entry.backend().check_fft(points).is_ok()
         })?;
         self.check_fft(placed.0, points)?;
         Ok(placed)
@@ -197,7 +197,7 @@ impl Runtime {
     fn check_fft(&self, device: Device, points: usize) -> Result<()> {
         let entry = self.shared().device(device)?;
         entry
-            .backend
+            .backend()
             .check_fft(points)
             .map_err(|why| Error::Unsupported {
                 api: "fft",
@@ -272,7 +272,7 @@ impl Runtime {
                     KernelArg::write("out", &mut out),
                 ]
             },
-            |entry| entry.backend.check_zip(op, len).is_ok(),
+            |entry| entry.backend().check_zip(op, len).is_ok(),
         )?;
         self.check_zip_on(device, op, a.len())?;
         apis::zip(self, device, op, &a, &b, &mut out)
@@ -282,7 +282,7 @@ impl Runtime {
     pub(crate) fn check_zip_on(&self, device: Device, op: ZipOp, len: usize) -> Result<()> {
         self.shared()
             .device(device)?
-            .backend
+            .backend()
             .check_zip(op, len)
             .map_err(|why| Error::Unsupported {
                 api: "zip",

@@ -78,7 +78,7 @@ impl Runtime {
             .device_entries()
             .iter()
             .map(|entry| {
-                let (kind, form) = (entry.device.kind(), entry.form);
+                let (kind, form) = (entry.device().kind(), entry.form());
                 let mut apis: Vec<&'static str> = reg
                     .apis()
                     .iter()
@@ -87,7 +87,7 @@ impl Runtime {
                     .map(|(_, a)| a.name())
                     .collect();
                 apis.sort_unstable();
-                let backend = &entry.backend;
+                let backend = entry.backend();
                 let fft_points = if apis.contains(&"fft") {
                     (1..=FFT_PROBE_MAX_LOG2)
                         .map(|log2| 1usize << log2)
@@ -114,8 +114,8 @@ impl Runtime {
                     zip.clear();
                 }
                 Capabilities {
-                    device: entry.device,
-                    space: self.space_name(entry.space).to_string(),
+                    device: entry.device(),
+                    space: self.space_name(entry.space()).to_string(),
                     apis,
                     fft_points,
                     zip,

@@ -102,7 +102,7 @@ impl Runtime {
         body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
     ) -> Result<()> {
         let entry = self.shared().device(device)?;
-        if entry.form == ArgForm::Device {
+        if entry.form() == ArgForm::Device {
             return Err(host_body_on_device(api, device));
         }
         self.launch(entry, Api::of(api), &args, |_, ptrs| {
@@ -137,7 +137,7 @@ pub fn call_registered<const N: usize>(
     let (device, _placed) = rt.place(target, Api::of(api), || &args, |_| true)?;
     let index = api.index();
     let entry = rt.shared().device(device)?;
-    let Some(implementation) = registry().implementation(index, device.kind(), entry.form) else {
+    let Some(implementation) = registry().implementation(index, device.kind(), entry.form()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.to_string(),
@@ -147,11 +147,11 @@ pub fn call_registered<const N: usize>(
     rt.launch(entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
-            fft: &rt.shared().fft,
-            handle: dev.backend.handle(),
-            memory: dev.memory.as_deref(),
+            fft: rt.shared().fft(),
+            handle: dev.backend().handle(),
+            memory: dev.memory().map(|m| &**m),
         };
-        let placed = match dev.form {
+        let placed = match dev.form() {
             // SAFETY: a host-executor device's spaces are host-addressable, `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.

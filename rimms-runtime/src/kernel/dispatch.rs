@@ -13,7 +13,6 @@ use crate::kernel::Api;
 use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
 use crate::space::{Block, Pool, SpaceId};
 use crate::stats::Reason;
-use std::sync::Arc;
 
 /// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses
 /// it. Made with [`KernelArg::read`], [`KernelArg::read_write`] or [`KernelArg::write`].
@@ -53,17 +52,18 @@ impl Runtime {
         body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.shared();
+        let memory = shared.memory();
         for arg in args {
-            if !Arc::ptr_eq(&arg.raw.rt, shared) {
+            if !arg.raw.belongs_to(memory) {
                 return Err(Error::ForeignBuffer {
                     api: api.name(),
                     arg: arg.name,
                 });
             }
         }
-        match shared.mode {
+        match shared.mode() {
             ExecMode::Tracked => tracked(shared, entry, api, args, body),
-            ExecMode::Baseline if entry.space == SpaceId::HOST => {
+            ExecMode::Baseline if entry.space() == SpaceId::HOST => {
                 tracked(shared, entry, api, args, body)
             }
             ExecMode::Baseline => baseline(shared, entry, api, args, body),
@@ -79,7 +79,7 @@ fn tracked<const N: usize>(
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
     const { assert!(N <= 32, "a kernel takes at most 32 managed arguments") };
-    let space = entry.space;
+    let space = entry.space();
     // Where each argument is used: the device's own space, or another it reaches in place
     // (the CPU and a host-mapped space) when the data is already valid there as needed.
     let mut spaces = [space; N];
@@ -90,7 +90,7 @@ fn tracked<const N: usize>(
     // are made (the handshake is in `data::evict`). On a device with its own evictable space
     // that is every argument; on the CPU only those not already valid on the host, which is
     // never evicted (the pins are atomic read-modify-writes: the host fast path skips them).
-    let evictable = shared.evictable;
+    let evictable = shared.memory().evictable();
     let own_evictable = evictable.contains(space);
     let mut pins = Pinned { args, mask: 0 };
     if own_evictable {
@@ -118,14 +118,14 @@ fn tracked<const N: usize>(
         if !evictable.is_empty() {
             pins.pin(i);
         }
-        match a.raw.resident_in(entry.reaches, a.access) {
+        match a.raw.resident_in(entry.reaches(), a.access) {
             Some(other) => {
                 a.raw.touch(other);
                 spaces[i] = other;
             }
             None => {
                 missing |= 1 << i;
-                spaces[i] = a.raw.target(space, entry.reaches);
+                spaces[i] = a.raw.target(space, entry.reaches());
             }
         }
     }
@@ -180,7 +180,7 @@ fn tracked<const N: usize>(
         }
     }
     drop(pins);
-    shared.counters.record_call(api.index(), hit);
+    shared.calls().record_call(api.index(), hit);
     outcome
 }
 
@@ -194,17 +194,17 @@ fn placed(
     arg: &KernelArg<'_>,
     place: SpaceId,
 ) -> Result<SpaceId> {
-    if place == entry.space || entry.reaches.contains(place) {
+    if place == entry.space() || entry.reaches().contains(place) {
         return Ok(place);
     }
     Err(Error::Unsupported {
         api: api.name(),
-        device: entry.device.to_string(),
+        device: entry.device().to_string(),
         why: format!(
             "argument {} is placed in space {}, which {} cannot reach",
             arg.name,
             shared.space_name(place),
-            entry.device
+            entry.device()
         ),
     })
 }
@@ -298,7 +298,7 @@ fn baseline<const N: usize>(
     args: &[KernelArg<'_>; N],
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
-    let space = entry.space;
+    let space = entry.space();
     let mut temps = Staging {
         pool: shared.pool(space),
         blocks: Vec::with_capacity(N),
@@ -326,6 +326,7 @@ fn baseline<const N: usize>(
                     arg: arg.name,
                 };
                 shared
+                    .memory()
                     .copy(
                         SpaceId::HOST,
                         space,
@@ -356,6 +357,7 @@ fn baseline<const N: usize>(
                     arg: arg.name,
                 };
                 shared
+                    .memory()
                     .copy(
                         space,
                         SpaceId::HOST,
@@ -372,7 +374,7 @@ fn baseline<const N: usize>(
         Ok(())
     })();
     drop(temps);
-    shared.counters.record_call(api.index(), false);
+    shared.calls().record_call(api.index(), false);
     staged
 }
 
@@ -399,14 +401,14 @@ fn timed(
     api: Api,
     run: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    match &shared.timeline {
+    match shared.memory().timeline() {
         None => run(),
         Some(timeline) => {
             let started = std::time::Instant::now();
             let outcome = run();
             timeline.kernel(
                 api.name(),
-                &entry.device.to_string(),
+                &entry.device().to_string(),
                 started,
                 started.elapsed(),
             );
@@ -417,11 +419,11 @@ fn timed(
 
 #[inline]
 fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
-    match entry.backend.completion() {
+    match entry.backend().completion() {
         Ok(()) => Ok(()),
         Err(source) => Err(Error::Kernel {
             api: api.name(),
-            device: entry.device,
+            device: entry.device(),
             source,
         }),
     }

@@ -282,7 +282,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if device == Device::Cpu {
             self.state.push_cpu_job(run);
         } else {
-            self.rt.shared().queues.submit(position, device, run);
+            self.rt.shared().queues().submit(position, device, run);
         }
     }
 }
