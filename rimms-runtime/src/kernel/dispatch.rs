@@ -12,7 +12,7 @@ use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
 use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
 use crate::space::{Block, Pool, SpaceId};
-use crate::stats::Reason;
+use crate::stats::{Reason, Timeline};
 
 /// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses
 /// it. Made with [`KernelArg::read`], [`KernelArg::read_write`] or [`KernelArg::write`].
@@ -90,7 +90,8 @@ fn tracked<const N: usize>(
     // are made (the handshake is in `data::evict`). On a device with its own evictable space
     // that is every argument; on the CPU only those not already valid on the host, which is
     // never evicted (the pins are atomic read-modify-writes: the host fast path skips them).
-    let evictable = shared.memory().evictable();
+    let memory = shared.memory();
+    let evictable = memory.evictable();
     let own_evictable = evictable.contains(space);
     let mut pins = Pinned { args, mask: 0 };
     if own_evictable {
@@ -160,7 +161,7 @@ fn tracked<const N: usize>(
         args,
         spaces: &spaces,
     };
-    let outcome = timed(shared, entry, api, || {
+    let outcome = timed(memory.timeline(), entry, api, || {
         body(entry, ptrs)
             .map_err(|e| name_argument(e, args))
             .and_then(|()| completion(entry, api))
@@ -345,7 +346,7 @@ fn baseline<const N: usize>(
             writes: args[i].access.writes(),
             position: i as u8,
         });
-        timed(shared, entry, api, || {
+        timed(shared.memory().timeline(), entry, api, || {
             body(entry, ptrs)
                 .map_err(|e| name_argument(e, args))
                 .and_then(|()| completion(entry, api))
@@ -396,12 +397,12 @@ impl Drop for Staging<'_> {
 /// Runs a kernel, adding it to the timeline when one is being recorded.
 #[inline]
 fn timed(
-    shared: &Shared,
+    timeline: Option<&Timeline>,
     entry: &DeviceEntry,
     api: Api,
     run: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    match shared.memory().timeline() {
+    match timeline {
         None => run(),
         Some(timeline) => {
             let started = std::time::Instant::now();
