@@ -1,6 +1,8 @@
 //! The built-in APIs: declared here with `#[rimms::api]` like any user API (implementations
 //! register per device kind, see `backend::cpu`), and offered as methods of [`Runtime`] that
 //! check shapes and device limits first, so a bad call is refused before anything moves.
+//!
+//! Its part of `impl Runtime`: the typed built-in API methods (`fft`, `zip`, …) and their checks.
 
 use super::{Api, FftDirection, KernelArg, KernelCtx, ZipOp};
 use crate::data::{Input, Output};

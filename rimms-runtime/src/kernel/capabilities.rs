@@ -1,6 +1,8 @@
 //! What each device of a runtime can run: which APIs have an implementation for it, which
 //! FFT sizes it transforms and which ZIP operations it does, up to what length.
 //!
+//! Its part of `impl Runtime`: `capabilities`, that report.
+//!
 //! Nothing here is a second description of the devices: APIs come from the kernel registry
 //! (the same lookup a call makes), and limits from each backend's own `check_fft` /
 //! `check_zip` (the same checks a call passes before anything moves), probed over the sizes a

@@ -1,6 +1,8 @@
 //! Kernel calls by hand: [`KernelArg`] constructors, and the two entries
 //! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
 //! an API whose implementation is looked up per device kind.
+//!
+//! Its part of `impl Runtime`: `launch_host`, a kernel call with a hand-written body.
 
 use super::device_args::{DevArg, PlacedArgs};
 use super::dispatch::KernelArg;

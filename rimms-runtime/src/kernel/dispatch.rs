@@ -1,5 +1,7 @@
 //! The dispatch core: pick the device, acquire, run, mark, count.
 //!
+//! Its part of `impl Runtime`: `launch`, the one call every kernel call ends in.
+//!
 //! The whole path for arguments that are already where the kernel runs is: per argument one
 //! ownership compare and one summary check (load, AND or compare, branch), then the kernel,
 //! then two relaxed counter bumps. No lock and no allocation: arguments travel in a

@@ -10,6 +10,8 @@
 //!
 //! Everything here is off the resident fast path: a call that names its device never touches
 //! the scheduler.
+//!
+//! Its part of `impl Runtime`: `place` (the device a call runs on) and `policy`.
 
 pub(crate) mod calibrate;
 mod costs;
