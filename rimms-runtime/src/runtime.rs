@@ -250,12 +250,11 @@ impl RuntimeBuilder {
         let fpga = self.fpga.take().map(FpgaParts::open).transpose()?;
         let mut backends = self.host_and_sim_backends();
         #[cfg(feature = "fpga")]
-        backends.extend(fpga.iter().flat_map(|parts| {
-            parts
-                .backends()
-                .into_iter()
-                .map(|device| Box::new(device) as Box<dyn Backend>)
-        }));
+        backends.extend(
+            fpga.iter()
+                .flat_map(FpgaParts::backends)
+                .map(|device| Box::new(device) as Box<dyn Backend>),
+        );
         backends.extend(self.gpu_backends()?);
         let (spaces, devices) = self.space_table(backends)?;
         self.check_pool_names(&spaces, &devices)?;
@@ -667,18 +666,6 @@ impl Shared {
         &self.queues
     }
 
-    pub(crate) fn granule(&self) -> usize {
-        self.memory.granule()
-    }
-
-    pub(crate) fn pool(&self, space: SpaceId) -> &Pool {
-        self.memory.pool(space)
-    }
-
-    pub(crate) fn space_name(&self, space: SpaceId) -> &str {
-        self.memory.space_name(space)
-    }
-
     #[inline]
     pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
         self.position(device).map(|i| &self.devices.entries[i])
@@ -746,7 +733,7 @@ impl Runtime {
 
     /// The name of `space` ("host", "sim0", …), as stats report it.
     pub fn space_name(&self, space: SpaceId) -> &str {
-        self.shared.space_name(space)
+        self.shared.memory.space_name(space)
     }
 
     /// The model copies between `space` and the host are ranked by (by the copy planner and

@@ -610,10 +610,10 @@ impl RawBuffer {
 
 /// A plan named a source that holds no block: the table and the blocks disagree, which only a
 /// runtime bug can cause; reported as a failed copy rather than a panic.
-fn missing_block(rt: &Memory, from: SpaceId, to: SpaceId) -> Error {
+fn missing_block(memory: &Memory, from: SpaceId, to: SpaceId) -> Error {
     Error::Transfer {
-        from: rt.space_name(from).to_string(),
-        to: rt.space_name(to).to_string(),
+        from: memory.space_name(from).to_string(),
+        to: memory.space_name(to).to_string(),
         bytes: 0,
         source: BackendError::Invalid("the source space holds no block of this buffer".to_string()),
     }

@@ -47,8 +47,13 @@ pub(crate) struct Pressure {
 /// recently used blocks there when the pool is full. The host is never evicted: it is where
 /// write-backs go. Fails, saying how much was needed and how much could have been freed, when
 /// even evicting every block not in use would not make room.
-pub(crate) fn alloc(rt: &Memory, space: SpaceId, bytes: usize, requester: u64) -> Result<Block> {
-    let pool = rt.pool(space);
+pub(crate) fn alloc(
+    memory: &Memory,
+    space: SpaceId,
+    bytes: usize,
+    requester: u64,
+) -> Result<Block> {
+    let pool = memory.pool(space);
     let full = match pool.alloc(bytes) {
         Ok(block) => return Ok(block),
         Err(e) if space == SpaceId::HOST => return Err(e),
@@ -64,7 +69,7 @@ pub(crate) fn alloc(rt: &Memory, space: SpaceId, bytes: usize, requester: u64) -
         return Err(full);
     };
     // Least recently used in `space` first.
-    let candidates: Vec<Arc<RawBuffer>> = rt
+    let candidates: Vec<Arc<RawBuffer>> = memory
         .residents(space)
         .by_stamp(|b| b.stamp(space))
         .into_iter()
@@ -72,11 +77,11 @@ pub(crate) fn alloc(rt: &Memory, space: SpaceId, bytes: usize, requester: u64) -
         .collect();
     let evictable: usize = candidates
         .iter()
-        .map(|b| rt.pool(space).block_bytes(b.bytes()))
+        .map(|b| memory.pool(space).block_bytes(b.bytes()))
         .sum();
     if free + evictable < requested {
         return Err(does_not_fit(
-            rt,
+            memory,
             space,
             requested,
             (free, largest_free),
@@ -96,25 +101,31 @@ pub(crate) fn alloc(rt: &Memory, space: SpaceId, bytes: usize, requester: u64) -
         Ok(block) => Ok(block),
         Err(Error::PoolExhausted {
             free, largest_free, ..
-        }) => Err(does_not_fit(rt, space, requested, (free, largest_free), 0)),
+        }) => Err(does_not_fit(
+            memory,
+            space,
+            requested,
+            (free, largest_free),
+            0,
+        )),
         Err(other) => Err(other),
     }
 }
 
 /// `free`: the bytes free and the longest free run.
 fn does_not_fit(
-    rt: &Memory,
+    memory: &Memory,
     space: SpaceId,
     needed: usize,
     free: (usize, usize),
     evictable: usize,
 ) -> Error {
     Error::DoesNotFit {
-        space: rt.space_name(space).to_string(),
+        space: memory.space_name(space).to_string(),
         needed,
         free: free.0,
         largest_free: free.1,
         evictable,
-        in_use: rt.pool(space).usage().in_use.saturating_sub(evictable),
+        in_use: memory.pool(space).usage().in_use.saturating_sub(evictable),
     }
 }

@@ -143,7 +143,7 @@ impl<T: Pod> HeteData<T> {
                 type_name: type_name::<T>(),
                 elem_size: size,
             })?;
-        let granule = rt.shared().granule();
+        let granule = rt.shared().memory().granule();
         if std::mem::align_of::<T>() > granule {
             return Err(Error::Alignment {
                 type_name: type_name::<T>(),

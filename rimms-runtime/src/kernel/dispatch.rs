@@ -206,7 +206,7 @@ fn placed(
         why: format!(
             "argument {} is placed in space {}, which {} cannot reach",
             arg.name,
-            shared.space_name(place),
+            shared.memory().space_name(place),
             entry.device()
         ),
     })
@@ -303,7 +303,7 @@ fn baseline<const N: usize>(
 ) -> Result<()> {
     let space = entry.space();
     let mut temps = Staging {
-        pool: shared.pool(space),
+        pool: shared.memory().pool(space),
         blocks: Vec::with_capacity(N),
     };
     let staged = (|| {

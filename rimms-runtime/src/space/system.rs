@@ -194,7 +194,9 @@ impl<H> MemorySystem<H> {
     /// Nothing is evicted, unplaced data lives where it is first written, and nothing is
     /// traced until the setters below say otherwise.
     pub(crate) fn new(spaces: Vec<SpaceEntry<H>>, granule: usize) -> Self {
-        debug_assert!(spaces.len() <= MAX_SPACES && spaces[0].link.is_none());
+        debug_assert!(
+            spaces.len() <= MAX_SPACES && spaces.first().is_some_and(|host| host.link.is_none())
+        );
         let host_mapped = spaces
             .iter()
             .enumerate()
@@ -215,7 +217,8 @@ impl<H> MemorySystem<H> {
         }
     }
 
-    /// `devices` are served: each names the space its data moves to.
+    /// The devices the memory system serves, each with the space its data moves to when it
+    /// needs it (what a placement hint or a prefetch naming the device means).
     #[must_use]
     pub(crate) fn serving(mut self, devices: impl IntoIterator<Item = (Device, SpaceId)>) -> Self {
         self.device_spaces = devices.into_iter().collect();
