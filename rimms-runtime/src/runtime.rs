@@ -1,34 +1,40 @@
-//! The runtime: its devices, their memory spaces and pools, the link table, the counters.
+//! The runtime: its device table, the handle programs hold, and the builder that opens the
+//! devices and puts them together with the memory system.
 //!
-//! `Runtime` is a cheap handle (an `Arc`); buffers keep the shared part alive, so pools outlive
+//! What the runtime's handles share ([`Shared`]) is the device table (what dispatch needs of
+//! each device, copied out of its backend once), the memory system (`space::MemorySystem`:
+//! spaces, pools, links, the copy engine and its counters) and what places and runs calls.
+//! `Runtime` is a cheap handle (an `Arc`); buffers hold the memory system, so pools outlive
 //! every block carved from them whatever order things are dropped in.
+//!
+//! `impl Runtime` is spread by topic: here, building and the handle's own questions (devices,
+//! spaces, stats, fault injection); `kernel::dispatch` runs a call, `kernel::builtin` the
+//! typed built-in APIs, `kernel::custom` hand-written and generated calls,
+//! `kernel::capabilities` what each device can do, `sched` where `Target::Auto` calls go, and
+//! `scope` scoped jobs.
 
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, BackendError, SpaceMemory};
-use crate::data::Residents;
+use crate::backend::{Backend, SpaceMemory, SpaceSpec};
+use crate::data::{Memory, RawBuffer};
 use crate::device::{ArgForm, Device, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::registry::registry;
+use crate::sched::calibrate;
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
 use crate::space::{
-    LinkModel, Occupancy, Pending, Pool, Region, SharedDeviceMemory, SpaceId, SpaceSet, MAX_SPACES,
+    LinkModel, MemorySystem, Pool, Region, SharedDeviceMemory, SpaceEntry, SpaceId, SpaceSet,
+    MAX_SPACES,
 };
 use crate::stats::page::Publisher;
-use crate::stats::{
-    trace_transfer, ApiStats, Counters, LinkStats, Reason, SpaceStats, Stats, Timeline,
-    TRACE_FILE_ENV,
-};
+use crate::stats::{ApiCounters, ApiStats, Stats, Timeline, TRACE_FILE_ENV};
 use std::fmt;
-use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::Arc;
 
 /// How kernel calls treat their arguments.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -234,8 +240,45 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Reserves the pools and starts the devices.
-    pub fn build(self) -> Result<Runtime> {
+    /// Reserves the pools and starts the devices. The steps, in order: check the settings,
+    /// open every device, give each its memory space, make the memory system over those
+    /// spaces, index the devices, and start what runs beside the runtime (link calibration,
+    /// the stats page).
+    pub fn build(mut self) -> Result<Runtime> {
+        self.check_settings()?;
+        #[cfg(feature = "fpga")]
+        let fpga = self.fpga.take().map(FpgaParts::open).transpose()?;
+        let mut backends = self.host_and_sim_backends();
+        #[cfg(feature = "fpga")]
+        backends.extend(
+            fpga.iter()
+                .flat_map(FpgaParts::backends)
+                .map(|device| Box::new(device) as Box<dyn Backend>),
+        );
+        backends.extend(self.gpu_backends()?);
+        let (spaces, devices) = self.space_table(backends)?;
+        self.check_pool_names(&spaces, &devices)?;
+        let memory = Arc::new(self.memory_system(spaces, &devices)?);
+        let stats_page = Publisher::create(self.stats_page.take(), memory.space_names())?;
+        let devices = DeviceTable::new(devices, memory.host_mapped());
+        let shared = Arc::new(Shared {
+            scheduler: Scheduler::new(self.policy, self.costs, devices.devices()),
+            queues: DeviceQueues::new(devices.entries.len()),
+            mode: self.mode,
+            merge_calls: self.merge_calls && self.mode == ExecMode::Tracked,
+            devices,
+            memory,
+            calls: ApiCounters::new(registry().api_count()),
+            fft: FftPlans::new(),
+            stats_page,
+            #[cfg(feature = "fpga")]
+            _fpga: fpga,
+        });
+        Runtime::start(shared, self.calibrate_links)
+    }
+
+    /// Refuses settings no runtime can be built from, before anything is opened.
+    fn check_settings(&self) -> Result<()> {
         if !self.granule.is_power_of_two() || self.granule < 64 {
             return Err(Error::Config(format!(
                 "the pool granule must be a power of two of at least 64 bytes, got {}",
@@ -249,7 +292,6 @@ impl RuntimeBuilder {
                 self.sims.len()
             )));
         }
-        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
         if let Some(index) = self
             .sims
             .iter()
@@ -259,128 +301,144 @@ impl RuntimeBuilder {
                 "sim{index} cannot be both host_mapped and device_memory: the CPU either addresses its memory or does not"
             )));
         }
-        for (index, config) in self.sims.into_iter().enumerate() {
-            // At most MAX_SPACES - 1 sims (checked above), so the index fits in a u8.
+        Ok(())
+    }
+
+    /// The CPU, then the sim devices in the order they were added.
+    fn host_and_sim_backends(&mut self) -> Vec<Box<dyn Backend>> {
+        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+        for (index, config) in std::mem::take(&mut self.sims).into_iter().enumerate() {
+            // At most MAX_SPACES - 1 sims (checked first), so the index fits in a u8.
             backends.push(Box::new(SimBackend {
                 index: index as u8,
                 config,
             }));
         }
-        #[cfg(feature = "fpga")]
-        let fpga = self.fpga.map(FpgaParts::open).transpose()?;
-        #[cfg(feature = "fpga")]
-        if let Some(parts) = &fpga {
-            for device in parts.backends() {
-                backends.push(Box::new(device));
-            }
-        }
-        backends.extend(open_gpus(&self.gpus, self.gpu_pool_bytes, self.granule)?);
-        let limit = |name: &str| {
-            self.pool_limits
-                .iter()
-                .rev()
-                .find(|(n, _)| n == name)
-                .map(|&(_, bytes)| bytes)
-        };
-        let host_pool = limit("host").unwrap_or(self.host_pool_bytes);
-        let mut spaces = vec![SpaceEntry {
-            name: "host".to_string(),
-            pool: Pool::new("host", host_pool, self.granule)?,
-            residents: Residents::default(),
-            link: None,
-            measured: OnceLock::new(),
-            simulate: false,
-            fail_copies: AtomicBool::new(false),
-            host_mapped: true,
-            device_memory: None,
-            busy: Occupancy::default(),
-        }];
+        backends
+    }
+
+    /// The GPUs asked for, as backends, each bringing its memory as a space.
+    fn gpu_backends(&self) -> Result<Vec<Box<dyn Backend>>> {
+        open_gpus(&self.gpus, self.gpu_pool_bytes, self.granule)
+    }
+
+    /// The pool size `pool(name, …)` set last for `name`, if any.
+    fn pool_limit(&self, name: &str) -> Option<usize> {
+        self.pool_limits
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|&(_, bytes)| bytes)
+    }
+
+    /// The host space, then each device's space (one per space name: devices that name the
+    /// same space share it), and the device table's entries, each pointing at its space.
+    fn space_table(
+        &self,
+        backends: Vec<Box<dyn Backend>>,
+    ) -> Result<(Vec<SpaceEntry<RawBuffer>>, Vec<DeviceEntry>)> {
+        let host_pool = self.pool_limit("host").unwrap_or(self.host_pool_bytes);
+        let mut spaces = vec![SpaceEntry::host(Pool::new(
+            "host",
+            host_pool,
+            self.granule,
+        )?)];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
-            // A space is also named by the device that makes it: `pool("fpga0", …)` sizes the
-            // u-dma-buf the FPGA instances share, whatever the space is called.
-            let device_name = backend.device().to_string();
-            let space_limit = |space: &str| limit(space).or_else(|| limit(&device_name));
             let space = match backend.own_space() {
                 None => SpaceId::HOST,
-                // Several devices may share one space (FPGA instances on one u-dma-buf).
-                Some(spec) if spaces.iter().any(|s| s.name == spec.name) => {
-                    let index = spaces.iter().position(|s| s.name == spec.name);
-                    SpaceId(index.unwrap_or(0) as u8)
-                }
-                Some(spec) => {
-                    if spaces.len() == MAX_SPACES {
-                        return Err(Error::Config(format!(
-                            "at most {MAX_SPACES} memory spaces fit in one runtime"
-                        )));
+                Some(spec) => match spaces.iter().position(|s| s.name() == spec.name) {
+                    // Several devices may share one space (FPGA instances on one u-dma-buf).
+                    Some(index) => SpaceId(index as u8),
+                    None => {
+                        if spaces.len() == MAX_SPACES {
+                            return Err(Error::Config(format!(
+                                "at most {MAX_SPACES} memory spaces fit in one runtime"
+                            )));
+                        }
+                        spaces.push(self.device_space(backend.device(), spec)?);
+                        SpaceId((spaces.len() - 1) as u8)
                     }
-                    let device_memory = match &spec.memory {
-                        SpaceMemory::Device(memory) => Some(memory.clone()),
-                        _ => None,
-                    };
-                    let pool = match spec.memory {
-                        SpaceMemory::Reserve => Pool::new(
-                            &spec.name,
-                            space_limit(&spec.name).unwrap_or(spec.pool_bytes),
-                            self.granule,
-                        )?,
-                        SpaceMemory::Mapped(memory) => {
-                            Pool::over_backend(&spec.name, Region::Mapped(memory), self.granule)?
-                        }
-                        SpaceMemory::Device(memory) => {
-                            Pool::over_backend(&spec.name, Region::Device(memory), self.granule)?
-                        }
-                    };
-                    let pool = match space_limit(&spec.name) {
-                        Some(bytes) => pool.limited(bytes)?,
-                        None => pool,
-                    };
-                    spaces.push(SpaceEntry {
-                        pool,
-                        residents: Residents::default(),
-                        device_memory,
-                        name: spec.name,
-                        link: Some(spec.link),
-                        measured: OnceLock::new(),
-                        simulate: spec.simulate,
-                        fail_copies: AtomicBool::new(spec.fail_copies),
-                        host_mapped: spec.host_mapped,
-                        busy: Occupancy::default(),
-                    });
-                    SpaceId((spaces.len() - 1) as u8)
-                }
+                },
             };
-            devices.push(DeviceEntry {
-                device: backend.device(),
-                space,
-                reaches: SpaceSet::EMPTY,
-                form: backend.arg_form(),
-                memory: spaces[space.index()].device_memory.clone(),
-                backend,
-            });
+            let memory = spaces[space.index()].memory().cloned();
+            devices.push(DeviceEntry::new(backend, space, memory));
         }
-        if let Some((name, _)) = self.pool_limits.iter().find(|(n, _)| {
-            !spaces.iter().any(|s| &s.name == n)
+        Ok((spaces, devices))
+    }
+
+    /// The space `device` brings, its pool sized by `pool(…)` where set.
+    fn device_space(&self, device: Device, spec: SpaceSpec) -> Result<SpaceEntry<RawBuffer>> {
+        // A space is also named by the device that makes it: `pool("fpga0", …)` sizes the
+        // u-dma-buf the FPGA instances share, whatever the space is called.
+        let limit = self
+            .pool_limit(&spec.name)
+            .or_else(|| self.pool_limit(&device.to_string()));
+        let device_memory = match &spec.memory {
+            SpaceMemory::Device(memory) => Some(memory.clone()),
+            _ => None,
+        };
+        let pool = match spec.memory {
+            SpaceMemory::Reserve => {
+                Pool::new(&spec.name, limit.unwrap_or(spec.pool_bytes), self.granule)?
+            }
+            SpaceMemory::Mapped(memory) => {
+                Pool::over_backend(&spec.name, Region::Mapped(memory), self.granule)?
+            }
+            SpaceMemory::Device(memory) => {
+                Pool::over_backend(&spec.name, Region::Device(memory), self.granule)?
+            }
+        };
+        let pool = match limit {
+            Some(bytes) => pool.limited(bytes)?,
+            None => pool,
+        };
+        Ok(SpaceEntry::linked(spec.name, pool, spec.link)
+            .simulated(spec.simulate)
+            .failing_copies(spec.fail_copies)
+            .host_mapped(spec.host_mapped)
+            .device_memory(device_memory))
+    }
+
+    /// Refuses a `pool(name, …)` that names neither a space nor a device.
+    fn check_pool_names(
+        &self,
+        spaces: &[SpaceEntry<RawBuffer>],
+        devices: &[DeviceEntry],
+    ) -> Result<()> {
+        let Some((name, _)) = self.pool_limits.iter().find(|(n, _)| {
+            !spaces.iter().any(|s| s.name() == n)
                 && !devices.iter().any(|d| &d.device.to_string() == n)
-        }) {
-            return Err(Error::Config(format!(
-                "no memory space named {name} to size the pool of; this runtime has {}",
-                spaces
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
+        }) else {
+            return Ok(());
+        };
+        Err(Error::Config(format!(
+            "no memory space named {name} to size the pool of; this runtime has {}",
+            spaces
+                .iter()
+                .map(SpaceEntry::name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
+
+    /// The memory system over `spaces`, serving `devices`: evicting and zero-copy as the mode allows, traced as
+    /// asked (the trace file is created now, so that a path that cannot be written fails the
+    /// build, not the end).
+    fn memory_system(
+        &mut self,
+        spaces: Vec<SpaceEntry<RawBuffer>>,
+        devices: &[DeviceEntry],
+    ) -> Result<Memory> {
         let trace = match self.trace {
             Some(on) => on,
             None => {
                 crate::stats::trace_enabled_from_env().map_err(|e| Error::Config(e.to_string()))?
             }
         };
-        // Created now, so that a path that cannot be written fails the build, not the end.
         let timeline = self
             .trace_file
+            .take()
             .or_else(|| std::env::var_os(TRACE_FILE_ENV).map(PathBuf::from))
             .map(|path| {
                 Timeline::create(path.clone()).map_err(|e| {
@@ -391,66 +449,14 @@ impl RuntimeBuilder {
                 })
             })
             .transpose()?;
-        let host_mapped = spaces
-            .iter()
-            .enumerate()
-            .filter(|(i, s)| s.host_mapped && *i != SpaceId::HOST.index())
-            .fold(SpaceSet::EMPTY, |set, (i, _)| set.with(SpaceId(i as u8)));
-        for d in devices.iter_mut().filter(|d| d.space == SpaceId::HOST) {
-            d.reaches = host_mapped;
-        }
-        let mut first_of_kind = [devices.len(); DeviceKind::COUNT];
-        for (position, d) in devices.iter().enumerate().rev() {
-            first_of_kind[d.device.kind().index()] = position;
-        }
-        let stats_page = Publisher::create(self.stats_page, spaces.iter().map(|s| &*s.name))?;
-        let runtime = Runtime {
-            shared: Arc::new(Shared {
-                scheduler: Scheduler::new(
-                    self.policy,
-                    self.costs,
-                    devices.iter().map(|d| d.device),
-                ),
-                queues: DeviceQueues::new(devices.len()),
-                first_of_kind,
-                host_mapped,
-                default_home: host_mapped
-                    .iter()
-                    .next()
-                    .filter(|_| self.zero_copy && self.mode == ExecMode::Tracked),
-                mode: self.mode,
-                // Baseline mode keeps data on the host and stages through temporary blocks:
-                // there is nothing of a buffer's to evict.
-                evictable: match self.mode {
-                    ExecMode::Tracked => {
-                        (1..spaces.len()).fold(SpaceSet::EMPTY, |set, i| set.with(SpaceId(i as u8)))
-                    }
-                    ExecMode::Baseline => SpaceSet::EMPTY,
-                },
-                clock: AtomicU64::new(0),
-                next_buffer: AtomicU64::new(0),
-                merge_calls: self.merge_calls && self.mode == ExecMode::Tracked,
-                granule: self.granule,
-                spaces,
-                devices,
-                counters: Counters::new(registry().api_count()),
-                fft: FftPlans::new(),
-                trace,
-                timeline,
-                stats_page,
-                #[cfg(feature = "fpga")]
-                _fpga: fpga,
-            }),
-        };
-        if self.calibrate_links {
-            runtime.shared.calibrate_links()?;
-        }
-        if let Some(page) = &runtime.shared.stats_page {
-            // A weak handle: the page must not keep the runtime alive.
-            let weak = Arc::downgrade(&runtime.shared);
-            page.start(move || weak.upgrade().map(|shared| Runtime { shared }.stats()))?;
-        }
-        Ok(runtime)
+        let tracked = self.mode == ExecMode::Tracked;
+        // Baseline mode keeps data on the host and stages through temporary blocks: there is
+        // nothing of a buffer's to evict, and no placement to choose.
+        Ok(MemorySystem::new(spaces, self.granule)
+            .serving(devices.iter().map(|d| (d.device, d.space)))
+            .evicting(tracked)
+            .zero_copy(self.zero_copy && tracked)
+            .traced(trace, timeline))
     }
 }
 
@@ -487,88 +493,194 @@ pub struct Runtime {
     shared: Arc<Shared>,
 }
 
-pub(crate) struct SpaceEntry {
-    pub name: String,
-    pub pool: Pool,
-    /// Link to and from the host; `None` for the host itself. A simulated link's copies take
-    /// this long.
-    pub link: Option<LinkModel>,
-    /// What copies over the link were measured to take, if the runtime calibrated it; the
-    /// copy planner and the scheduler rank by this when it is set.
-    pub measured: OnceLock<LinkModel>,
-    pub simulate: bool,
-    /// Copies to and from this space fail (fault injection): set by `SimConfig::fail_copies`,
-    /// switched by `Runtime::inject_copy_faults`.
-    pub fail_copies: AtomicBool,
-    /// The buffers holding a block here, for eviction.
-    pub residents: Residents,
-    /// The CPU reaches this space in place (always true of the host itself).
-    pub host_mapped: bool,
-    /// For memory the CPU cannot address, the backend's way in; `None` for host-addressable
-    /// spaces.
-    device_memory: Option<SharedDeviceMemory>,
-    /// When its simulated link is next free.
-    busy: Occupancy,
-}
-
-impl SpaceEntry {
-    /// The link model copies to and from this space are ranked by.
-    pub(crate) fn cost_model(&self) -> Option<LinkModel> {
-        self.measured.get().copied().or(self.link)
-    }
-}
-
 /// A device as dispatch sees it: what the hot path needs is copied out of the backend once,
 /// so a call makes no virtual call before its kernel.
 pub(crate) struct DeviceEntry {
-    pub device: Device,
+    device: Device,
     /// Where data moves when this device needs it.
-    pub space: SpaceId,
+    space: SpaceId,
     /// Other spaces its kernels can use in place when the data is already valid there: for
     /// the CPU, every host-mapped space.
-    pub reaches: SpaceSet,
-    pub form: ArgForm,
+    reaches: SpaceSet,
+    form: ArgForm,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
-    pub memory: Option<SharedDeviceMemory>,
-    pub backend: Box<dyn Backend>,
+    memory: Option<SharedDeviceMemory>,
+    backend: Box<dyn Backend>,
 }
 
-pub(crate) struct Shared {
-    pub mode: ExecMode,
-    /// Whether scopes merge the calls submitted to them (`RuntimeBuilder::merge_calls`).
-    pub merge_calls: bool,
-    /// Position in `devices` of the first device of each kind (cpu, sim, fpga, gpu).
+impl DeviceEntry {
+    fn new(backend: Box<dyn Backend>, space: SpaceId, memory: Option<SharedDeviceMemory>) -> Self {
+        DeviceEntry {
+            device: backend.device(),
+            space,
+            reaches: SpaceSet::EMPTY,
+            form: backend.arg_form(),
+            memory,
+            backend,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The space data moves to when this device needs it.
+    #[inline(always)]
+    pub(crate) fn space(&self) -> SpaceId {
+        self.space
+    }
+
+    /// The other spaces its kernels use in place when the data is valid there.
+    #[inline(always)]
+    pub(crate) fn reaches(&self) -> SpaceSet {
+        self.reaches
+    }
+
+    /// How its kernels take their arguments.
+    #[inline(always)]
+    pub(crate) fn form(&self) -> ArgForm {
+        self.form
+    }
+
+    /// Its space's memory where the CPU cannot address it.
+    pub(crate) fn memory(&self) -> Option<&SharedDeviceMemory> {
+        self.memory.as_ref()
+    }
+
+    #[inline(always)]
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+}
+
+/// The devices, stored kind by kind in `Device` order, so that finding one is an index.
+struct DeviceTable {
+    entries: Vec<DeviceEntry>,
+    /// Position in `entries` of the first device of each kind (cpu, sim, fpga, gpu).
     first_of_kind: [usize; DeviceKind::COUNT],
-    /// Spaces besides the host that host code reaches in place.
-    pub host_mapped: SpaceSet,
-    /// Where a buffer without a placement lives when a device that reaches it writes it first
-    /// (`RuntimeBuilder::zero_copy`); `None`: in the writer's own space.
-    pub default_home: Option<SpaceId>,
-    /// Spaces whose blocks are evicted when their pool is full: every space but the host.
-    pub evictable: SpaceSet,
-    /// The logical clock of least-recent use: advanced by every slow-path acquire, read (not
-    /// advanced) by the fast path, which stamps buffers with it.
-    pub clock: AtomicU64,
-    /// Ids of buffers, in creation order (eviction's tie-break).
-    pub next_buffer: AtomicU64,
-    granule: usize,
-    pub spaces: Vec<SpaceEntry>,
-    devices: Vec<DeviceEntry>,
-    pub counters: Counters,
-    pub fft: FftPlans,
-    trace: bool,
-    /// Kernels and transfers for `RIMMS_TRACE_FILE`, written to the file as they happen.
-    pub timeline: Option<Timeline>,
+}
+
+impl DeviceTable {
+    /// The table of `entries`; devices whose own space is the host also reach `host_mapped`.
+    fn new(mut entries: Vec<DeviceEntry>, host_mapped: SpaceSet) -> Self {
+        for d in entries.iter_mut().filter(|d| d.space == SpaceId::HOST) {
+            d.reaches = host_mapped;
+        }
+        let mut first_of_kind = [entries.len(); DeviceKind::COUNT];
+        for (position, d) in entries.iter().enumerate().rev() {
+            first_of_kind[d.device.kind().index()] = position;
+        }
+        DeviceTable {
+            entries,
+            first_of_kind,
+        }
+    }
+
+    fn devices(&self) -> impl Iterator<Item = Device> + '_ {
+        self.entries.iter().map(|d| d.device)
+    }
+
+    /// Where `device` sits in the table.
+    #[inline]
+    fn position(&self, device: Device) -> Result<usize> {
+        // Devices are stored kind by kind in `Device` order, so an instance is its kind's
+        // first position plus its number.
+        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
+        match self.entries.get(position) {
+            Some(entry) if entry.device == device => Ok(position),
+            _ => Err(Error::NoDevice {
+                device: device.to_string(),
+                available: self
+                    .devices()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+}
+
+/// What a runtime's handles share: the device table, the memory system, and what places and
+/// runs calls (scheduler, scope queues, FFT plans, call counters).
+pub(crate) struct Shared {
+    mode: ExecMode,
+    /// Whether scopes merge the calls submitted to them (`RuntimeBuilder::merge_calls`).
+    merge_calls: bool,
+    devices: DeviceTable,
+    /// Spaces, pools, links, copies and their counters; every buffer holds it too.
+    memory: Arc<Memory>,
+    /// Calls, hits and merges per API.
+    calls: ApiCounters,
+    fft: FftPlans,
     /// Places `Target::Auto` calls.
-    pub scheduler: Scheduler,
+    scheduler: Scheduler,
     /// The workers of scoped calls.
-    pub queues: DeviceQueues,
+    queues: DeviceQueues,
     /// The `rimms memstat` page, if published; dropping it stops its thread.
     stats_page: Option<Publisher>,
-    /// The FPGA board (and emulator) behind `fpga(n)` devices; after `spaces`, so it is dropped
-    /// after the pools that use its memory.
+    /// The FPGA board (and emulator) behind `fpga(n)` devices, dropped with the runtime; the
+    /// u-dma-buf its space's pool carves is kept mapped by the pool's region.
     #[cfg(feature = "fpga")]
     _fpga: Option<FpgaParts>,
+}
+
+impl Shared {
+    /// Tracked or baseline.
+    #[inline(always)]
+    pub(crate) fn mode(&self) -> ExecMode {
+        self.mode
+    }
+
+    /// Whether scopes merge the calls submitted to them.
+    pub(crate) fn merges_calls(&self) -> bool {
+        self.merge_calls
+    }
+
+    /// The memory system: spaces, pools, links, the copy engine.
+    #[inline(always)]
+    pub(crate) fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// The per-API call counters.
+    #[inline(always)]
+    pub(crate) fn calls(&self) -> &ApiCounters {
+        &self.calls
+    }
+
+    /// The rustfft plans the host kernels share.
+    pub(crate) fn fft(&self) -> &FftPlans {
+        &self.fft
+    }
+
+    pub(crate) fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    pub(crate) fn queues(&self) -> &DeviceQueues {
+        &self.queues
+    }
+
+    #[inline]
+    pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
+        self.position(device).map(|i| &self.devices.entries[i])
+    }
+
+    /// Every device, in the order `Runtime::devices` lists them.
+    pub(crate) fn device_entries(&self) -> &[DeviceEntry] {
+        &self.devices.entries
+    }
+
+    /// Where `device` sits in the device table.
+    #[inline]
+    pub(crate) fn position(&self, device: Device) -> Result<usize> {
+        self.devices.position(device)
+    }
+
+    pub(crate) fn device_space(&self, device: Device) -> Result<SpaceId> {
+        Ok(self.device(device)?.space)
+    }
 }
 
 impl Runtime {
@@ -582,13 +694,27 @@ impl Runtime {
         RuntimeBuilder::default().build()
     }
 
+    /// The last step of building: measures the links if asked, and starts the stats page's
+    /// publisher, which holds the runtime only weakly.
+    fn start(shared: Arc<Shared>, calibrate_links: bool) -> Result<Runtime> {
+        if calibrate_links {
+            calibrate::calibrate_links(&shared.memory)?;
+        }
+        if let Some(page) = &shared.stats_page {
+            // A weak handle: the page must not keep the runtime alive.
+            let weak = Arc::downgrade(&shared);
+            page.start(move || weak.upgrade().map(|shared| Runtime { shared }.stats()))?;
+        }
+        Ok(Runtime { shared })
+    }
+
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 
     /// The devices, CPU first.
     pub fn devices(&self) -> Vec<Device> {
-        self.shared.devices.iter().map(|d| d.device).collect()
+        self.shared.devices.devices().collect()
     }
 
     /// Tracked or baseline.
@@ -603,7 +729,7 @@ impl Runtime {
 
     /// The name of `space` ("host", "sim0", …), as stats report it.
     pub fn space_name(&self, space: SpaceId) -> &str {
-        self.shared.space_name(space)
+        self.shared.memory.space_name(space)
     }
 
     /// The model copies between `space` and the host are ranked by (by the copy planner and
@@ -611,58 +737,19 @@ impl Runtime {
     /// [`RuntimeBuilder::calibrate_links`]), else the configured one; `None` for the host
     /// and for an unknown space.
     pub fn link_model(&self, space: SpaceId) -> Option<LinkModel> {
-        self.shared
-            .spaces
-            .get(space.index())
-            .and_then(SpaceEntry::cost_model)
+        self.shared.memory.link_model(space)
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         let s = &*self.shared;
-        let mut links = Vec::new();
-        for (from, a) in s.spaces.iter().enumerate() {
-            for (to, b) in s.spaces.iter().enumerate() {
-                let (copies, bytes, time) = s.counters.link(from, to);
-                if copies > 0 {
-                    links.push(LinkStats {
-                        from: a.name.clone(),
-                        to: b.name.clone(),
-                        copies,
-                        bytes,
-                        time,
-                    });
-                }
-            }
-        }
-        let spaces = s
-            .spaces
-            .iter()
-            .enumerate()
-            .map(|(i, sp)| {
-                let usage = sp.pool.usage();
-                let evicted = s.counters.evictions(i);
-                SpaceStats {
-                    name: sp.name.clone(),
-                    capacity: sp.pool.capacity(),
-                    in_use: usage.in_use,
-                    high_water: usage.high_water,
-                    allocations: usage.allocations,
-                    frees: usage.frees,
-                    zero_fills: s.counters.fills(i),
-                    evictions: evicted.0,
-                    dropped_bytes: evicted.1,
-                    written_back_bytes: evicted.2,
-                }
-            })
-            .collect();
         let apis = registry()
             .apis()
             .iter()
             .enumerate()
             .filter_map(|(index, api)| {
-                let (calls, hits) = s.counters.api(index);
-                let (merged, merged_into) = s.counters.merges(index);
+                let (calls, hits) = s.calls.api(index);
+                let (merged, merged_into) = s.calls.merges(index);
                 (calls > 0 || merged > 0).then_some(ApiStats {
                     name: api.name(),
                     calls,
@@ -674,8 +761,8 @@ impl Runtime {
             })
             .collect();
         Stats {
-            links,
-            spaces,
+            links: s.memory.link_stats(),
+            spaces: s.memory.space_stats(),
             apis,
         }
     }
@@ -684,23 +771,14 @@ impl Runtime {
     /// as `SimConfig::fail_copies` sets from the start, for testing what a program does when
     /// a transfer fails part-way (a kernel's input, a write-back on eviction).
     pub fn inject_copy_faults(&self, space: SpaceId, on: bool) -> Result<()> {
-        let entry = self.shared.spaces.get(space.index()).ok_or_else(|| {
-            Error::Config(format!(
-                "no memory space with id {} in this runtime",
-                space.0
-            ))
-        })?;
-        entry.fail_copies.store(on, Ordering::Relaxed);
-        Ok(())
+        self.shared.memory.inject_copy_faults(space, on)
     }
 
     /// Zeroes the link, fill and API counters and sets each high-water mark to the current
     /// use, so that one phase of a program can be measured alone.
     pub fn reset_stats(&self) {
-        self.shared.counters.clear();
-        for sp in &self.shared.spaces {
-            sp.pool.reset_high_water();
-        }
+        self.shared.memory.reset_stats();
+        self.shared.calls.clear();
     }
 }
 
@@ -710,237 +788,5 @@ impl fmt::Debug for Runtime {
             .field("devices", &self.devices())
             .field("mode", &self.shared.mode)
             .finish()
-    }
-}
-
-impl Shared {
-    pub(crate) fn granule(&self) -> usize {
-        self.granule
-    }
-
-    /// Whether transfer (and eviction) events go to `tracing`.
-    pub(crate) fn tracing(&self) -> bool {
-        self.trace
-    }
-
-    pub(crate) fn pool(&self, space: SpaceId) -> &Pool {
-        &self.spaces[space.index()].pool
-    }
-
-    pub(crate) fn space_name(&self, space: SpaceId) -> &str {
-        self.spaces
-            .get(space.index())
-            .map_or("?", |s| s.name.as_str())
-    }
-
-    #[inline]
-    pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
-        self.position(device).map(|i| &self.devices[i])
-    }
-
-    /// Every device, in the order `Runtime::devices` lists them.
-    pub(crate) fn device_entries(&self) -> &[DeviceEntry] {
-        &self.devices
-    }
-
-    /// Where `device` sits in the device table.
-    #[inline]
-    pub(crate) fn position(&self, device: Device) -> Result<usize> {
-        // Devices are stored kind by kind in `Device` order, so an instance is its kind's
-        // first position plus its number.
-        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
-        match self.devices.get(position) {
-            Some(entry) if entry.device == device => Ok(position),
-            _ => Err(Error::NoDevice {
-                device: device.to_string(),
-                available: self
-                    .devices
-                    .iter()
-                    .map(|d| d.device.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-        }
-    }
-
-    pub(crate) fn device_space(&self, device: Device) -> Result<SpaceId> {
-        Ok(self.device(device)?.space)
-    }
-
-    /// The link between two different spaces: a device's own link to and from the host, and
-    /// between two devices the slower of their host links (a peer copy through the same
-    /// switch).
-    fn link(&self, a: SpaceId, b: SpaceId) -> Option<(LinkModel, bool)> {
-        let simulate = self.spaces[a.index()].simulate || self.spaces[b.index()].simulate;
-        self.slower_link(a, b, |s| s.link)
-            .map(|link| (link, simulate))
-    }
-
-    /// The slower of the links of `a` and `b` to the host, as `model` gives each: a copy
-    /// between two devices crosses both.
-    fn slower_link(
-        &self,
-        a: SpaceId,
-        b: SpaceId,
-        model: impl Fn(&SpaceEntry) -> Option<LinkModel>,
-    ) -> Option<LinkModel> {
-        match (
-            model(&self.spaces[a.index()]),
-            model(&self.spaces[b.index()]),
-        ) {
-            (None, None) => None,
-            (Some(l), None) | (None, Some(l)) => Some(l),
-            (Some(x), Some(y)) => Some(if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) {
-                x
-            } else {
-                y
-            }),
-        }
-    }
-
-    /// What a copy between `src` and `dst` is expected to cost, for picking the cheapest
-    /// source and for the scheduler: measured where the runtime calibrated, else configured.
-    pub(crate) fn link_cost(&self, src: SpaceId, dst: SpaceId, bytes: usize) -> u64 {
-        self.slower_link(src, dst, SpaceEntry::cost_model)
-            .map_or(0, |l| l.cost_ns(bytes))
-    }
-
-    /// One copy of `len` bytes between two blocks in different spaces, counted and traced. On
-    /// a simulated link the bytes have moved when this returns, but the modelled time is left
-    /// to the caller to wait out (see [`Pending`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn copy(
-        &self,
-        from: SpaceId,
-        to: SpaceId,
-        src: *mut u8,
-        dst: *mut u8,
-        bytes: Range<usize>,
-        frags: &Range<usize>,
-        reason: &Reason,
-    ) -> Result<Pending> {
-        let failed = |source: BackendError| Error::Transfer {
-            from: self.space_name(from).to_string(),
-            to: self.space_name(to).to_string(),
-            bytes: bytes.len(),
-            source,
-        };
-        let faulty = |s: SpaceId| self.spaces[s.index()].fail_copies.load(Ordering::Relaxed);
-        if faulty(from) || faulty(to) {
-            return Err(failed(BackendError::InjectedFault("copy")));
-        }
-        let started = Instant::now();
-        self.move_bytes(from, to, src, dst, bytes.clone())
-            .map_err(failed)?;
-        let pending = match self.link(from, to) {
-            Some((link, true)) => {
-                let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
-                let links = [a, b].map(|s| s.link.is_some().then_some(&s.busy));
-                let links: Vec<&Occupancy> = links.into_iter().flatten().collect();
-                Pending::until(Occupancy::book(&links, started, link.duration(bytes.len())))
-            }
-            _ => Pending::NONE,
-        };
-        let took = pending
-            .deadline()
-            .map_or_else(|| started.elapsed(), |d| d - started);
-        self.counters
-            .record_copy(from.index(), to.index(), bytes.len(), took);
-        if let Some(timeline) = &self.timeline {
-            timeline.transfer(
-                self.space_name(from),
-                self.space_name(to),
-                bytes.len(),
-                started,
-                took,
-            );
-        }
-        if self.trace {
-            trace_transfer(
-                self.space_name(from),
-                self.space_name(to),
-                bytes.len(),
-                frags,
-                reason,
-            );
-        }
-        Ok(pending)
-    }
-
-    /// Copies `bytes` of one block into the same bytes of another, each in its space: a
-    /// memcpy between host-addressable spaces, the backend's copy where one is device memory,
-    /// and between two device memories a peer copy where they can, else a bounce through the
-    /// host.
-    pub(crate) fn move_bytes(
-        &self,
-        from: SpaceId,
-        to: SpaceId,
-        src: *mut u8,
-        dst: *mut u8,
-        bytes: Range<usize>,
-    ) -> std::result::Result<(), BackendError> {
-        // A device address is a number the backend understands, not a pointer to offset.
-        let at = |base: *mut u8| base.addr() + bytes.start;
-        match (self.device_memory(from), self.device_memory(to)) {
-            // SAFETY: both blocks hold the whole range (they were sized for the buffer or
-            // argument the range lies in) and belong to different allocations, so they do
-            // not overlap.
-            (None, None) => unsafe {
-                std::ptr::copy_nonoverlapping(
-                    src.add(bytes.start),
-                    dst.add(bytes.start),
-                    bytes.len(),
-                );
-                Ok(())
-            },
-            (None, Some(device)) => {
-                // SAFETY: the source is a host-addressable block holding the range, and no
-                // writer of those fragments runs while the buffer's lock is held.
-                let host = unsafe { std::slice::from_raw_parts(src.add(bytes.start), bytes.len()) };
-                device.copy_in(at(dst), host)
-            }
-            (Some(device), None) => {
-                // SAFETY: as above for the destination, which this copy alone writes.
-                let host =
-                    unsafe { std::slice::from_raw_parts_mut(dst.add(bytes.start), bytes.len()) };
-                device.copy_out(at(src), host)
-            }
-            (Some(source), Some(target)) => {
-                let peer = source.copy_to_peer(at(src), &**target, at(dst), bytes.len());
-                if let Some(done) = peer {
-                    return done;
-                }
-                let mut bounce = vec![0u8; bytes.len()];
-                source.copy_out(at(src), &mut bounce)?;
-                target.copy_in(at(dst), &bounce)
-            }
-        }
-    }
-
-    /// The backend's way into `space`, if the CPU cannot address it.
-    pub(crate) fn device_memory(&self, space: SpaceId) -> Option<&SharedDeviceMemory> {
-        self.spaces[space.index()].device_memory.as_ref()
-    }
-
-    /// Fills `bytes` of a block in `space` with zeros: how zero-marked fragments materialise.
-    pub(crate) fn fill_zero(
-        &self,
-        space: SpaceId,
-        base: *mut u8,
-        bytes: Range<usize>,
-    ) -> Result<()> {
-        match self.device_memory(space) {
-            // SAFETY: the block holds the whole buffer and the range lies inside it.
-            None => unsafe { std::ptr::write_bytes(base.add(bytes.start), 0, bytes.len()) },
-            Some(device) => device
-                .fill_zero(base.addr() + bytes.start, bytes.len())
-                .map_err(|source| Error::Fill {
-                    space: self.space_name(space).to_string(),
-                    bytes: bytes.len(),
-                    source,
-                })?,
-        }
-        self.counters.record_fill(space.index());
-        Ok(())
     }
 }

@@ -2,13 +2,13 @@
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
 use super::evict::{self, Pressure};
+use super::Memory;
 use crate::backend::BackendError;
 use crate::coherence::{
     self, Access, AcquirePlan, EvictPlan, FragmentSpan, FragmentState, FragmentTable, Published,
     WithTable,
 };
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
 use crate::space::{Block, Pending, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::{trace_eviction, Reason};
 use std::borrow::Cow;
@@ -31,7 +31,8 @@ const CALLS_MASK: u64 = u32::MAX as u64;
 const HOST_VIEWS_SHIFT: u32 = 32;
 
 pub(crate) struct RawBuffer {
-    pub(crate) rt: Arc<Shared>,
+    /// The memory system of the runtime it was made in: its blocks' pools, the copy engine.
+    memory: Arc<Memory>,
     /// Creation order in its runtime: the key of the eviction registries.
     id: u64,
     /// Itself, for the eviction registry of a space it gets a block in.
@@ -69,11 +70,11 @@ impl WithTable for Inner {
 }
 
 impl RawBuffer {
-    pub(crate) fn new(rt: Arc<Shared>, bytes: usize, frag_shift: u32) -> Arc<RawBuffer> {
+    pub(crate) fn new(memory: Arc<Memory>, bytes: usize, frag_shift: u32) -> Arc<RawBuffer> {
         let count = bytes.div_ceil(1 << frag_shift);
-        let id = rt.next_buffer.fetch_add(1, Ordering::Relaxed);
+        let id = memory.next_holder_id();
         Arc::new_cyclic(|me| RawBuffer {
-            rt,
+            memory,
             id,
             me: me.clone(),
             pins: AtomicU64::new(0),
@@ -93,11 +94,22 @@ impl RawBuffer {
         self.id
     }
 
+    /// Whether the buffer was made in the runtime whose memory system is `memory`.
+    #[inline(always)]
+    pub(crate) fn belongs_to(&self, memory: &Arc<Memory>) -> bool {
+        Arc::ptr_eq(&self.memory, memory)
+    }
+
+    /// The memory system the buffer lives in.
+    pub(crate) fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
     /// Records a use in `space` that found the data in place: stamps the clock's current
     /// value, without advancing it (a relaxed load and a relaxed store).
     #[inline(always)]
     pub(crate) fn touch(&self, space: SpaceId) {
-        let now = self.rt.clock.load(Ordering::Relaxed);
+        let now = self.memory.now();
         self.stamps[space.index()].store(now, Ordering::Relaxed);
     }
 
@@ -129,7 +141,7 @@ impl RawBuffer {
     /// into an evictable space keeps the buffer's block there until the buffer is next
     /// borrowed mutably ([`Self::end_host_views`]). SeqCst before the resident check, as a pin.
     fn pin_host_views(&self) {
-        let spaces = self.rt.host_mapped.0 & self.rt.evictable.0;
+        let spaces = self.memory.host_mapped().0 & self.memory.evictable().0;
         if spaces != 0 {
             self.pins
                 .fetch_or(u64::from(spaces) << HOST_VIEWS_SHIFT, Ordering::SeqCst);
@@ -198,11 +210,11 @@ impl RawBuffer {
         if self.resident(SpaceId::HOST, access) {
             return Ok((SpaceId::HOST, false));
         }
-        if let Some(space) = self.resident_in(self.rt.host_mapped, access) {
+        if let Some(space) = self.resident_in(self.memory.host_mapped(), access) {
             self.touch(space);
             return Ok((space, false));
         }
-        let target = self.target(SpaceId::HOST, self.rt.host_mapped);
+        let target = self.target(SpaceId::HOST, self.memory.host_mapped());
         self.acquire(start, len, target, access, &Reason::Host)?;
         Ok((target, access.writes()))
     }
@@ -237,7 +249,7 @@ impl RawBuffer {
             return Ok(false);
         }
         let mut inner = self.lock();
-        let now = self.rt.clock.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = self.memory.tick();
         self.stamps[space.index()].store(now, Ordering::Relaxed);
         let block = self.ensure_block(&mut inner, space)?;
         let plan = self.plan(&inner.table, start, len, space, access);
@@ -249,16 +261,16 @@ impl RawBuffer {
         for m in &plan.moves {
             let bytes = self.frag_bytes(m.frags.clone(), shift);
             let src = inner.blocks[m.src.index()]
-                .ok_or_else(|| missing_block(&self.rt, m.src, space))?
+                .ok_or_else(|| missing_block(&self.memory, m.src, space))?
                 .ptr();
             let copy = self
-                .rt
+                .memory
                 .copy(m.src, space, src, block.ptr(), bytes, &m.frags, reason)?;
             pending = pending.and(copy);
         }
         for run in &plan.fills {
             let bytes = self.frag_bytes(run.clone(), shift);
-            self.rt.fill_zero(space, block.ptr(), bytes)?;
+            self.memory.fill_zero(space, block.ptr(), bytes)?;
         }
         inner.table.commit_acquire(&plan);
         drop(inner);
@@ -287,7 +299,7 @@ impl RawBuffer {
             .iter()
             .map(|m| {
                 let bytes = self.frag_bytes(m.frags.clone(), shift).len();
-                self.rt.link_cost(m.src, space, bytes)
+                self.memory.link_cost(m.src, space, bytes)
             })
             .sum()
     }
@@ -305,7 +317,7 @@ impl RawBuffer {
         let shift = self.shift();
         let span = FragmentSpan::of(start..start + len, shift, self.bytes);
         table.plan_acquire(&span, space, access, |src, dst| {
-            self.rt.link_cost(src, dst, 1 << shift)
+            self.memory.link_cost(src, dst, 1 << shift)
         })
     }
 
@@ -318,7 +330,7 @@ impl RawBuffer {
         if let Some(block) = inner.blocks[space.index()] {
             return Ok(block);
         }
-        let block = evict::alloc(&self.rt, space, self.bytes, self.id)?;
+        let block = evict::alloc(&self.memory, space, self.bytes, self.id)?;
         self.keep_block(inner, space, block);
         Ok(block)
     }
@@ -327,9 +339,9 @@ impl RawBuffer {
     fn keep_block(&self, inner: &mut Inner, space: SpaceId, block: Block) {
         inner.blocks[space.index()] = Some(block);
         self.ptrs[space.index()].store(block.ptr(), Ordering::Release);
-        if self.rt.evictable.contains(space) {
-            self.rt.spaces[space.index()]
-                .residents
+        if self.memory.evictable().contains(space) {
+            self.memory
+                .residents(space)
                 .insert(self.id, self.me.clone());
         }
     }
@@ -363,7 +375,7 @@ impl RawBuffer {
             None
         } else {
             let wrap = |source: Error| Error::WriteBack {
-                space: self.rt.space_name(space).to_string(),
+                space: self.memory.space_name(space).to_string(),
                 bytes: written_back,
                 source: Box::new(source),
             };
@@ -375,22 +387,20 @@ impl RawBuffer {
         inner.table.commit_evict(&plan, target);
         inner.blocks[space.index()] = None;
         self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
-        self.rt.pool(space).free(block);
-        self.rt.spaces[space.index()].residents.remove(self.id);
+        self.memory.pool(space).free(block);
+        self.memory.residents(space).remove(self.id);
         let dropped = bytes_of(&plan.dropped);
-        self.rt
-            .counters
-            .record_eviction(space.index(), dropped, written_back);
-        if self.rt.tracing() {
+        self.memory.record_eviction(space, dropped, written_back);
+        if self.memory.tracing() {
             trace_eviction(
-                self.rt.space_name(space),
+                self.memory.space_name(space),
                 dropped,
                 written_back,
-                target.map(|t| self.rt.space_name(t)),
+                target.map(|t| self.memory.space_name(t)),
                 why.needed,
             );
         }
-        Ok(Some(self.rt.pool(space).block_bytes(self.bytes)))
+        Ok(Some(self.memory.pool(space).block_bytes(self.bytes)))
     }
 
     /// Copies the fragments `plan` writes back out of `block` into the cheapest other space
@@ -405,11 +415,11 @@ impl RawBuffer {
     ) -> Result<SpaceId> {
         let from = plan.space;
         let shift = self.shift();
-        let mut targets: Vec<SpaceId> = (0..self.rt.spaces.len())
+        let mut targets: Vec<SpaceId> = (0..self.memory.space_count())
             .map(|i| SpaceId(i as u8))
             .filter(|&t| t != from)
             .collect();
-        targets.sort_by_key(|&t| (self.rt.link_cost(from, t, 1 << shift), t));
+        targets.sort_by_key(|&t| (self.memory.link_cost(from, t, 1 << shift), t));
         let mut refused = None;
         let mut chosen = None;
         for t in targets {
@@ -418,7 +428,7 @@ impl RawBuffer {
                 break;
             }
             // Only room that is free now: a write-back never evicts in turn.
-            match self.rt.pool(t).alloc(self.bytes) {
+            match self.memory.pool(t).alloc(self.bytes) {
                 Ok(fresh) => {
                     self.keep_block(inner, t, fresh);
                     chosen = Some((t, fresh));
@@ -437,7 +447,7 @@ impl RawBuffer {
         for run in &plan.write_back {
             let bytes = self.frag_bytes(run.clone(), shift);
             let copy = self
-                .rt
+                .memory
                 .copy(from, to, block.ptr(), dst.ptr(), bytes, run, &reason)?;
             pending = pending.and(copy);
         }
@@ -452,7 +462,7 @@ impl RawBuffer {
     #[inline]
     pub(crate) fn target(&self, own: SpaceId, reach: SpaceSet) -> SpaceId {
         match self.home.load(Ordering::Relaxed) {
-            NO_HOME => match self.rt.default_home {
+            NO_HOME => match self.memory.default_home() {
                 Some(home) if reach.contains(home) => home,
                 _ => own,
             },
@@ -547,7 +557,7 @@ impl RawBuffer {
                 let differs_from = if state.zero {
                     bytes.iter().any(|&b| b != 0).then(|| "zero".to_string())
                 } else if let Some((first, expected)) = &reference {
-                    (bytes != *expected).then(|| self.rt.space_name(*first).to_string())
+                    (bytes != *expected).then(|| self.memory.space_name(*first).to_string())
                 } else {
                     reference = Some((space, bytes));
                     None
@@ -558,7 +568,7 @@ impl RawBuffer {
                         start: range.start,
                         end: range.end,
                         first,
-                        second: self.rt.space_name(space).to_string(),
+                        second: self.memory.space_name(space).to_string(),
                     });
                 }
             }
@@ -576,7 +586,7 @@ impl RawBuffer {
         block: Block,
         range: Range<usize>,
     ) -> Result<Cow<'_, [u8]>> {
-        match self.rt.device_memory(space) {
+        match self.memory.device_memory(space) {
             // SAFETY: the range lies inside the buffer and the block holds the whole buffer.
             // Writers need the buffer mutably, so none runs while `validate(&self)` reads.
             None => Ok(Cow::Borrowed(unsafe {
@@ -587,7 +597,7 @@ impl RawBuffer {
                 device
                     .copy_out(block.ptr().addr() + range.start, &mut bytes)
                     .map_err(|source| Error::Transfer {
-                        from: self.rt.space_name(space).to_string(),
+                        from: self.memory.space_name(space).to_string(),
                         to: "host (validate)".to_string(),
                         bytes: range.len(),
                         source,
@@ -600,10 +610,10 @@ impl RawBuffer {
 
 /// A plan named a source that holds no block: the table and the blocks disagree, which only a
 /// runtime bug can cause; reported as a failed copy rather than a panic.
-fn missing_block(rt: &Shared, from: SpaceId, to: SpaceId) -> Error {
+fn missing_block(memory: &Memory, from: SpaceId, to: SpaceId) -> Error {
     Error::Transfer {
-        from: rt.space_name(from).to_string(),
-        to: rt.space_name(to).to_string(),
+        from: memory.space_name(from).to_string(),
+        to: memory.space_name(to).to_string(),
         bytes: 0,
         source: BackendError::Invalid("the source space holds no block of this buffer".to_string()),
     }
@@ -615,8 +625,8 @@ impl Drop for RawBuffer {
         for (space, block) in inner.blocks.iter_mut().enumerate() {
             if let Some(block) = block.take() {
                 let space = SpaceId(space as u8);
-                self.rt.spaces[space.index()].residents.remove(self.id);
-                self.rt.pool(space).free(block);
+                self.memory.residents(space).remove(self.id);
+                self.memory.pool(space).free(block);
             }
         }
     }

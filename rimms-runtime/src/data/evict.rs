@@ -4,7 +4,7 @@
 //! A device's memory is smaller than the host's, and on the boards RIMMS targets a frame does
 //! not fit in it at once; StarPU reclaims memory from its LRU lists and so does this. Each
 //! evictable space (every space but the host) keeps a registry of the buffers that hold a
-//! block there ([`Residents`]); each buffer stamps, per space, the runtime's logical clock
+//! block there ((`space::Residents`)); each buffer stamps, per space, the runtime's logical clock
 //! when a call uses it there (`RawBuffer::touch`: a relaxed load and a relaxed store on the
 //! fast path; a slow-path acquire advances the clock). When an allocation does not fit,
 //! [`alloc`] evicts in stamp order, oldest first (ties: the older buffer first), until it
@@ -31,45 +31,10 @@
 //! lock and evict from each other's never deadlock; a busy buffer is skipped like a pinned
 //! one.
 
-use super::RawBuffer;
+use super::{Memory, RawBuffer};
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
 use crate::space::{Block, SpaceId};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-
-/// The buffers that hold a block in one space, by buffer id (creation order).
-#[derive(Default)]
-pub(crate) struct Residents {
-    buffers: Mutex<BTreeMap<u64, Weak<RawBuffer>>>,
-}
-
-impl Residents {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Weak<RawBuffer>>> {
-        // Inserts and removes of a map cannot leave it half-changed; a poisoned lock is fine.
-        self.buffers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn insert(&self, id: u64, buffer: Weak<RawBuffer>) {
-        self.lock().insert(id, buffer);
-    }
-
-    pub(crate) fn remove(&self, id: u64) {
-        self.lock().remove(&id);
-    }
-
-    /// The live buffers with a block here, least recently used in `space` first. The
-    /// registry's lock is released before the caller touches any buffer.
-    fn lru_order(&self, space: SpaceId) -> Vec<Arc<RawBuffer>> {
-        let mut order: Vec<(u64, u64, Arc<RawBuffer>)> = self
-            .lock()
-            .iter()
-            .filter_map(|(&id, weak)| weak.upgrade().map(|b| (b.stamp(space), id, b)))
-            .collect();
-        order.sort_unstable_by_key(|&(stamp, id, _)| (stamp, id));
-        order.into_iter().map(|(_, _, b)| b).collect()
-    }
-}
+use std::sync::Arc;
 
 /// Why a block was evicted, for the trace: the allocation that did not fit.
 #[derive(Clone, Copy, Debug)]
@@ -82,8 +47,13 @@ pub(crate) struct Pressure {
 /// recently used blocks there when the pool is full. The host is never evicted: it is where
 /// write-backs go. Fails, saying how much was needed and how much could have been freed, when
 /// even evicting every block not in use would not make room.
-pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -> Result<Block> {
-    let pool = rt.pool(space);
+pub(crate) fn alloc(
+    memory: &Memory,
+    space: SpaceId,
+    bytes: usize,
+    requester: u64,
+) -> Result<Block> {
+    let pool = memory.pool(space);
     let full = match pool.alloc(bytes) {
         Ok(block) => return Ok(block),
         Err(e) if space == SpaceId::HOST => return Err(e),
@@ -98,19 +68,20 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
     else {
         return Err(full);
     };
-    let candidates: Vec<Arc<RawBuffer>> = rt.spaces[space.index()]
-        .residents
-        .lru_order(space)
+    // Least recently used in `space` first.
+    let candidates: Vec<Arc<RawBuffer>> = memory
+        .residents(space)
+        .by_stamp(|b| b.stamp(space))
         .into_iter()
         .filter(|b| b.id() != requester && !b.pinned_in(space))
         .collect();
     let evictable: usize = candidates
         .iter()
-        .map(|b| rt.pool(space).block_bytes(b.bytes()))
+        .map(|b| memory.pool(space).block_bytes(b.bytes()))
         .sum();
     if free + evictable < requested {
         return Err(does_not_fit(
-            rt,
+            memory,
             space,
             requested,
             (free, largest_free),
@@ -130,25 +101,31 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
         Ok(block) => Ok(block),
         Err(Error::PoolExhausted {
             free, largest_free, ..
-        }) => Err(does_not_fit(rt, space, requested, (free, largest_free), 0)),
+        }) => Err(does_not_fit(
+            memory,
+            space,
+            requested,
+            (free, largest_free),
+            0,
+        )),
         Err(other) => Err(other),
     }
 }
 
 /// `free`: the bytes free and the longest free run.
 fn does_not_fit(
-    rt: &Shared,
+    memory: &Memory,
     space: SpaceId,
     needed: usize,
     free: (usize, usize),
     evictable: usize,
 ) -> Error {
     Error::DoesNotFit {
-        space: rt.space_name(space).to_string(),
+        space: memory.space_name(space).to_string(),
         needed,
         free: free.0,
         largest_free: free.1,
         evictable,
-        in_use: rt.pool(space).usage().in_use.saturating_sub(evictable),
+        in_use: memory.pool(space).usage().in_use.saturating_sub(evictable),
     }
 }

@@ -10,7 +10,9 @@ mod buffer;
 mod evict;
 
 pub(crate) use buffer::RawBuffer;
-pub(crate) use evict::Residents;
+
+/// The memory system buffers live in: its spaces' holders are buffers.
+pub(crate) type Memory = crate::space::MemorySystem<RawBuffer>;
 
 use crate::coherence::{Access, FragmentState};
 use crate::device::Device;
@@ -141,7 +143,7 @@ impl<T: Pod> HeteData<T> {
                 type_name: type_name::<T>(),
                 elem_size: size,
             })?;
-        let granule = rt.shared().granule();
+        let granule = rt.shared().memory().granule();
         if std::mem::align_of::<T>() > granule {
             return Err(Error::Alignment {
                 type_name: type_name::<T>(),
@@ -159,7 +161,7 @@ impl<T: Pod> HeteData<T> {
         }
         let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
         Ok(HeteData {
-            raw: RawBuffer::new(rt.shared().clone(), bytes, shift),
+            raw: RawBuffer::new(rt.shared().memory().clone(), bytes, shift),
             len,
             _elem: PhantomData,
         })
@@ -358,7 +360,7 @@ impl<T: Pod> HeteData<T> {
     /// it there when the CPU can reach that memory (an FPGA's u-dma-buf), so the device then
     /// reads it without a copy. Without a hint a buffer lives where it is first written.
     pub fn place(&self, device: Device) -> Result<()> {
-        self.raw.set_home(self.raw.rt.device_space(device)?);
+        self.raw.set_home(self.raw.memory().device_space(device)?);
         Ok(())
     }
 
@@ -367,7 +369,7 @@ impl<T: Pod> HeteData<T> {
     /// RIMMS: `hete_Prefetch`.
     #[doc(alias = "hete_Prefetch")]
     pub fn prefetch(&self, device: Device) -> Result<()> {
-        let space = self.raw.rt.device_space(device)?;
+        let space = self.raw.memory().device_space(device)?;
         self.raw
             .acquire(0, self.raw.bytes(), space, Access::Read, &Reason::Prefetch)?;
         Ok(())

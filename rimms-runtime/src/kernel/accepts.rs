@@ -42,8 +42,8 @@ impl DeviceCtx<'_> {
     /// What a check on `entry`'s device gets.
     pub(crate) fn of(entry: &DeviceEntry) -> DeviceCtx<'_> {
         DeviceCtx {
-            device: entry.device,
-            handle: entry.backend.handle(),
+            device: entry.device(),
+            handle: entry.backend().handle(),
         }
     }
 }
@@ -56,7 +56,7 @@ pub(crate) fn ask(
     index: usize,
     ask: impl FnOnce(&DeviceCtx<'_>, Check) -> Result<(), Refusal>,
 ) -> Result<(), Refusal> {
-    match registry().registered(index, entry.device.kind(), entry.form) {
+    match registry().registered(index, entry.device().kind(), entry.form()) {
         Some(Registered {
             accepts: Some(check),
             ..

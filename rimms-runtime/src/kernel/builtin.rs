@@ -2,6 +2,8 @@
 //! register per device kind, see `backend::cpu`), and offered as methods of [`Runtime`] that
 //! check shapes first; device limits are their implementations' `accepts` checks, which the
 //! call asks as any API's, so a bad call is refused before anything moves.
+//!
+//! Its part of `impl Runtime`: the typed built-in API methods (`fft`, `zip`, …) and their checks.
 
 use super::accepts::{self, check_as};
 use super::{Api, ApiSpec, FftDirection, KernelCtx, ZipOp};

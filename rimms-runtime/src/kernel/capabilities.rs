@@ -1,6 +1,8 @@
 //! What each device of a runtime can run: which APIs have an implementation for it, which
 //! FFT sizes it transforms and which ZIP operations it does, up to what length.
 //!
+//! Its part of `impl Runtime`: `capabilities`, that report.
+//!
 //! Nothing here is a second description of the devices: APIs come from the kernel registry
 //! (the same lookup a call makes), and limits from the `accepts` checks of the device's `fft`,
 //! `fft_in_place` and `zip` implementations (the same checks a call passes before anything
@@ -79,7 +81,7 @@ impl Runtime {
             .device_entries()
             .iter()
             .map(|entry| {
-                let (kind, form) = (entry.device.kind(), entry.form);
+                let (kind, form) = (entry.device().kind(), entry.form());
                 let mut apis: Vec<&'static str> = reg
                     .apis()
                     .iter()
@@ -135,8 +137,8 @@ impl Runtime {
                     zip.clear();
                 }
                 Capabilities {
-                    device: entry.device,
-                    space: self.space_name(entry.space).to_string(),
+                    device: entry.device(),
+                    space: self.space_name(entry.space()).to_string(),
                     apis,
                     fft_points,
                     zip,

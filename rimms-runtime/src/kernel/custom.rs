@@ -1,6 +1,8 @@
 //! Kernel calls by hand: [`KernelArg`] constructors, and the two entries
 //! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
 //! an API whose implementation is looked up per device kind.
+//!
+//! Its part of `impl Runtime`: `launch_host`, a kernel call with a hand-written body.
 
 use super::accepts::{self, Check};
 use super::device_args::{DevArg, PlacedArgs};
@@ -103,7 +105,7 @@ impl Runtime {
         body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
     ) -> Result<()> {
         let entry = self.shared().device(device)?;
-        if entry.form == ArgForm::Device {
+        if entry.form() == ArgForm::Device {
             return Err(host_body_on_device(api, device));
         }
         self.launch(entry, Api::of(api), &args, |_, ptrs| {
@@ -147,7 +149,7 @@ pub fn call_registered<const N: usize>(
         |entry| accepts::ask(entry, index, |dev, check| accepts(dev, check, &args)).is_ok(),
     )?;
     let entry = rt.shared().device(device)?;
-    let Some(registered) = registry().registered(index, device.kind(), entry.form) else {
+    let Some(registered) = registry().registered(index, device.kind(), entry.form()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.to_string(),
@@ -163,11 +165,11 @@ pub fn call_registered<const N: usize>(
     rt.launch(entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
-            fft: &rt.shared().fft,
-            handle: dev.backend.handle(),
-            memory: dev.memory.as_deref(),
+            fft: rt.shared().fft(),
+            handle: dev.backend().handle(),
+            memory: dev.memory().map(|m| &**m),
         };
-        let placed = match dev.form {
+        let placed = match dev.form() {
             // SAFETY: a host-executor device's spaces are host-addressable, `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.

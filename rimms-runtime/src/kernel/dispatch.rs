@@ -1,5 +1,7 @@
 //! The dispatch core: pick the device, acquire, run, mark, count.
 //!
+//! Its part of `impl Runtime`: `launch`, the one call every kernel call ends in.
+//!
 //! The whole path for arguments that are already where the kernel runs is: per argument one
 //! ownership compare and one summary check (load, AND or compare, branch), then the kernel,
 //! then two relaxed counter bumps. No lock and no allocation: arguments travel in a
@@ -12,8 +14,7 @@ use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
 use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
 use crate::space::{Block, Pool, SpaceId};
-use crate::stats::Reason;
-use std::sync::Arc;
+use crate::stats::{Reason, Timeline};
 
 /// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses
 /// it. Made with [`KernelArg::read`], [`KernelArg::read_write`] or [`KernelArg::write`].
@@ -53,17 +54,18 @@ impl Runtime {
         body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.shared();
+        let memory = shared.memory();
         for arg in args {
-            if !Arc::ptr_eq(&arg.raw.rt, shared) {
+            if !arg.raw.belongs_to(memory) {
                 return Err(Error::ForeignBuffer {
                     api: api.name(),
                     arg: arg.name,
                 });
             }
         }
-        match shared.mode {
+        match shared.mode() {
             ExecMode::Tracked => tracked(shared, entry, api, args, body),
-            ExecMode::Baseline if entry.space == SpaceId::HOST => {
+            ExecMode::Baseline if entry.space() == SpaceId::HOST => {
                 tracked(shared, entry, api, args, body)
             }
             ExecMode::Baseline => baseline(shared, entry, api, args, body),
@@ -79,7 +81,7 @@ fn tracked<const N: usize>(
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
     const { assert!(N <= 32, "a kernel takes at most 32 managed arguments") };
-    let space = entry.space;
+    let space = entry.space();
     // Where each argument is used: the device's own space, or another it reaches in place
     // (the CPU and a host-mapped space) when the data is already valid there as needed.
     let mut spaces = [space; N];
@@ -90,7 +92,8 @@ fn tracked<const N: usize>(
     // are made (the handshake is in `data::evict`). On a device with its own evictable space
     // that is every argument; on the CPU only those not already valid on the host, which is
     // never evicted (the pins are atomic read-modify-writes: the host fast path skips them).
-    let evictable = shared.evictable;
+    let memory = shared.memory();
+    let evictable = memory.evictable();
     let own_evictable = evictable.contains(space);
     let mut pins = Pinned { args, mask: 0 };
     if own_evictable {
@@ -118,14 +121,14 @@ fn tracked<const N: usize>(
         if !evictable.is_empty() {
             pins.pin(i);
         }
-        match a.raw.resident_in(entry.reaches, a.access) {
+        match a.raw.resident_in(entry.reaches(), a.access) {
             Some(other) => {
                 a.raw.touch(other);
                 spaces[i] = other;
             }
             None => {
                 missing |= 1 << i;
-                spaces[i] = a.raw.target(space, entry.reaches);
+                spaces[i] = a.raw.target(space, entry.reaches());
             }
         }
     }
@@ -160,7 +163,7 @@ fn tracked<const N: usize>(
         args,
         spaces: &spaces,
     };
-    let outcome = timed(shared, entry, api, || {
+    let outcome = timed(memory.timeline(), entry, api, || {
         body(entry, ptrs)
             .map_err(|e| name_argument(e, args))
             .and_then(|()| completion(entry, api))
@@ -180,7 +183,7 @@ fn tracked<const N: usize>(
         }
     }
     drop(pins);
-    shared.counters.record_call(api.index(), hit);
+    shared.calls().record_call(api.index(), hit);
     outcome
 }
 
@@ -194,17 +197,17 @@ fn placed(
     arg: &KernelArg<'_>,
     place: SpaceId,
 ) -> Result<SpaceId> {
-    if place == entry.space || entry.reaches.contains(place) {
+    if place == entry.space() || entry.reaches().contains(place) {
         return Ok(place);
     }
     Err(Error::Unsupported {
         api: api.name(),
-        device: entry.device.to_string(),
+        device: entry.device().to_string(),
         why: format!(
             "argument {} is placed in space {}, which {} cannot reach",
             arg.name,
-            shared.space_name(place),
-            entry.device
+            shared.memory().space_name(place),
+            entry.device()
         ),
     })
 }
@@ -298,9 +301,9 @@ fn baseline<const N: usize>(
     args: &[KernelArg<'_>; N],
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
-    let space = entry.space;
+    let space = entry.space();
     let mut temps = Staging {
-        pool: shared.pool(space),
+        pool: shared.memory().pool(space),
         blocks: Vec::with_capacity(N),
     };
     let staged = (|| {
@@ -326,6 +329,7 @@ fn baseline<const N: usize>(
                     arg: arg.name,
                 };
                 shared
+                    .memory()
                     .copy(
                         SpaceId::HOST,
                         space,
@@ -344,7 +348,7 @@ fn baseline<const N: usize>(
             writes: args[i].access.writes(),
             position: i as u8,
         });
-        timed(shared, entry, api, || {
+        timed(shared.memory().timeline(), entry, api, || {
             body(entry, ptrs)
                 .map_err(|e| name_argument(e, args))
                 .and_then(|()| completion(entry, api))
@@ -356,6 +360,7 @@ fn baseline<const N: usize>(
                     arg: arg.name,
                 };
                 shared
+                    .memory()
                     .copy(
                         space,
                         SpaceId::HOST,
@@ -372,7 +377,7 @@ fn baseline<const N: usize>(
         Ok(())
     })();
     drop(temps);
-    shared.counters.record_call(api.index(), false);
+    shared.calls().record_call(api.index(), false);
     staged
 }
 
@@ -394,19 +399,19 @@ impl Drop for Staging<'_> {
 /// Runs a kernel, adding it to the timeline when one is being recorded.
 #[inline]
 fn timed(
-    shared: &Shared,
+    timeline: Option<&Timeline>,
     entry: &DeviceEntry,
     api: Api,
     run: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    match &shared.timeline {
+    match timeline {
         None => run(),
         Some(timeline) => {
             let started = std::time::Instant::now();
             let outcome = run();
             timeline.kernel(
                 api.name(),
-                &entry.device.to_string(),
+                &entry.device().to_string(),
                 started,
                 started.elapsed(),
             );
@@ -417,11 +422,11 @@ fn timed(
 
 #[inline]
 fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
-    match entry.backend.completion() {
+    match entry.backend().completion() {
         Ok(()) => Ok(()),
         Err(source) => Err(Error::Kernel {
             api: api.name(),
-            device: entry.device,
+            device: entry.device(),
             source,
         }),
     }

@@ -198,7 +198,7 @@ impl<'a> Group<'a> {
         params: Params,
         args: [KernelArg<'a>; N],
     ) -> Group<'a> {
-        let (kind, form) = (entry.device.kind(), entry.form);
+        let (kind, form) = (entry.device().kind(), entry.form());
         let mut holding = 0u32;
         for (r, rule) in rules.iter().enumerate().take(32) {
             // An API with no registered implementations (run with `launch_host`, say) runs
@@ -216,7 +216,7 @@ impl<'a> Group<'a> {
         let mut all = Vec::with_capacity(N * 16);
         all.extend(args);
         Group {
-            device: entry.device,
+            device: entry.device(),
             position,
             rules,
             holding,
@@ -293,7 +293,7 @@ impl<'a> Group<'a> {
                 params,
                 &mut MergedArgs::new(rule.runs_as.name(), device, merged),
             );
-            rt.shared().counters.record_merge(rule.api.index(), calls);
+            rt.shared().calls().record_merge(rule.api.index(), calls);
             tracing::debug!(
                 target: "rimms::merge",
                 api = rule.api.name(),

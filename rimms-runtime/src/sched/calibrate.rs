@@ -11,8 +11,8 @@
 //! It runs once, when the runtime is built, before any buffer exists; its copies are not
 //! counted in the stats, though its one pool block per device is.
 
+use crate::data::Memory;
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
 use crate::space::{LinkModel, SpaceId};
 use std::time::{Duration, Instant};
 
@@ -21,69 +21,67 @@ const TRIES: usize = 5;
 /// The large block, or a quarter of the device's pool if that is smaller.
 const LARGE_BYTES: usize = 1 << 20;
 
-impl Shared {
-    /// Measures the link of every space that has one and records the fitted model.
-    pub(crate) fn calibrate_links(&self) -> Result<()> {
-        for index in 1..self.spaces.len() {
-            let space = SpaceId(index as u8);
-            let entry = &self.spaces[index];
-            let Some(configured) = entry.link else {
-                continue;
+/// Measures the link of every space of `memory` that has one and records the fitted model.
+pub(crate) fn calibrate_links(memory: &Memory) -> Result<()> {
+    for index in 1..memory.space_count() {
+        let space = SpaceId(index as u8);
+        let Some((configured, simulated)) = memory.configured_link(space) else {
+            continue;
+        };
+        let pool = memory.pool(space);
+        let large = (pool.capacity() / 4).min(LARGE_BYTES);
+        let small = (large / 64).max(1);
+        let block = pool.alloc(large)?;
+        let mut host = vec![0u8; large];
+        let host_ptr = host.as_mut_ptr();
+        let timed = |bytes: usize| -> Result<Duration> {
+            let into = fastest_copy(memory, SpaceId::HOST, space, host_ptr, block.ptr(), bytes)?;
+            let out = fastest_copy(memory, space, SpaceId::HOST, block.ptr(), host_ptr, bytes)?;
+            // A simulated link's copy takes at least its modelled time.
+            let modelled = if simulated {
+                configured.duration(bytes)
+            } else {
+                Duration::ZERO
             };
-            let large = (entry.pool.capacity() / 4).min(LARGE_BYTES);
-            let small = (large / 64).max(1);
-            let block = entry.pool.alloc(large)?;
-            let mut host = vec![0u8; large];
-            let host_ptr = host.as_mut_ptr();
-            let timed = |bytes: usize| -> Result<Duration> {
-                let into = self.fastest_copy(SpaceId::HOST, space, host_ptr, block.ptr(), bytes)?;
-                let out = self.fastest_copy(space, SpaceId::HOST, block.ptr(), host_ptr, bytes)?;
-                // A simulated link's copy takes at least its modelled time.
-                let modelled = if entry.simulate {
-                    configured.duration(bytes)
-                } else {
-                    Duration::ZERO
-                };
-                Ok(into.max(out).max(modelled))
-            };
-            let measured = timed(small).and_then(|s| Ok(fit(small, s, large, timed(large)?)));
-            entry.pool.free(block);
-            let measured = measured?;
-            tracing::info!(
-                space = %entry.name,
-                latency_ns = measured.latency.as_nanos() as u64,
-                gb_per_s = measured.bytes_per_second / 1e9,
-                "calibrated link"
-            );
-            // Calibration runs once, from `build`, so the cell is empty.
-            let _ = entry.measured.set(measured);
-        }
-        Ok(())
+            Ok(into.max(out).max(modelled))
+        };
+        let measured = timed(small).and_then(|s| Ok(fit(small, s, large, timed(large)?)));
+        pool.free(block);
+        let measured = measured?;
+        tracing::info!(
+            space = %memory.space_name(space),
+            latency_ns = measured.latency.as_nanos() as u64,
+            gb_per_s = measured.bytes_per_second / 1e9,
+            "calibrated link"
+        );
+        memory.set_measured_link(space, measured);
     }
+    Ok(())
+}
 
-    /// The fastest of [`TRIES`] copies of `bytes` from `src` in `from` to `dst` in `to`.
-    fn fastest_copy(
-        &self,
-        from: SpaceId,
-        to: SpaceId,
-        src: *mut u8,
-        dst: *mut u8,
-        bytes: usize,
-    ) -> Result<Duration> {
-        let mut best = Duration::MAX;
-        for _ in 0..TRIES {
-            let started = Instant::now();
-            self.move_bytes(from, to, src, dst, 0..bytes)
-                .map_err(|source| Error::Transfer {
-                    from: self.space_name(from).to_string(),
-                    to: format!("{} (calibrating the link)", self.space_name(to)),
-                    bytes,
-                    source,
-                })?;
-            best = best.min(started.elapsed());
-        }
-        Ok(best)
+/// The fastest of [`TRIES`] copies of `bytes` from `src` in `from` to `dst` in `to`.
+fn fastest_copy(
+    memory: &Memory,
+    from: SpaceId,
+    to: SpaceId,
+    src: *mut u8,
+    dst: *mut u8,
+    bytes: usize,
+) -> Result<Duration> {
+    let mut best = Duration::MAX;
+    for _ in 0..TRIES {
+        let started = Instant::now();
+        memory
+            .move_bytes(from, to, src, dst, 0..bytes)
+            .map_err(|source| Error::Transfer {
+                from: memory.space_name(from).to_string(),
+                to: format!("{} (calibrating the link)", memory.space_name(to)),
+                bytes,
+                source,
+            })?;
+        best = best.min(started.elapsed());
     }
+    Ok(best)
 }
 
 /// The latency-plus-bandwidth model through two measured copies: `small` bytes taking

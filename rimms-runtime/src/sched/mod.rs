@@ -10,8 +10,10 @@
 //!
 //! Everything here is off the resident fast path: a call that names its device never touches
 //! the scheduler.
+//!
+//! Its part of `impl Runtime`: `place` (the device a call runs on) and `policy`.
 
-mod calibrate;
+pub(crate) mod calibrate;
 mod costs;
 
 pub use costs::CostTable;
@@ -175,7 +177,7 @@ impl Scheduler {
         let takes = |i: &usize| {
             let entry = &devices[*i];
             registry()
-                .implementation(index, entry.device.kind(), entry.form)
+                .implementation(index, entry.device().kind(), entry.form())
                 .is_some()
                 && fits(entry)
         };
@@ -183,14 +185,14 @@ impl Scheduler {
         let _one_at_a_time = self.placing.lock().unwrap_or_else(|e| e.into_inner());
         let candidates = || (0..devices.len()).filter(takes);
         let bytes: usize = args.iter().map(|a| a.len).sum();
-        let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device, bytes);
+        let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device(), bytes);
         let wait = |i: usize| self.queues[i].wait_ns();
         let transfer_ns = |i: usize| -> u64 {
             let entry = &devices[i];
             args.iter()
                 .map(|a| {
                     a.raw
-                        .transfer_ns(a.start, a.len, entry.space, entry.reaches, a.access)
+                        .transfer_ns(a.start, a.len, entry.space(), entry.reaches(), a.access)
                 })
                 .sum()
         };
@@ -200,7 +202,7 @@ impl Scheduler {
                     .iter()
                     .find(|(name, _)| name == api.name())
                     .map_or(*default, |(_, device)| *device);
-                candidates().find(|&i| devices[i].device == wanted)
+                candidates().find(|&i| devices[i].device() == wanted)
             }
             Policy::RoundRobin => {
                 let count = candidates().count().max(1);
@@ -215,7 +217,7 @@ impl Scheduler {
         let queue = &self.queues[pick];
         queue.ns.fetch_add(estimate, Ordering::Relaxed);
         queue.calls.fetch_add(1, Ordering::Relaxed);
-        Ok((devices[pick].device, Ticket { queue, estimate }))
+        Ok((devices[pick].device(), Ticket { queue, estimate }))
     }
 }
 
@@ -260,7 +262,7 @@ impl crate::runtime::Runtime {
             Target::Auto => {
                 let shared = &**self.shared();
                 shared
-                    .scheduler
+                    .scheduler()
                     .place(shared.device_entries(), api, args().as_ref(), fits)
             }
         };
@@ -279,6 +281,6 @@ impl crate::runtime::Runtime {
 
     /// How this runtime places `Target::Auto` calls.
     pub fn policy(&self) -> &Policy {
-        self.shared().scheduler.policy()
+        self.shared().scheduler().policy()
     }
 }

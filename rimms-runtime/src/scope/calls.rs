@@ -77,14 +77,14 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let position = shared.position(device)?;
         let entry = shared.device(device)?;
         for arg in &args {
-            if !std::sync::Arc::ptr_eq(&arg.raw.rt, shared) {
+            if !arg.raw.belongs_to(shared.memory()) {
                 return Err(Error::ForeignBuffer {
                     api: plain.api.name(),
                     arg: arg.name,
                 });
             }
         }
-        let merge = shared.merge_calls;
+        let merge = shared.merges_calls();
         let mut held = lock(&self.calls);
         if held.closed {
             drop(held);
@@ -137,7 +137,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         };
         let (position, device) = (group.position, group.device);
         let run = move || self.run_here(group);
-        let queues = &self.rt.shared().queues;
+        let queues = self.rt.shared().queues();
         if let Some(run) = queues.run_here_if_idle(position, device, run) {
             if device == Device::Cpu {
                 run();
@@ -150,7 +150,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Runs `group` on this thread, its error or panic the scope's as a job's would be.
     fn run_here(&'scope self, group: Group<'scope>) {
-        let merge = self.rt.shared().merge_calls;
+        let merge = self.rt.shared().merges_calls();
         match catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))) {
             Ok(Ok(())) => {}
             Ok(Err(error)) => self.state.failed(error),
@@ -174,7 +174,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     fn hand_over(&'scope self, group: Group<'scope>) {
-        let merge = self.rt.shared().merge_calls;
+        let merge = self.rt.shared().merges_calls();
         let (position, device) = (group.position, group.device);
         self.submit(position, device, move |rt| group.run(rt, merge));
     }

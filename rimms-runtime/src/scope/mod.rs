@@ -1,5 +1,7 @@
 //! `Runtime::scope`: calls that run concurrently, with borrows instead of a barrier.
 //!
+//! Its part of `impl Runtime`: `scope`, opening one.
+//!
 //! CEDR's non-blocking `_nb` calls return at once and a barrier waits for them; nothing stops
 //! a program from touching a buffer a pending call still writes. Here a scope's jobs borrow
 //! what they use, as `std::thread::scope`'s threads do, so a job that writes a view holds it
@@ -282,7 +284,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if device == Device::Cpu {
             self.state.push_cpu_job(run);
         } else {
-            self.rt.shared().queues.submit(position, device, run);
+            self.rt.shared().queues().submit(position, device, run);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Memory spaces: where bytes live, how they get from one space to another, and the pool each
-//! space carves buffers from.
+//! space carves buffers from; `system.rs` puts a runtime's spaces together as its memory system
+//! (the space table, the copy and fill engine, their counters and trace).
 //!
 //! A space is identified by a small integer so that the set of spaces holding a fragment fits in
 //! one machine word ([`SpaceSet`]); this is what keeps the coherence fast path to a load, an AND
@@ -9,6 +10,7 @@ mod device_memory;
 mod link;
 mod pool;
 mod region;
+mod system;
 
 pub use device_memory::DeviceMemory;
 pub(crate) use device_memory::SharedDeviceMemory;
@@ -17,6 +19,7 @@ pub(crate) use link::{Occupancy, Pending};
 pub(crate) use pool::{Block, Pool};
 pub use region::MappedMemory;
 pub(crate) use region::Region;
+pub(crate) use system::{MemorySystem, SpaceEntry};
 
 use std::fmt;
 

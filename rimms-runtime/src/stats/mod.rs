@@ -47,24 +47,16 @@ pub(crate) struct EvictionCounter {
     written_back_bytes: AtomicU64,
 }
 
-/// The live counters of one runtime.
+/// The live counters of one runtime's memory system: copies per link, fills and evictions per
+/// space.
+#[derive(Default)]
 pub(crate) struct Counters {
     links: [[LinkCounter; MAX_SPACES]; MAX_SPACES],
     fills: [AtomicU64; MAX_SPACES],
     evictions: [EvictionCounter; MAX_SPACES],
-    apis: Vec<ApiCounter>,
 }
 
 impl Counters {
-    pub(crate) fn new(apis: usize) -> Counters {
-        Counters {
-            links: Default::default(),
-            fills: Default::default(),
-            evictions: Default::default(),
-            apis: (0..apis).map(|_| ApiCounter::default()).collect(),
-        }
-    }
-
     pub(crate) fn record_copy(&self, from: usize, to: usize, bytes: usize, time: Duration) {
         let link = &self.links[from][to];
         link.copies.fetch_add(1, Relaxed);
@@ -95,6 +87,48 @@ impl Counters {
         self.fills[space].fetch_add(1, Relaxed);
     }
 
+    pub(crate) fn link(&self, from: usize, to: usize) -> (u64, u64, Duration) {
+        let l = &self.links[from][to];
+        (
+            l.copies.load(Relaxed),
+            l.bytes.load(Relaxed),
+            Duration::from_nanos(l.nanos.load(Relaxed)),
+        )
+    }
+
+    pub(crate) fn fills(&self, space: usize) -> u64 {
+        self.fills[space].load(Relaxed)
+    }
+
+    pub(crate) fn clear(&self) {
+        for link in self.links.iter().flatten() {
+            link.copies.store(0, Relaxed);
+            link.bytes.store(0, Relaxed);
+            link.nanos.store(0, Relaxed);
+        }
+        for f in &self.fills {
+            f.store(0, Relaxed);
+        }
+        for e in &self.evictions {
+            e.evictions.store(0, Relaxed);
+            e.dropped_bytes.store(0, Relaxed);
+            e.written_back_bytes.store(0, Relaxed);
+        }
+    }
+}
+
+/// The live call counters of one runtime, per declared API.
+pub(crate) struct ApiCounters {
+    apis: Vec<ApiCounter>,
+}
+
+impl ApiCounters {
+    pub(crate) fn new(apis: usize) -> ApiCounters {
+        ApiCounters {
+            apis: (0..apis).map(|_| ApiCounter::default()).collect(),
+        }
+    }
+
     #[inline]
     pub(crate) fn record_call(&self, api: usize, hit: bool) {
         if let Some(c) = self.apis.get(api) {
@@ -120,19 +154,6 @@ impl Counters {
         })
     }
 
-    pub(crate) fn link(&self, from: usize, to: usize) -> (u64, u64, Duration) {
-        let l = &self.links[from][to];
-        (
-            l.copies.load(Relaxed),
-            l.bytes.load(Relaxed),
-            Duration::from_nanos(l.nanos.load(Relaxed)),
-        )
-    }
-
-    pub(crate) fn fills(&self, space: usize) -> u64 {
-        self.fills[space].load(Relaxed)
-    }
-
     /// (calls, hits) of one API.
     pub(crate) fn api(&self, api: usize) -> (u64, u64) {
         self.apis.get(api).map_or((0, 0), |c| {
@@ -142,19 +163,6 @@ impl Counters {
     }
 
     pub(crate) fn clear(&self) {
-        for link in self.links.iter().flatten() {
-            link.copies.store(0, Relaxed);
-            link.bytes.store(0, Relaxed);
-            link.nanos.store(0, Relaxed);
-        }
-        for f in &self.fills {
-            f.store(0, Relaxed);
-        }
-        for e in &self.evictions {
-            e.evictions.store(0, Relaxed);
-            e.dropped_bytes.store(0, Relaxed);
-            e.written_back_bytes.store(0, Relaxed);
-        }
         for a in &self.apis {
             a.calls.store(0, Relaxed);
             a.misses.store(0, Relaxed);

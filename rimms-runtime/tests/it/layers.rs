@@ -1,9 +1,10 @@
 //! The layers of `rimms-runtime` (ARCHITECTURE.md's picture) as a test: reads every source
 //! file under `src/`, resolves each `crate::…` and `super::…` path it names to the module it
 //! lands in, and fails on an arrow the architecture says never exists — coherence and the
-//! allocators reaching up into backends or the runtime, a backend reaching into coherence, the
-//! runtime or another backend, the shared vocabulary (`device.rs`, `backend/error.rs`)
-//! importing anything of the crate.
+//! allocators reaching up into backends or the runtime, the memory spaces (the memory system
+//! among them) reaching up into the runtime, the buffers or a backend, a backend reaching into
+//! coherence, the runtime or another backend, the shared vocabulary (`device.rs`,
+//! `backend/error.rs`) importing anything of the crate.
 //!
 //! Unit tests inside a module (`#[cfg(test)] mod tests`, `tests.rs`, `tests/`) are left out:
 //! a test may build a whole runtime. Comments are left out too, so a doc link is no import.
@@ -220,6 +221,21 @@ fn the_never_arrows_of_the_architecture_hold() {
         }
     }
     never(&edges, &["alloc"], &["space"], &mut violations);
+    // The memory system lives in `space`, under the runtime and the buffers that use it.
+    for above in [
+        "runtime",
+        "data",
+        "kernel",
+        "sched",
+        "scope",
+        "host_loop",
+        "coherence",
+    ] {
+        never(&edges, &["space"], &[above], &mut violations);
+    }
+    for backend in BACKENDS.into_iter().chain(["host_kernels"]) {
+        never(&edges, &["space"], &["backend", backend], &mut violations);
+    }
     for above in [
         "coherence",
         "runtime",

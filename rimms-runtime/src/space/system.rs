@@ -1,0 +1,617 @@
+//! The memory system: every memory space of a runtime with its pool, its link and who holds
+//! blocks in it; the copy and fill engine, the one place bytes move between spaces; and what
+//! it counts and traces.
+//!
+//! It is kept apart from coherence and from the devices the way StarPU keeps its memory nodes,
+//! copy drivers and allocator apart from the coherence protocol: coherence decides which copies
+//! a call needs, a buffer carries the plan out through this, and this neither knows why a copy
+//! is made nor which device will read it. A buffer holds the memory system (not the runtime)
+//! so that its blocks go back to their pools whatever is dropped first.
+//!
+//! The one parameter, `H`, is what holds blocks (the data layer's buffers): the memory system
+//! keeps weak handles to them per space, by id, so that eviction can walk them, and knows
+//! nothing else of them.
+
+use super::{
+    LinkModel, Occupancy, Pending, Pool, SharedDeviceMemory, SpaceId, SpaceSet, MAX_SPACES,
+};
+use crate::backend::error::BackendError;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::stats::{trace_transfer, Counters, LinkStats, Reason, SpaceStats, Timeline};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Instant;
+
+/// One memory space as the memory system keeps it.
+pub(crate) struct SpaceEntry<H> {
+    name: String,
+    pool: Pool,
+    /// Link to and from the host; `None` for the host itself. A simulated link's copies take
+    /// this long.
+    link: Option<LinkModel>,
+    /// What copies over the link were measured to take, if the runtime calibrated it; the
+    /// copy planner and the scheduler rank by this when it is set.
+    measured: OnceLock<LinkModel>,
+    simulate: bool,
+    /// Copies to and from this space fail (fault injection): set by `SimConfig::fail_copies`,
+    /// switched by `Runtime::inject_copy_faults`.
+    fail_copies: AtomicBool,
+    /// The holders of a block here, for eviction.
+    residents: Residents<H>,
+    /// The CPU reaches this space in place (always true of the host itself).
+    host_mapped: bool,
+    /// For memory the CPU cannot address, the backend's way in; `None` for host-addressable
+    /// spaces.
+    device_memory: Option<SharedDeviceMemory>,
+    /// When its simulated link is next free.
+    busy: Occupancy,
+}
+
+impl<H> SpaceEntry<H> {
+    /// Host memory, carved from `pool`.
+    pub(crate) fn host(pool: Pool) -> Self {
+        SpaceEntry {
+            name: "host".to_string(),
+            pool,
+            link: None,
+            measured: OnceLock::new(),
+            simulate: false,
+            fail_copies: AtomicBool::new(false),
+            residents: Residents::default(),
+            host_mapped: true,
+            device_memory: None,
+            busy: Occupancy::default(),
+        }
+    }
+
+    /// A device's space named `name`, carved from `pool`, reached from the host over `link`.
+    /// Its copies take no modelled time, succeed, and the CPU cannot reach its bytes in place
+    /// until the setters below say otherwise.
+    pub(crate) fn linked(name: String, pool: Pool, link: LinkModel) -> Self {
+        SpaceEntry {
+            name,
+            link: Some(link),
+            host_mapped: false,
+            ..SpaceEntry::host(pool)
+        }
+    }
+
+    /// Copies over the link take the modelled time (a simulated device).
+    #[must_use]
+    pub(crate) fn simulated(mut self, on: bool) -> Self {
+        self.simulate = on;
+        self
+    }
+
+    /// Every copy to and from the space fails from the start (fault injection).
+    #[must_use]
+    pub(crate) fn failing_copies(self, on: bool) -> Self {
+        self.fail_copies.store(on, Ordering::Relaxed);
+        self
+    }
+
+    /// The CPU reads and writes the space in place (a u-dma-buf).
+    #[must_use]
+    pub(crate) fn host_mapped(mut self, on: bool) -> Self {
+        self.host_mapped = on;
+        self
+    }
+
+    /// The space is memory the CPU cannot address, reached through `memory`.
+    #[must_use]
+    pub(crate) fn device_memory(mut self, memory: Option<SharedDeviceMemory>) -> Self {
+        self.device_memory = memory;
+        self
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The backend's way into the space, if the CPU cannot address it.
+    pub(crate) fn memory(&self) -> Option<&SharedDeviceMemory> {
+        self.device_memory.as_ref()
+    }
+
+    /// The link model copies to and from this space are ranked by.
+    fn cost_model(&self) -> Option<LinkModel> {
+        self.measured.get().copied().or(self.link)
+    }
+}
+
+/// The holders of a block in one space, by id (creation order), held weakly: a holder that is
+/// dropped gives its blocks back itself.
+pub(crate) struct Residents<H> {
+    holders: Mutex<BTreeMap<u64, Weak<H>>>,
+}
+
+impl<H> Default for Residents<H> {
+    fn default() -> Self {
+        Residents {
+            holders: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl<H> Residents<H> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Weak<H>>> {
+        // Inserts and removes of a map cannot leave it half-changed; a poisoned lock is fine.
+        self.holders.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn insert(&self, id: u64, holder: Weak<H>) {
+        self.lock().insert(id, holder);
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// The live holders, ordered by `stamp` (then by id, oldest first). The registry's lock is
+    /// released before the caller touches any of them.
+    pub(crate) fn by_stamp(&self, stamp: impl Fn(&H) -> u64) -> Vec<Arc<H>> {
+        let mut order: Vec<(u64, u64, Arc<H>)> = self
+            .lock()
+            .iter()
+            .filter_map(|(&id, weak)| weak.upgrade().map(|h| (stamp(&h), id, h)))
+            .collect();
+        order.sort_unstable_by_key(|&(stamp, id, _)| (stamp, id));
+        order.into_iter().map(|(_, _, h)| h).collect()
+    }
+}
+
+/// Every memory space of a runtime, the copies between them and their counters.
+pub(crate) struct MemorySystem<H> {
+    spaces: Vec<SpaceEntry<H>>,
+    granule: usize,
+    /// The space each device's data moves to when it needs it, for placement hints and
+    /// prefetches, which name a device.
+    device_spaces: Vec<(Device, SpaceId)>,
+    /// Spaces besides the host that host code reaches in place.
+    host_mapped: SpaceSet,
+    /// Where a buffer without a placement lives when a device that reaches it writes it first;
+    /// `None`: in the writer's own space.
+    default_home: Option<SpaceId>,
+    /// Spaces whose blocks are evicted when their pool is full.
+    evictable: SpaceSet,
+    /// The logical clock of least-recent use: advanced by every slow-path acquire, read (not
+    /// advanced) by the fast path, which stamps buffers with it.
+    clock: AtomicU64,
+    /// Ids of holders, in creation order (eviction's tie-break).
+    next_holder: AtomicU64,
+    counters: Counters,
+    /// Whether transfer (and eviction) events go to `tracing`.
+    trace: bool,
+    /// Kernels and transfers for `RIMMS_TRACE_FILE`, written to the file as they happen.
+    timeline: Option<Timeline>,
+}
+
+impl<H> MemorySystem<H> {
+    /// The memory system over `spaces`, the host first, whose pools all allocate in `granule`s.
+    /// Nothing is evicted, unplaced data lives where it is first written, and nothing is
+    /// traced until the setters below say otherwise.
+    pub(crate) fn new(spaces: Vec<SpaceEntry<H>>, granule: usize) -> Self {
+        debug_assert!(
+            spaces.len() <= MAX_SPACES && spaces.first().is_some_and(|host| host.link.is_none())
+        );
+        let host_mapped = spaces
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.host_mapped && *i != SpaceId::HOST.index())
+            .fold(SpaceSet::EMPTY, |set, (i, _)| set.with(SpaceId(i as u8)));
+        MemorySystem {
+            device_spaces: Vec::new(),
+            host_mapped,
+            default_home: None,
+            evictable: SpaceSet::EMPTY,
+            spaces,
+            granule,
+            clock: AtomicU64::new(0),
+            next_holder: AtomicU64::new(0),
+            counters: Counters::default(),
+            trace: false,
+            timeline: None,
+        }
+    }
+
+    /// The devices the memory system serves, each with the space its data moves to when it
+    /// needs it (what a placement hint or a prefetch naming the device means).
+    #[must_use]
+    pub(crate) fn serving(mut self, devices: impl IntoIterator<Item = (Device, SpaceId)>) -> Self {
+        self.device_spaces = devices.into_iter().collect();
+        self
+    }
+
+    /// The space `device`'s data moves to when it needs it.
+    pub(crate) fn device_space(&self, device: Device) -> Result<SpaceId> {
+        match self.device_spaces.iter().find(|(d, _)| *d == device) {
+            Some(&(_, space)) => Ok(space),
+            None => Err(Error::NoDevice {
+                device: device.to_string(),
+                available: self
+                    .device_spaces
+                    .iter()
+                    .map(|(d, _)| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// Full device pools evict their least recently used blocks (every space but the host,
+    /// which is where write-backs go).
+    #[must_use]
+    pub(crate) fn evicting(mut self, on: bool) -> Self {
+        self.evictable = if on {
+            (1..self.spaces.len()).fold(SpaceSet::EMPTY, |set, i| set.with(SpaceId(i as u8)))
+        } else {
+            SpaceSet::EMPTY
+        };
+        self
+    }
+
+    /// Buffers without a placement that a device reaching the first host-mapped space writes
+    /// first live there (`RuntimeBuilder::zero_copy`), if there is one.
+    #[must_use]
+    pub(crate) fn zero_copy(mut self, on: bool) -> Self {
+        self.default_home = self.host_mapped.iter().next().filter(|_| on);
+        self
+    }
+
+    /// Transfer and eviction events go to `tracing` (`trace`), and transfers to `timeline`.
+    #[must_use]
+    pub(crate) fn traced(mut self, trace: bool, timeline: Option<Timeline>) -> Self {
+        self.trace = trace;
+        self.timeline = timeline;
+        self
+    }
+
+    /// The allocation granule of every pool.
+    pub(crate) fn granule(&self) -> usize {
+        self.granule
+    }
+
+    /// How many spaces there are; their ids are `0..count`.
+    pub(crate) fn space_count(&self) -> usize {
+        self.spaces.len()
+    }
+
+    /// Spaces besides the host that host code reaches in place.
+    #[inline]
+    pub(crate) fn host_mapped(&self) -> SpaceSet {
+        self.host_mapped
+    }
+
+    /// Spaces whose blocks are evicted when their pool is full.
+    #[inline(always)]
+    pub(crate) fn evictable(&self) -> SpaceSet {
+        self.evictable
+    }
+
+    /// Where a buffer without a placement lives when a device that reaches it writes it first.
+    #[inline]
+    pub(crate) fn default_home(&self) -> Option<SpaceId> {
+        self.default_home
+    }
+
+    /// A fresh holder id: creation order, the key of the eviction registries.
+    pub(crate) fn next_holder_id(&self) -> u64 {
+        self.next_holder.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The least-recent-use clock as it stands (the fast path stamps with it).
+    #[inline(always)]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    /// Advances the least-recent-use clock and returns its new value.
+    pub(crate) fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn pool(&self, space: SpaceId) -> &Pool {
+        &self.spaces[space.index()].pool
+    }
+
+    /// The holders of a block in `space`.
+    pub(crate) fn residents(&self, space: SpaceId) -> &Residents<H> {
+        &self.spaces[space.index()].residents
+    }
+
+    /// The name of `space` ("host", "sim0", …), as stats report it; "?" for an unknown id.
+    pub(crate) fn space_name(&self, space: SpaceId) -> &str {
+        self.spaces
+            .get(space.index())
+            .map_or("?", |s| s.name.as_str())
+    }
+
+    /// The names of every space, in id order.
+    pub(crate) fn space_names(&self) -> impl Iterator<Item = &str> {
+        self.spaces.iter().map(|s| s.name.as_str())
+    }
+
+    /// The model copies between `space` and the host are ranked by: measured if calibrated,
+    /// else configured; `None` for the host and for an unknown space.
+    pub(crate) fn link_model(&self, space: SpaceId) -> Option<LinkModel> {
+        self.spaces
+            .get(space.index())
+            .and_then(SpaceEntry::cost_model)
+    }
+
+    /// The configured link of `space` and whether its copies take the modelled time; `None`
+    /// for the host.
+    pub(crate) fn configured_link(&self, space: SpaceId) -> Option<(LinkModel, bool)> {
+        let entry = &self.spaces[space.index()];
+        entry.link.map(|link| (link, entry.simulate))
+    }
+
+    /// Records what copies over `space`'s link were measured to take; ranks by it from now
+    /// on. Only the first measurement counts (calibration runs once, from the builder).
+    pub(crate) fn set_measured_link(&self, space: SpaceId, model: LinkModel) {
+        let _ = self.spaces[space.index()].measured.set(model);
+    }
+
+    /// Makes every copy to and from `space` fail (`on`), or succeed again.
+    pub(crate) fn inject_copy_faults(&self, space: SpaceId, on: bool) -> Result<()> {
+        let entry = self.spaces.get(space.index()).ok_or_else(|| {
+            Error::Config(format!(
+                "no memory space with id {} in this runtime",
+                space.0
+            ))
+        })?;
+        entry.fail_copies.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether transfer (and eviction) events go to `tracing`.
+    pub(crate) fn tracing(&self) -> bool {
+        self.trace
+    }
+
+    /// The timeline kernels and transfers are written to, if one is recorded.
+    #[inline(always)]
+    pub(crate) fn timeline(&self) -> Option<&Timeline> {
+        self.timeline.as_ref()
+    }
+
+    /// One block evicted from `space`: `dropped` bytes of valid copies dropped for free,
+    /// `written_back` bytes copied out first.
+    pub(crate) fn record_eviction(&self, space: SpaceId, dropped: usize, written_back: usize) {
+        self.counters
+            .record_eviction(space.index(), dropped, written_back);
+    }
+
+    /// The links that carried at least one copy since the last reset, with their figures.
+    pub(crate) fn link_stats(&self) -> Vec<LinkStats> {
+        let mut links = Vec::new();
+        for (from, a) in self.spaces.iter().enumerate() {
+            for (to, b) in self.spaces.iter().enumerate() {
+                let (copies, bytes, time) = self.counters.link(from, to);
+                if copies > 0 {
+                    links.push(LinkStats {
+                        from: a.name.clone(),
+                        to: b.name.clone(),
+                        copies,
+                        bytes,
+                        time,
+                    });
+                }
+            }
+        }
+        links
+    }
+
+    /// Each space's pool use, fills and evictions.
+    pub(crate) fn space_stats(&self) -> Vec<SpaceStats> {
+        self.spaces
+            .iter()
+            .enumerate()
+            .map(|(i, sp)| {
+                let usage = sp.pool.usage();
+                let evicted = self.counters.evictions(i);
+                SpaceStats {
+                    name: sp.name.clone(),
+                    capacity: sp.pool.capacity(),
+                    in_use: usage.in_use,
+                    high_water: usage.high_water,
+                    allocations: usage.allocations,
+                    frees: usage.frees,
+                    zero_fills: self.counters.fills(i),
+                    evictions: evicted.0,
+                    dropped_bytes: evicted.1,
+                    written_back_bytes: evicted.2,
+                }
+            })
+            .collect()
+    }
+
+    /// Zeroes the link, fill and eviction counters and sets each pool's high-water mark to its
+    /// current use.
+    pub(crate) fn reset_stats(&self) {
+        self.counters.clear();
+        for sp in &self.spaces {
+            sp.pool.reset_high_water();
+        }
+    }
+
+    /// The link between two different spaces: a device's own link to and from the host, and
+    /// between two devices the slower of their host links (a peer copy through the same
+    /// switch).
+    fn link(&self, a: SpaceId, b: SpaceId) -> Option<(LinkModel, bool)> {
+        let simulate = self.spaces[a.index()].simulate || self.spaces[b.index()].simulate;
+        self.slower_link(a, b, |s| s.link)
+            .map(|link| (link, simulate))
+    }
+
+    /// The slower of the links of `a` and `b` to the host, as `model` gives each: a copy
+    /// between two devices crosses both.
+    fn slower_link(
+        &self,
+        a: SpaceId,
+        b: SpaceId,
+        model: impl Fn(&SpaceEntry<H>) -> Option<LinkModel>,
+    ) -> Option<LinkModel> {
+        match (
+            model(&self.spaces[a.index()]),
+            model(&self.spaces[b.index()]),
+        ) {
+            (None, None) => None,
+            (Some(l), None) | (None, Some(l)) => Some(l),
+            (Some(x), Some(y)) => Some(if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) {
+                x
+            } else {
+                y
+            }),
+        }
+    }
+
+    /// What a copy between `src` and `dst` is expected to cost, for picking the cheapest
+    /// source and for the scheduler: measured where the runtime calibrated, else configured.
+    pub(crate) fn link_cost(&self, src: SpaceId, dst: SpaceId, bytes: usize) -> u64 {
+        self.slower_link(src, dst, SpaceEntry::cost_model)
+            .map_or(0, |l| l.cost_ns(bytes))
+    }
+
+    /// One copy of `len` bytes between two blocks in different spaces, counted and traced. On
+    /// a simulated link the bytes have moved when this returns, but the modelled time is left
+    /// to the caller to wait out (see [`Pending`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: *mut u8,
+        dst: *mut u8,
+        bytes: Range<usize>,
+        frags: &Range<usize>,
+        reason: &Reason,
+    ) -> Result<Pending> {
+        let failed = |source: BackendError| Error::Transfer {
+            from: self.space_name(from).to_string(),
+            to: self.space_name(to).to_string(),
+            bytes: bytes.len(),
+            source,
+        };
+        let faulty = |s: SpaceId| self.spaces[s.index()].fail_copies.load(Ordering::Relaxed);
+        if faulty(from) || faulty(to) {
+            return Err(failed(BackendError::InjectedFault("copy")));
+        }
+        let started = Instant::now();
+        self.move_bytes(from, to, src, dst, bytes.clone())
+            .map_err(failed)?;
+        let pending = match self.link(from, to) {
+            Some((link, true)) => {
+                let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
+                let links = [a, b].map(|s| s.link.is_some().then_some(&s.busy));
+                let links: Vec<&Occupancy> = links.into_iter().flatten().collect();
+                Pending::until(Occupancy::book(&links, started, link.duration(bytes.len())))
+            }
+            _ => Pending::NONE,
+        };
+        let took = pending
+            .deadline()
+            .map_or_else(|| started.elapsed(), |d| d - started);
+        self.counters
+            .record_copy(from.index(), to.index(), bytes.len(), took);
+        if let Some(timeline) = &self.timeline {
+            timeline.transfer(
+                self.space_name(from),
+                self.space_name(to),
+                bytes.len(),
+                started,
+                took,
+            );
+        }
+        if self.trace {
+            trace_transfer(
+                self.space_name(from),
+                self.space_name(to),
+                bytes.len(),
+                frags,
+                reason,
+            );
+        }
+        Ok(pending)
+    }
+
+    /// Copies `bytes` of one block into the same bytes of another, each in its space: a
+    /// memcpy between host-addressable spaces, the backend's copy where one is device memory,
+    /// and between two device memories a peer copy where they can, else a bounce through the
+    /// host. Neither counted nor traced (calibration times these).
+    pub(crate) fn move_bytes(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: *mut u8,
+        dst: *mut u8,
+        bytes: Range<usize>,
+    ) -> std::result::Result<(), BackendError> {
+        // A device address is a number the backend understands, not a pointer to offset.
+        let at = |base: *mut u8| base.addr() + bytes.start;
+        match (self.device_memory(from), self.device_memory(to)) {
+            // SAFETY: both blocks hold the whole range (they were sized for the buffer or
+            // argument the range lies in) and belong to different allocations, so they do
+            // not overlap.
+            (None, None) => unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.add(bytes.start),
+                    dst.add(bytes.start),
+                    bytes.len(),
+                );
+                Ok(())
+            },
+            (None, Some(device)) => {
+                // SAFETY: the source is a host-addressable block holding the range, and no
+                // writer of those fragments runs while the buffer's lock is held.
+                let host = unsafe { std::slice::from_raw_parts(src.add(bytes.start), bytes.len()) };
+                device.copy_in(at(dst), host)
+            }
+            (Some(device), None) => {
+                // SAFETY: as above for the destination, which this copy alone writes.
+                let host =
+                    unsafe { std::slice::from_raw_parts_mut(dst.add(bytes.start), bytes.len()) };
+                device.copy_out(at(src), host)
+            }
+            (Some(source), Some(target)) => {
+                let peer = source.copy_to_peer(at(src), &**target, at(dst), bytes.len());
+                if let Some(done) = peer {
+                    return done;
+                }
+                let mut bounce = vec![0u8; bytes.len()];
+                source.copy_out(at(src), &mut bounce)?;
+                target.copy_in(at(dst), &bounce)
+            }
+        }
+    }
+
+    /// The backend's way into `space`, if the CPU cannot address it.
+    pub(crate) fn device_memory(&self, space: SpaceId) -> Option<&SharedDeviceMemory> {
+        self.spaces[space.index()].device_memory.as_ref()
+    }
+
+    /// Fills `bytes` of a block in `space` with zeros: how zero-marked fragments materialise.
+    pub(crate) fn fill_zero(
+        &self,
+        space: SpaceId,
+        base: *mut u8,
+        bytes: Range<usize>,
+    ) -> Result<()> {
+        match self.device_memory(space) {
+            // SAFETY: the block holds the whole buffer and the range lies inside it.
+            None => unsafe { std::ptr::write_bytes(base.add(bytes.start), 0, bytes.len()) },
+            Some(device) => device
+                .fill_zero(base.addr() + bytes.start, bytes.len())
+                .map_err(|source| Error::Fill {
+                    space: self.space_name(space).to_string(),
+                    bytes: bytes.len(),
+                    source,
+                })?,
+        }
+        self.counters.record_fill(space.index());
+        Ok(())
+    }
+}
