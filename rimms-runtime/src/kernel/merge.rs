@@ -185,6 +185,10 @@ pub(crate) struct Group<'a> {
     params: Params,
     /// Managed arguments per call.
     arity: usize,
+    /// No written argument shares its buffer with another argument. True of the first call,
+    /// it stays true of every member (a member's arguments lie on the first call's buffers,
+    /// position by position), so joining need not compare merged ranges.
+    disjoint: bool,
     /// The members' arguments, one call after another (one allocation per group, not per
     /// call).
     args: Vec<KernelArg<'a>>,
@@ -213,6 +217,13 @@ impl<'a> Group<'a> {
         if args.iter().any(|a| a.access == Access::ReadWrite) {
             holding = 0;
         }
+        let disjoint = args.iter().enumerate().all(|(i, a)| {
+            !a.access.writes()
+                || args
+                    .iter()
+                    .enumerate()
+                    .all(|(j, b)| j == i || !std::ptr::eq(a.raw, b.raw))
+        });
         let mut all = Vec::with_capacity(N * 16);
         all.extend(args);
         Group {
@@ -222,6 +233,7 @@ impl<'a> Group<'a> {
             holding,
             params,
             arity: N,
+            disjoint,
             args: all,
         }
     }
@@ -255,15 +267,14 @@ impl<'a> Group<'a> {
             return 0;
         }
         let (first, last) = (&self.args[..n], &self.args[self.args.len() - n..]);
-        if args.iter().any(|a| a.access == Access::ReadWrite) {
-            return 0;
-        }
+        // No ReadWrite argument gets in: a group holds a rule only if its first call has none
+        // (`new`), and each argument must have the first call's access.
         let mut holding = self.holding;
         let mut bits = holding;
         while bits != 0 {
             let r = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            if !continues(self.rules[r].joins, first, last, args) {
+            if !continues(self.rules[r].joins, first, last, args, self.disjoint) {
                 holding &= !(1 << r);
             }
         }
@@ -333,29 +344,37 @@ impl<'a> Group<'a> {
 }
 
 /// Whether a call with `args` continues a group whose first call had `first` and last `last`
-/// under `joins`, and its merged written ranges stay clear of its other arguments.
+/// under `joins`, and its merged written ranges stay clear of its other arguments (which they
+/// are when the group's arguments are `disjoint`: no written one shares a buffer).
+///
+/// It runs once per call a scope holds (hundreds a frame in the radar apps), so it returns at
+/// the first argument that does not fit and compares ranges only where buffers are shared.
 fn continues(
     joins: &[Joins],
     first: &[KernelArg<'_>],
     last: &[KernelArg<'_>],
     args: &[KernelArg<'_>],
+    disjoint: bool,
 ) -> bool {
-    if joins.len() != args.len() {
+    let n = args.len();
+    if joins.len() != n || first.len() != n || last.len() != n {
         return false;
     }
-    let fits = joins.iter().enumerate().all(|(i, joins)| {
-        let (a, f, l) = (&args[i], &first[i], &last[i]);
+    for (((joins, a), f), l) in joins.iter().zip(args).zip(first).zip(last) {
         // A placement hint (`KernelArg::at`) must agree too: the merged call has one.
         let same_buffer = std::ptr::eq(a.raw, f.raw) && a.access == f.access && a.place == f.place;
-        match joins {
+        let fits = match joins {
             Joins::Concat => same_buffer && a.start == l.start + l.len,
             Joins::Same => {
                 same_buffer && a.access == Access::Read && a.start == f.start && a.len == f.len
             }
+        };
+        if !fits {
+            return false;
         }
-    });
-    if !fits {
-        return false;
+    }
+    if disjoint {
+        return true;
     }
     // The merged call's ranges: a written one may share its buffer with another argument
     // only where they do not overlap (each call's own borrows kept them apart; their unions
@@ -364,14 +383,14 @@ fn continues(
         Joins::Concat => first[i].start..args[i].start + args[i].len,
         Joins::Same => first[i].start..first[i].start + first[i].len,
     };
-    (0..args.len()).all(|i| {
+    (0..n).all(|i| {
         !args[i].access.writes()
-            || (0..args.len()).all(|j| {
+            || (0..n).all(|j| {
+                if j == i || !std::ptr::eq(args[i].raw, args[j].raw) {
+                    return true;
+                }
                 let (ri, rj) = (range(i), range(j));
-                j == i
-                    || !std::ptr::eq(args[i].raw, args[j].raw)
-                    || ri.end <= rj.start
-                    || rj.end <= ri.start
+                ri.end <= rj.start || rj.end <= ri.start
             })
     })
 }

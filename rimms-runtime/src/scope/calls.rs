@@ -72,10 +72,47 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         params: Params,
         args: [KernelArg<'scope>; N],
     ) -> Result<()> {
-        let plain = check_rules(rules, N, device)?;
+        self.submit_call(device, rules, params, args, || Ok(()))
+    }
+
+    /// [`Scope::call`] with the checks a call must pass on `device` (`device_checks`, which
+    /// may depend only on the device, the rules and `params`; checks of the call's own shape
+    /// come before, from the caller).
+    ///
+    /// A call that joins the group held for its device skips the checks that cannot come out
+    /// differently for it: the group's first call passed them with the same device, rules
+    /// and parameters, and joining needs every argument on a buffer of the group (so of this
+    /// runtime). That keeps a merged row call at the cost of the join (a per-row stage makes
+    /// 128 or 256 of them a frame, where hand-written code makes one batched call).
+    fn submit_call<const N: usize>(
+        &'scope self,
+        device: Device,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: [KernelArg<'scope>; N],
+        device_checks: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let shared = self.rt.shared();
+        let merge = shared.merges_calls();
+        let args = {
+            let mut held = lock(&self.calls);
+            let open = (!held.closed)
+                .then(|| held.groups.iter_mut().find(|g| g.device == device))
+                .flatten();
+            match open {
+                Some(group) if merge || group.len() < UNMERGED_GROUP => {
+                    match group.join(rules, params, args) {
+                        Ok(()) => return Ok(()),
+                        Err(args) => args,
+                    }
+                }
+                _ => args,
+            }
+        };
+        let plain = check_rules(rules, N, device)?;
+        device_checks()?;
         let position = shared.position(device)?;
-        let entry = shared.device(device)?;
+        let entry = &shared.device_entries()[position];
         for arg in &args {
             if !arg.raw.belongs_to(shared.memory()) {
                 return Err(Error::ForeignBuffer {
@@ -84,30 +121,22 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 });
             }
         }
-        let merge = shared.merges_calls();
+        let group = Group::new(entry, position, rules, params, args);
         let mut held = lock(&self.calls);
         if held.closed {
             drop(held);
-            self.hand_over(Group::new(entry, position, rules, params, args));
+            self.hand_over(group);
             return Ok(());
         }
-        let Some(k) = held.groups.iter().position(|g| g.device == device) else {
-            held.groups
-                .push(Group::new(entry, position, rules, params, args));
-            return Ok(());
+        let done = match held.groups.iter().position(|g| g.device == device) {
+            // It did not join the group it found (or one sent between the two locks, which
+            // it follows just the same): that group is complete.
+            Some(k) => std::mem::replace(&mut held.groups[k], group),
+            None => {
+                held.groups.push(group);
+                return Ok(());
+            }
         };
-        let full = !merge && held.groups[k].len() >= UNMERGED_GROUP;
-        let args = match full {
-            true => args,
-            false => match held.groups[k].join(rules, params, args) {
-                Ok(()) => return Ok(()),
-                Err(args) => args,
-            },
-        };
-        let done = std::mem::replace(
-            &mut held.groups[k],
-            Group::new(entry, position, rules, params, args),
-        );
         drop(held);
         self.hand_over(done);
         Ok(())
@@ -212,18 +241,22 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         output: &'scope mut impl Output<C32>,
     ) -> Result<()> {
         let len = input.input().len();
-        check::same_len(
-            "fft",
-            device.into(),
-            ["input", "output"],
-            [len, output.output().len()],
-        )?;
-        self.rt.check_fft_on(device, dir, points, len)?;
+        let out_len = output.output().len();
+        if len != out_len {
+            check::same_len("fft", device.into(), ["input", "output"], [len, out_len])?;
+        }
+        let device_checks = || self.rt.check_fft_on(device, dir, points, len);
+        if !(points.is_power_of_two() && len & (points - 1) == 0) {
+            // The one check of the call's own shape among them (the rest depend on the device
+            // and the transform size only), which a call that joins a group must not skip.
+            device_checks()?;
+        }
         let args = [
             KernelArg::read("input", input),
             KernelArg::write("output", output),
         ];
-        self.call(device, rules::FFT, rules::fft_params(dir, points), args)
+        let params = rules::fft_params(dir, points);
+        self.submit_call(device, rules::FFT, params, args, device_checks)
     }
 
     /// [`crate::Runtime::zip`] as a scope call: `out = a op b`. Consecutive calls over
@@ -238,8 +271,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
         let lens = [a.input().len(), b.input().len(), out.output().len()];
-        check::same_len("zip", device.into(), ["a", "b"], [lens[0], lens[1]])?;
-        check::same_len("zip", device.into(), ["a", "out"], [lens[0], lens[2]])?;
+        if lens[0] != lens[1] || lens[0] != lens[2] {
+            check::same_len("zip", device.into(), ["a", "b"], [lens[0], lens[1]])?;
+            check::same_len("zip", device.into(), ["a", "out"], [lens[0], lens[2]])?;
+        }
         self.rt.check_zip_on(device, op, lens[0])?;
         let args = [
             KernelArg::read("a", a),
