@@ -7,7 +7,7 @@
 
 use crate::common::programs_model as model;
 
-use model::{check_program, op, Op};
+use model::{check_program, op, Op, Pools};
 use proptest::prelude::*;
 use rimms::{Complex32, Device, Error, HeteData, Runtime, SimConfig, SpaceId};
 
@@ -39,7 +39,7 @@ proptest! {
     /// live buffers than that evict.
     #[test]
     fn random_programs_under_pressure_match_both_models(ops in program()) {
-        check_program(&ops, false, Some(3))?;
+        check_program(&ops, false, Some(Pools::blocks(3)))?;
     }
 }
 
@@ -54,9 +54,10 @@ fn random_programs_evict_and_write_back() {
     let (mut evicting, mut writing_back) = (0, 0);
     for _ in 0..300 {
         let ops = programs.new_tree(&mut runner).expect("program").current();
-        let totals = check_program(&ops, false, Some(3)).expect("program matches the models");
-        evicting += usize::from(totals.iter().any(|t| t.0 > 0));
-        writing_back += usize::from(totals.iter().any(|t| t.2 > 0));
+        let totals =
+            check_program(&ops, false, Some(Pools::blocks(3))).expect("program matches the models");
+        evicting += usize::from(totals.evictions.iter().any(|t| t.0 > 0));
+        writing_back += usize::from(totals.evictions.iter().any(|t| t.2 > 0));
     }
     assert!(
         evicting >= 60 && writing_back >= 30,
@@ -390,4 +391,52 @@ fn evictions_are_traced_with_their_reason() {
         .collect();
     assert_eq!(write_backs.len(), 1, "{events:?}");
     assert_eq!(field(&write_backs[0].1, "from"), "sim0");
+}
+
+/// Sim pools of 2 to 16 granules of 1 KiB beside buffers of up to 12 KiB: whole buffers often
+/// do not fit, so blocks become windows of what an access needs, which grow or are retired
+/// (their last copies written back), and some calls find no room at all, which the model
+/// predicts.
+fn small_pools() -> impl Strategy<Value = Pools> {
+    (2usize..17).prop_map(|granules| Pools {
+        granule: 1024,
+        granules,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Windows: values, copies and bytes per link, evictions, fragment states and which calls
+    /// fail, all as the models say.
+    #[test]
+    fn random_programs_on_pools_smaller_than_a_buffer_match_both_models(
+        (pools, ops) in (small_pools(), program())
+    ) {
+        check_program(&ops, false, Some(pools))?;
+    }
+}
+
+/// The property above exercises windows: of 300 programs drawn as it draws them, many make
+/// windows, many grow one, many retire one, and most calls run.
+#[test]
+fn random_programs_on_small_pools_make_grow_and_retire_windows() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let programs = (small_pools(), program());
+    let (mut making, mut growing, mut retiring, mut refusing) = (0, 0, 0, 0);
+    for _ in 0..300 {
+        let (pools, ops) = programs.new_tree(&mut runner).expect("program").current();
+        let totals = check_program(&ops, false, Some(pools)).expect("program matches the models");
+        making += usize::from(totals.windows > 0);
+        growing += usize::from(totals.grown > 0);
+        retiring += usize::from(totals.retired > 0);
+        refusing += usize::from(totals.refused > 0);
+    }
+    eprintln!("{making} make, {growing} grow, {retiring} retire windows; {refusing} refuse a call");
+    assert!(
+        making >= 100 && growing >= 30 && retiring >= 30,
+        "{making} make, {growing} grow, {retiring} retire windows"
+    );
 }

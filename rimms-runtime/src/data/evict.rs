@@ -104,12 +104,9 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
         .into_iter()
         .filter(|b| b.id() != requester && !b.pinned_in(space))
         .collect();
-    let evictable: usize = candidates
-        .iter()
-        .map(|b| rt.pool(space).block_bytes(b.bytes()))
-        .sum();
+    let evictable: usize = candidates.iter().map(|b| b.held_in(space)).sum();
     if free + evictable < requested {
-        return Err(does_not_fit(
+        return Err(does_not_fit_with(
             rt,
             space,
             requested,
@@ -130,13 +127,26 @@ pub(crate) fn alloc(rt: &Shared, space: SpaceId, bytes: usize, requester: u64) -
         Ok(block) => Ok(block),
         Err(Error::PoolExhausted {
             free, largest_free, ..
-        }) => Err(does_not_fit(rt, space, requested, (free, largest_free), 0)),
+        }) => Err(does_not_fit_with(
+            rt,
+            space,
+            requested,
+            (free, largest_free),
+            0,
+        )),
         Err(other) => Err(other),
     }
 }
 
+/// The error for `needed` bytes that do not fit in `space` now; `evictable`: what evicting
+/// could free on top of what is free.
+pub(crate) fn does_not_fit(rt: &Shared, space: SpaceId, needed: usize, evictable: usize) -> Error {
+    let free = rt.pool(space).free_bytes();
+    does_not_fit_with(rt, space, needed, free, evictable)
+}
+
 /// `free`: the bytes free and the longest free run.
-fn does_not_fit(
+fn does_not_fit_with(
     rt: &Shared,
     space: SpaceId,
     needed: usize,

@@ -150,6 +150,15 @@ impl Pool {
         }
     }
 
+    /// The bytes free now and the longest free run.
+    pub(crate) fn free_bytes(&self) -> (usize, usize) {
+        let guard = self.lock();
+        (
+            guard.0.free_units() * self.granule,
+            guard.0.largest_free_run() * self.granule,
+        )
+    }
+
     pub(crate) fn usage(&self) -> PoolUse {
         self.lock().1
     }

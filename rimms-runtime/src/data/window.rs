@@ -1,0 +1,84 @@
+//! A buffer's block in one space, which may hold only part of the buffer: a window.
+//!
+//! A buffer gets a block for the whole of itself wherever that fits, which is what every run
+//! with room does. A device pool smaller than what one call needs at once (a SAR range-filter
+//! call reads a row of one 1 MiB matrix and writes a row of another) cannot hold whole buffers,
+//! so there a block may cover a fragment-aligned byte range of the buffer instead. A buffer has
+//! at most one window per space, and every fragment valid in a space lies inside the buffer's
+//! window there (the buffer layer keeps that invariant: it acquires only inside the window and
+//! evicts a window's valid fragments before giving the window up).
+//!
+//! Addresses: a view at buffer offset `o` lives at `block + (o - start)`. The buffer publishes
+//! [`Window::base`], the address offset 0 would have (`block - start`, computed with wrapping
+//! arithmetic: it may lie before the block's region and is never dereferenced itself), so the
+//! lock-free `ptr_in(space, o) = base + o` stays one add for whole blocks and windows alike.
+
+use crate::space::Block;
+use std::ops::Range;
+
+/// A block holding bytes `start..end` of a buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub block: Block,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Window {
+    /// A block holding `bytes` of the buffer.
+    pub(crate) fn new(block: Block, bytes: Range<usize>) -> Window {
+        Window {
+            block,
+            start: bytes.start,
+            end: bytes.end,
+        }
+    }
+
+    /// The address the buffer's byte 0 would have in this block's space: add a buffer offset
+    /// inside the window to get that byte's address.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.block.ptr().wrapping_sub(self.start)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub(crate) fn covers(&self, bytes: &Range<usize>) -> bool {
+        self.start <= bytes.start && bytes.end <= self.end
+    }
+
+    /// The smallest range holding both the window and `bytes`.
+    pub(crate) fn hull(&self, bytes: &Range<usize>) -> Range<usize> {
+        self.start.min(bytes.start)..self.end.max(bytes.end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::Pool;
+
+    /// Byte `o` of the buffer sits at `o - start` in the block, through the published base.
+    #[test]
+    fn base_plus_offset_is_the_bytes_place_in_the_block() {
+        let pool = Pool::new("t", 1 << 16, 4096).expect("pool");
+        let block = pool.alloc(8192).expect("block");
+        let w = Window::new(block, 12288..20480);
+        for o in [12288usize, 12289, 16384, 20479] {
+            assert_eq!(
+                w.base().wrapping_add(o),
+                block.ptr().wrapping_add(o - 12288)
+            );
+        }
+        // SAFETY: byte 16384 - 12288 = 4096 lies inside the 8192-byte block, which the pool
+        // (alive here) owns and no one else uses.
+        unsafe { w.base().wrapping_add(16384).write(7) };
+        // SAFETY: as above, the same byte read through the block's own address.
+        assert_eq!(unsafe { block.ptr().add(4096).read() }, 7);
+        assert!(w.covers(&(12288..20480)) && !w.covers(&(8192..16384)));
+        assert_eq!(w.hull(&(4096..8192)), 4096..20480);
+        assert_eq!(w.len(), 8192);
+        pool.free(block);
+    }
+}
