@@ -377,6 +377,47 @@ impl RawBuffer {
         Ok(window)
     }
 
+    /// Cuts this buffer's block in `space` down to the fragments of bytes `start..start+len`
+    /// (the range a call's argument uses), in place, so that the call's other arguments find
+    /// room: the fragments valid there outside the range are evicted first (last copies
+    /// written back, the rest dropped; counted as one eviction), then the granules outside it
+    /// go back to the pool. Only where no other call holds the buffer and no host view may
+    /// point into the space. Returns whether anything was freed.
+    pub(crate) fn trim(&self, space: SpaceId, start: usize, len: usize) -> Result<bool> {
+        if len == 0 || !self.rt.evictable.contains(space) {
+            return Ok(false);
+        }
+        let mut inner = self.lock();
+        let Some(window) = inner.blocks[space.index()] else {
+            return Ok(false);
+        };
+        let shift = self.shift();
+        let span = FragmentSpan::of(start..start + len, shift, self.bytes);
+        let need = self.frag_bytes(span.frags.clone(), shift);
+        let pool = self.rt.pool(space);
+        let granule = pool.granule();
+        let keep =
+            (need.start - window.origin) / granule..(need.end - window.origin).div_ceil(granule);
+        if !window.covers(&need)
+            || keep.len() * granule == pool.held(&window.block)
+            || !self.may_rewindow(&inner, space)
+        {
+            return Ok(false);
+        }
+        let plan = inner.table.plan_evict_except(space, span.frags);
+        let why = Pressure { needed: need.len() };
+        self.evict_fragments(&mut inner, &plan, window, why)?;
+        let origin = window.origin + keep.start * granule;
+        let trimmed = Window {
+            block: pool.shrink(window.block, keep),
+            origin,
+            start: need.start,
+            end: need.end,
+        };
+        self.keep_block(&mut inner, space, trimmed);
+        Ok(true)
+    }
+
     /// Whether this buffer's window in `space` may move or be retired now: no call but the
     /// one acquiring holds the buffer (its own pin is the one counted) and no host view may
     /// point into the space. The same handshake as an evictor's (`data::evict`): the summary
@@ -426,10 +467,7 @@ impl RawBuffer {
     fn keep_block(&self, inner: &mut Inner, space: SpaceId, window: Window) {
         inner.blocks[space.index()] = Some(window);
         self.ptrs[space.index()].store(window.base(), Ordering::Release);
-        self.held[space.index()].store(
-            self.rt.pool(space).block_bytes(window.len()),
-            Ordering::Relaxed,
-        );
+        self.held[space.index()].store(self.rt.pool(space).held(&window.block), Ordering::Relaxed);
         if self.rt.evictable.contains(space) {
             self.rt.spaces[space.index()]
                 .residents
@@ -470,6 +508,26 @@ impl RawBuffer {
             return Ok(0);
         };
         let plan = inner.table.plan_evict(space);
+        self.evict_fragments(inner, &plan, window, why)?;
+        inner.blocks[space.index()] = None;
+        self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
+        self.held[space.index()].store(0, Ordering::Relaxed);
+        self.rt.pool(space).free(window.block);
+        self.rt.spaces[space.index()].residents.remove(self.id);
+        Ok(self.rt.pool(space).held(&window.block))
+    }
+
+    /// Carries out and commits an eviction plan for `window`'s space: writes back the last
+    /// copies, then records that the space holds none of the plan's fragments, and counts and
+    /// traces it as one eviction. A failed write-back changes nothing.
+    fn evict_fragments(
+        &self,
+        inner: &mut Inner,
+        plan: &EvictPlan,
+        window: Window,
+        why: Pressure,
+    ) -> Result<()> {
+        let space = plan.space;
         let shift = self.shift();
         let bytes_of = |runs: &[Range<usize>]| -> usize {
             runs.iter()
@@ -485,14 +543,9 @@ impl RawBuffer {
                 bytes: written_back,
                 source: Box::new(source),
             };
-            Some(self.write_back(inner, &plan, window, why).map_err(wrap)?)
+            Some(self.write_back(inner, plan, window, why).map_err(wrap)?)
         };
-        inner.table.commit_evict(&plan, target);
-        inner.blocks[space.index()] = None;
-        self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
-        self.held[space.index()].store(0, Ordering::Relaxed);
-        self.rt.pool(space).free(window.block);
-        self.rt.spaces[space.index()].residents.remove(self.id);
+        inner.table.commit_evict(plan, target);
         let dropped = bytes_of(&plan.dropped);
         self.rt
             .counters
@@ -506,7 +559,7 @@ impl RawBuffer {
                 why.needed,
             );
         }
-        Ok(self.rt.pool(space).block_bytes(window.len()))
+        Ok(())
     }
 
     /// Copies the fragments `plan` writes back out of `window` into the cheapest other space
@@ -702,7 +755,7 @@ impl RawBuffer {
         range: Range<usize>,
     ) -> Result<Cow<'_, [u8]>> {
         // The range is a fragment valid in `space`, so it lies inside the window there.
-        let at = range.start - window.start;
+        let at = range.start - window.origin;
         match self.rt.device_memory(space) {
             // SAFETY: the range lies inside the window, which the block holds. Writers need
             // the buffer mutably, so none runs while `validate(&self)` reads.

@@ -16,10 +16,12 @@
 use crate::space::Block;
 use std::ops::Range;
 
-/// A block holding bytes `start..end` of a buffer.
+/// A block holding bytes `start..end` of a buffer. Its first byte is the buffer's byte
+/// `origin` (at most `start`: a window cut down in place keeps the granule it starts in).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Window {
     pub block: Block,
+    pub origin: usize,
     pub start: usize,
     pub end: usize,
 }
@@ -29,6 +31,7 @@ impl Window {
     pub(crate) fn new(block: Block, bytes: Range<usize>) -> Window {
         Window {
             block,
+            origin: bytes.start,
             start: bytes.start,
             end: bytes.end,
         }
@@ -37,11 +40,7 @@ impl Window {
     /// The address the buffer's byte 0 would have in this block's space: add a buffer offset
     /// inside the window to get that byte's address.
     pub(crate) fn base(&self) -> *mut u8 {
-        self.block.ptr().wrapping_sub(self.start)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.end - self.start
+        self.block.ptr().wrapping_sub(self.origin)
     }
 
     pub(crate) fn covers(&self, bytes: &Range<usize>) -> bool {
@@ -78,7 +77,6 @@ mod tests {
         assert_eq!(unsafe { block.ptr().add(4096).read() }, 7);
         assert!(w.covers(&(12288..20480)) && !w.covers(&(8192..16384)));
         assert_eq!(w.hull(&(4096..8192)), 4096..20480);
-        assert_eq!(w.len(), 8192);
         pool.free(block);
     }
 }

@@ -142,9 +142,16 @@ fn tracked<const N: usize>(
                 api: api.name(),
                 arg: arg.name,
             };
-            let moved =
+            let acquire = || {
                 arg.raw
-                    .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)?;
+                    .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)
+            };
+            let moved = match acquire() {
+                // The call's other arguments may hold blocks larger than the call uses (whole
+                // buffers): cut them down to what it uses and try once more.
+                Err(Error::DoesNotFit { .. }) if trim_others(args, &spaces, i)? => acquire()?,
+                outcome => outcome?,
+            };
             hit &= !moved;
         }
     }
@@ -269,6 +276,26 @@ fn joined_range<const N: usize>(
         }
     }
     (bytes, merged)
+}
+
+/// Cuts the blocks of argument `i`'s fellow arguments down to the ranges the call uses
+/// (`RawBuffer::trim`), each buffer that only one argument holds; returns whether any room was
+/// freed. A buffer two arguments hold is left alone: its window must cover both.
+#[cold]
+fn trim_others<const N: usize>(
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    i: usize,
+) -> Result<bool> {
+    let mut freed = false;
+    for (j, a) in args.iter().enumerate() {
+        let holders = args.iter().filter(|b| std::ptr::eq(b.raw, a.raw)).count();
+        if std::ptr::eq(a.raw, args[i].raw) || holders > 1 {
+            continue;
+        }
+        freed |= a.raw.trim(spaces[j], a.start, a.len)?;
+    }
+    Ok(freed)
 }
 
 /// Marks every written argument failed in the space it was used in if dropped, which happens
