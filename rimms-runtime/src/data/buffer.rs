@@ -418,6 +418,23 @@ impl RawBuffer {
         Ok(true)
     }
 
+    /// Gives up this buffer's block in `space` as an eviction does (last copies written back,
+    /// the rest dropped), for a call that holds the buffer and needs the room for `needed`
+    /// bytes of another argument: the block comes back where the pool has room when the call
+    /// acquires the buffer again. Only where no other call holds the buffer and no host view
+    /// may point into the space. Returns whether a block went.
+    pub(crate) fn give_up(&self, space: SpaceId, needed: usize) -> Result<bool> {
+        if !self.rt.evictable.contains(space) {
+            return Ok(false);
+        }
+        let mut inner = self.lock();
+        if inner.blocks[space.index()].is_none() || !self.may_rewindow(&inner, space) {
+            return Ok(false);
+        }
+        self.retire(&mut inner, space, Pressure { needed })?;
+        Ok(true)
+    }
+
     /// Whether this buffer's window in `space` may move or be retired now: no call but the
     /// one acquiring holds the buffer (its own pin is the one counted) and no host view may
     /// point into the space. The same handshake as an evictor's (`data::evict`): the summary

@@ -22,8 +22,10 @@
 //! fragments the access needs (`rimms-runtime/src/data/window.rs`): a window that does not
 //! cover an access grows (to the whole buffer, else to the hull of itself and the access) when
 //! no other argument of the call holds the buffer, else is retired like an evicted block and
-//! replaced by a window of just the access. A call that cannot get room fails with
-//! `DoesNotFit`, and the model predicts which calls do.
+//! replaced by a window of just the access. An acquire that finds no room cuts the blocks of
+//! the call's other buffers (each held by one argument) down to the granules of what the call
+//! uses, evicting their fragments outside it, and tries once more. A call that still finds no
+//! room fails with `DoesNotFit`, and the model predicts which calls do.
 #![allow(dead_code)]
 
 use proptest::prelude::*;
@@ -64,13 +66,15 @@ impl Pools {
 }
 
 /// What a program did under pressure: per space (evictions, bytes dropped, bytes written
-/// back), and the model's count of windows made, grown and retired, and of calls refused.
+/// back), and the model's count of windows made, grown, retired and cut down, and of calls
+/// refused.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Totals {
     pub evictions: [(u64, u64, u64); 3],
     pub windows: u64,
     pub grown: u64,
     pub retired: u64,
+    pub trimmed: u64,
     pub refused: u64,
 }
 
@@ -206,6 +210,8 @@ struct ModelBuf {
 struct Win {
     first: usize,
     granules: usize,
+    /// The buffer byte at the block's first byte.
+    origin: usize,
     start: usize,
     end: usize,
 }
@@ -316,7 +322,21 @@ impl Model {
         }
         let mut ran = true;
         for &(at, buf, start, len, reads, writes) in accesses {
-            if !self.apply(at, buf, start, len, reads, writes) {
+            if self.apply(at, buf, start, len, reads, writes) {
+                continue;
+            }
+            // No room: the call cuts the blocks of its other buffers (each held by one
+            // argument) down to what it uses, and if that freed any, tries once more.
+            let mut freed = false;
+            for &(other_at, other, other_start, other_len, ..) in accesses {
+                let holders = self.pinned.iter().filter(|&&p| p == other).count();
+                if other == buf || holders > 1 {
+                    continue;
+                }
+                let (Where::InPlace(space) | Where::Acquire(space)) = other_at;
+                freed |= self.trim(other, space, other_start, other_len);
+            }
+            if !(freed && self.apply(at, buf, start, len, reads, writes)) {
                 ran = false;
                 break;
             }
@@ -336,6 +356,7 @@ impl Model {
         let window = |first, granules, bytes: std::ops::Range<usize>| Win {
             first,
             granules,
+            origin: bytes.start,
             start: bytes.start,
             end: bytes.end,
         };
@@ -388,6 +409,40 @@ impl Model {
         };
         self.bufs[buf].block[space] = Some(window(first, granules(need.len()), need));
         self.totals.windows += 1;
+        true
+    }
+
+    /// Cuts `buf`'s block in `space` down, in place, to the granules holding the fragments
+    /// of elements `start..start + len`, after one eviction of its fragments outside them.
+    /// False where that frees nothing (or the block does not hold them).
+    fn trim(&mut self, buf: usize, space: usize, start: usize, len: usize) -> bool {
+        let Some(pools) = self.pools.filter(|_| space != 0) else {
+            return false;
+        };
+        let b = &self.bufs[buf];
+        let Some(w) = b.block[space] else {
+            return false;
+        };
+        let frags = b.frag_range(start, len);
+        let fb = b.frag_elems * 8;
+        let need = frags.start * fb..(frags.end * fb).min(b.data.len() * 8);
+        let g = pools.granule;
+        let keep = (need.start - w.origin) / g..(need.end - w.origin).div_ceil(g);
+        if !(w.start <= need.start && need.end <= w.end) || keep.len() == w.granules {
+            return false;
+        }
+        self.evict_outside(buf, space, frags);
+        let taken = &mut self.taken[space];
+        taken[w.first..w.first + keep.start].fill(false);
+        taken[w.first + keep.end..w.first + w.granules].fill(false);
+        self.bufs[buf].block[space] = Some(Win {
+            first: w.first + keep.start,
+            granules: keep.len(),
+            origin: w.origin + keep.start * g,
+            start: need.start,
+            end: need.end,
+        });
+        self.totals.trimmed += 1;
         true
     }
 
@@ -447,11 +502,21 @@ impl Model {
     /// Drops buffer `buf`'s block in `space`: fragments valid only there (and not zero) are
     /// written back to the host first, one copy per run of neighbours.
     fn evict(&mut self, buf: usize, space: usize) {
+        self.evict_outside(buf, space, 0..0);
+        let win = self.bufs[buf].block[space]
+            .take()
+            .expect("an evicted block exists");
+        self.release(space, win);
+    }
+
+    /// One eviction of the fragments of `buf` valid in `space` outside fragments `keep`:
+    /// the last copies written back to the host (one copy per run), the rest dropped.
+    fn evict_outside(&mut self, buf: usize, space: usize, keep: std::ops::Range<usize>) {
         let b = &mut self.bufs[buf];
         let (mut dropped, mut written) = (0, 0);
         let mut run_end = None;
         for f in 0..b.valid.len() {
-            if !b.valid[f][space] {
+            if !b.valid[f][space] || keep.contains(&f) {
                 continue;
             }
             let last_copy = b.valid[f].iter().filter(|&&v| v).count() == 1 && !b.zero[f];
@@ -469,8 +534,6 @@ impl Model {
                 dropped += b.frag_bytes(f);
             }
         }
-        let win = b.block[space].take().expect("an evicted block exists");
-        self.release(space, win);
         let e = &mut self.totals.evictions[space];
         *e = (e.0 + 1, e.1 + dropped, e.2 + written);
     }
