@@ -396,12 +396,12 @@ impl RawBuffer {
         let need = self.frag_bytes(span.frags.clone(), shift);
         let pool = self.rt.pool(space);
         let granule = pool.granule();
+        if !window.covers(&need) {
+            return Ok(false);
+        }
         let keep =
             (need.start - window.origin) / granule..(need.end - window.origin).div_ceil(granule);
-        if !window.covers(&need)
-            || keep.len() * granule == pool.held(&window.block)
-            || !self.may_rewindow(&inner, space)
-        {
+        if keep.len() * granule == pool.held(&window.block) || !self.may_rewindow(&inner, space) {
             return Ok(false);
         }
         let plan = inner.table.plan_evict_except(space, span.frags);

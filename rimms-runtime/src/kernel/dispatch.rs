@@ -151,8 +151,9 @@ fn tracked<const N: usize>(
             {
                 Ok(moved) => hit &= !moved,
                 // The call's other arguments may hold blocks larger than the call uses (whole
-                // buffers): cut them down to what it uses and try again; failing that, give
-                // their blocks up, so that they come back where the pool has room.
+                // buffers): cut them down to what it uses and try again; failing that, where
+                // the pool has the room but in pieces, give their blocks up, so that they come
+                // back laid out afresh.
                 Err(e) if matches!(e, Error::DoesNotFit { .. }) && room < 2 => {
                     room += 1;
                     if room == 1 && trim_others(args, &spaces, i)? {
@@ -160,6 +161,12 @@ fn tracked<const N: usize>(
                         continue;
                     }
                     room = 2;
+                    // Giving blocks up helps only where the room is there but in pieces.
+                    let fragmented = matches!(e, Error::DoesNotFit { needed, free, evictable, .. }
+                        if free + evictable >= needed);
+                    if !fragmented {
+                        return Err(e);
+                    }
                     let given_up = give_up_others(args, &spaces, i, bytes.len())?;
                     if given_up == 0 {
                         return Err(e);

@@ -242,6 +242,9 @@ struct Model {
     /// The buffers the call being modelled uses, once per argument: never evicted while it
     /// runs, and a window of one held by two arguments never moves.
     pinned: Vec<usize>,
+    /// Whether the last acquire that found no room failed with the room there in pieces:
+    /// free plus evictable bytes at least what it needed (as its `DoesNotFit` says).
+    fragmented: bool,
     totals: Totals,
 }
 
@@ -320,25 +323,39 @@ impl Model {
                 self.bufs[buf].stamp[space] = self.clock;
             }
         }
+        let mut at: Vec<Where> = accesses.iter().map(|a| a.0).collect();
+        let mut pending = vec![true; accesses.len()];
+        // 0: nothing done to make room yet; 1: the other buffers' blocks cut down to what
+        // the call uses; 2: their blocks given up, to be acquired again.
+        let mut room = 0;
         let mut ran = true;
-        for &(at, buf, start, len, reads, writes) in accesses {
-            if self.apply(at, buf, start, len, reads, writes) {
+        while let Some(k) = pending.iter().position(|&p| p) {
+            let (_, buf, start, len, reads, writes) = accesses[k];
+            if self.apply(at[k], buf, start, len, reads, writes) {
+                pending[k] = false;
                 continue;
             }
-            // No room: the call cuts the blocks of its other buffers (each held by one
-            // argument) down to what it uses, and if that freed any, tries once more.
-            let mut freed = false;
-            for &(other_at, other, other_start, other_len, ..) in accesses {
-                let holders = self.pinned.iter().filter(|&&p| p == other).count();
-                if other == buf || holders > 1 {
-                    continue;
-                }
-                let (Where::InPlace(space) | Where::Acquire(space)) = other_at;
-                freed |= self.trim(other, space, other_start, other_len);
-            }
-            if !(freed && self.apply(at, buf, start, len, reads, writes)) {
+            if room == 2 {
                 ran = false;
                 break;
+            }
+            room += 1;
+            if room == 1 && self.trim_others(accesses, k) {
+                continue;
+            }
+            room = 2;
+            if !self.fragmented {
+                ran = false;
+                break;
+            }
+            let given_up = self.give_up_others(accesses, &at, k);
+            if given_up.is_empty() {
+                ran = false;
+                break;
+            }
+            for (j, space) in given_up {
+                at[j] = Where::Acquire(space);
+                pending[j] = true;
             }
         }
         self.pinned.clear();
@@ -386,6 +403,8 @@ impl Model {
             }
         };
         if self.pinned.iter().filter(|&&p| p == buf).count() > 1 {
+            let free = self.taken[space].iter().filter(|&&t| !t).count();
+            self.fragmented = free * pools.granule >= need.len();
             return false;
         }
         let hull = old.start.min(need.start)..old.end.max(need.end);
@@ -412,6 +431,61 @@ impl Model {
         true
     }
 
+    /// The call's buffers other than access `k`'s, each held by one argument, with the space
+    /// each is used in.
+    fn others(
+        &self,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+        at: &[Where],
+        k: usize,
+    ) -> Vec<(usize, usize)> {
+        (0..accesses.len())
+            .filter(|&j| {
+                let other = accesses[j].1;
+                other != accesses[k].1 && self.pinned.iter().filter(|&&p| p == other).count() == 1
+            })
+            .map(|j| {
+                let (Where::InPlace(space) | Where::Acquire(space)) = at[j];
+                (j, space)
+            })
+            .collect()
+    }
+
+    /// Cuts the blocks of the call's other buffers down to what it uses; whether that freed
+    /// anything.
+    fn trim_others(
+        &mut self,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+        k: usize,
+    ) -> bool {
+        let at: Vec<Where> = accesses.iter().map(|a| a.0).collect();
+        let mut freed = false;
+        for (j, space) in self.others(accesses, &at, k) {
+            let (_, other, start, len, ..) = accesses[j];
+            freed |= self.trim(other, space, start, len);
+        }
+        freed
+    }
+
+    /// Gives up (evicts) the blocks of the call's other buffers; the accesses whose block
+    /// went, with their space, to be acquired again.
+    fn give_up_others(
+        &mut self,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+        at: &[Where],
+        k: usize,
+    ) -> Vec<(usize, usize)> {
+        let mut given_up = Vec::new();
+        for (j, space) in self.others(accesses, at, k) {
+            let other = accesses[j].1;
+            if space != 0 && self.pools.is_some() && self.bufs[other].block[space].is_some() {
+                self.evict(other, space);
+                given_up.push((j, space));
+            }
+        }
+        given_up
+    }
+
     /// Cuts `buf`'s block in `space` down, in place, to the granules holding the fragments
     /// of elements `start..start + len`, after one eviction of its fragments outside them.
     /// False where that frees nothing (or the block does not hold them).
@@ -427,8 +501,11 @@ impl Model {
         let fb = b.frag_elems * 8;
         let need = frags.start * fb..(frags.end * fb).min(b.data.len() * 8);
         let g = pools.granule;
+        if !(w.start <= need.start && need.end <= w.end) {
+            return false;
+        }
         let keep = (need.start - w.origin) / g..(need.end - w.origin).div_ceil(g);
-        if !(w.start <= need.start && need.end <= w.end) || keep.len() == w.granules {
+        if keep.len() == w.granules {
             return false;
         }
         self.evict_outside(buf, space, frags);
@@ -472,6 +549,7 @@ impl Model {
             .sum();
         let free = self.taken[space].iter().filter(|&&t| !t).count();
         if free + evictable < granules {
+            self.fragmented = false;
             return None;
         }
         for v in victims {
@@ -480,6 +558,8 @@ impl Model {
                 return Some(first);
             }
         }
+        let free = self.taken[space].iter().filter(|&&t| !t).count();
+        self.fragmented = free >= granules;
         None
     }
 
