@@ -425,7 +425,8 @@ fn random_programs_on_small_pools_make_grow_and_retire_windows() {
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let programs = (small_pools(), program());
-    let (mut making, mut growing, mut retiring, mut trimming, mut refusing) = (0, 0, 0, 0, 0);
+    let (mut making, mut growing, mut retiring, mut trimming) = (0, 0, 0, 0);
+    let (mut giving_up, mut refusing) = (0, 0);
     for _ in 0..300 {
         let (pools, ops) = programs.new_tree(&mut runner).expect("program").current();
         let totals = check_program(&ops, false, Some(pools)).expect("program matches the models");
@@ -433,11 +434,12 @@ fn random_programs_on_small_pools_make_grow_and_retire_windows() {
         growing += usize::from(totals.grown > 0);
         retiring += usize::from(totals.retired > 0);
         trimming += usize::from(totals.trimmed > 0);
+        giving_up += usize::from(totals.given_up > 0);
         refusing += usize::from(totals.refused > 0);
     }
     let counts = format!(
         "{making} make, {growing} grow, {retiring} retire, {trimming} cut down windows; \
-         {refusing} refuse a call"
+         {giving_up} give blocks up; {refusing} refuse a call"
     );
     eprintln!("{counts}");
     assert!(

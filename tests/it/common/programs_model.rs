@@ -66,8 +66,8 @@ impl Pools {
 }
 
 /// What a program did under pressure: per space (evictions, bytes dropped, bytes written
-/// back), and the model's count of windows made, grown, retired and cut down, and of calls
-/// refused.
+/// back), and the model's count of windows made, grown, retired and cut down, of calls that
+/// gave their blocks up to lay them out afresh, and of calls refused.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Totals {
     pub evictions: [(u64, u64, u64); 3],
@@ -75,6 +75,7 @@ pub struct Totals {
     pub grown: u64,
     pub retired: u64,
     pub trimmed: u64,
+    pub given_up: u64,
     pub refused: u64,
 }
 
@@ -353,6 +354,7 @@ impl Model {
                 ran = false;
                 break;
             }
+            self.totals.given_up += 1;
             for (j, space) in given_up {
                 at[j] = Where::Acquire(space);
                 pending[j] = true;
