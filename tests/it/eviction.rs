@@ -472,10 +472,11 @@ fn scaled(values: &mut [Complex32], by: f32) {
     values.iter_mut().for_each(|v| *v *= by);
 }
 
-/// A buffer of four 4 KiB fragments does not fit a pool of three: writing its fragment 0 on
-/// sim0 gives it a window of that fragment alone; writing fragment 1 then grows the window to
-/// fragments 0..2, moving fragment 0 (whose only copy is there) inside sim0 rather than
-/// writing it back, and copies in fragment 1 only. Every value is where it belongs.
+/// A buffer of four 4 KiB fragments does not fit a pool of three: writing its fragment 2 on
+/// sim0 gives it a window of that fragment alone; writing fragment 3 then grows the window to
+/// fragments 2..4 (a window that starts 8 KiB into the buffer), moving fragment 2 (whose only
+/// copy is there) inside sim0 rather than writing it back, and copies in fragment 3 only.
+/// Every value is where it belongs.
 #[test]
 fn a_window_grows_and_keeps_the_bytes_it_holds() {
     let rt = runtime(3);
@@ -483,31 +484,31 @@ fn a_window_grows_and_keeps_the_bytes_it_holds() {
     rt.scale(
         Device::Sim(0),
         Complex32::new(2.0, 0.0),
-        &mut x.slice_mut(0..N).expect("view"),
+        &mut x.slice_mut(2 * N..3 * N).expect("view"),
     )
-    .expect("fragment 0 on sim0");
+    .expect("fragment 2 on sim0");
     rt.scale(
         Device::Sim(0),
         Complex32::new(3.0, 0.0),
-        &mut x.slice_mut(N..2 * N).expect("view"),
+        &mut x.slice_mut(3 * N..4 * N).expect("view"),
     )
-    .expect("fragment 1 on sim0");
+    .expect("fragment 3 on sim0");
     assert_eq!(moved(&rt, "host", "sim0"), (2, 2 * GRANULE as u64));
     assert_eq!(moved(&rt, "sim0", "host"), (0, 0));
     assert_eq!(evicted(&rt), (0, 0, 0), "growing evicts nothing");
-    let only_sim0 = |f: usize| {
+    let valid = |f: usize| {
         x.fragment_state(f)
             .expect("frag")
             .valid
             .iter()
             .collect::<Vec<_>>()
     };
-    assert_eq!(only_sim0(0), vec![sim0(&rt)]);
-    assert_eq!(only_sim0(1), vec![sim0(&rt)]);
-    assert_eq!(only_sim0(2), vec![SpaceId::HOST]);
+    assert_eq!(valid(2), vec![sim0(&rt)]);
+    assert_eq!(valid(3), vec![sim0(&rt)]);
+    assert_eq!(valid(1), vec![SpaceId::HOST]);
     x.validate().expect("copies agree");
-    scaled(&mut expected[..N], 2.0);
-    scaled(&mut expected[N..2 * N], 3.0);
+    scaled(&mut expected[2 * N..3 * N], 2.0);
+    scaled(&mut expected[3 * N..], 3.0);
     assert_eq!(x.host().expect("host"), &expected[..]);
     assert_eq!(moved(&rt, "sim0", "host"), (1, 2 * GRANULE as u64));
 }
