@@ -7,7 +7,7 @@
 
 use crate::common::programs_model as model;
 
-use model::{check_program, op, Op};
+use model::{check_program, op, Op, Pools};
 use proptest::prelude::*;
 use rimms::{Complex32, Device, Error, HeteData, Runtime, SimConfig, SpaceId};
 
@@ -39,7 +39,7 @@ proptest! {
     /// live buffers than that evict.
     #[test]
     fn random_programs_under_pressure_match_both_models(ops in program()) {
-        check_program(&ops, false, Some(3))?;
+        check_program(&ops, false, Some(Pools::blocks(3)))?;
     }
 }
 
@@ -54,9 +54,10 @@ fn random_programs_evict_and_write_back() {
     let (mut evicting, mut writing_back) = (0, 0);
     for _ in 0..300 {
         let ops = programs.new_tree(&mut runner).expect("program").current();
-        let totals = check_program(&ops, false, Some(3)).expect("program matches the models");
-        evicting += usize::from(totals.iter().any(|t| t.0 > 0));
-        writing_back += usize::from(totals.iter().any(|t| t.2 > 0));
+        let totals =
+            check_program(&ops, false, Some(Pools::blocks(3))).expect("program matches the models");
+        evicting += usize::from(totals.evictions.iter().any(|t| t.0 > 0));
+        writing_back += usize::from(totals.evictions.iter().any(|t| t.2 > 0));
     }
     assert!(
         evicting >= 60 && writing_back >= 30,
@@ -390,4 +391,189 @@ fn evictions_are_traced_with_their_reason() {
         .collect();
     assert_eq!(write_backs.len(), 1, "{events:?}");
     assert_eq!(field(&write_backs[0].1, "from"), "sim0");
+}
+
+/// Sim pools of 2 to 16 granules of 1 KiB beside buffers of up to 12 KiB: whole buffers often
+/// do not fit, so blocks become windows of what an access needs, which grow or are retired
+/// (their last copies written back), and some calls find no room at all, which the model
+/// predicts.
+fn small_pools() -> impl Strategy<Value = Pools> {
+    (2usize..17).prop_map(|granules| Pools {
+        granule: 1024,
+        granules,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Windows: values, copies and bytes per link, evictions, fragment states and which calls
+    /// fail, all as the models say.
+    #[test]
+    fn random_programs_on_pools_smaller_than_a_buffer_match_both_models(
+        (pools, ops) in (small_pools(), program())
+    ) {
+        check_program(&ops, false, Some(pools))?;
+    }
+}
+
+/// The property above exercises windows: of 300 programs drawn as it draws them, many make
+/// windows, grow one, retire one and cut blocks down for a call.
+#[test]
+fn random_programs_on_small_pools_make_grow_and_retire_windows() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let programs = (small_pools(), program());
+    let (mut making, mut growing, mut retiring, mut trimming) = (0, 0, 0, 0);
+    let (mut giving_up, mut refusing) = (0, 0);
+    for _ in 0..300 {
+        let (pools, ops) = programs.new_tree(&mut runner).expect("program").current();
+        let totals = check_program(&ops, false, Some(pools)).expect("program matches the models");
+        making += usize::from(totals.windows > 0);
+        growing += usize::from(totals.grown > 0);
+        retiring += usize::from(totals.retired > 0);
+        trimming += usize::from(totals.trimmed > 0);
+        giving_up += usize::from(totals.given_up > 0);
+        refusing += usize::from(totals.refused > 0);
+    }
+    let counts = format!(
+        "{making} make, {growing} grow, {retiring} retire, {trimming} cut down windows; \
+         {giving_up} give blocks up; {refusing} refuse a call"
+    );
+    eprintln!("{counts}");
+    assert!(
+        making >= 100 && growing >= 30 && retiring >= 30 && trimming >= 30,
+        "{counts}"
+    );
+}
+
+/// `len` fragments of 4 KiB of distinct values, on the host.
+fn fragments(rt: &Runtime, len: usize) -> (HeteData<Complex32>, Vec<Complex32>) {
+    let values: Vec<Complex32> = (0..len * N)
+        .map(|i| Complex32::new(i as f32, 1.0 - i as f32))
+        .collect();
+    (HeteData::from_slice(rt, &values).expect("buffer"), values)
+}
+
+/// (copies, bytes) of a link, and (evictions, dropped, written back) of sim0.
+fn moved(rt: &Runtime, from: &str, to: &str) -> (u64, u64) {
+    let s = rt.stats();
+    (s.copies(from, to).unwrap(), s.bytes(from, to).unwrap())
+}
+
+fn evicted(rt: &Runtime) -> (u64, u64, u64) {
+    let s = rt.stats();
+    let sim = s.space("sim0").expect("sim0");
+    (sim.evictions, sim.dropped_bytes, sim.written_back_bytes)
+}
+
+fn scaled(values: &mut [Complex32], by: f32) {
+    values.iter_mut().for_each(|v| *v *= by);
+}
+
+/// A buffer of four 4 KiB fragments does not fit a pool of three: writing its fragment 2 on
+/// sim0 gives it a window of that fragment alone; writing fragment 3 then grows the window to
+/// fragments 2..4 (a window that starts 8 KiB into the buffer), moving fragment 2 (whose only
+/// copy is there) inside sim0 rather than writing it back, and copies in fragment 3 only.
+/// Every value is where it belongs.
+#[test]
+fn a_window_grows_and_keeps_the_bytes_it_holds() {
+    let rt = runtime(3);
+    let (mut x, mut expected) = fragments(&rt, 4);
+    rt.scale(
+        Device::Sim(0),
+        Complex32::new(2.0, 0.0),
+        &mut x.slice_mut(2 * N..3 * N).expect("view"),
+    )
+    .expect("fragment 2 on sim0");
+    rt.scale(
+        Device::Sim(0),
+        Complex32::new(3.0, 0.0),
+        &mut x.slice_mut(3 * N..4 * N).expect("view"),
+    )
+    .expect("fragment 3 on sim0");
+    assert_eq!(moved(&rt, "host", "sim0"), (2, 2 * GRANULE as u64));
+    assert_eq!(moved(&rt, "sim0", "host"), (0, 0));
+    assert_eq!(evicted(&rt), (0, 0, 0), "growing evicts nothing");
+    let valid = |f: usize| {
+        x.fragment_state(f)
+            .expect("frag")
+            .valid
+            .iter()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(valid(2), vec![sim0(&rt)]);
+    assert_eq!(valid(3), vec![sim0(&rt)]);
+    assert_eq!(valid(1), vec![SpaceId::HOST]);
+    x.validate().expect("copies agree");
+    scaled(&mut expected[2 * N..3 * N], 2.0);
+    scaled(&mut expected[3 * N..], 3.0);
+    assert_eq!(x.host().expect("host"), &expected[..]);
+    assert_eq!(moved(&rt, "sim0", "host"), (1, 2 * GRANULE as u64));
+}
+
+/// In a pool of two fragments, fragment 0 of a four-fragment buffer is written on sim0 (its
+/// only copy), then fragment 3: the window cannot grow (the hull is the whole buffer), so it
+/// is retired: fragment 0 written back to the host (one eviction, 4 KiB written back), and a
+/// window of fragment 3 takes its place. Nothing is lost.
+#[test]
+fn retiring_a_window_writes_back_its_last_copies() {
+    let rt = runtime(2);
+    let (mut x, mut expected) = fragments(&rt, 4);
+    rt.scale(
+        Device::Sim(0),
+        Complex32::new(2.0, 0.0),
+        &mut x.slice_mut(0..N).expect("view"),
+    )
+    .expect("fragment 0 on sim0");
+    rt.scale(
+        Device::Sim(0),
+        Complex32::new(5.0, 0.0),
+        &mut x.slice_mut(3 * N..4 * N).expect("view"),
+    )
+    .expect("fragment 3 on sim0");
+    assert_eq!(evicted(&rt), (1, 0, GRANULE as u64));
+    assert_eq!(moved(&rt, "sim0", "host"), (1, GRANULE as u64));
+    assert_eq!(moved(&rt, "host", "sim0"), (2, 2 * GRANULE as u64));
+    let state = x.fragment_state(0).expect("frag");
+    assert_eq!(state.valid.iter().collect::<Vec<_>>(), vec![SpaceId::HOST]);
+    x.validate().expect("copies agree");
+    scaled(&mut expected[..N], 2.0);
+    scaled(&mut expected[3 * N..], 5.0);
+    assert_eq!(x.host().expect("host"), &expected[..]);
+}
+
+/// A call whose output finds no room cuts its input's whole-buffer block down to the
+/// fragment it reads: the other fragment, also valid on the host, is dropped (one eviction),
+/// and the output gets a window. The result is exact.
+#[test]
+fn a_call_cuts_its_other_arguments_blocks_down_to_what_it_uses() {
+    let rt = runtime(2);
+    let (x, values) = fragments(&rt, 2);
+    let mut y = HeteData::<Complex32>::alloc(&rt, 2 * N).expect("y");
+    x.prefetch(Device::Sim(0)).expect("x fills sim0");
+    rt.reset_stats();
+    rt.conj(
+        Device::Sim(0),
+        &x.slice(N..2 * N).expect("view"),
+        &mut y.slice_mut(0..N).expect("view"),
+    )
+    .expect("conj fits once x is cut down");
+    assert_eq!(evicted(&rt), (1, GRANULE as u64, 0));
+    assert_eq!(
+        rt.stats().total_bytes(),
+        0,
+        "nothing moved: y's fragment is zero"
+    );
+    let got = y.host().expect("y");
+    for (i, got) in got.iter().enumerate() {
+        let want = if i < N {
+            values[N + i].conj()
+        } else {
+            Complex32::new(0.0, 0.0)
+        };
+        assert_eq!(*got, want, "element {i}");
+    }
+    x.validate().expect("x");
 }

@@ -318,13 +318,19 @@ impl FragmentTable {
     /// copy is there (and that the zero mark cannot recreate) are written back, in runs of
     /// neighbours (one copy each); every other fragment valid there is dropped for free.
     pub(crate) fn plan_evict(&self, space: SpaceId) -> EvictPlan {
+        self.plan_evict_except(space, 0..0)
+    }
+
+    /// [`Self::plan_evict`] for the fragments outside `keep` only: what cutting `space`'s
+    /// block down to `keep` must do first.
+    pub(crate) fn plan_evict_except(&self, space: SpaceId, keep: Range<usize>) -> EvictPlan {
         let mut plan = EvictPlan {
             space,
             write_back: Vec::new(),
             dropped: Vec::new(),
         };
         for (frag, state) in self.frags.iter().enumerate() {
-            if !state.valid.contains(space) {
+            if !state.valid.contains(space) || keep.contains(&frag) {
                 continue;
             }
             let last_copy = state.valid == SpaceSet::only(space) && !state.zero;

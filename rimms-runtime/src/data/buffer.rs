@@ -2,6 +2,7 @@
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
 use super::evict::{self, Pressure};
+use super::window::Window;
 use super::Memory;
 use crate::backend::BackendError;
 use crate::coherence::{
@@ -9,11 +10,11 @@ use crate::coherence::{
     WithTable,
 };
 use crate::error::{Error, Result};
-use crate::space::{Block, Pending, SpaceId, SpaceSet, MAX_SPACES};
+use crate::space::{Pending, SpaceId, SpaceSet, MAX_SPACES};
 use crate::stats::{trace_eviction, Reason};
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Weak;
 
 const NO_HOME: u8 = u8::MAX;
@@ -51,16 +52,21 @@ pub(crate) struct RawBuffer {
     /// host-mapped space there, so the device that owns that space needs no copy. `NO_HOME`
     /// until then.
     home: AtomicU8,
-    /// Base address of this buffer's block in each space, null where it has none. Set under the
-    /// lock before the summary that makes it reachable from the fast path.
+    /// Per space, the address byte 0 of the buffer has there ([`Window::base`]), `NO_BLOCK`
+    /// where it has no block. Set under the lock before the summary that makes it reachable
+    /// from the fast path.
     ptrs: [AtomicPtr<u8>; MAX_SPACES],
+    /// Per space, the pool bytes its block there takes (0: none), for an evictor's estimate
+    /// of what evicting it would free without taking its lock.
+    held: [AtomicUsize; MAX_SPACES],
     /// The fragment table and the blocks, and the summary the fast path reads.
     state: Published<Inner>,
 }
 
 struct Inner {
     table: FragmentTable,
-    blocks: [Option<Block>; MAX_SPACES],
+    /// Per space, the block there: the whole buffer, or a window of it (`data::window`).
+    blocks: [Option<Window>; MAX_SPACES],
 }
 
 impl WithTable for Inner {
@@ -83,6 +89,7 @@ impl RawBuffer {
             frag_shift: AtomicU32::new(frag_shift),
             home: AtomicU8::new(NO_HOME),
             ptrs: std::array::from_fn(|_| AtomicPtr::new(NO_BLOCK)),
+            held: std::array::from_fn(|_| AtomicUsize::new(0)),
             state: Published::new(Inner {
                 table: FragmentTable::new(count),
                 blocks: [None; MAX_SPACES],
@@ -251,26 +258,27 @@ impl RawBuffer {
         let mut inner = self.lock();
         let now = self.memory.tick();
         self.stamps[space.index()].store(now, Ordering::Relaxed);
-        let block = self.ensure_block(&mut inner, space)?;
+        let shift = self.shift();
+        let span = FragmentSpan::of(start..start + len, shift, self.bytes);
+        let window = self.ensure_window(&mut inner, space, self.frag_bytes(span.frags, shift))?;
         let plan = self.plan(&inner.table, start, len, space, access);
         if plan.is_empty() {
             return Ok(false);
         }
-        let shift = self.shift();
         let mut pending = Pending::NONE;
         for m in &plan.moves {
             let bytes = self.frag_bytes(m.frags.clone(), shift);
             let src = inner.blocks[m.src.index()]
                 .ok_or_else(|| missing_block(&self.memory, m.src, space))?
-                .ptr();
-            let copy = self
-                .memory
-                .copy(m.src, space, src, block.ptr(), bytes, &m.frags, reason)?;
+                .base();
+            let copy =
+                self.memory
+                    .copy(m.src, space, src, window.base(), bytes, &m.frags, reason)?;
             pending = pending.and(copy);
         }
         for run in &plan.fills {
             let bytes = self.frag_bytes(run.clone(), shift);
-            self.memory.fill_zero(space, block.ptr(), bytes)?;
+            self.memory.fill_zero(space, window.base(), bytes)?;
         }
         inner.table.commit_acquire(&plan);
         drop(inner);
@@ -326,24 +334,185 @@ impl RawBuffer {
         (frags.start << shift)..(frags.end << shift).min(self.bytes)
     }
 
-    fn ensure_block(&self, inner: &mut Inner, space: SpaceId) -> Result<Block> {
-        if let Some(block) = inner.blocks[space.index()] {
-            return Ok(block);
+    /// This buffer's block in `space`, made to cover `need` (fragment-aligned bytes of the
+    /// buffer) first. A space without a block gets one for the whole buffer, evicting other
+    /// buffers' blocks as needed: what every run with room does. Only in an evictable space
+    /// where the whole buffer does not fit does the block become a window of the buffer
+    /// (`data::window`): just `need`. A window that does not cover `need` grows to the whole
+    /// buffer or to the hull of itself and `need` (the valid bytes move inside the space) if
+    /// that fits; otherwise it is retired as an eviction retires a block (last copies written
+    /// back, the rest dropped) and a window of just `need` takes its place.
+    fn ensure_window(
+        &self,
+        inner: &mut coherence::Locked<'_, Inner>,
+        space: SpaceId,
+        need: Range<usize>,
+    ) -> Result<Window> {
+        let whole = 0..self.bytes;
+        let windows = self.memory.evictable().contains(space);
+        let old = match inner.blocks[space.index()] {
+            Some(window) if window.covers(&need) => return Ok(window),
+            Some(window) => window,
+            None => {
+                let window = match evict::alloc(&self.memory, space, self.bytes, self.id) {
+                    Ok(block) => Window::new(block, whole),
+                    Err(Error::DoesNotFit { .. }) if windows && need != whole => {
+                        let block = evict::alloc(&self.memory, space, need.len(), self.id)?;
+                        Window::new(block, need)
+                    }
+                    Err(e) => return Err(e),
+                };
+                self.keep_block(inner, space, window);
+                return Ok(window);
+            }
+        };
+        // The window must move or go, so no one else may hold an address into it.
+        if !self.may_rewindow(inner, space) {
+            return Err(evict::does_not_fit(&self.memory, space, need.len(), 0));
         }
-        let block = evict::alloc(&self.memory, space, self.bytes, self.id)?;
-        self.keep_block(inner, space, block);
-        Ok(block)
+        let hull = old.hull(&need);
+        let grown = if hull == whole {
+            vec![whole]
+        } else {
+            vec![whole, hull]
+        };
+        for bytes in grown {
+            match evict::alloc(&self.memory, space, bytes.len(), self.id) {
+                Ok(block) => return self.move_window(inner, space, old, Window::new(block, bytes)),
+                Err(Error::DoesNotFit { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.retire(inner, space, Pressure { needed: need.len() })?;
+        let window = Window::new(
+            evict::alloc(&self.memory, space, need.len(), self.id)?,
+            need,
+        );
+        self.keep_block(inner, space, window);
+        Ok(window)
+    }
+
+    /// Cuts this buffer's block in `space` down to the fragments of bytes `start..start+len`
+    /// (the range a call's argument uses), in place, so that the call's other arguments find
+    /// room: the fragments valid there outside the range are evicted first (last copies
+    /// written back, the rest dropped; counted as one eviction), then the granules outside it
+    /// go back to the pool. Only where no other call holds the buffer and no host view may
+    /// point into the space. Returns whether anything was freed.
+    pub(crate) fn trim(&self, space: SpaceId, start: usize, len: usize) -> Result<bool> {
+        if len == 0 || !self.memory.evictable().contains(space) {
+            return Ok(false);
+        }
+        let mut inner = self.lock();
+        let Some(window) = inner.blocks[space.index()] else {
+            return Ok(false);
+        };
+        let shift = self.shift();
+        let span = FragmentSpan::of(start..start + len, shift, self.bytes);
+        let need = self.frag_bytes(span.frags.clone(), shift);
+        let pool = self.memory.pool(space);
+        let granule = pool.granule();
+        if !window.covers(&need) {
+            return Ok(false);
+        }
+        let keep =
+            (need.start - window.origin) / granule..(need.end - window.origin).div_ceil(granule);
+        if keep.len() * granule == pool.held(&window.block) || !self.may_rewindow(&inner, space) {
+            return Ok(false);
+        }
+        let plan = inner.table.plan_evict_except(space, span.frags);
+        let why = Pressure { needed: need.len() };
+        self.evict_fragments(&mut inner, &plan, window, why)?;
+        let origin = window.origin + keep.start * granule;
+        let trimmed = Window {
+            block: pool.shrink(window.block, keep),
+            origin,
+            start: need.start,
+            end: need.end,
+        };
+        self.keep_block(&mut inner, space, trimmed);
+        Ok(true)
+    }
+
+    /// Gives up this buffer's block in `space` as an eviction does (last copies written back,
+    /// the rest dropped), for a call that holds the buffer and needs the room for `needed`
+    /// bytes of another argument: the block comes back where the pool has room when the call
+    /// acquires the buffer again. Only where no other call holds the buffer and no host view
+    /// may point into the space. Returns whether a block went.
+    pub(crate) fn give_up(&self, space: SpaceId, needed: usize) -> Result<bool> {
+        if !self.memory.evictable().contains(space) {
+            return Ok(false);
+        }
+        let mut inner = self.lock();
+        if inner.blocks[space.index()].is_none() || !self.may_rewindow(&inner, space) {
+            return Ok(false);
+        }
+        self.retire(&mut inner, space, Pressure { needed })?;
+        Ok(true)
+    }
+
+    /// Whether this buffer's window in `space` may move or be retired now: no call but the
+    /// one acquiring holds the buffer (its own pin is the one counted) and no host view may
+    /// point into the space. The same handshake as an evictor's (`data::evict`): the summary
+    /// is withdrawn before the pins are read, so a call that pins later takes the slow path
+    /// and waits for this lock.
+    fn may_rewindow(&self, inner: &coherence::Locked<'_, Inner>, space: SpaceId) -> bool {
+        inner.withdraw();
+        let pins = self.pins.load(Ordering::SeqCst);
+        pins & CALLS_MASK <= 1 && pins >> HOST_VIEWS_SHIFT & u64::from(space.bit()) == 0
+    }
+
+    /// Replaces the window `old` in `space` by `new` (which covers it), moving the bytes of
+    /// every fragment valid there; on a failed move the new block is freed and nothing
+    /// changed. The move stays inside the space, so it is not a transfer between spaces and
+    /// is not counted as one.
+    fn move_window(
+        &self,
+        inner: &mut Inner,
+        space: SpaceId,
+        old: Window,
+        new: Window,
+    ) -> Result<Window> {
+        let shift = self.shift();
+        let held = inner.table.plan_evict(space);
+        for run in held.write_back.iter().chain(&held.dropped) {
+            let bytes = self.frag_bytes(run.clone(), shift);
+            let len = bytes.len();
+            if let Err(source) = self
+                .memory
+                .move_bytes(space, space, old.base(), new.base(), bytes)
+            {
+                self.memory.pool(space).free(new.block);
+                return Err(Error::Transfer {
+                    from: self.memory.space_name(space).to_string(),
+                    to: self.memory.space_name(space).to_string(),
+                    bytes: len,
+                    source,
+                });
+            }
+        }
+        self.memory.pool(space).free(old.block);
+        self.keep_block(inner, space, new);
+        Ok(new)
     }
 
     /// Records a new block in `space`, and the buffer in that space's eviction registry.
-    fn keep_block(&self, inner: &mut Inner, space: SpaceId, block: Block) {
-        inner.blocks[space.index()] = Some(block);
-        self.ptrs[space.index()].store(block.ptr(), Ordering::Release);
+    fn keep_block(&self, inner: &mut Inner, space: SpaceId, window: Window) {
+        inner.blocks[space.index()] = Some(window);
+        self.ptrs[space.index()].store(window.base(), Ordering::Release);
+        self.held[space.index()].store(
+            self.memory.pool(space).held(&window.block),
+            Ordering::Relaxed,
+        );
         if self.memory.evictable().contains(space) {
             self.memory
                 .residents(space)
                 .insert(self.id, self.me.clone());
         }
+    }
+
+    /// The pool bytes this buffer's block in `space` takes, 0 where it has none.
+    pub(crate) fn held_in(&self, space: SpaceId) -> usize {
+        self.held[space.index()].load(Ordering::Relaxed)
     }
 
     /// Evicts this buffer's block in `space` to make room for an allocation of
@@ -354,16 +523,46 @@ impl RawBuffer {
         let Some(mut inner) = self.state.try_lock() else {
             return Ok(None);
         };
-        let Some(block) = inner.blocks[space.index()] else {
+        if inner.blocks[space.index()].is_none() {
             return Ok(None);
-        };
+        }
         // The handshake of `data::evict`: withdraw the summary, then look at the pins. On
         // every early return the guard republishes the table's summary unchanged.
         inner.withdraw();
         if self.pinned_in(space) {
             return Ok(None);
         }
+        self.retire(&mut inner, space, why).map(Some)
+    }
+
+    /// Gives up this buffer's block in `space` (the caller has made sure no one uses it):
+    /// writes back what only the block holds, drops the rest, frees it, and counts that as
+    /// an eviction. Returns the pool bytes freed. A failed write-back changes nothing.
+    fn retire(&self, inner: &mut Inner, space: SpaceId, why: Pressure) -> Result<usize> {
+        let Some(window) = inner.blocks[space.index()] else {
+            return Ok(0);
+        };
         let plan = inner.table.plan_evict(space);
+        self.evict_fragments(inner, &plan, window, why)?;
+        inner.blocks[space.index()] = None;
+        self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
+        self.held[space.index()].store(0, Ordering::Relaxed);
+        self.memory.pool(space).free(window.block);
+        self.memory.residents(space).remove(self.id);
+        Ok(self.memory.pool(space).held(&window.block))
+    }
+
+    /// Carries out and commits an eviction plan for `window`'s space: writes back the last
+    /// copies, then records that the space holds none of the plan's fragments, and counts and
+    /// traces it as one eviction. A failed write-back changes nothing.
+    fn evict_fragments(
+        &self,
+        inner: &mut Inner,
+        plan: &EvictPlan,
+        window: Window,
+        why: Pressure,
+    ) -> Result<()> {
+        let space = plan.space;
         let shift = self.shift();
         let bytes_of = |runs: &[Range<usize>]| -> usize {
             runs.iter()
@@ -379,16 +578,9 @@ impl RawBuffer {
                 bytes: written_back,
                 source: Box::new(source),
             };
-            Some(
-                self.write_back(&mut inner, &plan, block, why)
-                    .map_err(wrap)?,
-            )
+            Some(self.write_back(inner, plan, window, why).map_err(wrap)?)
         };
-        inner.table.commit_evict(&plan, target);
-        inner.blocks[space.index()] = None;
-        self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
-        self.memory.pool(space).free(block);
-        self.memory.residents(space).remove(self.id);
+        inner.table.commit_evict(plan, target);
         let dropped = bytes_of(&plan.dropped);
         self.memory.record_eviction(space, dropped, written_back);
         if self.memory.tracing() {
@@ -400,21 +592,27 @@ impl RawBuffer {
                 why.needed,
             );
         }
-        Ok(Some(self.memory.pool(space).block_bytes(self.bytes)))
+        Ok(())
     }
 
-    /// Copies the fragments `plan` writes back out of `block` into the cheapest other space
+    /// Copies the fragments `plan` writes back out of `window` into the cheapest other space
     /// with room (by the copy planner's link costs; ties to the lowest id, so the host), one
-    /// copy per run. Returns that space; commits nothing.
+    /// copy per run. A space where the buffer has a window that does not hold those
+    /// fragments is passed over. Returns that space; commits nothing.
     fn write_back(
         &self,
         inner: &mut Inner,
         plan: &EvictPlan,
-        block: Block,
+        window: Window,
         why: Pressure,
     ) -> Result<SpaceId> {
         let from = plan.space;
         let shift = self.shift();
+        let runs = |r: &Range<usize>| self.frag_bytes(r.clone(), shift);
+        let span = match (plan.write_back.first(), plan.write_back.last()) {
+            (Some(first), Some(last)) => runs(first).start..runs(last).end,
+            _ => 0..0,
+        };
         let mut targets: Vec<SpaceId> = (0..self.memory.space_count())
             .map(|i| SpaceId(i as u8))
             .filter(|&t| t != from)
@@ -424,12 +622,16 @@ impl RawBuffer {
         let mut chosen = None;
         for t in targets {
             if let Some(existing) = inner.blocks[t.index()] {
-                chosen = Some((t, existing));
-                break;
+                if existing.covers(&span) {
+                    chosen = Some((t, existing));
+                    break;
+                }
+                continue;
             }
             // Only room that is free now: a write-back never evicts in turn.
             match self.memory.pool(t).alloc(self.bytes) {
                 Ok(fresh) => {
+                    let fresh = Window::new(fresh, 0..self.bytes);
                     self.keep_block(inner, t, fresh);
                     chosen = Some((t, fresh));
                     break;
@@ -439,16 +641,15 @@ impl RawBuffer {
         }
         let Some((to, dst)) = chosen else {
             return Err(refused.unwrap_or_else(|| {
-                Error::Config("no other memory space to write back to".to_string())
+                Error::Config("no other memory space with room to write back to".to_string())
             }));
         };
         let reason = Reason::WriteBack { needed: why.needed };
         let mut pending = Pending::NONE;
         for run in &plan.write_back {
-            let bytes = self.frag_bytes(run.clone(), shift);
-            let copy = self
-                .memory
-                .copy(from, to, block.ptr(), dst.ptr(), bytes, run, &reason)?;
+            let copy =
+                self.memory
+                    .copy(from, to, window.base(), dst.base(), runs(run), run, &reason)?;
             pending = pending.and(copy);
         }
         pending.wait();
@@ -550,10 +751,10 @@ impl RawBuffer {
             let range = self.frag_bytes(frag..frag + 1, shift);
             let mut reference: Option<(SpaceId, Cow<'_, [u8]>)> = None;
             for space in state.valid.iter() {
-                let Some(block) = inner.blocks[space.index()] else {
+                let Some(window) = inner.blocks[space.index()] else {
                     continue;
                 };
-                let bytes = self.read_back(space, block, range.clone())?;
+                let bytes = self.read_back(space, window, range.clone())?;
                 let differs_from = if state.zero {
                     bytes.iter().any(|&b| b != 0).then(|| "zero".to_string())
                 } else if let Some((first, expected)) = &reference {
@@ -583,19 +784,21 @@ impl RawBuffer {
     fn read_back(
         &self,
         space: SpaceId,
-        block: Block,
+        window: Window,
         range: Range<usize>,
     ) -> Result<Cow<'_, [u8]>> {
+        // The range is a fragment valid in `space`, so it lies inside the window there.
+        let at = range.start - window.origin;
         match self.memory.device_memory(space) {
-            // SAFETY: the range lies inside the buffer and the block holds the whole buffer.
-            // Writers need the buffer mutably, so none runs while `validate(&self)` reads.
+            // SAFETY: the range lies inside the window, which the block holds. Writers need
+            // the buffer mutably, so none runs while `validate(&self)` reads.
             None => Ok(Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(block.ptr().add(range.start), range.len())
+                std::slice::from_raw_parts(window.block.ptr().add(at), range.len())
             })),
             Some(device) => {
                 let mut bytes = vec![0u8; range.len()];
                 device
-                    .copy_out(block.ptr().addr() + range.start, &mut bytes)
+                    .copy_out(window.block.ptr().addr() + at, &mut bytes)
                     .map_err(|source| Error::Transfer {
                         from: self.memory.space_name(space).to_string(),
                         to: "host (validate)".to_string(),
@@ -623,10 +826,10 @@ impl Drop for RawBuffer {
     fn drop(&mut self) {
         let mut inner = self.lock();
         for (space, block) in inner.blocks.iter_mut().enumerate() {
-            if let Some(block) = block.take() {
+            if let Some(window) = block.take() {
                 let space = SpaceId(space as u8);
                 self.memory.residents(space).remove(self.id);
-                self.memory.pool(space).free(block);
+                self.memory.pool(space).free(window.block);
             }
         }
     }

@@ -75,12 +75,9 @@ pub(crate) fn alloc(
         .into_iter()
         .filter(|b| b.id() != requester && !b.pinned_in(space))
         .collect();
-    let evictable: usize = candidates
-        .iter()
-        .map(|b| memory.pool(space).block_bytes(b.bytes()))
-        .sum();
+    let evictable: usize = candidates.iter().map(|b| b.held_in(space)).sum();
     if free + evictable < requested {
-        return Err(does_not_fit(
+        return Err(does_not_fit_with(
             memory,
             space,
             requested,
@@ -101,7 +98,7 @@ pub(crate) fn alloc(
         Ok(block) => Ok(block),
         Err(Error::PoolExhausted {
             free, largest_free, ..
-        }) => Err(does_not_fit(
+        }) => Err(does_not_fit_with(
             memory,
             space,
             requested,
@@ -112,8 +109,20 @@ pub(crate) fn alloc(
     }
 }
 
+/// The error for `needed` bytes that do not fit in `space` now; `evictable`: what evicting
+/// could free on top of what is free.
+pub(crate) fn does_not_fit(
+    memory: &Memory,
+    space: SpaceId,
+    needed: usize,
+    evictable: usize,
+) -> Error {
+    let free = memory.pool(space).free_bytes();
+    does_not_fit_with(memory, space, needed, free, evictable)
+}
+
 /// `free`: the bytes free and the longest free run.
-fn does_not_fit(
+fn does_not_fit_with(
     memory: &Memory,
     space: SpaceId,
     needed: usize,

@@ -8,6 +8,7 @@
 
 mod buffer;
 mod evict;
+mod window;
 
 pub(crate) use buffer::RawBuffer;
 

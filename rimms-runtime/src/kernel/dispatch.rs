@@ -136,6 +136,9 @@ fn tracked<const N: usize>(
     let mut hit = true;
     if missing != 0 {
         let mut pending = missing;
+        // How far this call has gone to make room: 0 not at all, 1 its other arguments' blocks
+        // cut down to what it uses, 2 their blocks given up (and acquired again below).
+        let mut room = 0;
         while pending != 0 {
             let i = pending.trailing_zeros() as usize;
             let (bytes, merged) = joined_range(args, &spaces, pending, i);
@@ -145,10 +148,37 @@ fn tracked<const N: usize>(
                 api: api.name(),
                 arg: arg.name,
             };
-            let moved =
-                arg.raw
-                    .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)?;
-            hit &= !moved;
+            match arg
+                .raw
+                .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)
+            {
+                Ok(moved) => hit &= !moved,
+                // The call's other arguments may hold blocks larger than the call uses (whole
+                // buffers): cut them down to what it uses and try again; failing that, where
+                // the pool has the room but in pieces, give their blocks up, so that they come
+                // back laid out afresh.
+                Err(e) if matches!(e, Error::DoesNotFit { .. }) && room < 2 => {
+                    room += 1;
+                    if room == 1 && trim_others(args, &spaces, i)? {
+                        pending |= merged;
+                        continue;
+                    }
+                    room = 2;
+                    // Giving blocks up helps only where the room is there but in pieces.
+                    let fragmented = matches!(e, Error::DoesNotFit { needed, free, evictable, .. }
+                        if free + evictable >= needed);
+                    if !fragmented {
+                        return Err(e);
+                    }
+                    let given_up = give_up_others(args, &spaces, i, bytes.len())?;
+                    if given_up == 0 {
+                        return Err(e);
+                    }
+                    missing |= given_up;
+                    pending |= merged | given_up;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     let ptrs = std::array::from_fn(|i| ArgPtr {
@@ -272,6 +302,49 @@ fn joined_range<const N: usize>(
         }
     }
     (bytes, merged)
+}
+
+/// Cuts the blocks of argument `i`'s fellow arguments down to the ranges the call uses
+/// (`RawBuffer::trim`), each buffer that only one argument holds; returns whether any room was
+/// freed. A buffer two arguments hold is left alone: its window must cover both.
+#[cold]
+fn trim_others<const N: usize>(
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    i: usize,
+) -> Result<bool> {
+    let mut freed = false;
+    for (j, a) in args.iter().enumerate() {
+        let holders = args.iter().filter(|b| std::ptr::eq(b.raw, a.raw)).count();
+        if std::ptr::eq(a.raw, args[i].raw) || holders > 1 {
+            continue;
+        }
+        freed |= a.raw.trim(spaces[j], a.start, a.len)?;
+    }
+    Ok(freed)
+}
+
+/// Gives up the blocks of argument `i`'s fellow arguments (each buffer that only one
+/// argument holds; `RawBuffer::give_up`); returns the arguments whose blocks went, which must
+/// be acquired again.
+#[cold]
+fn give_up_others<const N: usize>(
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    i: usize,
+    needed: usize,
+) -> Result<u32> {
+    let mut given_up = 0;
+    for (j, a) in args.iter().enumerate() {
+        let holders = args.iter().filter(|b| std::ptr::eq(b.raw, a.raw)).count();
+        if std::ptr::eq(a.raw, args[i].raw) || holders > 1 || a.len == 0 {
+            continue;
+        }
+        if a.raw.give_up(spaces[j], needed)? {
+            given_up |= 1 << j;
+        }
+    }
+    Ok(given_up)
 }
 
 /// Marks every written argument failed in the space it was used in if dropped, which happens

@@ -98,11 +98,6 @@ impl Pool {
         })
     }
 
-    /// What a block for `bytes` takes from the pool: whole granules, at least one.
-    pub(crate) fn block_bytes(&self, bytes: usize) -> usize {
-        bytes.div_ceil(self.granule).max(1) * self.granule
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, (NfAllocator, PoolUse)> {
         // A panic while holding this lock cannot leave the allocator half-updated: every update
         // is validated before it changes anything. So a poisoned lock is safe to reuse.
@@ -148,6 +143,50 @@ impl Pool {
             }
             Err(e) => tracing::error!(space = %self.name, error = %e, "pool refused a free"),
         }
+    }
+
+    /// The pool bytes `block` takes.
+    pub(crate) fn held(&self, block: &Block) -> usize {
+        block.granules * self.granule
+    }
+
+    /// `block` cut down to its granules `keep` (a non-empty sub-range of them), the others
+    /// given back: the kept bytes stay where they are. Still one allocation for the counts.
+    pub(crate) fn shrink(&self, block: Block, keep: std::ops::Range<usize>) -> Block {
+        let mut guard = self.lock();
+        let (alloc, usage) = &mut *guard;
+        for (first, units) in [
+            (block.first, keep.start),
+            (block.first + keep.end, block.granules - keep.end),
+        ] {
+            if units == 0 {
+                continue;
+            }
+            // Parts of a block this pool handed out, freed once: as in `free`, a refusal
+            // would be a runtime bug, logged rather than turned into a panic.
+            match alloc.free(first, units) {
+                Ok(()) => usage.in_use -= units * self.granule,
+                Err(e) => tracing::error!(space = %self.name, error = %e, "pool refused a free"),
+            }
+        }
+        Block {
+            first: block.first + keep.start,
+            granules: keep.len(),
+            ptr: block.ptr.wrapping_add(keep.start * self.granule),
+        }
+    }
+
+    pub(crate) fn granule(&self) -> usize {
+        self.granule
+    }
+
+    /// The bytes free now and the longest free run.
+    pub(crate) fn free_bytes(&self) -> (usize, usize) {
+        let guard = self.lock();
+        (
+            guard.0.free_units() * self.granule,
+            guard.0.largest_free_run() * self.granule,
+        )
     }
 
     pub(crate) fn usage(&self) -> PoolUse {

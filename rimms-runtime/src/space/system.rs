@@ -550,16 +550,19 @@ impl<H> MemorySystem<H> {
         dst: *mut u8,
         bytes: Range<usize>,
     ) -> std::result::Result<(), BackendError> {
-        // A device address is a number the backend understands, not a pointer to offset.
-        let at = |base: *mut u8| base.addr() + bytes.start;
+        // A device address is a number the backend understands, not a pointer to offset. A
+        // base may be a window's (`data::window`): the address byte 0 of the buffer would
+        // have, possibly before the block, so it is offset with wrapping arithmetic and only
+        // the result, inside the block, is used.
+        let at = |base: *mut u8| base.addr().wrapping_add(bytes.start);
         match (self.device_memory(from), self.device_memory(to)) {
             // SAFETY: both blocks hold the whole range (they were sized for the buffer or
             // argument the range lies in) and belong to different allocations, so they do
             // not overlap.
             (None, None) => unsafe {
                 std::ptr::copy_nonoverlapping(
-                    src.add(bytes.start),
-                    dst.add(bytes.start),
+                    src.wrapping_add(bytes.start),
+                    dst.wrapping_add(bytes.start),
                     bytes.len(),
                 );
                 Ok(())
@@ -567,13 +570,16 @@ impl<H> MemorySystem<H> {
             (None, Some(device)) => {
                 // SAFETY: the source is a host-addressable block holding the range, and no
                 // writer of those fragments runs while the buffer's lock is held.
-                let host = unsafe { std::slice::from_raw_parts(src.add(bytes.start), bytes.len()) };
+                let host = unsafe {
+                    std::slice::from_raw_parts(src.wrapping_add(bytes.start), bytes.len())
+                };
                 device.copy_in(at(dst), host)
             }
             (Some(device), None) => {
                 // SAFETY: as above for the destination, which this copy alone writes.
-                let host =
-                    unsafe { std::slice::from_raw_parts_mut(dst.add(bytes.start), bytes.len()) };
+                let host = unsafe {
+                    std::slice::from_raw_parts_mut(dst.wrapping_add(bytes.start), bytes.len())
+                };
                 device.copy_out(at(src), host)
             }
             (Some(source), Some(target)) => {
@@ -601,10 +607,13 @@ impl<H> MemorySystem<H> {
         bytes: Range<usize>,
     ) -> Result<()> {
         match self.device_memory(space) {
-            // SAFETY: the block holds the whole buffer and the range lies inside it.
-            None => unsafe { std::ptr::write_bytes(base.add(bytes.start), 0, bytes.len()) },
+            // SAFETY: the block holds the range (`base` is its buffer's byte 0, see
+            // `move_bytes`), so the bytes written lie inside it.
+            None => unsafe {
+                std::ptr::write_bytes(base.wrapping_add(bytes.start), 0, bytes.len())
+            },
             Some(device) => device
-                .fill_zero(base.addr() + bytes.start, bytes.len())
+                .fill_zero(base.addr().wrapping_add(bytes.start), bytes.len())
                 .map_err(|source| Error::Fill {
                     space: self.space_name(space).to_string(),
                     bytes: bytes.len(),

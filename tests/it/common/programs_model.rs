@@ -14,10 +14,18 @@
 //!
 //! Eviction, as the model has it: each buffer is stamped per space with a clock that every
 //! acquire advances and that a call finding its argument in place copies without advancing.
-//! An acquire into a sim that has no block of the buffer needs one; when the sim's pool has no
-//! free block, the blocks of the buffers not used by the current call are evicted oldest stamp
-//! first (ties: the older buffer) until one is free. Every buffer fits in one pool granule, so
-//! a pool holds a fixed number of blocks and never fragments.
+//! A sim's pool is a bitmap of granules handed out first fit (what the NF allocator does in a
+//! pool of one node, under 512 granules). An acquire into a sim whose pool has no room for the
+//! block evicts the blocks of the buffers not used by the current call, oldest stamp first
+//! (ties: the older buffer), trying again after each, unless even evicting all of them would
+//! not free enough. A block is the whole buffer where that fits; otherwise a window of the
+//! fragments the access needs (`rimms-runtime/src/data/window.rs`): a window that does not
+//! cover an access grows (to the whole buffer, else to the hull of itself and the access) when
+//! no other argument of the call holds the buffer, else is retired like an evicted block and
+//! replaced by a window of just the access. An acquire that finds no room cuts the blocks of
+//! the call's other buffers (each held by one argument) down to the granules of what the call
+//! uses, evicting their fragments outside it, and tries once more. A call that still finds no
+//! room fails with `DoesNotFit`, and the model predicts which calls do.
 #![allow(dead_code)]
 
 use proptest::prelude::*;
@@ -40,11 +48,42 @@ const SOURCES_TIE: [bool; 3] = [false, false, true];
 /// one, so a device pool of `n` granules holds exactly `n` blocks.
 pub const GRANULE: usize = 16 << 10;
 
+/// Each sim's pool under pressure: `granules` granules of `granule` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Pools {
+    pub granule: usize,
+    pub granules: usize,
+}
+
+impl Pools {
+    /// `blocks` blocks of one buffer each (a buffer fits in one granule of [`GRANULE`]).
+    pub const fn blocks(blocks: usize) -> Pools {
+        Pools {
+            granule: GRANULE,
+            granules: blocks,
+        }
+    }
+}
+
+/// What a program did under pressure: per space (evictions, bytes dropped, bytes written
+/// back), and the model's count of windows made, grown, retired and cut down, of calls that
+/// gave their blocks up to lay them out afresh, and of calls refused.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Totals {
+    pub evictions: [(u64, u64, u64); 3],
+    pub windows: u64,
+    pub grown: u64,
+    pub retired: u64,
+    pub trimmed: u64,
+    pub given_up: u64,
+    pub refused: u64,
+}
+
 /// The runtime the models describe; with `host_mapped`, sim0's memory is also mapped into the
 /// host (as an integrated GPU's or a u-dma-buf is), so host code and CPU kernels use data
 /// there in place and write there when a buffer lives there. With `pool_blocks`, each sim's
-/// pool holds that many blocks, so that programs evict.
-fn runtime(host_mapped: bool, pool_blocks: Option<usize>) -> Runtime {
+/// pool is as `pools` says, so that programs evict.
+fn runtime(host_mapped: bool, pools: Option<Pools>) -> Runtime {
     let fast = LinkModel {
         latency: Duration::from_micros(1),
         bytes_per_second: 20e9,
@@ -55,12 +94,12 @@ fn runtime(host_mapped: bool, pool_blocks: Option<usize>) -> Runtime {
     };
     let sim = |link| SimConfig {
         link,
-        pool_bytes: pool_blocks.map_or(64 << 20, |n| n * GRANULE),
+        pool_bytes: pools.map_or(64 << 20, |p| p.granules * p.granule),
         ..SimConfig::default()
     };
     Runtime::builder()
         .host_pool(64 << 20)
-        .granule(GRANULE)
+        .granule(pools.map_or(GRANULE, |p| p.granule))
         .sim(SimConfig {
             host_mapped,
             ..sim(fast)
@@ -159,11 +198,23 @@ struct ModelBuf {
     zero: Vec<bool>,
     /// Where the buffer lives: the first space that wrote it.
     home: Option<usize>,
-    /// Per space: whether it holds a block of the buffer, and the clock when a call last used
-    /// the buffer there.
-    block: [bool; 3],
+    /// Per space: the buffer's block there, and the clock when a call last used the buffer
+    /// there.
+    block: [Option<Win>; 3],
     stamp: [u64; 3],
     live: bool,
+}
+
+/// A block of a buffer: granules `first..first + granules` of its sim's pool, holding bytes
+/// `start..end` of the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Win {
+    first: usize,
+    granules: usize,
+    /// The buffer byte at the block's first byte.
+    origin: usize,
+    start: usize,
+    end: usize,
 }
 
 /// Where an access by a device happens, decided before any argument of a call moves.
@@ -183,14 +234,19 @@ struct Model {
     host_mapped: bool,
     /// (from, to) → (copies, bytes)
     links: BTreeMap<(usize, usize), (u64, u64)>,
-    /// Blocks each sim's pool holds; `None`: as many as asked.
-    pool_blocks: Option<usize>,
+    /// Each sim's pool; `None`: room for everything.
+    pools: Option<Pools>,
+    /// Per space, which pool granules are taken.
+    taken: [Vec<bool>; 3],
     /// The clock of least-recent use.
     clock: u64,
-    /// The buffers the call being modelled uses: never evicted while it runs.
+    /// The buffers the call being modelled uses, once per argument: never evicted while it
+    /// runs, and a window of one held by two arguments never moves.
     pinned: Vec<usize>,
-    /// Per space: (evictions, bytes dropped, bytes written back).
-    evictions: [(u64, u64, u64); 3],
+    /// Whether the last acquire that found no room failed with the room there in pieces:
+    /// free plus evictable bytes at least what it needed (as its `DoesNotFit` says).
+    fragmented: bool,
+    totals: Totals,
 }
 
 impl ModelBuf {
@@ -241,57 +297,308 @@ impl Model {
         device: usize,
         reads: bool,
         writes: bool,
-    ) {
+    ) -> bool {
         let at = self.decide(buf, device, writes);
-        self.call(&[(at, buf, start, len, reads, writes)]);
+        self.call(&[(at, buf, start, len, reads, writes)])
     }
 
     /// One call's accesses, decided before any of them moves, as dispatch does: every
     /// argument found in place is stamped first, then the others are acquired in order, none
-    /// of the call's buffers evictable meanwhile.
-    fn call(&mut self, accesses: &[(Where, usize, usize, usize, bool, bool)]) {
-        self.pinned = accesses.iter().map(|a| a.1).collect();
+    /// of the call's buffers evictable meanwhile. Returns whether the call ran: an acquire that
+    /// finds no room fails it, after what the acquires before it did.
+    fn call(&mut self, accesses: &[(Where, usize, usize, usize, bool, bool)]) -> bool {
+        let pins: Vec<usize> = accesses.iter().map(|a| a.1).collect();
+        self.call_pinned(pins, accesses)
+    }
+
+    /// [`Self::call`] where `pins` (one entry per argument) differs from the accesses: two
+    /// arguments planned as one range.
+    fn call_pinned(
+        &mut self,
+        pins: Vec<usize>,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+    ) -> bool {
+        self.pinned = pins;
         for &(at, buf, ..) in accesses {
             if let Where::InPlace(space) = at {
                 self.bufs[buf].stamp[space] = self.clock;
             }
         }
-        for &(at, buf, start, len, reads, writes) in accesses {
-            self.apply(at, buf, start, len, reads, writes);
-        }
-        self.pinned.clear();
-    }
-
-    /// Gives buffer `buf` a block in `space`, evicting least recently used blocks of buffers
-    /// the current call does not use while the pool is full.
-    fn ensure_block(&mut self, buf: usize, space: usize) {
-        if self.bufs[buf].block[space] {
-            return;
-        }
-        if let (Some(capacity), true) = (self.pool_blocks, space != 0) {
-            let used = |m: &Model| m.bufs.iter().filter(|b| b.live && b.block[space]).count();
-            while used(self) >= capacity {
-                let victim = (0..self.bufs.len())
-                    .filter(|&v| {
-                        let b = &self.bufs[v];
-                        b.live && b.block[space] && v != buf && !self.pinned.contains(&v)
-                    })
-                    .min_by_key(|&v| (self.bufs[v].stamp[space], v))
-                    .expect("a call never needs more blocks than a pool holds");
-                self.evict(victim, space);
+        let mut at: Vec<Where> = accesses.iter().map(|a| a.0).collect();
+        let mut pending = vec![true; accesses.len()];
+        // 0: nothing done to make room yet; 1: the other buffers' blocks cut down to what
+        // the call uses; 2: their blocks given up, to be acquired again.
+        let mut room = 0;
+        let mut ran = true;
+        while let Some(k) = pending.iter().position(|&p| p) {
+            let (_, buf, start, len, reads, writes) = accesses[k];
+            if self.apply(at[k], buf, start, len, reads, writes) {
+                pending[k] = false;
+                continue;
+            }
+            if room == 2 {
+                ran = false;
+                break;
+            }
+            room += 1;
+            if room == 1 && self.trim_others(accesses, k) {
+                continue;
+            }
+            room = 2;
+            if !self.fragmented {
+                ran = false;
+                break;
+            }
+            let given_up = self.give_up_others(accesses, &at, k);
+            if given_up.is_empty() {
+                ran = false;
+                break;
+            }
+            self.totals.given_up += 1;
+            for (j, space) in given_up {
+                at[j] = Where::Acquire(space);
+                pending[j] = true;
             }
         }
-        self.bufs[buf].block[space] = true;
+        self.pinned.clear();
+        if !ran {
+            self.totals.refused += 1;
+        }
+        ran
+    }
+
+    /// Gives buffer `buf` a block in `space` covering bytes `need` of it, as the buffer layer
+    /// does (see the module doc). False where none fits.
+    fn ensure_window(&mut self, buf: usize, space: usize, need: std::ops::Range<usize>) -> bool {
+        let total = self.bufs[buf].data.len() * 8;
+        let whole = 0..total;
+        let window = |first, granules, bytes: std::ops::Range<usize>| Win {
+            first,
+            granules,
+            origin: bytes.start,
+            start: bytes.start,
+            end: bytes.end,
+        };
+        let Some(pools) = self.pools.filter(|_| space != 0) else {
+            let b = &mut self.bufs[buf];
+            b.block[space].get_or_insert(window(0, 0, whole));
+            return true;
+        };
+        let granules = |bytes: usize| bytes.div_ceil(pools.granule).max(1);
+        let old = match self.bufs[buf].block[space] {
+            Some(w) if w.start <= need.start && need.end <= w.end => return true,
+            Some(w) => w,
+            None => {
+                if let Some(first) = self.alloc_evicting(buf, space, total) {
+                    self.bufs[buf].block[space] = Some(window(first, granules(total), whole));
+                    return true;
+                }
+                if need == whole {
+                    return false;
+                }
+                let Some(first) = self.alloc_evicting(buf, space, need.len()) else {
+                    return false;
+                };
+                self.bufs[buf].block[space] = Some(window(first, granules(need.len()), need));
+                self.totals.windows += 1;
+                return true;
+            }
+        };
+        if self.pinned.iter().filter(|&&p| p == buf).count() > 1 {
+            let free = self.taken[space].iter().filter(|&&t| !t).count();
+            self.fragmented = free * pools.granule >= need.len();
+            return false;
+        }
+        let hull = old.start.min(need.start)..old.end.max(need.end);
+        let tries = if hull == whole {
+            vec![whole]
+        } else {
+            vec![whole, hull]
+        };
+        for bytes in tries {
+            if let Some(first) = self.alloc_evicting(buf, space, bytes.len()) {
+                self.release(space, old);
+                self.bufs[buf].block[space] = Some(window(first, granules(bytes.len()), bytes));
+                self.totals.grown += 1;
+                return true;
+            }
+        }
+        self.evict(buf, space);
+        self.totals.retired += 1;
+        let Some(first) = self.alloc_evicting(buf, space, need.len()) else {
+            return false;
+        };
+        self.bufs[buf].block[space] = Some(window(first, granules(need.len()), need));
+        self.totals.windows += 1;
+        true
+    }
+
+    /// The call's buffers other than access `k`'s, each held by one argument, with the space
+    /// each is used in.
+    fn others(
+        &self,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+        at: &[Where],
+        k: usize,
+    ) -> Vec<(usize, usize)> {
+        (0..accesses.len())
+            .filter(|&j| {
+                let other = accesses[j].1;
+                other != accesses[k].1 && self.pinned.iter().filter(|&&p| p == other).count() == 1
+            })
+            .map(|j| {
+                let (Where::InPlace(space) | Where::Acquire(space)) = at[j];
+                (j, space)
+            })
+            .collect()
+    }
+
+    /// Cuts the blocks of the call's other buffers down to what it uses; whether that freed
+    /// anything.
+    fn trim_others(
+        &mut self,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+        k: usize,
+    ) -> bool {
+        let at: Vec<Where> = accesses.iter().map(|a| a.0).collect();
+        let mut freed = false;
+        for (j, space) in self.others(accesses, &at, k) {
+            let (_, other, start, len, ..) = accesses[j];
+            freed |= self.trim(other, space, start, len);
+        }
+        freed
+    }
+
+    /// Gives up (evicts) the blocks of the call's other buffers; the accesses whose block
+    /// went, with their space, to be acquired again.
+    fn give_up_others(
+        &mut self,
+        accesses: &[(Where, usize, usize, usize, bool, bool)],
+        at: &[Where],
+        k: usize,
+    ) -> Vec<(usize, usize)> {
+        let mut given_up = Vec::new();
+        for (j, space) in self.others(accesses, at, k) {
+            let other = accesses[j].1;
+            if space != 0 && self.pools.is_some() && self.bufs[other].block[space].is_some() {
+                self.evict(other, space);
+                given_up.push((j, space));
+            }
+        }
+        given_up
+    }
+
+    /// Cuts `buf`'s block in `space` down, in place, to the granules holding the fragments
+    /// of elements `start..start + len`, after one eviction of its fragments outside them.
+    /// False where that frees nothing (or the block does not hold them).
+    fn trim(&mut self, buf: usize, space: usize, start: usize, len: usize) -> bool {
+        let Some(pools) = self.pools.filter(|_| space != 0) else {
+            return false;
+        };
+        let b = &self.bufs[buf];
+        let Some(w) = b.block[space] else {
+            return false;
+        };
+        let frags = b.frag_range(start, len);
+        let fb = b.frag_elems * 8;
+        let need = frags.start * fb..(frags.end * fb).min(b.data.len() * 8);
+        let g = pools.granule;
+        if !(w.start <= need.start && need.end <= w.end) {
+            return false;
+        }
+        let keep = (need.start - w.origin) / g..(need.end - w.origin).div_ceil(g);
+        if keep.len() == w.granules {
+            return false;
+        }
+        self.evict_outside(buf, space, frags);
+        let taken = &mut self.taken[space];
+        taken[w.first..w.first + keep.start].fill(false);
+        taken[w.first + keep.end..w.first + w.granules].fill(false);
+        self.bufs[buf].block[space] = Some(Win {
+            first: w.first + keep.start,
+            granules: keep.len(),
+            origin: w.origin + keep.start * g,
+            start: need.start,
+            end: need.end,
+        });
+        self.totals.trimmed += 1;
+        true
+    }
+
+    /// The first granule of a run for `bytes` in `space`'s pool, evicting the least recently
+    /// used blocks of buffers the call does not use, one at a time, until it fits; `None`
+    /// (having evicted nothing) where even evicting all of them would not free enough.
+    fn alloc_evicting(&mut self, buf: usize, space: usize, bytes: usize) -> Option<usize> {
+        let pools = self.pools.expect("a limited pool");
+        let granules = bytes.div_ceil(pools.granule).max(1);
+        if let Some(first) = self.take_first_fit(space, granules) {
+            return Some(first);
+        }
+        let mut victims: Vec<usize> = (0..self.bufs.len())
+            .filter(|&v| {
+                let b = &self.bufs[v];
+                b.live && b.block[space].is_some() && v != buf && !self.pinned.contains(&v)
+            })
+            .collect();
+        victims.sort_by_key(|&v| (self.bufs[v].stamp[space], v));
+        let evictable: usize = victims
+            .iter()
+            .map(|&v| {
+                self.bufs[v].block[space]
+                    .expect("a victim has a block")
+                    .granules
+            })
+            .sum();
+        let free = self.taken[space].iter().filter(|&&t| !t).count();
+        if free + evictable < granules {
+            self.fragmented = false;
+            return None;
+        }
+        for v in victims {
+            self.evict(v, space);
+            if let Some(first) = self.take_first_fit(space, granules) {
+                return Some(first);
+            }
+        }
+        let free = self.taken[space].iter().filter(|&&t| !t).count();
+        self.fragmented = free >= granules;
+        None
+    }
+
+    /// The lowest run of `granules` free granules in `space`'s pool, taken.
+    fn take_first_fit(&mut self, space: usize, granules: usize) -> Option<usize> {
+        let taken = &mut self.taken[space];
+        let first = (0..=taken.len().checked_sub(granules)?)
+            .find(|&f| taken[f..f + granules].iter().all(|&t| !t))?;
+        taken[first..first + granules].fill(true);
+        Some(first)
+    }
+
+    /// Gives a block's granules back to its pool.
+    fn release(&mut self, space: usize, win: Win) {
+        if space != 0 && self.pools.is_some() {
+            self.taken[space][win.first..win.first + win.granules].fill(false);
+        }
     }
 
     /// Drops buffer `buf`'s block in `space`: fragments valid only there (and not zero) are
     /// written back to the host first, one copy per run of neighbours.
     fn evict(&mut self, buf: usize, space: usize) {
+        self.evict_outside(buf, space, 0..0);
+        let win = self.bufs[buf].block[space]
+            .take()
+            .expect("an evicted block exists");
+        self.release(space, win);
+    }
+
+    /// One eviction of the fragments of `buf` valid in `space` outside fragments `keep`:
+    /// the last copies written back to the host (one copy per run), the rest dropped.
+    fn evict_outside(&mut self, buf: usize, space: usize, keep: std::ops::Range<usize>) {
         let b = &mut self.bufs[buf];
         let (mut dropped, mut written) = (0, 0);
         let mut run_end = None;
         for f in 0..b.valid.len() {
-            if !b.valid[f][space] {
+            if !b.valid[f][space] || keep.contains(&f) {
                 continue;
             }
             let last_copy = b.valid[f].iter().filter(|&&v| v).count() == 1 && !b.zero[f];
@@ -309,8 +616,7 @@ impl Model {
                 dropped += b.frag_bytes(f);
             }
         }
-        b.block[space] = false;
-        let e = &mut self.evictions[space];
+        let e = &mut self.totals.evictions[space];
         *e = (e.0 + 1, e.1 + dropped, e.2 + written);
     }
 
@@ -322,17 +628,20 @@ impl Model {
         len: usize,
         reads: bool,
         writes: bool,
-    ) {
+    ) -> bool {
         if let Where::Acquire(space) = at {
-            self.access(buf, start, len, space, reads, writes);
+            if !self.access(buf, start, len, space, reads, writes) {
+                return false;
+            }
             if writes {
                 self.bufs[buf].home.get_or_insert(space);
             }
         }
+        true
     }
 
-    /// An acquire: advances the clock, stamps the buffer in `dst`, gives it a block there,
-    /// then [`Self::transfer`].
+    /// An acquire: advances the clock, stamps the buffer in `dst`, gives it a block there that
+    /// covers the fragments of the range, then [`Self::transfer`]. False where no block fits.
     fn access(
         &mut self,
         buf: usize,
@@ -341,11 +650,18 @@ impl Model {
         dst: usize,
         reads: bool,
         writes: bool,
-    ) {
+    ) -> bool {
         self.clock += 1;
         self.bufs[buf].stamp[dst] = self.clock;
-        self.ensure_block(buf, dst);
+        let b = &self.bufs[buf];
+        let frags = b.frag_range(start, len);
+        let fb = b.frag_elems * 8;
+        let need = frags.start * fb..(frags.end * fb).min(b.data.len() * 8);
+        if !self.ensure_window(buf, dst, need) {
+            return false;
+        }
         self.transfer(buf, start, len, dst, reads, writes);
+        true
     }
 
     /// The protocol: read-acquire (`reads`) copies missing non-zero fragments from the
@@ -419,7 +735,8 @@ impl Model {
                 .any(|(v, z)| !common(v) && !z.iter().all(|&z| z));
             if gather {
                 let len = b.data.len();
-                self.access(buf, 0, len, 0, true, false);
+                let gathered = self.access(buf, 0, len, 0, true, false);
+                assert!(gathered, "the host always has room");
             }
         }
         let b = &mut self.bufs[buf];
@@ -443,6 +760,22 @@ impl Model {
     }
 }
 
+/// Whether a call ran, checked against the model: it ran where the model says, and failed
+/// only for want of room (`DoesNotFit`) where the model says it finds none.
+fn ran_as_modelled(outcome: rimms::Result<()>, modelled: bool) -> Result<bool, TestCaseError> {
+    match outcome {
+        Ok(()) => prop_assert!(modelled, "the call ran where the model finds no room"),
+        Err(rimms::Error::DoesNotFit { .. }) => {
+            prop_assert!(
+                !modelled,
+                "the call found no room where the model has it run"
+            )
+        }
+        Err(other) => prop_assert!(false, "the call failed: {}", other),
+    }
+    Ok(modelled)
+}
+
 struct State {
     rt: Runtime,
     bufs: Vec<Option<HeteData<Complex32>>>,
@@ -457,14 +790,15 @@ fn live(bufs: &[Option<HeteData<Complex32>>], i: usize) -> &HeteData<Complex32> 
 impl State {
     /// Runs `call` with buffer `out` borrowed mutably beside the others borrowed shared: a
     /// kernel's output and its inputs, which the borrow checker needs apart.
-    fn with_output(
+    fn with_output<R>(
         &mut self,
         out: usize,
-        call: impl FnOnce(&Runtime, &[Option<HeteData<Complex32>>], &mut HeteData<Complex32>),
-    ) {
+        call: impl FnOnce(&Runtime, &[Option<HeteData<Complex32>>], &mut HeteData<Complex32>) -> R,
+    ) -> R {
         let mut output = self.bufs[out].take().expect("live");
-        call(&self.rt, &self.bufs, &mut output);
+        let result = call(&self.rt, &self.bufs, &mut output);
         self.bufs[out] = Some(output);
+        result
     }
 
     fn live(&self, pick: usize) -> Option<usize> {
@@ -508,7 +842,7 @@ impl State {
                     valid: vec![[false; 3]; frags],
                     zero: vec![true; frags],
                     home: None,
-                    block: [false; 3],
+                    block: [None; 3],
                     stamp: [0; 3],
                     live: true,
                 });
@@ -524,7 +858,8 @@ impl State {
                     .expect("slice")
                     .host()
                     .expect("host");
-                self.model.access_by(i, start, len, 0, true, false);
+                let ran = self.model.access_by(i, start, len, 0, true, false);
+                prop_assert!(ran, "the host always has room");
                 prop_assert_eq!(got, &self.model.bufs[i].data[start..start + len]);
             }
             Op::HostWrite {
@@ -560,7 +895,8 @@ impl State {
                     };
                     *m = v;
                 }
-                self.model.access_by(i, start, len, 0, !discard, true);
+                let ran = self.model.access_by(i, start, len, 0, !discard, true);
+                prop_assert!(ran, "the host always has room");
             }
             Op::Scale {
                 buf,
@@ -580,11 +916,13 @@ impl State {
                 ][factor];
                 let data = self.bufs[i].as_mut().expect("live");
                 let mut view = data.slice_mut(start..start + len).expect("aligned view");
-                self.rt.scale(DEVICES[dev], f, &mut view).expect("scale");
-                for v in &mut self.model.bufs[i].data[start..start + len] {
-                    *v = Complex32::new(v.re * f.re - v.im * f.im, v.re * f.im + v.im * f.re);
+                let outcome = self.rt.scale(DEVICES[dev], f, &mut view);
+                let ran = self.model.access_by(i, start, len, dev, true, true);
+                if ran_as_modelled(outcome, ran)? {
+                    for v in &mut self.model.bufs[i].data[start..start + len] {
+                        *v = Complex32::new(v.re * f.re - v.im * f.im, v.re * f.im + v.im * f.re);
+                    }
                 }
-                self.model.access_by(i, start, len, dev, true, true);
             }
             Op::Zip {
                 x,
@@ -613,11 +951,11 @@ impl State {
                 }
                 let (xs, ys) = (a % (xlen - olen + 1), b % (ylen - olen + 1));
                 let zop = [ZipOp::Add, ZipOp::Sub, ZipOp::Mul, ZipOp::MulConj][op];
-                self.with_output(oi, |rt, bufs, out| {
+                let outcome = self.with_output(oi, |rt, bufs, out| {
                     let xv = live(bufs, xi).slice(xs..xs + olen).expect("x");
                     let yv = live(bufs, yi).slice(ys..ys + olen).expect("y");
                     let mut ov = out.slice_mut(ostart..ostart + olen).expect("out");
-                    rt.zip(DEVICES[dev], zop, &xv, &yv, &mut ov).expect("zip");
+                    rt.zip(DEVICES[dev], zop, &xv, &yv, &mut ov)
                 });
                 let result: Vec<Complex32> = (0..olen)
                     .map(|k| {
@@ -647,17 +985,20 @@ impl State {
                 // as one range (one copy), as dispatch does.
                 let touch = xs <= ys + olen && ys <= xs + olen;
                 let out = (wo, oi, ostart, olen, false, true);
-                if xi == yi && wx == wy && touch {
+                let ran = if xi == yi && wx == wy && touch {
                     let (s, e) = (xs.min(ys), (xs + olen).max(ys + olen));
-                    self.model.call(&[(wx, xi, s, e - s, true, false), out]);
+                    self.model
+                        .call_pinned(vec![xi, xi, oi], &[(wx, xi, s, e - s, true, false), out])
                 } else {
                     self.model.call(&[
                         (wx, xi, xs, olen, true, false),
                         (wy, yi, ys, olen, true, false),
                         out,
-                    ]);
+                    ])
+                };
+                if ran_as_modelled(outcome, ran)? {
+                    self.model.bufs[oi].data[ostart..ostart + olen].copy_from_slice(&result);
                 }
-                self.model.bufs[oi].data[ostart..ostart + olen].copy_from_slice(&result);
             }
             Op::Conj { x, out, a, b, dev } => {
                 let (Some(xi), Some(oi)) = (self.live(x), self.live(out)) else {
@@ -672,35 +1013,34 @@ impl State {
                     return Ok(());
                 }
                 let xs = a % (xlen - olen + 1);
-                self.with_output(oi, |rt, bufs, out| {
+                let outcome = self.with_output(oi, |rt, bufs, out| {
                     let xv = live(bufs, xi).slice(xs..xs + olen).expect("x");
                     let mut ov = out.slice_mut(ostart..ostart + olen).expect("out");
-                    rt.conj(DEVICES[dev], &xv, &mut ov).expect("conj");
+                    rt.conj(DEVICES[dev], &xv, &mut ov)
                 });
-                for k in 0..olen {
-                    let v = self.model.bufs[xi].data[xs + k];
-                    self.model.bufs[oi].data[ostart + k] = Complex32::new(v.re, -v.im);
-                }
                 let (wx, wo) = (
                     self.model.decide(xi, dev, false),
                     self.model.decide(oi, dev, true),
                 );
-                self.model.call(&[
+                let ran = self.model.call(&[
                     (wx, xi, xs, olen, true, false),
                     (wo, oi, ostart, olen, false, true),
                 ]);
+                if ran_as_modelled(outcome, ran)? {
+                    for k in 0..olen {
+                        let v = self.model.bufs[xi].data[xs + k];
+                        self.model.bufs[oi].data[ostart + k] = Complex32::new(v.re, -v.im);
+                    }
+                }
             }
             Op::Prefetch { buf, dev } => {
                 let Some(i) = self.live(buf) else {
                     return Ok(());
                 };
-                self.bufs[i]
-                    .as_ref()
-                    .expect("live")
-                    .prefetch(DEVICES[dev])
-                    .expect("prefetch");
+                let outcome = self.bufs[i].as_ref().expect("live").prefetch(DEVICES[dev]);
                 let len = self.model.bufs[i].data.len();
-                self.model.access(i, 0, len, dev, true, false);
+                let ran = self.model.access(i, 0, len, dev, true, false);
+                ran_as_modelled(outcome, ran)?;
             }
             Op::Reset { buf } => {
                 let Some(i) = self.live(buf) else {
@@ -720,7 +1060,11 @@ impl State {
                 };
                 self.bufs[i] = None;
                 self.model.bufs[i].live = false;
-                self.model.bufs[i].block = [false; 3];
+                for space in 0..3 {
+                    if let Some(win) = self.model.bufs[i].block[space].take() {
+                        self.model.release(space, win);
+                    }
+                }
             }
             Op::Refragment { buf, frag_log2 } => {
                 let Some(i) = self.live(buf) else {
@@ -789,32 +1133,37 @@ impl State {
 
 /// Runs `ops` on a runtime and on the models, and checks every host read (in `apply`), the
 /// final contents, the copies and bytes of every link, and that every pool is empty after the
-/// last drop. With `pool_blocks` (each sim's pool holding that many blocks), also every
-/// buffer's fragment states after every operation, every copy against the other copies
-/// (`validate`), and the evictions, bytes dropped and bytes written back of each space, which
-/// it returns.
+/// last drop. With `pools` (each sim's pool limited), also every buffer's fragment states
+/// after every operation, every copy against the other copies (`validate`), which calls fail
+/// for want of room, and the evictions, bytes dropped and bytes written back of each space;
+/// returns those and the model's counts of windows.
 pub fn check_program(
     ops: &[Op],
     host_mapped: bool,
-    pool_blocks: Option<usize>,
-) -> Result<[(u64, u64, u64); 3], TestCaseError> {
-    let rt = runtime(host_mapped, pool_blocks);
+    pools: Option<Pools>,
+) -> Result<Totals, TestCaseError> {
+    let rt = runtime(host_mapped, pools);
+    let taken = |space: usize| match pools {
+        Some(p) if space != 0 => vec![false; p.granules],
+        _ => Vec::new(),
+    };
     let mut state = State {
         rt: rt.clone(),
         bufs: Vec::new(),
         model: Model {
             host_mapped,
-            pool_blocks,
+            pools,
+            taken: std::array::from_fn(taken),
             ..Model::default()
         },
     };
     for op in ops {
         state.apply(op)?;
-        if pool_blocks.is_some() {
+        if pools.is_some() {
             state.check_fragments()?;
         }
     }
-    if pool_blocks.is_some() {
+    if pools.is_some() {
         for data in state.bufs.iter().flatten() {
             data.validate()
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -825,7 +1174,8 @@ pub fn check_program(
         if let Some(data) = data {
             prop_assert_eq!(data.host().expect("host"), &state.model.bufs[i].data[..]);
             let len = state.model.bufs[i].data.len();
-            state.model.access_by(i, 0, len, 0, true, false);
+            let ran = state.model.access_by(i, 0, len, 0, true, false);
+            prop_assert!(ran, "the host always has room");
         }
     }
     let stats = rt.stats();
@@ -833,7 +1183,7 @@ pub fn check_program(
         let s = stats.space(*name).expect("space");
         prop_assert_eq!(
             (s.evictions, s.dropped_bytes, s.written_back_bytes),
-            state.model.evictions[space],
+            state.model.totals.evictions[space],
             "evictions, bytes dropped, bytes written back of {}",
             name
         );
@@ -858,7 +1208,7 @@ pub fn check_program(
             );
         }
     }
-    let evictions = state.model.evictions;
+    let totals = state.model.totals;
     drop(state);
     for space in rt.stats().spaces {
         prop_assert_eq!(
@@ -869,5 +1219,5 @@ pub fn check_program(
         );
         prop_assert_eq!(space.allocations, space.frees);
     }
-    Ok(evictions)
+    Ok(totals)
 }
