@@ -133,54 +133,7 @@ fn tracked<const N: usize>(
         }
     }
     // A hit is a call for which nothing moved or was filled.
-    let mut hit = true;
-    if missing != 0 {
-        let mut pending = missing;
-        // How far this call has gone to make room: 0 not at all, 1 its other arguments' blocks
-        // cut down to what it uses, 2 their blocks given up (and acquired again below).
-        let mut room = 0;
-        while pending != 0 {
-            let i = pending.trailing_zeros() as usize;
-            let (bytes, merged) = joined_range(args, &spaces, pending, i);
-            pending &= !merged;
-            let arg = &args[i];
-            let reason = Reason::Kernel {
-                api: api.name(),
-                arg: arg.name,
-            };
-            match arg
-                .raw
-                .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)
-            {
-                Ok(moved) => hit &= !moved,
-                // The call's other arguments may hold blocks larger than the call uses (whole
-                // buffers): cut them down to what it uses and try again; failing that, where
-                // the pool has the room but in pieces, give their blocks up, so that they come
-                // back laid out afresh.
-                Err(e) if matches!(e, Error::DoesNotFit { .. }) && room < 2 => {
-                    room += 1;
-                    if room == 1 && trim_others(args, &spaces, i)? {
-                        pending |= merged;
-                        continue;
-                    }
-                    room = 2;
-                    // Giving blocks up helps only where the room is there but in pieces.
-                    let fragmented = matches!(e, Error::DoesNotFit { needed, free, evictable, .. }
-                        if free + evictable >= needed);
-                    if !fragmented {
-                        return Err(e);
-                    }
-                    let given_up = give_up_others(args, &spaces, i, bytes.len())?;
-                    if given_up == 0 {
-                        return Err(e);
-                    }
-                    missing |= given_up;
-                    pending |= merged | given_up;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
+    let hit = missing == 0 || !acquire_missing(api, args, &spaces, &mut missing)?;
     let ptrs = std::array::from_fn(|i| ArgPtr {
         ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
         len: args[i].len,
@@ -302,6 +255,68 @@ fn joined_range<const N: usize>(
         }
     }
     (bytes, merged)
+}
+
+/// Acquires the arguments in `missing` (those not already valid where the call uses them),
+/// each joined with the adjacent views of its buffer; returns whether any byte moved or was
+/// filled, and adds to `missing` the arguments whose blocks it gave up and acquired again (a
+/// write to them must be recorded). Kept out of [`tracked`] so the path where everything is in
+/// place stays small.
+#[cold]
+#[inline(never)]
+fn acquire_missing<const N: usize>(
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    missing: &mut u32,
+) -> Result<bool> {
+    let mut moved = false;
+    let mut pending = *missing;
+    // How far this call has gone to make room: 0 not at all, 1 its other arguments' blocks
+    // cut down to what it uses, 2 their blocks given up (and acquired again below).
+    let mut room = 0;
+    while pending != 0 {
+        let i = pending.trailing_zeros() as usize;
+        let (bytes, merged) = joined_range(args, spaces, pending, i);
+        pending &= !merged;
+        let arg = &args[i];
+        let reason = Reason::Kernel {
+            api: api.name(),
+            arg: arg.name,
+        };
+        match arg
+            .raw
+            .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)
+        {
+            Ok(m) => moved |= m,
+            // The call's other arguments may hold blocks larger than the call uses (whole
+            // buffers): cut them down to what it uses and try again; failing that, where
+            // the pool has the room but in pieces, give their blocks up, so that they come
+            // back laid out afresh.
+            Err(e) if matches!(e, Error::DoesNotFit { .. }) && room < 2 => {
+                room += 1;
+                if room == 1 && trim_others(args, spaces, i)? {
+                    pending |= merged;
+                    continue;
+                }
+                room = 2;
+                // Giving blocks up helps only where the room is there but in pieces.
+                let fragmented = matches!(e, Error::DoesNotFit { needed, free, evictable, .. }
+                    if free + evictable >= needed);
+                if !fragmented {
+                    return Err(e);
+                }
+                let given_up = give_up_others(args, spaces, i, bytes.len())?;
+                if given_up == 0 {
+                    return Err(e);
+                }
+                *missing |= given_up;
+                pending |= merged | given_up;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(moved)
 }
 
 /// Cuts the blocks of argument `i`'s fellow arguments down to the ranges the call uses
