@@ -121,6 +121,34 @@ fn parallel_for_matches_the_sequential_loop_for_maps_stencils_and_several_output
     assert_eq!(rt.stats().total_copies(), 0);
 }
 
+/// A loop that writes every element of a part of a buffer without reading it needs nothing
+/// copied in for that part, but the rest of the buffer keeps its values: a prefix and a suffix,
+/// each against the ramp a kernel left on sim1.
+#[test]
+fn a_write_only_loop_over_part_of_a_buffer_keeps_the_rest() {
+    let rt = runtime();
+    let n = 50_000;
+    for (part, name) in [(0..n / 2, "prefix"), (n / 4..n, "suffix")] {
+        let mut y = HeteData::<f32>::alloc(&rt, n).expect("y");
+        fill_ramp(&rt, 1.0, &mut y).expect("ramp on sim1");
+        let (lo, hi) = (part.start, part.end);
+        rimms::parallel_for!(for i in lo..hi {
+            y[i] = -1.0;
+        })
+        .expect("loop");
+        let want: Vec<f32> = (0..n)
+            .map(|i| {
+                if part.contains(&i) {
+                    -1.0
+                } else {
+                    1.0 + i as f32
+                }
+            })
+            .collect();
+        assert_eq!(y.host().expect("y"), &want[..], "{name}");
+    }
+}
+
 #[test]
 fn parallel_for_between_device_kernels_syncs_each_buffer_once() {
     let rt = runtime();
