@@ -657,6 +657,24 @@ mod tests {
         assert_eq!(loop_range_inclusive(2, 3).ok(), Some(2..4));
     }
 
+    /// A loop over a managed buffer is cut into tasks of whole fragments (no two tasks share
+    /// one) and of at least `LOOP_CHUNK` iterations (no pool wake-up per small fragment).
+    #[test]
+    fn loop_tasks_are_whole_fragments_of_at_least_loop_chunk_iterations() {
+        let rt = Runtime::builder()
+            .host_pool(1 << 20)
+            .build()
+            .expect("runtime");
+        // f32 fragments of 256 elements (a 64th of LOOP_CHUNK) and of 65,536 (four times it).
+        for (fragment_bytes, want) in [(1 << 10, 1 << 14), (1 << 18, 1 << 16)] {
+            let mut y = HeteData::<f32>::alloc(&rt, 1 << 17).expect("y");
+            y.fragment(fragment_bytes).expect("fragment");
+            let n = y.len();
+            let loop_mut = y.__rimms_loop_write("y", true, &(0..n)).expect("write");
+            assert_eq!(loop_mut.chunk(), want, "{fragment_bytes}-byte fragments");
+        }
+    }
+
     /// A loop's write is recorded only when it finishes: an unfinished one leaves the copy
     /// it did not overwrite valid.
     #[test]
