@@ -252,12 +252,20 @@ impl Runtime {
         let target = device.into();
         same_len("zip", target, ["a", "b"], [a.len(), b.len()])?;
         same_len("zip", target, ["a", "out"], [a.len(), out.len()])?;
-        // A named device is asked here, so that its refusal says what would do instead; the
-        // scheduler asks each candidate itself.
-        if let Target::On(device) = target {
-            self.check_zip_on(device, op, a.len())?;
-        }
-        apis::zip(self, target, op, &a, &b, &mut out)
+        // The call asks a named device's check before anything moves (the scheduler asks each
+        // candidate itself); a refusal gains what would do instead.
+        apis::zip(self, target, op, &a, &b, &mut out).map_err(|e| match e {
+            Error::Unsupported {
+                api: "zip",
+                device,
+                why,
+            } => Error::Unsupported {
+                api: "zip",
+                device,
+                why: format!("{why}{}", equivalent(op)),
+            },
+            e => e,
+        })
     }
 
     /// Refuses a ZIP of `len` elements that `device`'s implementation does not accept, saying
