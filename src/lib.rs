@@ -129,7 +129,7 @@ pub use rimms_runtime::{Device, ExecMode, Runtime, RuntimeBuilder, SimConfig};
 // Managed data.
 pub use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
 // Memory spaces and links, by name or id.
-pub use rimms_runtime::{LinkModel, SpaceId, SpaceSet};
+pub use rimms_runtime::{LinkModel, SpaceId, SpaceName, SpaceSet};
 // The built-in APIs and what each device runs.
 pub use rimms_runtime::{apis, Capabilities, Complex32, FftDirection, ZipOp, ZipSupport};
 // Errors.

@@ -1,6 +1,6 @@
 //! The vocabulary every layer shares about devices: which device ([`Device`]), which kind of
-//! device ([`DeviceKind`]), and which way a device's kernels take their arguments
-//! ([`ArgForm`]).
+//! device ([`DeviceKind`]), which way a device's kernels take their arguments ([`ArgForm`]),
+//! and where a call was asked to run ([`Target`]).
 //!
 //! This module is a leaf: it imports nothing of the crate, so backends, the kernel registry,
 //! the scheduler and errors can all name devices without importing each other. Every list of
@@ -118,6 +118,30 @@ impl ArgForm {
     /// Its position in [`ArgForm::ALL`].
     pub const fn index(self) -> usize {
         self as usize
+    }
+}
+
+/// Where a call runs: on a named device, or wherever the runtime's scheduler puts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// On this device.
+    On(Device),
+    /// On the device the runtime's scheduling policy picks among those that implement the API.
+    Auto,
+}
+
+impl From<Device> for Target {
+    fn from(device: Device) -> Target {
+        Target::On(device)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::On(device) => device.fmt(f),
+            Target::Auto => f.write_str("auto"),
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! and where, so they can be shown to a user as they are.
 
 use crate::backend::error::{BackendError, FpgaFault};
-use crate::device::Device;
+use crate::device::{Device, Target};
+use crate::space::SpaceName;
+use std::fmt;
 use std::io;
 
 /// Result with [`Error`].
@@ -96,12 +98,12 @@ pub enum Error {
     },
 
     /// A device the runtime does not have.
-    #[error("device {device} is not present in this runtime (it has: {available})")]
+    #[error("device {device} is not present in this runtime (it has: {})", Listed(.available))]
     NoDevice {
         /// The device asked for.
-        device: String,
+        device: Device,
         /// The devices it has.
-        available: String,
+        available: Vec<Device>,
     },
 
     /// A buffer used with a runtime other than the one that allocated it.
@@ -118,8 +120,8 @@ pub enum Error {
     Shape {
         /// API name.
         api: &'static str,
-        /// Device it was called on.
-        device: String,
+        /// Where it was called: a device, or `auto` where a call is refused before placement.
+        device: Target,
         /// What does not fit.
         what: String,
     },
@@ -130,7 +132,7 @@ pub enum Error {
         /// API name.
         api: &'static str,
         /// Device it was called on.
-        device: String,
+        device: Device,
         /// Why not.
         why: String,
     },
@@ -138,8 +140,8 @@ pub enum Error {
     /// A pool that cannot satisfy a request.
     #[error("memory space {space} is exhausted: asked for {requested} bytes, {free} bytes free, largest free block {largest_free} bytes")]
     PoolExhausted {
-        /// Space name.
-        space: String,
+        /// The space.
+        space: SpaceName,
         /// Bytes asked for (rounded up to granules).
         requested: usize,
         /// Bytes free in the pool.
@@ -152,8 +154,8 @@ pub enum Error {
     /// what the call itself needs does not fit there.
     #[error("memory space {space} cannot fit {needed} bytes: {free} bytes free (largest free run {largest_free} bytes, which the allocator may not hand out in one piece) and {evictable} more could be freed by eviction; {in_use} bytes are held by buffers in use now (this call's arguments, running jobs, host views) — give the space a larger pool or split the data")]
     DoesNotFit {
-        /// Space name.
-        space: String,
+        /// The space.
+        space: SpaceName,
         /// Bytes asked for (rounded up to granules).
         needed: usize,
         /// Bytes free in the pool.
@@ -171,7 +173,7 @@ pub enum Error {
     #[error("eviction from memory space {space} failed: writing back {bytes} bytes (the only valid copy) did not succeed, so the block stays: {source}")]
     WriteBack {
         /// The space being evicted from.
-        space: String,
+        space: SpaceName,
         /// Bytes to write back.
         bytes: usize,
         /// What failed: the copy, or finding a space with room.
@@ -181,8 +183,8 @@ pub enum Error {
     /// The operating system refused to reserve a pool.
     #[error("could not reserve {bytes} bytes for memory space {space}: {source}")]
     Reserve {
-        /// Space name.
-        space: String,
+        /// The space.
+        space: SpaceName,
         /// Bytes asked for.
         bytes: usize,
         /// What the OS said.
@@ -192,8 +194,8 @@ pub enum Error {
     /// Zeroing fresh fragments in a device's memory failed.
     #[error("zero fill of {bytes} bytes in {space} failed: {source}")]
     Fill {
-        /// The space's name.
-        space: String,
+        /// The space.
+        space: SpaceName,
         /// Bytes to zero.
         bytes: usize,
         /// What the backend reported.
@@ -203,10 +205,10 @@ pub enum Error {
     /// A copy between spaces failed.
     #[error("copy of {bytes} bytes from {from} to {to} failed: {source}")]
     Transfer {
-        /// Source space's name.
-        from: String,
-        /// Destination space's name.
-        to: String,
+        /// Source space.
+        from: SpaceName,
+        /// Destination space.
+        to: SpaceName,
         /// Bytes in the copy.
         bytes: usize,
         /// What the backend (or the copy path) reported.
@@ -239,7 +241,7 @@ pub enum Error {
 
     /// `validate()` found two valid copies of a fragment that differ: something wrote to a
     /// buffer behind the runtime's back.
-    #[error("fragment {fragment} (bytes {start}..{end}) differs between {first} and {second}, which should both hold its newest bytes")]
+    #[error("fragment {fragment} (bytes {start}..{end}) differs between {} and {second}, which should both hold its newest bytes", .first.as_ref().map_or("zero", SpaceName::as_str))]
     Diverged {
         /// Fragment index.
         fragment: usize,
@@ -247,10 +249,11 @@ pub enum Error {
         start: usize,
         /// End of the fragment.
         end: usize,
-        /// One valid space.
-        first: String,
+        /// One valid space, or `None` where the fragment is marked zero (and so holds zeros
+        /// wherever it is valid).
+        first: Option<SpaceName>,
         /// The space that differs from it.
-        second: String,
+        second: SpaceName,
     },
 
     /// No implementation of the API for the kind of device asked for.
@@ -258,8 +261,8 @@ pub enum Error {
     NoImplementation {
         /// API name.
         api: &'static str,
-        /// Device asked for.
-        device: String,
+        /// Where it was asked to run.
+        device: Target,
         /// Device kinds that implement it.
         available: String,
     },
@@ -310,14 +313,33 @@ pub enum Error {
 
     // ---- The FPGA backend (`backend::fpga`) ----
     /// An FPGA accelerator, its AXI DMA engine or its u-dma-buf memory failed, or a request was
-    /// refused before anything started. `fault` says which of these it was and carries the
+    /// refused before anything started. This is the FPGA driver's own error, below the
+    /// runtime: it names the hardware part as the board describes it, not a runtime
+    /// [`Device`]; the runtime reports it as the source of an [`Error::Kernel`] or an
+    /// [`Error::Unsupported`] that names the device. `fault` says which of these it was and carries the
     /// details (the channel and error bit, the file, the bytes received); the output range keeps
     /// its previous contents unless the fault says otherwise.
     #[error("{device}: {fault}")]
     Fpga {
-        /// The accelerator instance or u-dma-buf device (`fft0`, `udmabuf0`).
+        /// The accelerator instance or u-dma-buf device, as the board names it (`fft0`,
+        /// `udmabuf0`).
         device: String,
         /// What went wrong.
         fault: FpgaFault,
     },
+}
+
+/// A list shown comma-separated in a message.
+struct Listed<'a, T>(&'a [T]);
+
+impl<T: fmt::Display> fmt::Display for Listed<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, item) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            item.fmt(f)?;
+        }
+        Ok(())
+    }
 }

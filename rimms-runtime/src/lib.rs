@@ -57,10 +57,10 @@ pub mod __private {
         i < modes.len() && modes[i] as u8 == mode as u8
     }
 }
-pub use device::Device;
+pub use device::{Device, Target};
 pub use num_complex::Complex32;
 pub use runtime::{ExecMode, Runtime, RuntimeBuilder};
-pub use sched::{CostTable, Policy, Target};
+pub use sched::{CostTable, Policy};
 pub use scope::Scope;
-pub use space::{LinkModel, SpaceId, SpaceSet};
+pub use space::{LinkModel, SpaceId, SpaceName, SpaceSet};
 pub use stats::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};

@@ -27,8 +27,8 @@ use crate::sched::calibrate;
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
 use crate::space::{
-    LinkModel, MemorySystem, Pool, Region, SharedDeviceMemory, SpaceEntry, SpaceId, SpaceSet,
-    MAX_SPACES,
+    LinkModel, MemorySystem, Pool, Region, SharedDeviceMemory, SpaceEntry, SpaceId, SpaceName,
+    SpaceSet, MAX_SPACES,
 };
 use crate::stats::page::Publisher;
 use crate::stats::{ApiCounters, ApiStats, Stats, Timeline, TRACE_FILE_ENV};
@@ -338,11 +338,8 @@ impl RuntimeBuilder {
         backends: Vec<Box<dyn Backend>>,
     ) -> Result<(Vec<SpaceEntry<RawBuffer>>, Vec<DeviceEntry>)> {
         let host_pool = self.pool_limit("host").unwrap_or(self.host_pool_bytes);
-        let mut spaces = vec![SpaceEntry::host(Pool::new(
-            "host",
-            host_pool,
-            self.granule,
-        )?)];
+        let host = SpaceName::new(SpaceId::HOST, "host");
+        let mut spaces = vec![SpaceEntry::host(Pool::new(&host, host_pool, self.granule)?)];
         let mut devices = Vec::with_capacity(backends.len());
         for backend in backends {
             let space = match backend.own_space() {
@@ -356,7 +353,8 @@ impl RuntimeBuilder {
                                 "at most {MAX_SPACES} memory spaces fit in one runtime"
                             )));
                         }
-                        spaces.push(self.device_space(backend.device(), spec)?);
+                        let id = SpaceId(spaces.len() as u8);
+                        spaces.push(self.device_space(backend.device(), id, spec)?);
                         SpaceId((spaces.len() - 1) as u8)
                     }
                 },
@@ -368,32 +366,38 @@ impl RuntimeBuilder {
     }
 
     /// The space `device` brings, its pool sized by `pool(…)` where set.
-    fn device_space(&self, device: Device, spec: SpaceSpec) -> Result<SpaceEntry<RawBuffer>> {
+    fn device_space(
+        &self,
+        device: Device,
+        id: SpaceId,
+        spec: SpaceSpec,
+    ) -> Result<SpaceEntry<RawBuffer>> {
         // A space is also named by the device that makes it: `pool("fpga0", …)` sizes the
         // u-dma-buf the FPGA instances share, whatever the space is called.
         let limit = self
             .pool_limit(&spec.name)
             .or_else(|| self.pool_limit(&device.to_string()));
+        let name = SpaceName::new(id, &spec.name);
         let device_memory = match &spec.memory {
             SpaceMemory::Device(memory) => Some(memory.clone()),
             _ => None,
         };
         let pool = match spec.memory {
             SpaceMemory::Reserve => {
-                Pool::new(&spec.name, limit.unwrap_or(spec.pool_bytes), self.granule)?
+                Pool::new(&name, limit.unwrap_or(spec.pool_bytes), self.granule)?
             }
             SpaceMemory::Mapped(memory) => {
-                Pool::over_backend(&spec.name, Region::Mapped(memory), self.granule)?
+                Pool::over_backend(&name, Region::Mapped(memory), self.granule)?
             }
             SpaceMemory::Device(memory) => {
-                Pool::over_backend(&spec.name, Region::Device(memory), self.granule)?
+                Pool::over_backend(&name, Region::Device(memory), self.granule)?
             }
         };
         let pool = match limit {
             Some(bytes) => pool.limited(bytes)?,
             None => pool,
         };
-        Ok(SpaceEntry::linked(spec.name, pool, spec.link)
+        Ok(SpaceEntry::linked(pool, spec.link)
             .simulated(spec.simulate)
             .failing_copies(spec.fail_copies)
             .host_mapped(spec.host_mapped)
@@ -590,12 +594,8 @@ impl DeviceTable {
         match self.entries.get(position) {
             Some(entry) if entry.device == device => Ok(position),
             _ => Err(Error::NoDevice {
-                device: device.to_string(),
-                available: self
-                    .devices()
-                    .map(|d| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                device,
+                available: self.devices().collect(),
             }),
         }
     }

@@ -162,6 +162,8 @@ fn a_call_that_cannot_fit_says_how_much_it_needs() {
                 ("sim0", GRANULE, 0, 0),
                 "{err}"
             );
+            // The error names the space by its id too, so a program can act on it.
+            assert_eq!(Ok(space.id()), rt.space_of(Device::Sim(0)).map_err(drop));
         }
         other => panic!("expected DoesNotFit, got {other}"),
     }

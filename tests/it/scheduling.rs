@@ -102,7 +102,7 @@ fn fixed_to_a_device_that_cannot_take_the_call_is_an_error() {
     let mut data = HeteData::<f32>::alloc(&rt, 16).unwrap();
     let err = where_am_i(&rt, 3, &mut data).unwrap_err();
     assert!(
-        matches!(&err, Error::NoImplementation { device, .. } if device == "auto"),
+        matches!(&err, Error::NoImplementation { device, .. } if *device == Target::Auto),
         "{err}"
     );
     assert!(placed(3).is_empty());
@@ -144,7 +144,7 @@ fn a_bad_shape_with_auto_is_refused_before_placing() {
         .fft(Target::Auto, FftDirection::Forward, 3, &x, &mut y)
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Shape { device, .. } if device == "auto"),
+        matches!(&err, Error::Shape { device, .. } if *device == Target::Auto),
         "{err}"
     );
     assert_eq!(rt.stats().total_bytes(), 0);
@@ -166,7 +166,7 @@ fn auto_with_no_device_that_implements_the_api_is_an_error_naming_auto() {
     let err = only_on_fpga(&rt, Target::Auto, &mut y).unwrap_err();
     match &err {
         Error::NoImplementation { api, device, .. } => {
-            assert_eq!((*api, device.as_str()), ("only_on_fpga", "auto"))
+            assert_eq!((*api, *device), ("only_on_fpga", Target::Auto))
         }
         other => panic!("expected NoImplementation, got {other}"),
     }

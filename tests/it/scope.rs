@@ -134,7 +134,7 @@ fn an_unknown_device_is_the_scope_error() {
         })
     });
     match outcome {
-        Err(Error::NoDevice { device, .. }) => assert_eq!(device, "sim5"),
+        Err(Error::NoDevice { device, .. }) => assert_eq!(device, Device::Sim(5)),
         other => panic!("expected NoDevice, got {other:?}"),
     }
     assert!(!*ran.lock().unwrap(), "the job must not run");

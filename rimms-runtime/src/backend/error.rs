@@ -115,6 +115,17 @@ pub enum FpgaFault {
         waited: Duration,
     },
 
+    /// An operation or size the accelerator's core does not have: an FFT longer than the
+    /// core's, a zip operation a ZIP core lacks, an API sent to the other kind of core. Nothing
+    /// was started, and another device may well do it.
+    #[error("{api} is not supported: {why}")]
+    Unsupported {
+        /// The API asked for.
+        api: &'static str,
+        /// What the core has instead.
+        why: String,
+    },
+
     /// A request refused before any register was written: a misaligned or out-of-range address,
     /// a zero or over-long length.
     #[error("request refused before starting: {0}")]

@@ -483,8 +483,8 @@ impl RawBuffer {
             {
                 self.memory.pool(space).free(new.block);
                 return Err(Error::Transfer {
-                    from: self.memory.space_name(space).to_string(),
-                    to: self.memory.space_name(space).to_string(),
+                    from: self.memory.named(space),
+                    to: self.memory.named(space),
                     bytes: len,
                     source,
                 });
@@ -574,7 +574,7 @@ impl RawBuffer {
             None
         } else {
             let wrap = |source: Error| Error::WriteBack {
-                space: self.memory.space_name(space).to_string(),
+                space: self.memory.named(space),
                 bytes: written_back,
                 source: Box::new(source),
             };
@@ -756,9 +756,9 @@ impl RawBuffer {
                 };
                 let bytes = self.read_back(space, window, range.clone())?;
                 let differs_from = if state.zero {
-                    bytes.iter().any(|&b| b != 0).then(|| "zero".to_string())
+                    bytes.iter().any(|&b| b != 0).then_some(None)
                 } else if let Some((first, expected)) = &reference {
-                    (bytes != *expected).then(|| self.memory.space_name(*first).to_string())
+                    (bytes != *expected).then(|| Some(self.memory.named(*first)))
                 } else {
                     reference = Some((space, bytes));
                     None
@@ -769,7 +769,7 @@ impl RawBuffer {
                         start: range.start,
                         end: range.end,
                         first,
-                        second: self.memory.space_name(space).to_string(),
+                        second: self.memory.named(space),
                     });
                 }
             }
@@ -800,8 +800,8 @@ impl RawBuffer {
                 device
                     .copy_out(window.block.ptr().addr() + at, &mut bytes)
                     .map_err(|source| Error::Transfer {
-                        from: self.memory.space_name(space).to_string(),
-                        to: "host (validate)".to_string(),
+                        from: self.memory.named(space),
+                        to: self.memory.named(SpaceId::HOST),
                         bytes: range.len(),
                         source,
                     })?;
@@ -815,8 +815,8 @@ impl RawBuffer {
 /// runtime bug can cause; reported as a failed copy rather than a panic.
 fn missing_block(memory: &Memory, from: SpaceId, to: SpaceId) -> Error {
     Error::Transfer {
-        from: memory.space_name(from).to_string(),
-        to: memory.space_name(to).to_string(),
+        from: memory.named(from),
+        to: memory.named(to),
         bytes: 0,
         source: BackendError::Invalid("the source space holds no block of this buffer".to_string()),
     }

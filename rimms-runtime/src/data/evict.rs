@@ -130,7 +130,7 @@ fn does_not_fit_with(
     evictable: usize,
 ) -> Error {
     Error::DoesNotFit {
-        space: memory.space_name(space).to_string(),
+        space: memory.named(space),
         needed,
         free: free.0,
         largest_free: free.1,

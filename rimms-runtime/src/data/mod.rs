@@ -863,7 +863,7 @@ mod tests {
         let err = x.validate().unwrap_err();
         assert!(
             matches!(&err, Error::Diverged { fragment: 1, start: 4096, end: 8192, first, second }
-                if first == "host" && second == "sim0"),
+                if first.as_ref().is_some_and(|f| f == "host") && second == "sim0"),
             "{err}"
         );
     }

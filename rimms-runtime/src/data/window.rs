@@ -56,12 +56,12 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::space::Pool;
+    use crate::space::{Pool, SpaceId, SpaceName};
 
     /// Byte `o` of the buffer sits at `o - start` in the block, through the published base.
     #[test]
     fn base_plus_offset_is_the_bytes_place_in_the_block() {
-        let pool = Pool::new("t", 1 << 16, 4096).expect("pool");
+        let pool = Pool::new(&SpaceName::new(SpaceId(1), "t"), 1 << 16, 4096).expect("pool");
         let block = pool.alloc(8192).expect("block");
         let w = Window::new(block, 12288..20480);
         for o in [12288usize, 12289, 16384, 20479] {

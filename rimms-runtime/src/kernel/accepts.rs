@@ -70,7 +70,7 @@ pub(crate) fn ask(
 pub(crate) fn refused(api: &'static str, device: Device, refusal: Refusal) -> Error {
     Error::Unsupported {
         api,
-        device: device.to_string(),
+        device,
         why: refusal.to_string(),
     }
 }

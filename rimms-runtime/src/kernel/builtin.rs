@@ -9,9 +9,9 @@ use super::accepts::{self, check_as};
 use super::{Api, ApiSpec, FftDirection, KernelCtx, ZipOp};
 use crate::data::{Input, Output};
 use crate::device::Device;
+use crate::device::Target;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::sched::Target;
 use num_complex::Complex32 as C32;
 
 /// The built-in API declarations. Call them through the [`Runtime`] methods, which check
@@ -129,7 +129,7 @@ pub(crate) fn shape(
     } else {
         Err(Error::Shape {
             api,
-            device: device.to_string(),
+            device,
             what: what(),
         })
     }
@@ -277,7 +277,7 @@ impl Runtime {
         })
         .map_err(|why| Error::Unsupported {
             api: "zip",
-            device: device.to_string(),
+            device,
             why: format!("{why}{}", equivalent(op)),
         })
     }

@@ -13,10 +13,10 @@ use super::{Api, DeviceCtx, KernelCtx, Refusal};
 use crate::backend::BackendError;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
+use crate::device::Target;
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::sched::Target;
 use crate::space::SpaceId;
 use bytemuck::Pod;
 use std::any::Any;
@@ -121,7 +121,7 @@ impl Runtime {
 fn host_body_on_device(api: &ApiDecl, device: Device) -> Error {
     Error::Unsupported {
         api: api.name(),
-        device: device.to_string(),
+        device,
         why: "its memory is not host-addressable, and `launch_host` runs host code; declare an API and implement it for the device with `DevSlice` arguments".to_string(),
     }
 }
@@ -152,7 +152,7 @@ pub fn call_registered<const N: usize>(
     let Some(registered) = registry().registered(index, device.kind(), entry.form()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
-            device: device.to_string(),
+            device: device.into(),
             available: registry().describe(index),
         });
     };

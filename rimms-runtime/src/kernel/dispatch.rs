@@ -185,7 +185,7 @@ fn placed(
     }
     Err(Error::Unsupported {
         api: api.name(),
-        device: entry.device().to_string(),
+        device: entry.device(),
         why: format!(
             "argument {} is placed in space {}, which {} cannot reach",
             arg.name,

@@ -129,7 +129,7 @@ impl<'a> MergedArgs<'a> {
     fn refused(&self, i: usize, what: &str) -> Error {
         Error::Shape {
             api: self.api,
-            device: self.device.to_string(),
+            device: self.device.into(),
             what: format!("merged argument {i}: {what}"),
         }
     }

@@ -74,8 +74,8 @@ fn fastest_copy(
         memory
             .move_bytes(from, to, src, dst, 0..bytes)
             .map_err(|source| Error::Transfer {
-                from: memory.space_name(from).to_string(),
-                to: format!("{} (calibrating the link)", memory.space_name(to)),
+                from: memory.named(from),
+                to: memory.named(to),
                 bytes,
                 source,
             })?;

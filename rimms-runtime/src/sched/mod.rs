@@ -18,37 +18,12 @@ mod costs;
 
 pub use costs::CostTable;
 
-use crate::device::Device;
+use crate::device::{Device, Target};
 use crate::kernel::registry::registry;
 use crate::kernel::{Api, KernelArg};
 use crate::runtime::DeviceEntry;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// Where a call runs: on a named device, or wherever the runtime's scheduler puts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// On this device.
-    On(Device),
-    /// On the device the runtime's [`Policy`] picks among those that implement the API.
-    Auto,
-}
-
-impl From<Device> for Target {
-    fn from(device: Device) -> Target {
-        Target::On(device)
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::On(device) => device.fmt(f),
-            Target::Auto => f.write_str("auto"),
-        }
-    }
-}
 
 /// How the scheduler places `Target::Auto` calls.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -270,7 +245,7 @@ impl crate::runtime::Runtime {
             Ok((device, ticket)) => Ok((device, Some(ticket))),
             Err(NoCandidate) => Err(crate::Error::NoImplementation {
                 api: api.name(),
-                device: Target::Auto.to_string(),
+                device: Target::Auto,
                 available: format!(
                     "{}, none of whose devices here takes this call",
                     registry().describe(api.index())

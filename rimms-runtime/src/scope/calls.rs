@@ -414,7 +414,7 @@ fn check_rules(
 ) -> Result<&'static MergeRule> {
     let refuse = |api: &'static str, what: String| Error::Shape {
         api,
-        device: device.to_string(),
+        device: device.into(),
         what,
     };
     let Some(&plain) = rules.first() else {

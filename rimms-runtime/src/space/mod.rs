@@ -7,6 +7,7 @@
 //! and a branch. The host is always space 0.
 
 mod device_memory;
+mod id;
 mod link;
 mod pool;
 mod region;
@@ -14,6 +15,7 @@ mod system;
 
 pub use device_memory::DeviceMemory;
 pub(crate) use device_memory::SharedDeviceMemory;
+pub use id::{SpaceId, SpaceName};
 pub use link::LinkModel;
 pub(crate) use link::{Occupancy, Pending};
 pub(crate) use pool::{Block, Pool};
@@ -26,25 +28,6 @@ use std::fmt;
 /// The most memory spaces one runtime can have. Two per-space masks and a flag fit in one
 /// `u64` buffer summary, see `coherence`.
 pub const MAX_SPACES: usize = 16;
-
-/// One memory space of a runtime: host RAM, a simulated device's memory, a GPU's memory, a
-/// u-dma-buf region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SpaceId(pub(crate) u8);
-
-impl SpaceId {
-    /// Host RAM: the space that host views (`host()`, `host_mut()`) read and write.
-    pub const HOST: SpaceId = SpaceId(0);
-
-    /// Position of this space in the runtime's space table.
-    pub fn index(self) -> usize {
-        usize::from(self.0)
-    }
-
-    pub(crate) fn bit(self) -> u16 {
-        1 << self.0
-    }
-}
 
 /// A set of memory spaces, one bit each.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]

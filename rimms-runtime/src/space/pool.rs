@@ -2,6 +2,7 @@
 //! that `Runtime::stats` reports.
 
 use super::region::Region;
+use super::SpaceName;
 use crate::alloc::{NfAllocator, UnitAllocator};
 use crate::error::{Error, Result};
 use std::sync::Mutex;
@@ -36,7 +37,7 @@ pub(crate) struct PoolUse {
 }
 
 pub(crate) struct Pool {
-    name: String,
+    name: SpaceName,
     region: Region,
     granule: usize,
     /// Granules handed out from the start of the region: all of it, or fewer where the pool
@@ -46,14 +47,14 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub(crate) fn new(name: &str, bytes: usize, granule: usize) -> Result<Pool> {
+    pub(crate) fn new(name: &SpaceName, bytes: usize, granule: usize) -> Result<Pool> {
         let granules = Self::granules(name, bytes, granule)?;
         Self::over(name, Region::reserve(name, granules * granule)?, granule)
     }
 
     /// A pool over memory a backend mapped, or over device memory; its base must be granule
     /// aligned.
-    pub(crate) fn over_backend(name: &str, region: Region, granule: usize) -> Result<Pool> {
+    pub(crate) fn over_backend(name: &SpaceName, region: Region, granule: usize) -> Result<Pool> {
         if region.base().addr() % granule != 0 {
             return Err(Error::Config(format!(
                 "memory of space {name} is not aligned to the {granule}-byte pool granule"
@@ -63,7 +64,7 @@ impl Pool {
         Self::over(name, region, granule)
     }
 
-    fn granules(name: &str, bytes: usize, granule: usize) -> Result<usize> {
+    fn granules(name: &SpaceName, bytes: usize, granule: usize) -> Result<usize> {
         match bytes / granule {
             0 => Err(Error::Config(format!(
                 "pool of space {name} must hold at least one granule of {granule} bytes, got {bytes} bytes"
@@ -72,10 +73,10 @@ impl Pool {
         }
     }
 
-    fn over(name: &str, region: Region, granule: usize) -> Result<Pool> {
+    fn over(name: &SpaceName, region: Region, granule: usize) -> Result<Pool> {
         let granules = region.len() / granule;
         Ok(Pool {
-            name: name.to_string(),
+            name: name.clone(),
             region,
             granule,
             granules,
@@ -102,6 +103,11 @@ impl Pool {
         // A panic while holding this lock cannot leave the allocator half-updated: every update
         // is validated before it changes anything. So a poisoned lock is safe to reuse.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The space the pool belongs to.
+    pub(crate) fn name(&self) -> &SpaceName {
+        &self.name
     }
 
     /// A block of at least `bytes`; exhaustion names the space, the request and what is free.

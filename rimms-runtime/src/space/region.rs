@@ -6,6 +6,7 @@
 //! reservation costs only the pages that are touched.
 
 use super::device_memory::SharedDeviceMemory;
+use super::SpaceName;
 use crate::error::{Error, Result};
 use memmap2::MmapMut;
 use std::any::Any;
@@ -57,15 +58,15 @@ pub(crate) enum Region {
 }
 
 impl Region {
-    pub(crate) fn reserve(space: &str, len: usize) -> Result<Region> {
+    pub(crate) fn reserve(space: &SpaceName, len: usize) -> Result<Region> {
         let mut map = MmapMut::map_anon(len).map_err(|source| Error::Reserve {
-            space: space.to_string(),
+            space: space.clone(),
             bytes: len,
             source,
         })?;
         let Some(base) = NonNull::new(map.as_mut_ptr()) else {
             return Err(Error::Reserve {
-                space: space.to_string(),
+                space: space.clone(),
                 bytes: len,
                 source: std::io::Error::other("the mapping has no address"),
             });

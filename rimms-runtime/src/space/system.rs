@@ -13,7 +13,8 @@
 //! nothing else of them.
 
 use super::{
-    LinkModel, Occupancy, Pending, Pool, SharedDeviceMemory, SpaceId, SpaceSet, MAX_SPACES,
+    LinkModel, Occupancy, Pending, Pool, SharedDeviceMemory, SpaceId, SpaceName, SpaceSet,
+    MAX_SPACES,
 };
 use crate::backend::error::BackendError;
 use crate::device::Device;
@@ -27,7 +28,7 @@ use std::time::Instant;
 
 /// One memory space as the memory system keeps it.
 pub(crate) struct SpaceEntry<H> {
-    name: String,
+    name: SpaceName,
     pool: Pool,
     /// Link to and from the host; `None` for the host itself. A simulated link's copies take
     /// this long.
@@ -54,7 +55,7 @@ impl<H> SpaceEntry<H> {
     /// Host memory, carved from `pool`.
     pub(crate) fn host(pool: Pool) -> Self {
         SpaceEntry {
-            name: "host".to_string(),
+            name: pool.name().clone(),
             pool,
             link: None,
             measured: OnceLock::new(),
@@ -67,12 +68,12 @@ impl<H> SpaceEntry<H> {
         }
     }
 
-    /// A device's space named `name`, carved from `pool`, reached from the host over `link`.
+    /// A device's space, carved from `pool` (which names it), reached from the host over
+    /// `link`.
     /// Its copies take no modelled time, succeed, and the CPU cannot reach its bytes in place
     /// until the setters below say otherwise.
-    pub(crate) fn linked(name: String, pool: Pool, link: LinkModel) -> Self {
+    pub(crate) fn linked(pool: Pool, link: LinkModel) -> Self {
         SpaceEntry {
-            name,
             link: Some(link),
             host_mapped: false,
             ..SpaceEntry::host(pool)
@@ -108,7 +109,7 @@ impl<H> SpaceEntry<H> {
     }
 
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        self.name.as_str()
     }
 
     /// The backend's way into the space, if the CPU cannot address it.
@@ -230,13 +231,8 @@ impl<H> MemorySystem<H> {
         match self.device_spaces.iter().find(|(d, _)| *d == device) {
             Some(&(_, space)) => Ok(space),
             None => Err(Error::NoDevice {
-                device: device.to_string(),
-                available: self
-                    .device_spaces
-                    .iter()
-                    .map(|(d, _)| d.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                device,
+                available: self.device_spaces.iter().map(|&(d, _)| d).collect(),
             }),
         }
     }
@@ -329,6 +325,15 @@ impl<H> MemorySystem<H> {
             .map_or("?", |s| s.name.as_str())
     }
 
+    /// `space` as errors name it.
+    pub(crate) fn named(&self, space: SpaceId) -> SpaceName {
+        match self.spaces.get(space.index()) {
+            Some(s) => s.name.clone(),
+            // Ids come from this table; an unknown one still names itself by number.
+            None => SpaceName::new(space, &format!("#{}", space.index())),
+        }
+    }
+
     /// The names of every space, in id order.
     pub(crate) fn space_names(&self) -> impl Iterator<Item = &str> {
         self.spaces.iter().map(|s| s.name.as_str())
@@ -393,8 +398,8 @@ impl<H> MemorySystem<H> {
                 let (copies, bytes, time) = self.counters.link(from, to);
                 if copies > 0 {
                     links.push(LinkStats {
-                        from: a.name.clone(),
-                        to: b.name.clone(),
+                        from: a.name.to_string(),
+                        to: b.name.to_string(),
                         copies,
                         bytes,
                         time,
@@ -414,7 +419,7 @@ impl<H> MemorySystem<H> {
                 let usage = sp.pool.usage();
                 let evicted = self.counters.evictions(i);
                 SpaceStats {
-                    name: sp.name.clone(),
+                    name: sp.name.to_string(),
                     capacity: sp.pool.capacity(),
                     in_use: usage.in_use,
                     high_water: usage.high_water,
@@ -491,8 +496,8 @@ impl<H> MemorySystem<H> {
         reason: &Reason,
     ) -> Result<Pending> {
         let failed = |source: BackendError| Error::Transfer {
-            from: self.space_name(from).to_string(),
-            to: self.space_name(to).to_string(),
+            from: self.named(from),
+            to: self.named(to),
             bytes: bytes.len(),
             source,
         };
@@ -615,7 +620,7 @@ impl<H> MemorySystem<H> {
             Some(device) => device
                 .fill_zero(base.addr().wrapping_add(bytes.start), bytes.len())
                 .map_err(|source| Error::Fill {
-                    space: self.space_name(space).to_string(),
+                    space: self.named(space),
                     bytes: bytes.len(),
                     source,
                 })?,

@@ -299,7 +299,10 @@ fn requests_over_the_limits_are_refused_before_any_register_write() {
     let f = acc(&board, "fft0");
     let z = acc(&board, "zip0");
     let unsupported = |r: rimms_runtime::Result<()>| match r {
-        Err(Error::Unsupported { .. }) => {}
+        Err(Error::Fpga {
+            fault: FpgaFault::Unsupported { .. },
+            ..
+        }) => {}
         other => panic!("expected Unsupported, got {other:?}"),
     };
     let rejected = |r: rimms_runtime::Result<()>| match r {

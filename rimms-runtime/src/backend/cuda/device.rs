@@ -67,10 +67,10 @@ impl GpuBackend {
         // of its calls panic anyway (a symbol missing from an old driver), report it as an
         // error rather than unwind into the caller.
         let space = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let name = format!("gpu{index}");
+            let device = Device::Gpu(n);
             let ctx = CudaContext::new(index)
-                .map_err(|e| cuda_error(format!("creating the context of {name}"), e))?;
-            let stream = Arc::new(GpuStream::new(ctx, &name)?);
+                .map_err(|e| cuda_error(format!("creating the context of {device}"), e))?;
+            let stream = Arc::new(GpuStream::new(ctx, device)?);
             GpuSpace::open(index, stream, pool_bytes, granule)
         }))
         .unwrap_or_else(|payload| {
@@ -104,7 +104,7 @@ impl Backend for GpuBackend {
 
     fn own_space(&self) -> Option<SpaceSpec> {
         Some(SpaceSpec {
-            name: self.space.name().to_string(),
+            name: self.space.device().to_string(),
             pool_bytes: crate::space::DeviceMemory::capacity(&*self.space),
             link: PCIE_GEN5,
             simulate: false,

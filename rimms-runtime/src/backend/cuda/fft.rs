@@ -67,7 +67,7 @@ impl FftPlans {
         }
         let too_big = || Error::Unsupported {
             api: "fft",
-            device: self.stream.device().to_string(),
+            device: self.stream.device(),
             why: format!(
                 "{points} points × {batch} transforms: cuFFT 1-D plans take sizes up to {}",
                 i32::MAX

@@ -19,6 +19,7 @@
 use super::fft::{FftPlan, FftPlans};
 use super::stream::GpuStream;
 use super::{cuda_error, Unusable};
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::kernel::{FftDirection, ZipOp};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -262,14 +263,14 @@ impl GpuKernels {
         })
     }
 
-    fn device(&self) -> &str {
+    fn device(&self) -> Device {
         self.stream.device()
     }
 
     fn shape(&self, api: &'static str, what: String) -> Error {
         Error::Shape {
             api,
-            device: self.device().to_string(),
+            device: self.device().into(),
             what,
         }
     }
@@ -277,7 +278,7 @@ impl GpuKernels {
     fn unsupported(&self, api: &'static str, why: String) -> Error {
         Error::Unsupported {
             api,
-            device: self.device().to_string(),
+            device: self.device(),
             why,
         }
     }

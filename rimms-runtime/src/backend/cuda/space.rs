@@ -22,10 +22,12 @@ use super::kernels::{Arg, GpuKernels};
 use super::staging::Staging;
 use super::stream::GpuStream;
 use crate::backend::BackendError;
+use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::space::DeviceMemory;
 use cudarc::driver::{result, sys, DriverError, PinnedHostSlice};
 use std::any::Any;
+use std::fmt::Display;
 use std::sync::{Arc, Mutex};
 
 /// Bytes of one pinned staging buffer for copies in.
@@ -97,7 +99,7 @@ pub(crate) struct GpuSpace {
 impl std::fmt::Debug for GpuSpace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuSpace")
-            .field("device", &self.name())
+            .field("device", &self.device())
             .field("allocation", &format_args!("{:#x}", self.arena.base))
             .field("base", &format_args!("{:#x}", self.base))
             .field("capacity", &self.capacity)
@@ -115,7 +117,7 @@ impl GpuSpace {
         pool_bytes: usize,
         granule: usize,
     ) -> Result<GpuSpace> {
-        let name = stream.device().to_string();
+        let name = stream.device();
         let bad = |why: String| Err(Error::Config(format!("GPU space {name}: {why}")));
         let unit = granule.max(MIN_UNIT);
         let bytes = pool_bytes / unit * unit;
@@ -152,8 +154,8 @@ impl GpuSpace {
         })
     }
 
-    /// The space's name, `gpuN`.
-    pub(crate) fn name(&self) -> &str {
+    /// The device whose memory this is.
+    pub(crate) fn device(&self) -> Device {
         self.stream.device()
     }
 
@@ -178,18 +180,21 @@ impl GpuSpace {
             _ => Err(BackendError::OutOfRange {
                 addr,
                 len,
-                memory: format!("{}'s pool", self.name()),
+                memory: format!("{}'s pool", self.device()),
             }),
         }
     }
 
-    fn transfer_error(&self, from: &str, to: &str, bytes: usize, e: DriverError) -> Error {
-        Error::Transfer {
-            from: from.to_string(),
-            to: to.to_string(),
-            bytes,
-            source: BackendError::driver(e),
-        }
+    /// A failed copy, as the CUDA call that failed: the runtime names the spaces when it
+    /// reports the transfer.
+    fn transfer_error(
+        &self,
+        from: &dyn Display,
+        to: &dyn Display,
+        bytes: usize,
+        e: DriverError,
+    ) -> Error {
+        cuda_error(format!("copy of {bytes} bytes from {from} to {to}"), e)
     }
 
     /// Copies `src` to `dst` through the pinned staging buffers, chunk by chunk, and returns
@@ -198,7 +203,7 @@ impl GpuSpace {
         if src.is_empty() {
             return Ok(());
         }
-        let fail = |e| self.transfer_error("host", self.name(), src.len(), e);
+        let fail = |e| self.transfer_error(&"host", &self.device(), src.len(), e);
         let chunk = self.to_device.chunk();
         for (i, piece) in src.chunks(chunk).enumerate() {
             let at = dst.ptr + (i * chunk) as u64;
@@ -245,7 +250,7 @@ impl GpuSpace {
         // mutably for this whole call, and the copy is waited for before it returns (or the
         // stream is, should even that fail: `finish`).
         unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.stream().cu_stream()) }
-            .map_err(|e| self.transfer_error(self.name(), "host", len, e))?;
+            .map_err(|e| self.transfer_error(&self.device(), &"host", len, e))?;
         self.stream.finish()
     }
 
@@ -254,7 +259,7 @@ impl GpuSpace {
         self.stream.bind()?;
         // SAFETY: the range lies in the pool (checked by the caller).
         unsafe { result::memset_d8_async(dst.ptr, 0, dst.bytes, self.stream.stream().cu_stream()) }
-            .map_err(|e| cuda_error(format!("zero fill on {}", self.name()), e))?;
+            .map_err(|e| cuda_error(format!("zero fill on {}", self.device()), e))?;
         self.stream.finish()
     }
 
@@ -286,7 +291,7 @@ impl GpuSpace {
                 peer.stream.stream().cu_stream(),
             )
         }
-        .map_err(|e| self.transfer_error(self.name(), peer.name(), src.bytes, e))?;
+        .map_err(|e| self.transfer_error(&self.device(), &peer.device(), src.bytes, e))?;
         peer.stream.finish()
     }
 
@@ -296,7 +301,7 @@ impl GpuSpace {
         if src.bytes != dst.bytes || (src.ptr < d_end && dst.ptr < s_end) {
             return Err(Error::Shape {
                 api: "copy within device",
-                device: self.name().to_string(),
+                device: self.device().into(),
                 what: format!(
                     "source {src:?} and destination {dst:?} must have equal lengths and not overlap"
                 ),
@@ -312,7 +317,7 @@ impl GpuSpace {
                 self.stream.stream().cu_stream(),
             )
         }
-        .map_err(|e| self.transfer_error(self.name(), self.name(), src.bytes, e))?;
+        .map_err(|e| self.transfer_error(&self.device(), &self.device(), src.bytes, e))?;
         self.stream.finish()
     }
 
@@ -326,8 +331,8 @@ impl GpuSpace {
         let what = || {
             format!(
                 "enabling peer access from {} to {}",
-                self.name(),
-                src.name()
+                self.device(),
+                src.device()
             )
         };
         let mut can = 0;
@@ -360,7 +365,7 @@ impl Drop for GpuSpace {
         // The plans, the kernels' module and the staging buffers go first (then the pool):
         // nothing queued may still be using them.
         if let Err(e) = self.stream.finish() {
-            tracing::warn!("{}: work failed before shutdown: {e}", self.name());
+            tracing::warn!("{}: work failed before shutdown: {e}", self.device());
         }
     }
 }

@@ -15,6 +15,7 @@
 
 use super::cuda_error;
 use super::stream::GpuEvent;
+use crate::device::Device;
 use crate::error::Result;
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 use std::collections::VecDeque;
@@ -33,7 +34,7 @@ struct State {
 /// Pinned chunk buffers of one direction.
 pub(crate) struct Staging {
     ctx: Arc<CudaContext>,
-    device: String,
+    device: Device,
     chunk: usize,
     slots: usize,
     state: Mutex<State>,
@@ -41,10 +42,10 @@ pub(crate) struct Staging {
 
 impl Staging {
     /// Buffers of `chunk` bytes (at least one byte), about `slots` of them (at least one).
-    pub(crate) fn new(ctx: Arc<CudaContext>, device: &str, chunk: usize, slots: usize) -> Self {
+    pub(crate) fn new(ctx: Arc<CudaContext>, device: Device, chunk: usize, slots: usize) -> Self {
         Staging {
             ctx,
-            device: device.to_string(),
+            device,
             chunk: chunk.max(1),
             slots: slots.max(1),
             state: Mutex::new(State {

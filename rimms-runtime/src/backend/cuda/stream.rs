@@ -9,6 +9,7 @@
 //! asynchronous layer needs, would order the same work with much more code to get wrong.)
 
 use super::cuda_error;
+use crate::device::Device;
 use crate::error::Result;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 pub(crate) struct GpuStream {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    device: Arc<str>,
+    device: Device,
 }
 
 impl std::fmt::Debug for GpuStream {
@@ -29,21 +30,21 @@ impl std::fmt::Debug for GpuStream {
 }
 
 impl GpuStream {
-    /// Creates the stream of `device` (named `gpuN` in messages) on `ctx`.
-    pub(crate) fn new(ctx: Arc<CudaContext>, device: &str) -> Result<GpuStream> {
+    /// Creates the stream of `device` on `ctx`.
+    pub(crate) fn new(ctx: Arc<CudaContext>, device: Device) -> Result<GpuStream> {
         let stream = ctx
             .new_stream()
             .map_err(|e| cuda_error(format!("creating the stream of {device}"), e))?;
         Ok(GpuStream {
             ctx,
             stream,
-            device: device.into(),
+            device,
         })
     }
 
-    /// The device's name, `gpuN`.
-    pub(crate) fn device(&self) -> &str {
-        &self.device
+    /// The device the stream is on.
+    pub(crate) fn device(&self) -> Device {
+        self.device
     }
 
     pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
@@ -67,7 +68,7 @@ impl GpuStream {
             .record_event(None)
             .map(|event| GpuEvent {
                 event,
-                device: self.device.clone(),
+                device: self.device,
             })
             .map_err(|e| cuda_error(format!("recording an event on {}", self.device), e))
     }
@@ -110,7 +111,7 @@ impl GpuStream {
 /// The completion of the work queued on a stream before it was recorded.
 pub(crate) struct GpuEvent {
     event: CudaEvent,
-    device: Arc<str>,
+    device: Device,
 }
 
 impl GpuEvent {

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 
 use super::axi_dma::{AxiDma, Channel};
 use super::config::{AccelKind, AcceleratorConfig, BoardConfig};
-use super::fault::rejected;
+use super::fault::{rejected, FpgaFault};
 use super::fft_ip::{FftIp, DEFAULT_CONFIG_OFFSET, POINT_BYTES};
 use super::regs::RegisterPage;
 use super::udmabuf::Udmabuf;
@@ -325,11 +325,11 @@ impl Accelerator {
     }
 
     fn wrong_kind(&self, api: &'static str) -> Error {
-        Error::Unsupported {
+        FpgaFault::Unsupported {
             api,
-            device: self.name.clone(),
             why: format!("{} is a {} accelerator", self.name, self.kind),
         }
+        .on(&self.name)
     }
 
     fn fft_core(&self) -> Result<&FftIp> {
@@ -346,7 +346,7 @@ impl Accelerator {
         }
     }
 
-    /// Whether an `n`-point FFT runs here ([`Error::Unsupported`] if not), without running it.
+    /// Whether an `n`-point FFT runs here ([`FpgaFault::Unsupported`] if not), without running it.
     pub fn check_fft(&self, n: usize) -> Result<()> {
         self.fft_core()?.check(n)
     }
@@ -354,10 +354,12 @@ impl Accelerator {
     /// Whether a complex ZIP of `n` elements runs here, without running it.
     pub fn check_zip(&self, op: ZipOp, n: usize) -> Result<()> {
         let core = self.zip_core()?;
-        let cop = ZipCoreOp::for_complex(op).map_err(|why| Error::Unsupported {
-            api: "zip",
-            device: self.name.clone(),
-            why: why.to_owned(),
+        let cop = ZipCoreOp::for_complex(op).map_err(|why| {
+            FpgaFault::Unsupported {
+                api: "zip",
+                why: why.to_owned(),
+            }
+            .on(&self.name)
         })?;
         core.check(cop, n.saturating_mul(2))
     }
@@ -444,13 +446,15 @@ impl Accelerator {
     /// A complex ZIP of `n` elements: `out = a op b` on interleaved complex f32 at byte offsets
     /// `a`, `b`, `out` in the u-dma-buf. Add and sub run as the core's float ops on `2n`
     /// floats, mul as its complex multiply; div and mul-by-conjugate are
-    /// [`Error::Unsupported`]. See the module docs for when the inputs are staged.
+    /// [`FpgaFault::Unsupported`]. See the module docs for when the inputs are staged.
     pub fn zip(&self, op: ZipOp, n: usize, a: usize, b: usize, out: usize) -> Result<()> {
         self.zip_core()?;
-        let cop = ZipCoreOp::for_complex(op).map_err(|why| Error::Unsupported {
-            api: "zip",
-            device: self.name.clone(),
-            why: why.to_owned(),
+        let cop = ZipCoreOp::for_complex(op).map_err(|why| {
+            FpgaFault::Unsupported {
+                api: "zip",
+                why: why.to_owned(),
+            }
+            .on(&self.name)
         })?;
         let floats = n
             .checked_mul(2)

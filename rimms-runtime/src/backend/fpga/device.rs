@@ -9,6 +9,7 @@ use super::config::BoardConfig;
 use super::emulator::{Emulator, EmulatorLayout};
 use super::timing::TimingModel;
 use super::udmabuf::CacheMode;
+use crate::backend::error::FpgaFault;
 use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
 use crate::device::{ArgForm, Device};
 use crate::error::{Error, Result};
@@ -210,7 +211,10 @@ impl Backend for FpgaDevice {
 /// A driver's refusal as a check reports it: why the device cannot take the call.
 fn refusal(error: Error) -> Refusal {
     match error {
-        Error::Unsupported { device, why, .. } => Refusal::new(format!("{device}: {why}")),
+        Error::Fpga {
+            device,
+            fault: FpgaFault::Unsupported { why, .. },
+        } => Refusal::new(format!("{device}: {why}")),
         Error::Fpga { device, fault } => BackendError::Fpga {
             device,
             fault: Box::new(fault),

@@ -28,8 +28,9 @@
 
 use super::axi_dma::{AxiDma, Channel};
 use super::config::FftConfigPath;
+use super::fault::FpgaFault;
 use super::regs::RegisterPage;
-use crate::{Error, FftDirection, Result};
+use crate::{FftDirection, Result};
 
 /// Smallest transform the core does.
 pub const FFT_MIN_POINTS: usize = 8;
@@ -169,18 +170,18 @@ impl FftIp {
         self.config_offset
     }
 
-    /// Refuses sizes the core cannot transform, as [`Error::Unsupported`] (the runtime can
+    /// Refuses sizes the core cannot transform, as [`FpgaFault::Unsupported`] (the runtime can
     /// fall back to the CPU).
     pub fn check(&self, n: usize) -> Result<()> {
         if !n.is_power_of_two() || n < FFT_MIN_POINTS || n > self.max_points {
-            return Err(Error::Unsupported {
+            return Err(FpgaFault::Unsupported {
                 api: "fft",
-                device: self.name.clone(),
                 why: format!(
                     "the FFT core transforms powers of two from {FFT_MIN_POINTS} to {} points, not {n}",
                     self.max_points
                 ),
-            });
+            }
+            .on(&self.name));
         }
         Ok(())
     }

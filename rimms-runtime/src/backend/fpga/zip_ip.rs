@@ -9,7 +9,7 @@
 //!
 //! Mapping the runtime's complex `zip` onto it: add and sub are element-wise on the interleaved
 //! floats (ops 0 and 1, `size = 2n`); multiply must use op 4; complex divide and multiply by
-//! the conjugate have no operation in the core and are [`Error::Unsupported`], so the runtime
+//! the conjugate have no operation in the core and are [`FpgaFault::Unsupported`], so the runtime
 //! falls back to the CPU.
 //!
 //! Limits: CEDR's core holds 4,096 floats per input (`REQUIRED_BUFFER_SIZE = 4096*3*sizeof(float)`
@@ -19,8 +19,9 @@
 //! are cut into pieces of that size by the caller.
 
 use super::axi_dma::{AxiDma, Channel};
+use super::fault::FpgaFault;
 use super::regs::RegisterPage;
-use crate::{Error, Result, ZipOp};
+use crate::{Result, ZipOp};
 
 /// The size register.
 pub const ZIP_SIZE_REG: usize = 0x10;
@@ -109,7 +110,7 @@ impl ZipIp {
         &self.ctrl
     }
 
-    /// Refuses a size the core cannot take, as [`Error::Unsupported`].
+    /// Refuses a size the core cannot take, as [`FpgaFault::Unsupported`].
     pub fn check(&self, op: ZipCoreOp, size_floats: usize) -> Result<()> {
         let why = if size_floats == 0 {
             "a ZIP of 0 floats".to_owned()
@@ -124,11 +125,7 @@ impl ZipIp {
         } else {
             return Ok(());
         };
-        Err(Error::Unsupported {
-            api: "zip",
-            device: self.name.clone(),
-            why,
-        })
+        Err(FpgaFault::Unsupported { api: "zip", why }.on(&self.name))
     }
 
     /// One ZIP of `size_floats` floats: `input` is the physical address of input 0 followed
