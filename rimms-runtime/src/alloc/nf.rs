@@ -417,6 +417,39 @@ mod tests {
         assert_eq!(std::mem::size_of::<NodeHeader>(), 8);
     }
 
+    /// A failed search lowers a node's bound on its longest run to the exact length; a free
+    /// that merges runs past that bound must raise it again, or the node rule would pass the
+    /// node by for a run it holds.
+    #[test]
+    fn a_free_that_merges_runs_raises_the_bound_a_failed_search_lowered() {
+        let mut a = NfAllocator::with_capacity(1024);
+        // Node 0 as four runs: 0..4, 4..8, 8..12, 12..512; node 1 untouched.
+        let runs = [4, 4, 4, 500].map(|n| a.alloc(n).expect("fits"));
+        assert_eq!(runs, [0, 4, 8, 12]);
+        a.free(0, 4).expect("free");
+        a.free(8, 4).expect("free");
+        // Node 0 has 8 free units but no run of 8: the search there fails, so the run goes to
+        // node 1, and node 0's bound becomes its longest run, 4.
+        assert_eq!(a.alloc(8), Some(512));
+        check(&a);
+        // Freeing 4..8 joins 0..12 into one run of 12.
+        a.free(4, 4).expect("free");
+        check(&a);
+        // Partly used nodes first, from node 0: the run of 12 at 0, not 520 in node 1.
+        assert_eq!(a.alloc(12), Some(0));
+        check(&a);
+    }
+
+    #[test]
+    fn debug_shows_capacity_free_units_nodes_and_cursor() {
+        let mut a = NfAllocator::with_capacity(700);
+        a.alloc(10).expect("fits");
+        assert_eq!(
+            format!("{a:?}"),
+            "NfAllocator { capacity: 700, free_units: 690, nodes: 2, cursor: 0, .. }"
+        );
+    }
+
     #[test]
     fn capacity_not_a_multiple_of_512() {
         let mut a = NfAllocator::with_capacity(700);
