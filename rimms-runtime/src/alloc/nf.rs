@@ -227,7 +227,9 @@ impl NfAllocator {
                     first_whole.get_or_insert(node);
                 }
             } else if usize::from(h.max_run) >= units {
-                // `max_run <= free`, so the test also skips nodes with too few free units.
+                // An upper bound, and loose after takes (they leave it as it was): a node it
+                // lets through that holds no such run costs one failed search, which makes it
+                // exact.
                 match find_run(&self.maps[node].0, units) {
                     Ok(off) => return Some(self.take_in_node(node, off, units)),
                     // Every run was measured: this is the node's exact longest run.
