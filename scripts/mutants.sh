@@ -31,14 +31,15 @@ command -v cargo-mutants >/dev/null || {
     exit 2
 }
 
-# Each file, and the tests stage 1 runs for it (what follows `cargo test` after the package
-# selection; the build still covers every test target of that selection).
+# Each file, and the tests stage 1 runs for it: the packages, then what follows `cargo test`
+# (`--cargo-arg` also narrows the build, which otherwise covers every test target and example
+# of those packages).
 declare -A tests_of=(
     [rimms-runtime/src/coherence/mod.rs]="--test-package rimms-runtime -- --lib"
     [rimms-runtime/src/alloc/nf.rs]="--test-package rimms-runtime -- --lib --test it alloc"
     [rimms-runtime/src/alloc/bitset.rs]="--test-package rimms-runtime -- --lib --test it alloc"
     [rimms-runtime/src/alloc/levels.rs]="--test-package rimms-runtime -- --lib --test it alloc"
-    [rimms-runtime/src/host_loop.rs]="--test-workspace=true -- --lib --test it -- host_loop macros soundness reductions"
+    [rimms-runtime/src/host_loop.rs]="--test-package rimms-runtime --test-package rimms --cargo-arg=--lib --cargo-arg=--test=it -- -- host_loop macros soundness reductions"
     [rimms-macros/src/parallel_for/analysis.rs]="--test-package rimms-macros -- --lib"
 )
 order=(
