@@ -185,25 +185,13 @@ impl GpuSpace {
         }
     }
 
-    /// A failed copy, as the CUDA call that failed: the runtime names the spaces when it
-    /// reports the transfer.
-    fn transfer_error(
-        &self,
-        from: &dyn Display,
-        to: &dyn Display,
-        bytes: usize,
-        e: DriverError,
-    ) -> Error {
-        cuda_error(format!("copy of {bytes} bytes from {from} to {to}"), e)
-    }
-
     /// Copies `src` to `dst` through the pinned staging buffers, chunk by chunk, and returns
     /// when the bytes are on the device.
     fn stage_in(&self, dst: Arg, src: &[u8]) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
-        let fail = |e| self.transfer_error(&"host", &self.device(), src.len(), e);
+        let fail = |e| copy_failed("host", self.device(), src.len(), e);
         let chunk = self.to_device.chunk();
         for (i, piece) in src.chunks(chunk).enumerate() {
             let at = dst.ptr + (i * chunk) as u64;
@@ -250,7 +238,7 @@ impl GpuSpace {
         // mutably for this whole call, and the copy is waited for before it returns (or the
         // stream is, should even that fail: `finish`).
         unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.stream().cu_stream()) }
-            .map_err(|e| self.transfer_error(&self.device(), &"host", len, e))?;
+            .map_err(|e| copy_failed(self.device(), "host", len, e))?;
         self.stream.finish()
     }
 
@@ -291,7 +279,7 @@ impl GpuSpace {
                 peer.stream.stream().cu_stream(),
             )
         }
-        .map_err(|e| self.transfer_error(&self.device(), &peer.device(), src.bytes, e))?;
+        .map_err(|e| copy_failed(self.device(), peer.device(), src.bytes, e))?;
         peer.stream.finish()
     }
 
@@ -317,7 +305,7 @@ impl GpuSpace {
                 self.stream.stream().cu_stream(),
             )
         }
-        .map_err(|e| self.transfer_error(&self.device(), &self.device(), src.bytes, e))?;
+        .map_err(|e| copy_failed(self.device(), self.device(), src.bytes, e))?;
         self.stream.finish()
     }
 
@@ -414,6 +402,12 @@ impl DeviceMemory for GpuSpace {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// A failed copy, as the CUDA call that failed: the runtime names the spaces when it reports
+/// the transfer.
+fn copy_failed(from: impl Display, to: impl Display, bytes: usize, e: DriverError) -> Error {
+    cuda_error(format!("copy of {bytes} bytes from {from} to {to}"), e)
 }
 
 /// Copies `piece` into the start of a staging buffer.
