@@ -657,6 +657,75 @@ mod tests {
         assert_eq!(loop_range_inclusive(2, 3).ok(), Some(2..4));
     }
 
+    /// The sub-ranges `body` was called with, sorted by start.
+    fn pieces_of(run: impl FnOnce(&(dyn Fn(Range<usize>) + Sync))) -> Vec<Range<usize>> {
+        let seen = std::sync::Mutex::new(Vec::new());
+        run(&|r: Range<usize>| seen.lock().expect("pieces").push(r));
+        let mut seen = seen.into_inner().expect("pieces");
+        seen.sort_by_key(|r| r.start);
+        seen
+    }
+
+    /// `chunk`-long pieces of `0..len`, the last one shorter.
+    fn chunks_of(len: usize, chunk: usize) -> Vec<Range<usize>> {
+        (0..len)
+            .step_by(chunk)
+            .map(|s| s..(s + chunk).min(len))
+            .collect()
+    }
+
+    /// A reduction is cut into single chunks whatever the pool does (how values are grouped
+    /// changes a floating-point sum), also where a thief took the upper half: the first piece
+    /// waits until a piece of that half has started, which only another thread can start.
+    #[test]
+    fn a_reduction_runs_one_body_per_chunk_even_where_work_is_stolen() {
+        let (len, chunk) = if cfg!(miri) { (70, 10) } else { (6400, 100) };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool");
+        let upper_started = AtomicUsize::new(0);
+        let pieces = pieces_of(|record| {
+            pool.install(|| {
+                run_reduce(0..len, chunk, (), &Nothing, |r: Range<usize>, ()| {
+                    if r.start >= len / 2 {
+                        upper_started.store(1, Ordering::SeqCst);
+                    } else if r.start == 0 {
+                        let since = std::time::Instant::now();
+                        while upper_started.load(Ordering::SeqCst) == 0
+                            && since.elapsed() < std::time::Duration::from_secs(10)
+                        {
+                            std::thread::yield_now();
+                        }
+                    }
+                    record(r);
+                })
+            })
+        });
+        assert_eq!(upper_started.load(Ordering::SeqCst), 1);
+        assert_eq!(pieces, chunks_of(len, chunk));
+    }
+
+    /// A plain loop splits once per thread (more only where work is stolen): on a pool of
+    /// one thread, a loop of many chunks is two pieces, cut at a chunk boundary.
+    #[test]
+    fn a_loop_on_one_thread_is_cut_once() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("pool");
+        let pieces = pieces_of(|record| {
+            pool.install(|| run_loop(0..1050, 100, (), |r: Range<usize>, ()| record(r)))
+        });
+        // 11 chunks: 5 below the cut, 6 above.
+        assert_eq!(pieces, [0..500, 500..1050]);
+        // One chunk or less runs as one piece.
+        let pieces = pieces_of(|record| {
+            pool.install(|| run_loop(0..100, 100, (), |r: Range<usize>, ()| record(r)))
+        });
+        assert_eq!(pieces, [0..100]);
+    }
+
     /// A loop over a managed buffer is cut into tasks of whole fragments (no two tasks share
     /// one) and of at least `LOOP_CHUNK` iterations (no pool wake-up per small fragment).
     #[test]
