@@ -492,16 +492,6 @@ impl<'a, T> LoopMut<'a, T> {
         })
     }
 
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.slice.len()
-    }
-
-    /// Whether it has no element.
-    pub fn is_empty(&self) -> bool {
-        self.slice.is_empty()
-    }
-
     /// Iterations per task: at least [`LOOP_CHUNK`], and for a managed buffer a whole number
     /// of its fragments, so tasks do not share one.
     pub fn chunk(&self) -> usize {
@@ -723,7 +713,7 @@ mod tests {
         let pieces = pieces_of(|record| {
             pool.install(|| run_loop(0..100, 100, (), |r: Range<usize>, ()| record(r)))
         });
-        assert_eq!(pieces, [0..100]);
+        assert_eq!(pieces, vec![Range { start: 0, end: 100 }]);
     }
 
     /// A loop over a managed buffer is cut into tasks of whole fragments (no two tasks share

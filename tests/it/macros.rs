@@ -149,6 +149,32 @@ fn a_write_only_loop_over_part_of_a_buffer_keeps_the_rest() {
     }
 }
 
+/// A loop reads any view or plain container at the loop index: a view, a mutable view it
+/// only reads, a vector, a Rust slice and an array, each element as a plain loop reads it.
+#[test]
+fn a_loop_reads_views_vectors_slices_and_arrays() {
+    let rt = runtime();
+    let n = 64;
+    let x =
+        HeteData::from_slice(&rt, &(0..2 * n).map(|i| i as f32).collect::<Vec<_>>()).expect("x");
+    let mut w = HeteData::from_slice(&rt, &vec![3.0f32; 2 * n]).expect("w");
+    let upper = x.slice(n..2 * n).expect("view");
+    let lower = w.slice_mut(0..n).expect("mutable view");
+    let tens: Vec<f32> = (0..n).map(|i| 10.0 * i as f32).collect();
+    let hundreds: Vec<f32> = (0..n).map(|i| 100.0 * i as f32).collect();
+    let slice: &[f32] = &hundreds;
+    let halves = [0.5f32; 64];
+    let mut y = HeteData::<f32>::alloc(&rt, n).expect("y");
+    rimms::parallel_for!(for i in 0..n {
+        y[i] = upper[i] + lower[i] + tens[i] + slice[i] + halves[i];
+    })
+    .expect("loop");
+    let want: Vec<f32> = (0..n)
+        .map(|i| (n + i) as f32 + 3.0 + 10.0 * i as f32 + 100.0 * i as f32 + 0.5)
+        .collect();
+    assert_eq!(y.host().expect("y"), &want[..]);
+}
+
 #[test]
 fn parallel_for_between_device_kernels_syncs_each_buffer_once() {
     let rt = runtime();
