@@ -89,8 +89,17 @@ for f in "${files[@]}"; do
     mutate "stage1-$(basename "$(dirname "$f")")-$(basename "$f" .rs)" --file "$f" ${tests_of[$f]}
 done
 
-# Stage 2: what stage 1 missed, by exact name, against the whole workspace.
-survivors=$(cat "$out"/stage1-*/mutants.out/missed.txt 2>/dev/null | sed '/^$/d' || true)
+# Compare what was missed with the documented equivalents, by file and description (line
+# numbers move with every edit).
+strip() { sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /'; }
+equivalent=$({ grep -v '^\s*\(#\|$\)' scripts/mutants-equivalent.txt || true; } |
+    sed -E 's/\s+#.*$//' | sort -u)
+listed() { grep -Fxq "$(echo "$1" | strip)" <<<"$equivalent"; }
+
+# Stage 2: what stage 1 missed, by exact name, against the whole workspace; a mutant listed as
+# equivalent changes nothing a test can see, so it is not run again.
+missed1=$(cat "$out"/stage1-*/mutants.out/missed.txt 2>/dev/null | sed '/^$/d' || true)
+survivors=$(while IFS= read -r m; do [ -z "$m" ] || listed "$m" || echo "$m"; done <<<"$missed1")
 if [ -n "$survivors" ] && ! $interrupted; then
     echo "== stage 2: $(echo "$survivors" | wc -l) mutants stage 1 missed, against every test of the workspace"
     re="^($(echo "$survivors" | sed 's/[][\\.^$*+?(){}|/]/\\&/g' | paste -sd '|'))\$"
@@ -111,13 +120,10 @@ unviable=$(count "$(lines unviable.txt)")
 timeouts=$(count "$(lines timeout.txt)")
 missed_list=$(cat "$out"/stage2/mutants.out/missed.txt 2>/dev/null | sed '/^$/d' || true)
 [ -d "$out/stage2" ] || missed_list=$survivors
+# The listed equivalents stage 1 missed are missed too.
+missed_list=$(printf '%s\n%s\n' "$missed_list" \
+    "$(while IFS= read -r m; do [ -n "$m" ] && listed "$m" && echo "$m"; done <<<"$missed1")")
 missed=$(count "$missed_list")
-
-# Compare what was missed with the documented equivalents, by file and description (line
-# numbers move with every edit).
-strip() { sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /'; }
-equivalent=$({ grep -v '^\s*\(#\|$\)' scripts/mutants-equivalent.txt || true; } |
-    sed -E 's/\s+#.*$//' | sort -u)
 unexplained=$(comm -23 <(echo "$missed_list" | sed '/^$/d' | strip | sort -u) <(echo "$equivalent"))
 echo "== mutants: tested $((caught + missed + timeouts + unviable)): caught $caught" \
     "($(count "$(cat "$out"/stage2/mutants.out/caught.txt 2>/dev/null || true)") of them in stage 2)," \
