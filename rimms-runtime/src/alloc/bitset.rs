@@ -226,6 +226,35 @@ impl UnitAllocator for BitsetAllocator {
 mod tests {
     use super::*;
 
+    /// `run_start` and `next_zero` against walking bit by bit, at every position of patterns
+    /// whose runs start and end inside words, on word boundaries and across them.
+    #[test]
+    fn run_ends_match_a_walk_bit_by_bit() {
+        let bit = |words: &[u64], i: usize| words[i / 64] >> (i % 64) & 1 == 1;
+        let patterns: [[u64; 3]; 5] = [
+            [0, u64::MAX << 3, u64::MAX],
+            [u64::MAX, 0xf0f0_f0f0_f0f0_f0f0, 0],
+            [1 << 63, u64::MAX, 1],
+            [0, 0x0ff0, u64::MAX >> 1],
+            [u64::MAX; 3],
+        ];
+        for words in patterns {
+            for at in 0..=192 {
+                let mut start = at;
+                while start > 0 && bit(&words, start - 1) {
+                    start -= 1;
+                }
+                assert_eq!(run_start(&words, at), start, "run_start({words:x?}, {at})");
+                let end = (at..192).find(|&i| !bit(&words, i)).unwrap_or(192);
+                assert_eq!(
+                    next_zero(&words, at, 192),
+                    end,
+                    "next_zero({words:x?}, {at})"
+                );
+            }
+        }
+    }
+
     #[test]
     fn primitives() {
         // Free: 1..3 and 5..128.
