@@ -255,6 +255,22 @@ mod tests {
         }
     }
 
+    /// Zero units is refused and changes nothing; the Debug form names capacity and free units.
+    #[test]
+    fn zero_units_are_refused_and_debug_shows_the_counts() {
+        let mut a = BitsetAllocator::with_capacity(100);
+        assert_eq!(a.alloc(0), None);
+        assert_eq!(
+            a.alloc(3),
+            Some(0),
+            "nothing was taken for the refused request"
+        );
+        assert_eq!(
+            format!("{a:?}"),
+            "BitsetAllocator { capacity: 100, free_units: 97, .. }"
+        );
+    }
+
     #[test]
     fn primitives() {
         // Free: 1..3 and 5..128.
