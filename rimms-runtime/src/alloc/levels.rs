@@ -183,6 +183,19 @@ mod tests {
         }
     }
 
+    /// All set, at lengths that fill their last word exactly and that do not: every item is
+    /// there and none past the end, at every level.
+    #[test]
+    fn all_set_holds_exactly_the_items_at_any_length() {
+        for len in [1, 63, 64, 65, 128, 4096, 4097] {
+            let l = Levels::new(len, true);
+            assert!((0..len).all(|i| l.contains(i)), "{len}");
+            assert_eq!(l.run_len(0, usize::MAX), len, "{len}");
+            assert_eq!(l.next_set(len - 1), Some(len - 1), "{len}");
+            assert_eq!(l.next_set(len), None, "{len}");
+        }
+    }
+
     #[test]
     fn all_set_and_runs() {
         let mut l = Levels::new(130, true);
