@@ -196,6 +196,24 @@ mod tests {
         }
     }
 
+    /// Searches that start past the first 4,096 items and find nothing in their own word go
+    /// through the summary's later words, and land on the right item.
+    #[test]
+    fn next_set_far_into_a_large_level() {
+        let mut l = Levels::new(300_000, false);
+        for i in [5000, 70_000, 299_999] {
+            l.insert(i);
+        }
+        for (from, want) in [
+            (0, Some(5000)),
+            (4100, Some(5000)),
+            (5001, Some(70_000)),
+            (70_001, Some(299_999)),
+        ] {
+            assert_eq!(l.next_set(from), want, "from {from}");
+        }
+    }
+
     #[test]
     fn all_set_and_runs() {
         let mut l = Levels::new(130, true);
