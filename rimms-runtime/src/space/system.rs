@@ -28,7 +28,7 @@ use std::time::Instant;
 
 /// One memory space as the memory system keeps it.
 pub(crate) struct SpaceEntry<H> {
-    name: SpaceName,
+    /// Its memory; the pool also carries the space's name (`SpaceName`).
     pool: Pool,
     /// Link to and from the host; `None` for the host itself. A simulated link's copies take
     /// this long.
@@ -55,7 +55,6 @@ impl<H> SpaceEntry<H> {
     /// Host memory, carved from `pool`.
     pub(crate) fn host(pool: Pool) -> Self {
         SpaceEntry {
-            name: pool.name().clone(),
             pool,
             link: None,
             measured: OnceLock::new(),
@@ -109,7 +108,11 @@ impl<H> SpaceEntry<H> {
     }
 
     pub(crate) fn name(&self) -> &str {
-        self.name.as_str()
+        self.pool.name().as_str()
+    }
+
+    fn named(&self) -> &SpaceName {
+        self.pool.name()
     }
 
     /// The backend's way into the space, if the CPU cannot address it.
@@ -320,15 +323,13 @@ impl<H> MemorySystem<H> {
 
     /// The name of `space` ("host", "sim0", …), as stats report it; "?" for an unknown id.
     pub(crate) fn space_name(&self, space: SpaceId) -> &str {
-        self.spaces
-            .get(space.index())
-            .map_or("?", |s| s.name.as_str())
+        self.spaces.get(space.index()).map_or("?", SpaceEntry::name)
     }
 
     /// `space` as errors name it.
     pub(crate) fn named(&self, space: SpaceId) -> SpaceName {
         match self.spaces.get(space.index()) {
-            Some(s) => s.name.clone(),
+            Some(s) => s.named().clone(),
             // Ids come from this table; an unknown one still names itself by number.
             None => SpaceName::new(space, &format!("#{}", space.index())),
         }
@@ -336,7 +337,7 @@ impl<H> MemorySystem<H> {
 
     /// The names of every space, in id order.
     pub(crate) fn space_names(&self) -> impl Iterator<Item = &str> {
-        self.spaces.iter().map(|s| s.name.as_str())
+        self.spaces.iter().map(SpaceEntry::name)
     }
 
     /// The model copies between `space` and the host are ranked by: measured if calibrated,
@@ -398,8 +399,8 @@ impl<H> MemorySystem<H> {
                 let (copies, bytes, time) = self.counters.link(from, to);
                 if copies > 0 {
                     links.push(LinkStats {
-                        from: a.name.to_string(),
-                        to: b.name.to_string(),
+                        from: a.name().to_string(),
+                        to: b.name().to_string(),
                         copies,
                         bytes,
                         time,
@@ -419,7 +420,7 @@ impl<H> MemorySystem<H> {
                 let usage = sp.pool.usage();
                 let evicted = self.counters.evictions(i);
                 SpaceStats {
-                    name: sp.name.to_string(),
+                    name: sp.name().to_string(),
                     capacity: sp.pool.capacity(),
                     in_use: usage.in_use,
                     high_water: usage.high_water,
