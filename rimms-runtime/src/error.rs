@@ -74,6 +74,19 @@ pub enum Error {
         len: usize,
     },
 
+    /// A `parallel_for!` that overwrites a buffer whole without reading it, cut short: an
+    /// iteration left its task early (a `?`, or a `return` or `break` a macro hid), so the
+    /// overwrite is not proven and is not recorded as one.
+    #[error("parallel_for! finished {completed} of its {total} iterations (an iteration left early, through `?` or a macro), so its overwrite of `{buffer}` is not recorded: every element of `{buffer}` holds its earlier value or the one the loop wrote")]
+    LoopCutShort {
+        /// The buffer the loop overwrote.
+        buffer: &'static str,
+        /// Iterations that ran to their end.
+        completed: usize,
+        /// Iterations in the loop's range.
+        total: usize,
+    },
+
     /// A mutable split whose boundary falls inside a fragment, which two devices could then
     /// write at once.
     #[error("cannot split mutably at element {at}: byte offset {byte_offset} is inside a {fragment_bytes}-byte fragment; split at fragment boundaries or choose a smaller fragment size with `fragment()`")]

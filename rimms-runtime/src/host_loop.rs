@@ -23,6 +23,7 @@ use bytemuck::Pod;
 use std::cmp::Ordering;
 use std::marker::PhantomData;
 use std::ops::{Add, Range};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 /// Iterations per rayon task when no buffer says otherwise; loops shorter than this run
 /// sequentially, since handing work to other threads costs more than a few thousand
@@ -355,6 +356,53 @@ impl<T: Send, I: Fn() -> T + Sync, F: Fn(T, T) -> T + Sync> Reduction for Fold<T
     }
 }
 
+/// How many of a loop's iterations ran to their end, over all its tasks: what proves a loop's
+/// overwrite of a buffer ([`LoopMut::finish_overwrite`]). Each task counts its own
+/// ([`Completed::task`]) and adds them when its count goes, which it does however the task
+/// ends (to its end, through a `?`, or unwinding).
+pub struct Completed(AtomicUsize);
+
+impl Completed {
+    /// A count of none.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Completed(AtomicUsize::new(0))
+    }
+
+    /// A task's own count.
+    pub fn task(&self) -> TaskCount<'_> {
+        TaskCount {
+            all: &self.0,
+            finished: 0,
+        }
+    }
+
+    /// Iterations finished by tasks whose count is gone.
+    pub fn get(&self) -> usize {
+        self.0.load(AtomicOrdering::Relaxed)
+    }
+}
+
+/// One task's finished iterations, added to the loop's [`Completed`] when it goes.
+pub struct TaskCount<'a> {
+    all: &'a AtomicUsize,
+    finished: usize,
+}
+
+impl TaskCount<'_> {
+    /// One more iteration ran to its end.
+    #[inline(always)]
+    pub fn step(&mut self) {
+        self.finished += 1;
+    }
+}
+
+impl Drop for TaskCount<'_> {
+    fn drop(&mut self) {
+        self.all.fetch_add(self.finished, AtomicOrdering::Relaxed);
+    }
+}
+
 /// A buffer a loop only reads.
 pub trait LoopRead<T> {
     /// The contents on the host, synced once.
@@ -508,6 +556,31 @@ impl<'a, T> LoopMut<'a, T> {
         if let Some(write) = self.write {
             write.finish();
         }
+    }
+
+    /// Records the writes of a loop that overwrote this buffer without reading it (named
+    /// `name`), once `completed` of its `total` iterations ran to their end. Nothing was copied
+    /// in for it, so the overwrite holds only if every iteration finished: the macro's
+    /// analysis proposes write-discard, and this count proves it. A loop cut short records a
+    /// failed write instead, which keeps every other valid copy (the bytes the loop did not
+    /// write were never brought in), and fails.
+    pub fn finish_overwrite(
+        self,
+        name: &'static str,
+        completed: usize,
+        total: usize,
+    ) -> Result<()> {
+        if completed == total {
+            self.finish();
+            return Ok(());
+        }
+        // Dropping the unrecorded write records it as failed.
+        drop(self);
+        Err(Error::LoopCutShort {
+            buffer: name,
+            completed,
+            total,
+        })
     }
 }
 

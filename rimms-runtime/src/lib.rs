@@ -44,7 +44,8 @@ pub mod __private {
     pub use crate::device::{ArgForm, DeviceKind};
     pub use crate::host_loop::{
         check_loop_bounds, loop_range, loop_range_inclusive, run_loop, run_reduce, Collect,
-        Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum, LOOP_CHUNK,
+        Completed, Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum,
+        LOOP_CHUNK,
     };
     pub use crate::kernel::{
         arg_elements, assert_kernel_value, call_registered, check_as, downcast, ApiDecl,

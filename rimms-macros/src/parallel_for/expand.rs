@@ -36,8 +36,13 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
         local("__rimms_count"),
         local("__rimms_k"),
     );
+    // Iterations that ran to their end: all the loop's tasks' (`completed`), one task's
+    // (`finished`). Counted only where the loop overwrites a buffer unread, whose write is
+    // recorded only if every iteration finished (`LoopMut::finish_overwrite`).
+    let (completed, finished) = (local("__rimms_completed"), local("__rimms_finished"));
     let mut prologue = Vec::new();
     let mut finish = Vec::new();
+    let mut overwrites = Vec::new();
     // Parts in the order they are nested in the value handed to `run_loop`.
     let mut parts: Vec<(Ident, TokenStream, bool)> = Vec::new();
     for (name, u) in uses {
@@ -58,7 +63,17 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
                 quote!(#whole.part(::core::clone::Clone::clone(&#range))),
                 true,
             ));
-            finish.push(quote!(#whole.finish();));
+            if discard {
+                overwrites.push(quote! {
+                    #whole.finish_overwrite(
+                        #label,
+                        #completed.get(),
+                        ::core::iter::ExactSizeIterator::len(&#range),
+                    )?;
+                });
+            } else {
+                finish.push(quote!(#whole.finish();));
+            }
         } else {
             prologue.push(quote! {
                 let #whole: &[_] = {
@@ -94,6 +109,20 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
             quote!(let #name = &#name[..#count];)
         }
     });
+    // Writes that need no proof are recorded first: a failed proof returns before the rest.
+    finish.append(&mut overwrites);
+    let counts = uses.values().any(|u| u.written && u.discards());
+    // A task's count goes into the loop's when it is dropped: at the task's end, or when a
+    // `?` returns from it early.
+    let (count_setup, finished_setup, count_step) = if counts {
+        (
+            quote!(let #completed = #rimms::__private::Completed::new();),
+            quote!(let mut #finished = #completed.task();),
+            quote!(#finished.step();),
+        )
+    } else {
+        (quote!(), quote!(), quote!())
+    };
     rewrite::body(&mut lp.body, uses);
     let body = &lp.body;
     let loop_label = &lp.label;
@@ -109,6 +138,7 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
                 #[allow(unused_mut)]
                 let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
                 #(#prologue)*
+                #count_setup
                 #rimms::__private::run_loop(
                     ::core::clone::Clone::clone(&#range),
                     #chunk,
@@ -117,9 +147,11 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
                         let #lo = #sub.start;
                         let #count = #sub.end - #sub.start;
                         #(#trims)*
+                        #finished_setup
                         #loop_label for #k in 0..#count {
                             let #index = #lo + #k;
                             #body
+                            #count_step
                         }
                     },
                 );
@@ -136,6 +168,7 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
             #[allow(unused_mut)]
             let mut #chunk: usize = #rimms::__private::LOOP_CHUNK;
             #(#prologue)*
+            #count_setup
             let #reduction = #made;
             let #value = #rimms::__private::run_reduce(
                 ::core::clone::Clone::clone(&#range),
@@ -147,10 +180,12 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
                     let #count = #sub.end - #sub.start;
                     #(#trims)*
                     let mut #acc = #rimms::__private::Reduction::identity(&#reduction);
+                    #finished_setup
                     #loop_label for #k in 0..#count {
                         let #index = #lo + #k;
                         let #value = #body;
                         #acc = #rimms::__private::Reduction::step(&#reduction, #acc, #value);
+                        #count_step
                     }
                     #acc
                 },

@@ -19,7 +19,7 @@
 #[cfg(all(test, loom))]
 mod loom_model;
 mod published;
-mod sync;
+pub(crate) mod sync;
 #[cfg(test)]
 mod tests;
 

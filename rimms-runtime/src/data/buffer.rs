@@ -2,6 +2,7 @@
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
 use super::evict::{self, Pressure};
+use super::lease::{Held, Lease, Leases};
 use super::window::Window;
 use super::Memory;
 use crate::backend::BackendError;
@@ -26,11 +27,6 @@ const NO_HOME: u8 = u8::MAX;
 const NO_BLOCK: *mut u8 = std::ptr::without_provenance_mut(1 << 29);
 use std::sync::Arc;
 
-/// `pins`' low half counts kernel calls using the buffer now; bit `HOST_VIEWS_SHIFT + s` says
-/// a host view may point into space `s`.
-const CALLS_MASK: u64 = u32::MAX as u64;
-const HOST_VIEWS_SHIFT: u32 = 32;
-
 pub(crate) struct RawBuffer {
     /// The memory system of the runtime it was made in: its blocks' pools, the copy engine.
     memory: Arc<Memory>,
@@ -38,9 +34,9 @@ pub(crate) struct RawBuffer {
     id: u64,
     /// Itself, for the eviction registry of a space it gets a block in.
     me: Weak<RawBuffer>,
-    /// What keeps its blocks from eviction: calls in flight, and spaces host views point
-    /// into (see `data::evict` for the handshake).
-    pins: AtomicU64,
+    /// What keeps its blocks from being moved or evicted: the leases of the paths using it,
+    /// and spaces host views point into (`data::lease`).
+    leases: Leases,
     /// Per space, the runtime's clock when a call last used the buffer there.
     stamps: [AtomicU64; MAX_SPACES],
     bytes: usize,
@@ -83,7 +79,7 @@ impl RawBuffer {
             memory,
             id,
             me: me.clone(),
-            pins: AtomicU64::new(0),
+            leases: Leases::new(),
             stamps: std::array::from_fn(|_| AtomicU64::new(0)),
             bytes,
             frag_shift: AtomicU32::new(frag_shift),
@@ -125,39 +121,43 @@ impl RawBuffer {
         self.stamps[space.index()].load(Ordering::Relaxed)
     }
 
-    /// Keeps every block of the buffer from eviction until [`Self::unpin`]; taken before the
-    /// resident check, so it is SeqCst (the caller's half of the handshake in `data::evict`).
+    /// Takes a lease for a kernel call's argument (`data::lease`), given back with
+    /// [`Self::unpin`] after the call's marks; taken before the resident check. A kernel call
+    /// counts its leases itself rather than hold a [`Lease`] per argument: it keeps them in a
+    /// bit mask, which the fast path needs.
     #[inline(always)]
     pub(crate) fn pin(&self) {
-        self.pins.fetch_add(1, Ordering::SeqCst);
+        self.leases.take();
     }
 
     #[inline(always)]
     pub(crate) fn unpin(&self) {
-        self.pins.fetch_sub(1, Ordering::Release);
+        self.leases.give_back();
     }
 
-    /// Whether the buffer's block in `space` must stay: a call uses the buffer, or a host
-    /// view may point into that space.
+    /// A lease on the buffer, held by a path that is not a kernel call (`data::lease`).
+    pub(crate) fn lease(&self) -> Lease<'_> {
+        Lease::take(&self.leases)
+    }
+
+    /// Whether an evictor (which holds no lease) must leave the buffer's block in `space`:
+    /// someone holds a lease, or a host view may point into that space.
     pub(crate) fn pinned_in(&self, space: SpaceId) -> bool {
-        let pins = self.pins.load(Ordering::SeqCst);
-        pins & CALLS_MASK != 0 || pins >> HOST_VIEWS_SHIFT & u64::from(space.bit()) != 0
+        !self.leases.may_move(space, Held::NONE)
     }
 
     /// Host views hand out plain slices whose end the runtime cannot see; one that may point
     /// into an evictable space keeps the buffer's block there until the buffer is next
-    /// borrowed mutably ([`Self::end_host_views`]). SeqCst before the resident check, as a pin.
+    /// borrowed mutably ([`Self::end_host_views`]). SeqCst before the resident check, as a
+    /// lease.
     fn pin_host_views(&self) {
         let spaces = self.memory.host_mapped().0 & self.memory.evictable().0;
-        if spaces != 0 {
-            self.pins
-                .fetch_or(u64::from(spaces) << HOST_VIEWS_SHIFT, Ordering::SeqCst);
-        }
+        self.leases.pin_host_views(spaces);
     }
 
     /// The buffer is borrowed mutably, so no host view of it is alive.
     pub(crate) fn end_host_views(&self) {
-        self.pins.fetch_and(CALLS_MASK, Ordering::Relaxed);
+        self.leases.end_host_views();
     }
 
     fn lock(&self) -> coherence::Locked<'_, Inner> {
@@ -197,33 +197,42 @@ impl RawBuffer {
     /// host memory after an acquire (and, for a write, a mark). Both happen here, so a host
     /// view is one call.
     pub(crate) fn host_space(&self, start: usize, len: usize, access: Access) -> Result<SpaceId> {
-        let (space, owes_mark) = self.host_acquire(start, len, access)?;
-        if owes_mark {
-            self.mark_written(start, len, space);
+        let host = self.host_acquire(start, len, access)?;
+        if let Some(_lease) = host.owed {
+            self.mark_written(start, len, host.space);
         }
-        Ok(space)
+        Ok(host.space)
     }
 
     /// As [`Self::host_space`] without the mark: also says whether a write there must still be
-    /// recorded with [`Self::mark_written`] (or, if it fails, [`Self::mark_failed`]). A space
-    /// that already holds the only valid copy owes nothing.
+    /// recorded with [`Self::mark_written`] (or, if it fails, [`Self::mark_failed`]), and then
+    /// hands over the lease the caller must hold until that record. A space that already holds
+    /// the only valid copy owes nothing.
     pub(crate) fn host_acquire(
         &self,
         start: usize,
         len: usize,
         access: Access,
-    ) -> Result<(SpaceId, bool)> {
+    ) -> Result<HostAccess<'_>> {
         self.pin_host_views();
+        // The host is never evicted, and an eviction writes back only fragments valid nowhere
+        // else: bytes resident on the host as the access needs stay put without a lease.
         if self.resident(SpaceId::HOST, access) {
-            return Ok((SpaceId::HOST, false));
+            return Ok(HostAccess::in_place(SpaceId::HOST));
         }
+        // From here until the write is recorded: an eviction elsewhere would write its last
+        // copies back into the bytes this writer is writing (`data::lease`).
+        let lease = self.lease();
         if let Some(space) = self.resident_in(self.memory.host_mapped(), access) {
             self.touch(space);
-            return Ok((space, false));
+            return Ok(HostAccess::in_place(space));
         }
         let target = self.target(SpaceId::HOST, self.memory.host_mapped());
-        self.acquire(start, len, target, access, &Reason::Host)?;
-        Ok((target, access.writes()))
+        self.acquire(start, len, target, access, &Reason::Host, Held::ONE)?;
+        Ok(HostAccess {
+            space: target,
+            owed: access.writes().then_some(lease),
+        })
     }
 
     /// Address of byte `offset` of this buffer in `space`. Only meaningful after an acquire in
@@ -250,6 +259,7 @@ impl RawBuffer {
         space: SpaceId,
         access: Access,
         reason: &Reason,
+        held: Held,
     ) -> Result<bool> {
         // An empty range needs no bytes anywhere, and an empty buffer is never allocated.
         if len == 0 {
@@ -260,7 +270,8 @@ impl RawBuffer {
         self.stamps[space.index()].store(now, Ordering::Relaxed);
         let shift = self.shift();
         let span = FragmentSpan::of(start..start + len, shift, self.bytes);
-        let window = self.ensure_window(&mut inner, space, self.frag_bytes(span.frags, shift))?;
+        let need = self.frag_bytes(span.frags, shift);
+        let window = self.ensure_window(&mut inner, space, need, held)?;
         let plan = self.plan(&inner.table, start, len, space, access);
         if plan.is_empty() {
             return Ok(false);
@@ -347,6 +358,7 @@ impl RawBuffer {
         inner: &mut coherence::Locked<'_, Inner>,
         space: SpaceId,
         need: Range<usize>,
+        held: Held,
     ) -> Result<Window> {
         let whole = 0..self.bytes;
         let windows = self.memory.evictable().contains(space);
@@ -367,7 +379,7 @@ impl RawBuffer {
             }
         };
         // The window must move or go, so no one else may hold an address into it.
-        if !self.may_rewindow(inner, space) {
+        if !self.may_rewindow(inner, space, held) {
             return Err(evict::does_not_fit(&self.memory, space, need.len(), 0));
         }
         let hull = old.hull(&need);
@@ -398,7 +410,13 @@ impl RawBuffer {
     /// written back, the rest dropped; counted as one eviction), then the granules outside it
     /// go back to the pool. Only where no other call holds the buffer and no host view may
     /// point into the space. Returns whether anything was freed.
-    pub(crate) fn trim(&self, space: SpaceId, start: usize, len: usize) -> Result<bool> {
+    pub(crate) fn trim(
+        &self,
+        space: SpaceId,
+        start: usize,
+        len: usize,
+        held: Held,
+    ) -> Result<bool> {
         if len == 0 || !self.memory.evictable().contains(space) {
             return Ok(false);
         }
@@ -416,7 +434,9 @@ impl RawBuffer {
         }
         let keep =
             (need.start - window.origin) / granule..(need.end - window.origin).div_ceil(granule);
-        if keep.len() * granule == pool.held(&window.block) || !self.may_rewindow(&inner, space) {
+        if keep.len() * granule == pool.held(&window.block)
+            || !self.may_rewindow(&inner, space, held)
+        {
             return Ok(false);
         }
         let plan = inner.table.plan_evict_except(space, span.frags);
@@ -438,27 +458,31 @@ impl RawBuffer {
     /// bytes of another argument: the block comes back where the pool has room when the call
     /// acquires the buffer again. Only where no other call holds the buffer and no host view
     /// may point into the space. Returns whether a block went.
-    pub(crate) fn give_up(&self, space: SpaceId, needed: usize) -> Result<bool> {
+    pub(crate) fn give_up(&self, space: SpaceId, needed: usize, held: Held) -> Result<bool> {
         if !self.memory.evictable().contains(space) {
             return Ok(false);
         }
         let mut inner = self.lock();
-        if inner.blocks[space.index()].is_none() || !self.may_rewindow(&inner, space) {
+        if inner.blocks[space.index()].is_none() || !self.may_rewindow(&inner, space, held) {
             return Ok(false);
         }
         self.retire(&mut inner, space, Pressure { needed })?;
         Ok(true)
     }
 
-    /// Whether this buffer's window in `space` may move or be retired now: no call but the
-    /// one acquiring holds the buffer (its own pin is the one counted) and no host view may
-    /// point into the space. The same handshake as an evictor's (`data::evict`): the summary
-    /// is withdrawn before the pins are read, so a call that pins later takes the slow path
-    /// and waits for this lock.
-    fn may_rewindow(&self, inner: &coherence::Locked<'_, Inner>, space: SpaceId) -> bool {
+    /// Whether this buffer's window in `space` may move or be retired now by a path that
+    /// holds `held` of its leases: no lease but those is out and no host view may point into
+    /// the space. The same handshake as an evictor's (`data::lease`): the summary is withdrawn
+    /// before the leases are read, so a path that takes one later takes the slow path and
+    /// waits for this lock.
+    fn may_rewindow(
+        &self,
+        inner: &coherence::Locked<'_, Inner>,
+        space: SpaceId,
+        held: Held,
+    ) -> bool {
         inner.withdraw();
-        let pins = self.pins.load(Ordering::SeqCst);
-        pins & CALLS_MASK <= 1 && pins >> HOST_VIEWS_SHIFT & u64::from(space.bit()) == 0
+        self.leases.may_move(space, held)
     }
 
     /// Replaces the window `old` in `space` by `new` (which covers it), moving the bytes of
@@ -526,7 +550,7 @@ impl RawBuffer {
         if inner.blocks[space.index()].is_none() {
             return Ok(None);
         }
-        // The handshake of `data::evict`: withdraw the summary, then look at the pins. On
+        // The handshake of `data::lease`: withdraw the summary, then look at the leases. On
         // every early return the guard republishes the table's summary unchanged.
         inner.withdraw();
         if self.pinned_in(space) {
@@ -721,12 +745,14 @@ impl RawBuffer {
     pub(crate) fn refragment(&self, shift: u32) -> Result<()> {
         let old = self.shift();
         if shift > old && self.lock().table.merge_needs_gather(1 << (shift - old)) {
+            // The buffer is borrowed mutably: no one else holds a lease.
             self.acquire(
                 0,
                 self.bytes,
                 SpaceId::HOST,
                 Access::Read,
                 &Reason::Refragment,
+                Held::NONE,
             )?;
         }
         let mut inner = self.lock();
@@ -832,5 +858,20 @@ impl Drop for RawBuffer {
                 self.memory.pool(space).free(window.block);
             }
         }
+    }
+}
+
+/// Where host code accesses a buffer's bytes ([`RawBuffer::host_acquire`]), and the lease that
+/// a write still to be recorded holds until its record.
+pub(crate) struct HostAccess<'a> {
+    pub(crate) space: SpaceId,
+    /// `Some` where a write there must still be recorded: held until after the record.
+    pub(crate) owed: Option<Lease<'a>>,
+}
+
+impl HostAccess<'_> {
+    /// Bytes used where they are valid as the access needs: nothing to record.
+    fn in_place(space: SpaceId) -> Self {
+        HostAccess { space, owed: None }
     }
 }

@@ -13,23 +13,14 @@
 //! same link costs the copy planner uses), the rest dropped for free; the plan is committed
 //! only after every write-back copy succeeded, so a failed one loses nothing.
 //!
-//! # Pinning, and why a call that never locks cannot lose its block
+//! # What is never evicted
 //!
-//! A buffer in use cannot be evicted: a kernel call pins each argument's buffer
-//! (`RawBuffer::pin`, a SeqCst increment) before its lock-free resident check and unpins it
-//! after its marks; a host view into an evictable (host-mapped) space sets a sticky per-space
-//! bit that stays until the buffer is next borrowed mutably (which proves the view is gone).
-//! The evictor holds the buffer's lock and then (1) publishes a summary under which nothing is
-//! resident (`Locked::withdraw`, a SeqCst store) and (2) loads the pins (SeqCst); it evicts
-//! only if they are clear. The caller does (a) pin, then (b) load the summary. All four are
-//! SeqCst, so they fall in one total order: if (a) comes before (2), the evictor sees the pin
-//! and leaves the block; otherwise (1) comes before (a) and so before (b), and the caller reads
-//! the withdrawn summary or one published after the eviction, neither of which says resident:
-//! it takes the slow path, waits for the lock, and finds the block gone. A caller that pinned
-//! and took the slow path holds the pin until after its kernel, so the evictor skips it.
-//! Evictors only `try_lock` other buffers, so two acquires that each hold their own buffer's
-//! lock and evict from each other's never deadlock; a busy buffer is skipped like a pinned
-//! one.
+//! A buffer on which anyone holds a lease (a kernel call, a host writer whose write is not
+//! recorded yet, a prefetch; `data::lease`, where the handshake that makes this hold for a
+//! caller that never locks is argued) or whose host views may point into the space is passed
+//! over. Evictors only `try_lock` other buffers, so two acquires that each hold their own
+//! buffer's lock and evict from each other's never deadlock; a busy buffer is skipped like a
+//! leased one.
 
 use super::{Memory, RawBuffer};
 use crate::error::{Error, Result};

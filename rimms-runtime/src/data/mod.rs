@@ -8,9 +8,11 @@
 
 mod buffer;
 mod evict;
+mod lease;
 mod window;
 
 pub(crate) use buffer::RawBuffer;
+pub(crate) use lease::{Held, Lease};
 
 /// The memory system buffers live in: its spaces' holders are buffers.
 pub(crate) type Memory = crate::space::MemorySystem<RawBuffer>;
@@ -105,6 +107,36 @@ fn check_fragment<T>(bytes: usize) -> Result<u32> {
     }
 }
 
+/// The rules an element type obeys wherever a typed view of a buffer's bytes is made
+/// ([`HeteData::alloc`], a merge rule's typed arguments): not zero-sized (element counts are
+/// byte counts divided by the size), aligned no more strictly than `granule` (blocks start on
+/// pool granules, and views on element boundaries from there), and a power of two bytes in
+/// size (so a fragment holds whole elements).
+pub(crate) fn check_element<T>(granule: usize) -> Result<()> {
+    let size = elem_size::<T>();
+    if size == 0 {
+        return Err(Error::EmptyBuffer {
+            type_name: type_name::<T>(),
+        });
+    }
+    if std::mem::align_of::<T>() > granule {
+        return Err(Error::Alignment {
+            type_name: type_name::<T>(),
+            align: std::mem::align_of::<T>(),
+            granule,
+        });
+    }
+    if !size.is_power_of_two() {
+        return Err(Error::FragmentSize {
+            bytes: DEFAULT_FRAGMENT_BYTES,
+            type_name: type_name::<T>(),
+            elem_size: size,
+            why: "fragments are a power of two bytes, which an element of this size cannot fill; pad the type to a power-of-two size",
+        });
+    }
+    Ok(())
+}
+
 fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
     let start = match range.start_bound() {
         Bound::Included(&s) => s,
@@ -131,11 +163,7 @@ impl<T: Pod> HeteData<T> {
     #[doc(alias = "hete_Malloc")]
     pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
-        if size == 0 {
-            return Err(Error::EmptyBuffer {
-                type_name: type_name::<T>(),
-            });
-        }
+        check_element::<T>(rt.shared().memory().granule())?;
         let bytes = len
             .checked_mul(size)
             .filter(|&b| b <= isize::MAX as usize)
@@ -144,22 +172,6 @@ impl<T: Pod> HeteData<T> {
                 type_name: type_name::<T>(),
                 elem_size: size,
             })?;
-        let granule = rt.shared().memory().granule();
-        if std::mem::align_of::<T>() > granule {
-            return Err(Error::Alignment {
-                type_name: type_name::<T>(),
-                align: std::mem::align_of::<T>(),
-                granule,
-            });
-        }
-        if !size.is_power_of_two() {
-            return Err(Error::FragmentSize {
-                bytes: DEFAULT_FRAGMENT_BYTES,
-                type_name: type_name::<T>(),
-                elem_size: size,
-                why: "fragments are a power of two bytes, which an element of this size cannot fill; pad the type to a power-of-two size",
-            });
-        }
         let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
         Ok(HeteData {
             raw: RawBuffer::new(rt.shared().memory().clone(), bytes, shift),
@@ -371,8 +383,17 @@ impl<T: Pod> HeteData<T> {
     #[doc(alias = "hete_Prefetch")]
     pub fn prefetch(&self, device: Device) -> Result<()> {
         let space = self.raw.memory().device_space(device)?;
-        self.raw
-            .acquire(0, self.raw.bytes(), space, Access::Read, &Reason::Prefetch)?;
+        // A prefetch moves windows like any acquire, so it holds a lease as a call does: a
+        // window a running kernel reads is then not its to move (`data::lease`).
+        let _lease = self.raw.lease();
+        self.raw.acquire(
+            0,
+            self.raw.bytes(),
+            space,
+            Access::Read,
+            &Reason::Prefetch,
+            Held::ONE,
+        )?;
         Ok(())
     }
 
@@ -596,12 +617,15 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
             return Ok((&mut [], None));
         }
         let (start, len) = self.as_slice().byte_range();
-        let (space, owes_mark) = self.raw.host_acquire(start, len, access)?;
-        let write = owes_mark.then_some(HostWrite {
+        let host = self.raw.host_acquire(start, len, access)?;
+        let space = host.space;
+        let write = host.owed.map(|lease| HostWrite {
             raw: self.raw,
             start,
             len,
             space,
+            recorded: false,
+            _lease: lease,
         });
         Ok((self.host_slice_in(space), write))
     }
@@ -729,15 +753,16 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
             }
         }
         for ((s, n), acquired) in edges.into_iter().zip(acquired) {
-            let Some((space, owes_mark)) = acquired else {
+            let Some(host) = acquired else {
                 continue;
             };
+            let space = host.space;
             // SAFETY: `space` is host-addressable (what `host_acquire` returns) and its block
             // holds the whole buffer, so bytes `s..s + n` lie inside it; they are this view's
             // own bytes (the edge is inside the view), which the exclusive borrow of the view
             // keeps from every other reader and writer. Zero bytes are a valid `T` (Pod).
             unsafe { self.raw.ptr_in(space, s).write_bytes(0, n) };
-            if owes_mark {
+            if let Some(_lease) = host.owed {
                 self.raw.mark_written(s, n, space);
             }
         }
@@ -750,25 +775,32 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 
 /// A host write whose record is still owed: [`HostWrite::finish`] records it, dropping it
 /// unfinished (an error or a panic part-way) records a failed write instead, which keeps every
-/// other valid copy.
+/// other valid copy. It holds the buffer's lease until then, so no eviction writes the other
+/// copies back into the bytes being written (`data::lease`).
 pub(crate) struct HostWrite<'a> {
     raw: &'a RawBuffer,
     start: usize,
     len: usize,
     space: SpaceId,
+    /// Set by [`Self::finish`] once the write is recorded as completed.
+    recorded: bool,
+    /// Given back after the record: fields drop after `Drop::drop` ran.
+    _lease: Lease<'a>,
 }
 
 impl HostWrite<'_> {
     /// The write completed: `space` alone holds the newest bytes.
-    pub(crate) fn finish(self) {
+    pub(crate) fn finish(mut self) {
         self.raw.mark_written(self.start, self.len, self.space);
-        std::mem::forget(self);
+        self.recorded = true;
     }
 }
 
 impl Drop for HostWrite<'_> {
     fn drop(&mut self) {
-        self.raw.mark_failed(self.start, self.len, self.space);
+        if !self.recorded {
+            self.raw.mark_failed(self.start, self.len, self.space);
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //! fixed-size array.
 
 use crate::coherence::Access;
-use crate::data::RawBuffer;
+use crate::data::{Held, RawBuffer};
 use crate::error::{Error, Result};
 use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
@@ -89,7 +89,7 @@ fn tracked<const N: usize>(
     let mut missing = 0u32;
     // An evictor leaves alone the blocks of a buffer a call uses: each argument that may be
     // used in an evictable space is pinned before its resident check and until the marks
-    // are made (the handshake is in `data::evict`). On a device with its own evictable space
+    // are made (a lease: `data::lease`). On a device with its own evictable space
     // that is every argument; on the CPU only those not already valid on the host, which is
     // never evicted (the pins are atomic read-modify-writes: the host fast path skips them).
     let memory = shared.memory();
@@ -133,7 +133,7 @@ fn tracked<const N: usize>(
         }
     }
     // A hit is a call for which nothing moved or was filled.
-    let hit = missing == 0 || !acquire_missing(api, args, &spaces, &mut missing)?;
+    let hit = missing == 0 || !acquire_missing(api, args, &spaces, pins.mask, &mut missing)?;
     let ptrs = std::array::from_fn(|i| ArgPtr {
         ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
         len: args[i].len,
@@ -212,6 +212,17 @@ impl<const N: usize> Pinned<'_, '_, N> {
     }
 }
 
+/// The leases the call holds on `raw`: one per argument on it that `mask` (the call's
+/// [`Pinned`] mask) says is pinned. A window move of that buffer counts these as the call's own.
+fn held_on<const N: usize>(args: &[KernelArg<'_>; N], mask: u32, raw: &RawBuffer) -> Held {
+    let mine = args
+        .iter()
+        .enumerate()
+        .filter(|&(j, a)| mask & 1 << j != 0 && std::ptr::eq(a.raw, raw))
+        .count();
+    Held::counted(mine as u32)
+}
+
 impl<const N: usize> Drop for Pinned<'_, '_, N> {
     #[inline(always)]
     fn drop(&mut self) {
@@ -268,6 +279,7 @@ fn acquire_missing<const N: usize>(
     api: Api,
     args: &[KernelArg<'_>; N],
     spaces: &[SpaceId; N],
+    pinned: u32,
     missing: &mut u32,
 ) -> Result<bool> {
     let mut moved = false;
@@ -284,10 +296,15 @@ fn acquire_missing<const N: usize>(
             api: api.name(),
             arg: arg.name,
         };
-        match arg
-            .raw
-            .acquire(bytes.start, bytes.len(), spaces[i], arg.access, &reason)
-        {
+        let held = held_on(args, pinned, arg.raw);
+        match arg.raw.acquire(
+            bytes.start,
+            bytes.len(),
+            spaces[i],
+            arg.access,
+            &reason,
+            held,
+        ) {
             Ok(m) => moved |= m,
             // The call's other arguments may hold blocks larger than the call uses (whole
             // buffers): cut them down to what it uses and try again; failing that, where
@@ -295,7 +312,7 @@ fn acquire_missing<const N: usize>(
             // back laid out afresh.
             Err(e) if matches!(e, Error::DoesNotFit { .. }) && room < 2 => {
                 room += 1;
-                if room == 1 && trim_others(args, spaces, i)? {
+                if room == 1 && trim_others(args, spaces, pinned, i)? {
                     pending |= merged;
                     continue;
                 }
@@ -306,7 +323,7 @@ fn acquire_missing<const N: usize>(
                 if !fragmented {
                     return Err(e);
                 }
-                let given_up = give_up_others(args, spaces, i, bytes.len())?;
+                let given_up = give_up_others(args, spaces, pinned, i, bytes.len())?;
                 if given_up == 0 {
                     return Err(e);
                 }
@@ -326,6 +343,7 @@ fn acquire_missing<const N: usize>(
 fn trim_others<const N: usize>(
     args: &[KernelArg<'_>; N],
     spaces: &[SpaceId; N],
+    pinned: u32,
     i: usize,
 ) -> Result<bool> {
     let mut freed = false;
@@ -334,7 +352,9 @@ fn trim_others<const N: usize>(
         if std::ptr::eq(a.raw, args[i].raw) || holders > 1 {
             continue;
         }
-        freed |= a.raw.trim(spaces[j], a.start, a.len)?;
+        freed |= a
+            .raw
+            .trim(spaces[j], a.start, a.len, held_on(args, pinned, a.raw))?;
     }
     Ok(freed)
 }
@@ -346,6 +366,7 @@ fn trim_others<const N: usize>(
 fn give_up_others<const N: usize>(
     args: &[KernelArg<'_>; N],
     spaces: &[SpaceId; N],
+    pinned: u32,
     i: usize,
     needed: usize,
 ) -> Result<u32> {
@@ -355,7 +376,9 @@ fn give_up_others<const N: usize>(
         if std::ptr::eq(a.raw, args[i].raw) || holders > 1 || a.len == 0 {
             continue;
         }
-        if a.raw.give_up(spaces[j], needed)? {
+        if a.raw
+            .give_up(spaces[j], needed, held_on(args, pinned, a.raw))?
+        {
             given_up |= 1 << j;
         }
     }
@@ -394,6 +417,11 @@ fn baseline<const N: usize>(
         pool: shared.memory().pool(space),
         blocks: Vec::with_capacity(N),
     };
+    // From the acquire on the host until the write-back is marked, the host bytes are this
+    // call's: every argument holds a lease, so no eviction writes another copy back into
+    // them meanwhile (`data::lease`).
+    let mut pins = Pinned { args, mask: 0 };
+    (0..N).for_each(|i| pins.pin(i));
     let staged = (|| {
         for arg in args {
             let reason = Reason::Kernel {
@@ -405,8 +433,14 @@ fn baseline<const N: usize>(
             } else {
                 Access::Read
             };
-            arg.raw
-                .acquire(arg.start, arg.len, SpaceId::HOST, host_access, &reason)?;
+            arg.raw.acquire(
+                arg.start,
+                arg.len,
+                SpaceId::HOST,
+                host_access,
+                &reason,
+                held_on(args, pins.mask, arg.raw),
+            )?;
             temps.blocks.push(temps.pool.alloc(arg.len)?);
         }
         for (arg, temp) in args.iter().zip(&temps.blocks) {
@@ -465,6 +499,7 @@ fn baseline<const N: usize>(
         Ok(())
     })();
     drop(temps);
+    drop(pins);
     shared.calls().record_call(api.index(), false);
     staged
 }

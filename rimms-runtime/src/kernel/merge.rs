@@ -58,7 +58,7 @@
 use super::registry::{registry, ApiDecl};
 use super::{apis, FftDirection, KernelArg, ZipOp};
 use crate::coherence::Access;
-use crate::data::{HeteSlice, HeteSliceMut};
+use crate::data::{check_element, HeteSlice, HeteSliceMut};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::runtime::{DeviceEntry, Runtime};
@@ -134,8 +134,13 @@ impl<'a> MergedArgs<'a> {
         }
     }
 
+    /// Whether argument `i` can be viewed as whole elements of `T`: `T` obeys the rules of
+    /// `HeteData::alloc`, against the granule blocks start on and the fragment a window may
+    /// start on, and the range is whole elements.
     fn whole<T: Pod>(&self, i: usize, arg: &KernelArg<'_>) -> Result<()> {
-        let size = std::mem::size_of::<T>().max(1);
+        let boundary = arg.raw.memory().granule().min(arg.raw.fragment_bytes());
+        check_element::<T>(boundary).map_err(|e| self.refused(i, &e.to_string()))?;
+        let size = std::mem::size_of::<T>();
         if arg.start % size == 0 && arg.len % size == 0 {
             Ok(())
         } else {

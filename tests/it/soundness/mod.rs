@@ -9,6 +9,8 @@ use rimms::{
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod leases;
+
 fn small_sim() -> SimConfig {
     SimConfig {
         pool_bytes: 1 << 20,
