@@ -9,6 +9,8 @@
 mod buffer;
 mod evict;
 mod lease;
+#[cfg(all(test, loom))]
+mod lease_loom;
 mod window;
 
 pub(crate) use buffer::RawBuffer;

@@ -10,6 +10,7 @@ use rimms::{
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 mod leases;
+mod pressure;
 
 fn small_sim() -> SimConfig {
     SimConfig {
