@@ -91,6 +91,7 @@ impl<I: WithTable> Locked<'_, I> {
     /// publishes the table's own again): the first half of an evictor's pin handshake.
     pub(crate) fn withdraw(&self) {
         self.summary.store(super::WITHDRAWN, Ordering::SeqCst);
+        super::sync::handshake_fence();
     }
 }
 

@@ -26,7 +26,7 @@
 //! move left it. `loom_model_leases` (in `coherence::loom_model`) checks this on the real
 //! [`Leases`] word and the real summary lock.
 
-use crate::coherence::sync::{AtomicU64, Ordering};
+use crate::coherence::sync::{handshake_fence, AtomicU64, Ordering};
 use crate::space::SpaceId;
 
 /// The low half counts leases; bit `HOST_VIEWS_SHIFT + s` says a host view may point into
@@ -66,6 +66,7 @@ impl Leases {
     #[inline(always)]
     pub(crate) fn take(&self) {
         self.0.fetch_add(1, Ordering::SeqCst);
+        handshake_fence();
     }
 
     /// Gives a lease back, after the holder's last mark.
@@ -80,6 +81,7 @@ impl Leases {
         if spaces != 0 {
             self.0
                 .fetch_or(u64::from(spaces) << HOST_VIEWS_SHIFT, Ordering::SeqCst);
+            handshake_fence();
         }
     }
 
