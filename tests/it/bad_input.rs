@@ -360,3 +360,98 @@ fn impossible_configurations_are_refused() {
         .to_string()
         .contains("at most 15 sim devices"));
 }
+
+/// Runs `f` on a thread of its own and waits at most ten seconds for its answer, so that a
+/// call that blocks forever (an `open` of a FIFO) fails the test instead of hanging the
+/// suite. A thread still blocked is left behind; it ends with the test process.
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{what} still blocks after 10 s"))
+}
+
+/// A FIFO at `path`, as a hostile user or another local user could plant one.
+fn fifo(path: &std::path::Path) {
+    nix::unistd::mkfifo(
+        path,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .expect("mkfifo");
+}
+
+#[cfg(feature = "fpga")]
+#[test]
+fn a_fifo_a_device_or_a_huge_file_as_a_board_file_is_refused_without_blocking() {
+    use rimms::drivers::fpga::BoardConfig;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A FIFO first: opened for reading, it blocks until a writer comes, which never does.
+    let board = dir.path().join("board.toml");
+    fifo(&board);
+    let path = board.clone();
+    let err = within("loading a FIFO as a board file", move || {
+        BoardConfig::load(&path)
+    })
+    .expect_err("a FIFO is no board file");
+    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "{} is a FIFO, not a regular file",
+            board.display()
+        )),
+        "{err}"
+    );
+    // /dev/zero never ends: read whole, it would take all memory.
+    let err = within("loading /dev/zero as a board file", || {
+        BoardConfig::load(std::path::Path::new("/dev/zero"))
+    })
+    .expect_err("/dev/zero is no board file");
+    assert!(
+        err.to_string()
+            .contains("/dev/zero is a character device, not a regular file"),
+        "{err}"
+    );
+    // A regular file past the cap is refused before it is read (a sparse file: no disk used).
+    let huge = dir.path().join("huge.toml");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len((4 << 20) + 1))
+        .expect("sparse file");
+    let err = BoardConfig::load(&huge).expect_err("larger than a board file may be");
+    assert!(
+        err.to_string().contains(&format!(
+            "{} is larger than the 4 MiB a board file may be",
+            huge.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_fifo_as_a_stats_page_is_refused_before_anything_is_mapped() {
+    use rimms::stats::page::{PageError, StatsPage};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("page");
+    fifo(&page);
+    let path = page.clone();
+    let err = within("opening a FIFO as a stats page", move || {
+        StatsPage::open(&path).map(|p| p.pid())
+    })
+    .expect_err("a FIFO is no stats page");
+    assert!(
+        err.to_string()
+            .contains(&format!("{} is a FIFO, not a regular file", page.display())),
+        "{err}"
+    );
+    assert!(!matches!(err, PageError::Missing { .. }), "{err}");
+    let err = within("opening /dev/zero as a stats page", || {
+        StatsPage::open("/dev/zero").map(|p| p.pid())
+    })
+    .expect_err("/dev/zero is no stats page");
+    assert!(
+        err.to_string()
+            .contains("/dev/zero is a character device, not a regular file"),
+        "{err}"
+    );
+}

@@ -16,6 +16,10 @@
 //! name, with mode 0600, and renamed into place, so a reader never sees half a header; it is
 //! removed when the runtime is dropped.
 //!
+//! The reader opens the page without blocking and refuses anything but a regular file before
+//! mapping it (a FIFO planted at `<temp dir>/rimms-stats-<pid>` would otherwise block
+//! `rimms memstat --pid` forever), and maps no more than the largest page.
+//!
 //! The publisher holds only a weak handle, so it never keeps a runtime alive; it upgrades it
 //! for the microseconds a snapshot takes. Should the program drop its last handle in exactly
 //! that window, the publisher thread finishes the drop (and removes the file) a moment later;
@@ -45,9 +49,10 @@
 
 use super::{LinkStats, SpaceStats, Stats};
 use crate::error::{Error, Result};
+use crate::input_file::{open_regular, InputFileError};
 use crate::space::MAX_SPACES;
-use memmap2::{Mmap, MmapMut};
-use std::fs::{File, OpenOptions};
+use memmap2::{Mmap, MmapMut, MmapOptions};
+use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -134,6 +139,15 @@ pub enum PageError {
         path: PathBuf,
         /// What the OS said.
         source: io::Error,
+    },
+    /// Not a regular file (a FIFO, a device, a folder): refused before it is read or mapped,
+    /// since a FIFO's reader would wait for a writer forever.
+    #[error("{} is {kind}, not a regular file; a stats page is a file its runtime creates", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead: "a FIFO", "a character device", …
+        kind: &'static str,
     },
     /// Shorter than its header or than its header says.
     #[error("{} is too short for a stats page: {len} bytes, {need} needed", path.display())]
@@ -233,12 +247,15 @@ impl StatsPage {
             path: path.clone(),
             source,
         };
-        let file = match File::open(&path) {
+        // Never `File::open`: a FIFO planted at a page's path would block it forever.
+        let file = match open_regular(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(PageError::Missing { path });
+            Err(e) if e.is_not_found() => return Err(PageError::Missing { path }),
+            Err(InputFileError::NotRegular { kind, .. }) => {
+                return Err(PageError::NotRegular { path, kind })
             }
-            Err(e) => return Err(io_err(e)),
+            Err(InputFileError::Io { source, .. }) => return Err(io_err(source)),
+            Err(other) => return Err(io_err(io::Error::other(other))),
         };
         let len = file.metadata().map_err(io_err)?.len();
         let header = (HEADER_WORDS * 8) as u64;
@@ -249,9 +266,14 @@ impl StatsPage {
                 need: header,
             });
         }
+        // No page is longer than one of the most spaces a runtime has: what lies past that is
+        // not the page's, and a huge file is not mapped whole.
+        let largest = (page_words(MAX_SPACES) * 8) as u64;
+        // At most `largest`, a few KiB, so it fits in usize.
+        let map_len = len.min(largest) as usize;
         // SAFETY: the mapping is read-only and read only through atomics (`words`). A page
         // shrunk by another process while mapped would fault; the publisher never shrinks it.
-        let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        let map = unsafe { MmapOptions::new().len(map_len).map(&file) }.map_err(io_err)?;
         // SAFETY: page-aligned, outlives `w` (a local of this function), and only read, through
         // atomics, below.
         let w = unsafe { words(map.as_ptr(), map.len()) };
