@@ -455,3 +455,75 @@ fn a_fifo_as_a_stats_page_is_refused_before_anything_is_mapped() {
         "{err}"
     );
 }
+
+#[test]
+fn absurd_link_models_are_refused_naming_the_device_and_the_field() {
+    use rimms::LinkModel;
+    use std::time::Duration;
+    let us = Duration::from_micros(1);
+    let bad = [
+        (us, 1e-300, "bytes_per_second"),
+        (us, 0.0, "bytes_per_second"),
+        (us, -1e9, "bytes_per_second"),
+        (us, f64::NAN, "bytes_per_second"),
+        (us, f64::INFINITY, "bytes_per_second"),
+        (us, 1e300, "bytes_per_second"),
+        (us, 999.0, "bytes_per_second"),
+        (Duration::MAX, 1e9, "latency"),
+        (Duration::from_secs(3600), 1e9, "latency"),
+        (Duration::from_millis(1001), 1e9, "latency"),
+    ];
+    for (latency, bytes_per_second, field) in bad {
+        let link = LinkModel {
+            latency,
+            bytes_per_second,
+        };
+        // As the second sim, so the message must say which device's link it is.
+        let built = Runtime::builder()
+            .sim(SimConfig::default())
+            .sim(SimConfig {
+                link,
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .build();
+        let err = built
+            .map(|_| ())
+            .expect_err(&format!("{link:?} is accepted"));
+        assert!(matches!(err, Error::Config(_)), "{link:?}: {err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("sim1") && msg.contains(field),
+            "{link:?}: {msg}"
+        );
+        // Not simulated, the model still ranks copy sources: refused all the same.
+        let err = Runtime::builder()
+            .sim(SimConfig {
+                link,
+                ..SimConfig::default()
+            })
+            .build()
+            .map(|_| ())
+            .expect_err(&format!("{link:?} is accepted unsimulated"));
+        assert!(err.to_string().contains("sim0"), "{err}");
+    }
+    // The bounds themselves are fine: 1 kB/s with a second's latency, and 10 TB/s.
+    for (latency, bytes_per_second) in [
+        (Duration::from_secs(1), 1e3),
+        (Duration::ZERO, 1e13),
+        (us, 1e6),
+    ] {
+        let link = LinkModel {
+            latency,
+            bytes_per_second,
+        };
+        let rt = Runtime::builder()
+            .sim(SimConfig {
+                link,
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .build();
+        assert!(rt.is_ok(), "{link:?}: {:?}", rt.err());
+    }
+}
