@@ -527,3 +527,47 @@ fn absurd_link_models_are_refused_naming_the_device_and_the_field() {
         assert!(rt.is_ok(), "{link:?}: {:?}", rt.err());
     }
 }
+
+#[test]
+fn one_stats_page_under_two_spellings_is_one_page_and_a_drop_removes_only_its_own() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).expect("mkdir");
+    std::os::unix::fs::symlink(&d, dir.path().join("link")).expect("symlink");
+    let page = d.join("p");
+    let first = Runtime::builder().stats_page(&page).build().expect("first");
+    for other in [
+        d.join("..").join("d").join("p"),
+        dir.path().join("link").join("p"),
+        d.join(".").join("p"),
+    ] {
+        let err = Runtime::builder()
+            .stats_page(&other)
+            .build()
+            .map(|_| ())
+            .expect_err(&format!("{} is {}", other.display(), page.display()));
+        assert!(matches!(err, Error::Config(_)), "{err}");
+        assert!(err.to_string().contains("already published"), "{err}");
+        assert!(
+            page.exists(),
+            "refusing {} removed the page",
+            other.display()
+        );
+    }
+    // Another program published at the same path since (its page renamed over this one's):
+    // the first runtime's drop must leave it.
+    let theirs = d.join("theirs");
+    std::fs::write(&theirs, b"another program's page").expect("write");
+    std::fs::rename(&theirs, &page).expect("rename");
+    drop(first);
+    // The publisher thread may finish the drop a moment later.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        std::fs::read(&page).ok().as_deref(),
+        Some(&b"another program's page"[..]),
+        "the drop removed a page it did not create"
+    );
+    // The first runtime's claim is gone: the path can be published again.
+    std::fs::remove_file(&page).expect("remove");
+    drop(Runtime::builder().stats_page(&page).build().expect("again"));
+}
