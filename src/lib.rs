@@ -170,6 +170,10 @@ pub mod drivers {
     /// configuration and the register-level emulator.
     #[cfg(feature = "fpga")]
     pub use rimms_runtime::backend::fpga;
+    /// Reading a file a user names without blocking on a FIFO or reading a device without
+    /// end, as the runtime reads board files and stats pages: for programs that read inputs
+    /// of their own (the CLI's CEDR files).
+    pub use rimms_runtime::input_file;
     /// What [`Runtime::launch_host`](crate::Runtime::launch_host)'s body gets: each argument
     /// in its host form.
     pub use rimms_runtime::kernel::HostArg;

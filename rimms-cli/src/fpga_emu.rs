@@ -2,7 +2,8 @@
 //! process can drive it through its files exactly as it would drive a board.
 
 use rimms::drivers::fpga::emulator::{config_file, run_standalone};
-use rimms::drivers::fpga::EmulatorLayout;
+use rimms::drivers::fpga::{EmulatorLayout, MAX_BOARD_FILE_BYTES};
+use rimms::drivers::input_file::read_text_capped;
 use rimms::FpgaSource;
 use std::io::Write as _;
 use std::path::Path;
@@ -16,8 +17,9 @@ use std::time::{Duration, Instant};
 pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<(), String> {
     let layout = match layout {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            // A layout is a board file of the emulator's, and bounded like one.
+            let text = read_text_capped(path, MAX_BOARD_FILE_BYTES, "layout file")
+                .map_err(|e| e.to_string())?;
             EmulatorLayout::from_toml_str(&text, &path.display().to_string())
                 .map_err(|e| e.to_string())?
         }

@@ -17,6 +17,7 @@ mod data;
 mod device;
 mod error;
 mod host_loop;
+pub mod input_file;
 pub mod kernel;
 mod runtime;
 mod sched;

@@ -292,6 +292,13 @@ impl RuntimeBuilder {
                 self.sims.len()
             )));
         }
+        // Before any device is opened; `device_space` holds every backend's link to the same
+        // bounds (an FPGA timing model's, a GPU's).
+        for (index, sim) in self.sims.iter().enumerate() {
+            if let Some(why) = sim.link.problem() {
+                return Err(Error::Config(format!("sim{index}'s link: {why}")));
+            }
+        }
         if let Some(index) = self
             .sims
             .iter()
@@ -372,6 +379,14 @@ impl RuntimeBuilder {
         id: SpaceId,
         spec: SpaceSpec,
     ) -> Result<SpaceEntry<RawBuffer>> {
+        // Every link, whichever backend modelled it (a sim's was checked with the settings):
+        // a simulated link sleeps through its model on every copy.
+        if let Some(why) = spec.link.problem() {
+            return Err(Error::Config(format!(
+                "{device}'s link (space {}): {why}",
+                spec.name
+            )));
+        }
         // A space is also named by the device that makes it: `pool("fpga0", …)` sizes the
         // u-dma-buf the FPGA instances share, whatever the space is called.
         let limit = self

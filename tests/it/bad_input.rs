@@ -360,3 +360,214 @@ fn impossible_configurations_are_refused() {
         .to_string()
         .contains("at most 15 sim devices"));
 }
+
+/// Runs `f` on a thread of its own and waits at most ten seconds for its answer, so that a
+/// call that blocks forever (an `open` of a FIFO) fails the test instead of hanging the
+/// suite. A thread still blocked is left behind; it ends with the test process.
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{what} still blocks after 10 s"))
+}
+
+/// A FIFO at `path`, as a hostile user or another local user could plant one.
+fn fifo(path: &std::path::Path) {
+    nix::unistd::mkfifo(
+        path,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .expect("mkfifo");
+}
+
+#[cfg(feature = "fpga")]
+#[test]
+fn a_fifo_a_device_or_a_huge_file_as_a_board_file_is_refused_without_blocking() {
+    use rimms::drivers::fpga::BoardConfig;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A FIFO first: opened for reading, it blocks until a writer comes, which never does.
+    let board = dir.path().join("board.toml");
+    fifo(&board);
+    let path = board.clone();
+    let err = within("loading a FIFO as a board file", move || {
+        BoardConfig::load(&path)
+    })
+    .expect_err("a FIFO is no board file");
+    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "{} is a FIFO, not a regular file",
+            board.display()
+        )),
+        "{err}"
+    );
+    // /dev/zero never ends: read whole, it would take all memory.
+    let err = within("loading /dev/zero as a board file", || {
+        BoardConfig::load(std::path::Path::new("/dev/zero"))
+    })
+    .expect_err("/dev/zero is no board file");
+    assert!(
+        err.to_string()
+            .contains("/dev/zero is a character device, not a regular file"),
+        "{err}"
+    );
+    // A regular file past the cap is refused before it is read (a sparse file: no disk used).
+    let huge = dir.path().join("huge.toml");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len((4 << 20) + 1))
+        .expect("sparse file");
+    let err = BoardConfig::load(&huge).expect_err("larger than a board file may be");
+    assert!(
+        err.to_string().contains(&format!(
+            "{} is larger than the 4 MiB a board file may be",
+            huge.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_fifo_as_a_stats_page_is_refused_before_anything_is_mapped() {
+    use rimms::stats::page::{PageError, StatsPage};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("page");
+    fifo(&page);
+    let path = page.clone();
+    let err = within("opening a FIFO as a stats page", move || {
+        StatsPage::open(&path).map(|p| p.pid())
+    })
+    .expect_err("a FIFO is no stats page");
+    assert!(
+        err.to_string()
+            .contains(&format!("{} is a FIFO, not a regular file", page.display())),
+        "{err}"
+    );
+    assert!(!matches!(err, PageError::Missing { .. }), "{err}");
+    let err = within("opening /dev/zero as a stats page", || {
+        StatsPage::open("/dev/zero").map(|p| p.pid())
+    })
+    .expect_err("/dev/zero is no stats page");
+    assert!(
+        err.to_string()
+            .contains("/dev/zero is a character device, not a regular file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn absurd_link_models_are_refused_naming_the_device_and_the_field() {
+    use rimms::LinkModel;
+    use std::time::Duration;
+    let us = Duration::from_micros(1);
+    let bad = [
+        (us, 1e-300, "bytes_per_second"),
+        (us, 0.0, "bytes_per_second"),
+        (us, -1e9, "bytes_per_second"),
+        (us, f64::NAN, "bytes_per_second"),
+        (us, f64::INFINITY, "bytes_per_second"),
+        (us, 1e300, "bytes_per_second"),
+        (us, 999.0, "bytes_per_second"),
+        (Duration::MAX, 1e9, "latency"),
+        (Duration::from_secs(3600), 1e9, "latency"),
+        (Duration::from_millis(1001), 1e9, "latency"),
+    ];
+    for (latency, bytes_per_second, field) in bad {
+        let link = LinkModel {
+            latency,
+            bytes_per_second,
+        };
+        // As the second sim, so the message must say which device's link it is.
+        let built = Runtime::builder()
+            .sim(SimConfig::default())
+            .sim(SimConfig {
+                link,
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .build();
+        let err = built
+            .map(|_| ())
+            .expect_err(&format!("{link:?} is accepted"));
+        assert!(matches!(err, Error::Config(_)), "{link:?}: {err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("sim1") && msg.contains(field),
+            "{link:?}: {msg}"
+        );
+        // Not simulated, the model still ranks copy sources: refused all the same.
+        let err = Runtime::builder()
+            .sim(SimConfig {
+                link,
+                ..SimConfig::default()
+            })
+            .build()
+            .map(|_| ())
+            .expect_err(&format!("{link:?} is accepted unsimulated"));
+        assert!(err.to_string().contains("sim0"), "{err}");
+    }
+    // The bounds themselves are fine: 1 kB/s with a second's latency, and 10 TB/s.
+    for (latency, bytes_per_second) in [
+        (Duration::from_secs(1), 1e3),
+        (Duration::ZERO, 1e13),
+        (us, 1e6),
+    ] {
+        let link = LinkModel {
+            latency,
+            bytes_per_second,
+        };
+        let rt = Runtime::builder()
+            .sim(SimConfig {
+                link,
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .build();
+        assert!(rt.is_ok(), "{link:?}: {:?}", rt.err());
+    }
+}
+
+#[test]
+fn one_stats_page_under_two_spellings_is_one_page_and_a_drop_removes_only_its_own() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).expect("mkdir");
+    std::os::unix::fs::symlink(&d, dir.path().join("link")).expect("symlink");
+    let page = d.join("p");
+    let first = Runtime::builder().stats_page(&page).build().expect("first");
+    for other in [
+        d.join("..").join("d").join("p"),
+        dir.path().join("link").join("p"),
+        d.join(".").join("p"),
+    ] {
+        let err = Runtime::builder()
+            .stats_page(&other)
+            .build()
+            .map(|_| ())
+            .expect_err(&format!("{} is {}", other.display(), page.display()));
+        assert!(matches!(err, Error::Config(_)), "{err}");
+        assert!(err.to_string().contains("already published"), "{err}");
+        assert!(
+            page.exists(),
+            "refusing {} removed the page",
+            other.display()
+        );
+    }
+    // Another program published at the same path since (its page renamed over this one's):
+    // the first runtime's drop must leave it.
+    let theirs = d.join("theirs");
+    std::fs::write(&theirs, b"another program's page").expect("write");
+    std::fs::rename(&theirs, &page).expect("rename");
+    drop(first);
+    // The publisher thread may finish the drop a moment later.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        std::fs::read(&page).ok().as_deref(),
+        Some(&b"another program's page"[..]),
+        "the drop removed a page it did not create"
+    );
+    // The first runtime's claim is gone: the path can be published again.
+    std::fs::remove_file(&page).expect("remove");
+    drop(Runtime::builder().stats_page(&page).build().expect("again"));
+}

@@ -34,6 +34,11 @@ pub enum AppError {
         source: io::Error,
     },
 
+    /// An input file that is not a regular file (a FIFO, a device, a folder) or is larger
+    /// than an input may be; refused before it is read.
+    #[error(transparent)]
+    Input(rimms::drivers::input_file::InputFileError),
+
     /// An output file that cannot be written.
     #[error("cannot write {}: {source}", .path.display())]
     Write {
@@ -83,5 +88,17 @@ impl fmt::Display for Place {
             }
         }
         Ok(())
+    }
+}
+
+/// A file that cannot be opened or read stays an [`AppError::Read`], as it always was; one
+/// refused for what it is becomes an [`AppError::Input`].
+impl From<rimms::drivers::input_file::InputFileError> for AppError {
+    fn from(e: rimms::drivers::input_file::InputFileError) -> Self {
+        use rimms::drivers::input_file::InputFileError;
+        match e {
+            InputFileError::Io { path, source } => AppError::Read { path, source },
+            other => AppError::Input(other),
+        }
     }
 }

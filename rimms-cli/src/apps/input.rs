@@ -7,14 +7,24 @@
 //! token) the column, because a silently short or garbled radar input gives a plausible but
 //! wrong answer.
 //!
+//! A CEDR file is opened without blocking and read only if it is a regular file of at most
+//! [`MAX_CEDR_INPUT_BYTES`] (see `rimms::drivers::input_file`): a FIFO or `/dev/zero` in the
+//! input folder is an error naming it, not a hang or a process that eats all memory.
+//!
 //! Generated inputs use [`Rng`], a xorshift64* seeded through splitmix64, with Box–Muller for
 //! Gaussian noise: a dozen lines that make every run reproducible from its seed, which is all
 //! the apps need from a random number generator.
 
 use super::error::{AppError, Place};
+use rimms::drivers::input_file::read_text_capped;
 use rimms::Complex32;
 use std::f64::consts::PI;
 use std::path::Path;
+
+/// The most bytes a CEDR input file may have: 256 MiB, 256 times the largest of CEDR's
+/// inputs (`SAR_rawdata_rda.txt`, 1 MB; the pulse-Doppler pulses are 152 KiB), so that inputs
+/// written with many more digits still fit and a runaway file is refused before it is read.
+pub const MAX_CEDR_INPUT_BYTES: u64 = 256 << 20;
 
 /// Reads `path` as `rows` lines of `cols` complex values each (`2 * cols` numbers, re im
 /// interleaved), row-major. Blank lines are skipped; anything else that does not fit is an
@@ -24,10 +34,7 @@ pub fn read_complex_rows(
     rows: usize,
     cols: usize,
 ) -> Result<Vec<Complex32>, AppError> {
-    let text = std::fs::read_to_string(path).map_err(|source| AppError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = read_text_capped(path, MAX_CEDR_INPUT_BYTES, "CEDR input file")?;
     parse_complex_rows(path, &text, rows, cols)
 }
 
@@ -201,6 +208,24 @@ mod tests {
             err.to_string()
                 .starts_with("cannot read /nonexistent/rimms/x.txt: "),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_past_the_cap_is_refused_unread() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("huge.txt");
+        // Sparse: no disk used, and refused by its size before a byte is read.
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(MAX_CEDR_INPUT_BYTES + 1))
+            .expect("sparse file");
+        let err = read_complex_rows(&path, 1, 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is larger than the 256 MiB a CEDR input file may be",
+                path.display()
+            )
         );
     }
 

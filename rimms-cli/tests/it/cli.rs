@@ -282,3 +282,73 @@ fn the_gpu_mapping_runs_where_there_is_a_gpu_and_says_why_not_where_there_is_non
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+#[test]
+fn a_fifo_or_dev_zero_as_an_input_or_board_file_fails_without_blocking() {
+    use std::time::Duration;
+    let limit = Duration::from_secs(30);
+    let rimms = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
+        cmd.env_remove("RIMMS_FPGA_BOARD")
+            .env_remove("RIMMS_STATS_PAGE");
+        cmd
+    };
+    let check = |out: std::process::Output, want: &str| {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(want), "wanted {want:?} in: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        stderr
+    };
+    // A CEDR input folder whose raw data is a FIFO (first: before the fix it blocks forever),
+    // then one whose raw data is /dev/zero (read whole, it would take all memory).
+    let dir = tempfile::tempdir().expect("dir");
+    let raw = dir.path().join("SAR_rawdata_rda.txt");
+    common::fifo(&raw);
+    let out = common::output_within(
+        rimms().args(["run", "sar", "--input"]).arg(dir.path()),
+        limit,
+    );
+    check(
+        out,
+        &format!("{} is a FIFO, not a regular file", raw.display()),
+    );
+    let zero = tempfile::tempdir().expect("dir");
+    let raw = zero.path().join("SAR_rawdata_rda.txt");
+    std::os::unix::fs::symlink("/dev/zero", &raw).expect("symlink");
+    let out = common::output_within(
+        rimms().args(["run", "sar", "--input"]).arg(zero.path()),
+        limit,
+    );
+    check(
+        out,
+        &format!(
+            "{} is a character device, not a regular file",
+            raw.display()
+        ),
+    );
+    // The same as the board file RIMMS_FPGA_BOARD names, by the runtime and the native apps.
+    let board = dir.path().join("board.toml");
+    common::fifo(&board);
+    for mode in ["rimms", "native"] {
+        for (file, what) in [
+            (board.as_path(), "a FIFO"),
+            (std::path::Path::new("/dev/zero"), "a character device"),
+        ] {
+            let out = common::output_within(
+                rimms()
+                    .args(["run", "fzf", "--map", "fpga", "--mode", mode])
+                    .env("RIMMS_FPGA_BOARD", file),
+                limit,
+            );
+            let stderr = check(
+                out,
+                &format!("{} is {what}, not a regular file", file.display()),
+            );
+            assert!(
+                stderr.contains("comes from RIMMS_FPGA_BOARD"),
+                "{mode}: {stderr}"
+            );
+        }
+    }
+}

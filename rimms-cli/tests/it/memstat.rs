@@ -2,6 +2,7 @@
 //! `RIMMS_STATS_PAGE=1` publishes its page, and memstat in another process reads its spaces
 //! and the bytes on its links; without a page, memstat says how to get one.
 
+use crate::common::{fifo, output_within};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -148,4 +149,44 @@ fn memstat_reads_an_explicit_page_and_refuses_a_foreign_file() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is not a RIMMS stats page"), "{stderr}");
     assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+}
+
+#[test]
+fn memstat_refuses_a_fifo_as_a_page_without_blocking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let page = dir.path().join("page");
+    fifo(&page);
+    let limit = Duration::from_secs(20);
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_rimms"))
+            .args(["memstat", "--page"])
+            .arg(&page),
+        limit,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} is a FIFO, not a regular file", page.display())),
+        "{stderr}"
+    );
+    // Planted where `--pid` looks for a running process's page (the temp dir is TMPDIR's).
+    let pid = std::process::id();
+    let planted = dir.path().join(format!("rimms-stats-{pid}"));
+    fifo(&planted);
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_rimms"))
+            .args(["memstat", "--pid", &pid.to_string()])
+            .env("TMPDIR", dir.path()),
+        limit,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} is a FIFO, not a regular file",
+            planted.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -86,8 +86,25 @@ fn fastest_copy(
 
 /// The latency-plus-bandwidth model through two measured copies: `small` bytes taking
 /// `t_small` and `large` bytes taking `t_large`. If the larger copy was not slower (a link
-/// too fast to tell the sizes apart), the whole of its time counts as bandwidth.
+/// too fast to tell the sizes apart), the whole of its time counts as bandwidth. The model
+/// is clamped into the bounds the builder holds configured links to ([`LinkModel`]): a copy
+/// the clock could not see, or one stalled by a suspended machine, must not leave a link
+/// that looks free or one that costs hours.
 fn fit(small: usize, t_small: Duration, large: usize, t_large: Duration) -> LinkModel {
+    let fitted = fit_line(small, t_small, large, t_large);
+    let clamped = fitted.clamped();
+    if clamped != fitted {
+        tracing::debug!(
+            ?fitted,
+            ?clamped,
+            "calibrated link model clamped into bounds"
+        );
+    }
+    clamped
+}
+
+/// [`fit`] before clamping.
+fn fit_line(small: usize, t_small: Duration, large: usize, t_large: Duration) -> LinkModel {
     let (ts, tl) = (t_small.as_secs_f64(), t_large.as_secs_f64());
     if tl > ts && large > small {
         let per_byte = (tl - ts) / (large - small) as f64;
@@ -130,5 +147,23 @@ mod tests {
         assert_eq!(model.latency, t);
         // The large copy's cost under the model is at least what it took.
         assert!(model.cost_ns(1 << 20) >= 3000);
+    }
+
+    #[test]
+    fn a_fit_outside_the_bounds_of_a_link_model_is_clamped_into_them() {
+        // 1 MiB in a nanosecond (a copy the clock could not see): 1e15 B/s, beyond any link.
+        let t = Duration::from_nanos(1);
+        let model = fit(4096, t, 1 << 20, t);
+        assert_eq!(model.bytes_per_second, 1e13, "{model:?}");
+        // Copies stalled for an hour (a suspended machine): below any bound the builder
+        // accepts, and a latency of most of that hour.
+        let model = fit(
+            4096,
+            Duration::from_secs(3600),
+            1 << 20,
+            Duration::from_secs(7200),
+        );
+        assert_eq!(model.bytes_per_second, 1e3, "{model:?}");
+        assert_eq!(model.latency, Duration::from_secs(1), "{model:?}");
     }
 }

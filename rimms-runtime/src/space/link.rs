@@ -8,6 +8,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Latency plus bytes over bandwidth.
+///
+/// A runtime accepts a link's model only within [`LinkModel::MIN_BYTES_PER_SECOND`] ..=
+/// [`LinkModel::MAX_BYTES_PER_SECOND`] and a latency of at most [`LinkModel::MAX_LATENCY`]:
+/// a simulated link sleeps through its model on every copy, so a bandwidth of 1e-300 B/s or a
+/// latency of `Duration::MAX` would make each copy take centuries, and a model that is not a
+/// finite positive number ranks copy sources by nonsense even where it is not slept through.
+/// (A [`crate::CostTable`]'s models only estimate kernel times and are not bounded so.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkModel {
     /// Fixed cost of one copy.
@@ -28,6 +35,57 @@ impl LinkModel {
         latency: Duration::from_micros(2),
         bytes_per_second: 1.2e9,
     };
+
+    /// The slowest link a runtime accepts: 1 kB/s, a thousand times slower than the slowest
+    /// link any configuration here models (a sim at 1 MB/s in the scheduling tests; the
+    /// ZCU102's uncached A53 copy is 150 MB/s).
+    pub const MIN_BYTES_PER_SECOND: f64 = 1e3;
+
+    /// The fastest link a runtime accepts: 10 TB/s, above HBM3e and any host link (a PCIe 5
+    /// GPU is modelled at 40 GB/s).
+    pub const MAX_BYTES_PER_SECOND: f64 = 1e13;
+
+    /// The longest fixed cost of one copy a runtime accepts: one second, where real links take
+    /// microseconds and the slowest model here (a deliberately wrong one in the scheduling
+    /// tests) takes exactly this.
+    pub const MAX_LATENCY: Duration = Duration::from_secs(1);
+
+    /// What is wrong with this model as a link's, naming the field, or `None` if it is within
+    /// the bounds above.
+    pub(crate) fn problem(&self) -> Option<String> {
+        let bps = self.bytes_per_second;
+        if !(Self::MIN_BYTES_PER_SECOND..=Self::MAX_BYTES_PER_SECOND).contains(&bps) {
+            return Some(format!(
+                "bytes_per_second is {bps:e}; a link's bandwidth must be a number from {:e} to {:e} bytes per second",
+                Self::MIN_BYTES_PER_SECOND,
+                Self::MAX_BYTES_PER_SECOND
+            ));
+        }
+        if self.latency > Self::MAX_LATENCY {
+            return Some(format!(
+                "latency is {:?}; a link's latency may be at most {:?}",
+                self.latency,
+                Self::MAX_LATENCY
+            ));
+        }
+        None
+    }
+
+    /// The model moved into the bounds a runtime accepts: for models fitted to measurements,
+    /// where a copy too fast for the clock or a stalled machine is noise, not a mistake.
+    pub(crate) fn clamped(self) -> LinkModel {
+        let bps = if self.bytes_per_second.is_nan() {
+            // Only a fit of nonsense gives NaN; the slowest link makes nothing look cheap.
+            Self::MIN_BYTES_PER_SECOND
+        } else {
+            self.bytes_per_second
+                .clamp(Self::MIN_BYTES_PER_SECOND, Self::MAX_BYTES_PER_SECOND)
+        };
+        LinkModel {
+            latency: self.latency.min(Self::MAX_LATENCY),
+            bytes_per_second: bps,
+        }
+    }
 
     /// Expected time of one copy of `bytes`, in nanoseconds (what source selection compares).
     pub fn cost_ns(&self, bytes: usize) -> u64 {
@@ -129,5 +187,30 @@ impl Pending {
 impl Default for LinkModel {
     fn default() -> Self {
         LinkModel::PCIE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_models_are_within_the_bounds_and_clamping_keeps_them() {
+        for m in [LinkModel::PCIE, LinkModel::ZYNQ_HP] {
+            assert_eq!(m.problem(), None, "{m:?}");
+            assert_eq!(m.clamped(), m);
+        }
+    }
+
+    #[test]
+    fn clamping_moves_every_field_into_bounds() {
+        for bps in [f64::NAN, -1.0, 0.0, 1e-300, f64::INFINITY, 1e300] {
+            let m = LinkModel {
+                latency: Duration::MAX,
+                bytes_per_second: bps,
+            };
+            assert!(m.problem().is_some(), "{m:?}");
+            assert_eq!(m.clamped().problem(), None, "{m:?}");
+        }
     }
 }

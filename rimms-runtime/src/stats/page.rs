@@ -12,9 +12,16 @@
 //! (the temp dir is `std::env::temp_dir()`, so `TMPDIR` must agree between the program and the
 //! reader). With the variable set, the first runtime of a process publishes; runtimes built
 //! while it lives do not (their counters would overwrite each other), and the next runtime
-//! built after it is dropped takes the page over. The file is created whole under a temporary
-//! name, with mode 0600, and renamed into place, so a reader never sees half a header; it is
-//! removed when the runtime is dropped.
+//! built after it is dropped takes the page over. Two runtimes of one process never publish
+//! at one page, however its path is spelt (`d/p`, `d/../d/p`, a link to `d`): paths are
+//! compared with their folder resolved. The file is created whole under a temporary name,
+//! with mode 0600, and renamed into place, so a reader never sees half a header; it is
+//! removed when the runtime is dropped, if it is still the file that runtime created (another
+//! program may have published at the same path since).
+//!
+//! The reader opens the page without blocking and refuses anything but a regular file before
+//! mapping it (a FIFO planted at `<temp dir>/rimms-stats-<pid>` would otherwise block
+//! `rimms memstat --pid` forever), and maps no more than the largest page.
 //!
 //! The publisher holds only a weak handle, so it never keeps a runtime alive; it upgrades it
 //! for the microseconds a snapshot takes. Should the program drop its last handle in exactly
@@ -45,9 +52,10 @@
 
 use super::{LinkStats, SpaceStats, Stats};
 use crate::error::{Error, Result};
+use crate::input_file::{open_regular, InputFileError};
 use crate::space::MAX_SPACES;
-use memmap2::{Mmap, MmapMut};
-use std::fs::{File, OpenOptions};
+use memmap2::{Mmap, MmapMut, MmapOptions};
+use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -134,6 +142,15 @@ pub enum PageError {
         path: PathBuf,
         /// What the OS said.
         source: io::Error,
+    },
+    /// Not a regular file (a FIFO, a device, a folder): refused before it is read or mapped,
+    /// since a FIFO's reader would wait for a writer forever.
+    #[error("{} is {kind}, not a regular file; a stats page is a file its runtime creates", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead: "a FIFO", "a character device", …
+        kind: &'static str,
     },
     /// Shorter than its header or than its header says.
     #[error("{} is too short for a stats page: {len} bytes, {need} needed", path.display())]
@@ -233,12 +250,15 @@ impl StatsPage {
             path: path.clone(),
             source,
         };
-        let file = match File::open(&path) {
+        // Never `File::open`: a FIFO planted at a page's path would block it forever.
+        let file = match open_regular(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(PageError::Missing { path });
+            Err(e) if e.is_not_found() => return Err(PageError::Missing { path }),
+            Err(InputFileError::NotRegular { kind, .. }) => {
+                return Err(PageError::NotRegular { path, kind })
             }
-            Err(e) => return Err(io_err(e)),
+            Err(InputFileError::Io { source, .. }) => return Err(io_err(source)),
+            Err(other) => return Err(io_err(io::Error::other(other))),
         };
         let len = file.metadata().map_err(io_err)?.len();
         let header = (HEADER_WORDS * 8) as u64;
@@ -249,9 +269,14 @@ impl StatsPage {
                 need: header,
             });
         }
+        // No page is longer than one of the most spaces a runtime has: what lies past that is
+        // not the page's, and a huge file is not mapped whole.
+        let largest = (page_words(MAX_SPACES) * 8) as u64;
+        // At most `largest`, a few KiB, so it fits in usize.
+        let map_len = len.min(largest) as usize;
         // SAFETY: the mapping is read-only and read only through atomics (`words`). A page
         // shrunk by another process while mapped would fault; the publisher never shrinks it.
-        let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        let map = unsafe { MmapOptions::new().len(map_len).map(&file) }.map_err(io_err)?;
         // SAFETY: page-aligned, outlives `w` (a local of this function), and only read, through
         // atomics, below.
         let w = unsafe { words(map.as_ptr(), map.len()) };
@@ -498,9 +523,13 @@ impl Writer {
 }
 
 /// A runtime's stats page: created by the builder, kept in the runtime's shared state, and
-/// on drop stops its thread and removes the file.
+/// on drop stops its thread and removes the file, if it is still the one it created.
 pub(crate) struct Publisher {
+    /// The page's path with its folder resolved ([`resolved`]): what `CLAIMED` holds and the
+    /// drop removes, whatever the working directory is by then.
     path: PathBuf,
+    /// The file this publisher created, so that the drop never removes another's.
+    identity: FileIdentity,
     writer: Mutex<Option<Writer>>,
     stop: Arc<Stop>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -521,11 +550,17 @@ impl Publisher {
             }
             None => return Ok(None),
         };
+        let given = path;
+        let path = resolved(&given).map_err(|source| Error::StatsPage {
+            path: given.clone(),
+            source,
+        })?;
         let mut claimed = claimed();
         if claimed.contains(&path) {
             if explicit {
                 return Err(Error::Config(format!(
-                    "the stats page {} is already published by another runtime of this process",
+                    "the stats page {} is already published by another runtime of this process (as {})",
+                    given.display(),
                     path.display()
                 )));
             }
@@ -533,13 +568,14 @@ impl Publisher {
             return Ok(None);
         }
         let names: Vec<String> = spaces.map(|s| truncate_name(s).to_string()).collect();
-        let writer = create_page(&path, names).map_err(|source| Error::StatsPage {
-            path: path.clone(),
+        let (writer, identity) = create_page(&path, names).map_err(|source| Error::StatsPage {
+            path: given.clone(),
             source,
         })?;
         claimed.push(path.clone());
         Ok(Some(Publisher {
             path,
+            identity,
             writer: Mutex::new(Some(writer)),
             stop: Arc::default(),
             thread: Mutex::new(None),
@@ -590,10 +626,20 @@ impl Drop for Publisher {
         if let Some(h) = handle.filter(|h| h.thread().id() != std::thread::current().id()) {
             let _ = h.join();
         }
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            if e.kind() != io::ErrorKind::NotFound {
-                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the stats page");
+        // Only the file this publisher created: another program may have published at the
+        // same path since (renaming its page over this one), and its page is not ours to
+        // remove. Another page could still take its place between this check and the
+        // removal, but that window is a few system calls long, not the runtime's whole life.
+        let ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|meta| FileIdentity::of(&meta) == self.identity);
+        if ours {
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the stats page");
+                }
             }
+        } else {
+            tracing::debug!(path = %self.path.display(), "the stats page was replaced or removed by someone else; left as it is");
         }
         claimed().retain(|p| p != &self.path);
     }
@@ -623,9 +669,48 @@ fn truncate_name(name: &str) -> &str {
     &name[..end]
 }
 
+/// `path` with its folder made absolute and free of links and `..`: one spelling per page,
+/// so that `d/p`, `d/../d/p` and `link-to-d/p` are seen to be the same page. The file name
+/// itself is kept as given: the page is renamed into place there, replacing whatever that
+/// name was (a link included), so the name is what the page is. The folder must exist.
+fn resolved(path: &Path) -> io::Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path ends in `..` or a root, not in a file name",
+        )
+    })?;
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok(std::fs::canonicalize(folder)?.join(name))
+}
+
+/// Which file a path named at one moment: its device and inode where there are such, else
+/// nothing to tell files apart by (the drop then removes whatever is at the path, as it did
+/// everywhere before).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileIdentity(Option<(u64, u64)>);
+
+impl FileIdentity {
+    fn of(meta: &std::fs::Metadata) -> FileIdentity {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            FileIdentity(Some((meta.dev(), meta.ino())))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            FileIdentity(None)
+        }
+    }
+}
+
 /// Creates the file under a temporary name (never following a link planted there), fills in
-/// header and names, and renames it into place.
-fn create_page(path: &Path, names: Vec<String>) -> io::Result<Writer> {
+/// header and names, and renames it into place; returns its writer and which file it is.
+fn create_page(path: &Path, names: Vec<String>) -> io::Result<(Writer, FileIdentity)> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".new");
     let tmp = PathBuf::from(tmp);
@@ -662,8 +747,9 @@ fn create_page(path: &Path, names: Vec<String>) -> io::Result<Writer> {
         w[W_SPACES].store(n as u64, Ordering::Relaxed);
         w[W_MAGIC].store(MAGIC, Ordering::Release);
         writer.map.flush_async()?;
+        let identity = FileIdentity::of(&file.metadata()?);
         std::fs::rename(&tmp, path)?;
-        Ok(writer)
+        Ok((writer, identity))
     })();
     if built.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -684,7 +770,7 @@ mod tests {
     fn page_of(spaces: &[&str]) -> (PathBuf, Writer) {
         let path = temp_page(&spaces.join("-"));
         let names = spaces.iter().map(|s| s.to_string()).collect();
-        let writer = create_page(&path, names).expect("create");
+        let (writer, _) = create_page(&path, names).expect("create");
         (path, writer)
     }
 

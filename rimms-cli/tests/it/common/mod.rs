@@ -152,3 +152,36 @@ pub fn scatterer_columns(scene: &rimms_cli::apps::sar::Scene) -> Vec<usize> {
     columns.sort();
     columns
 }
+
+/// Runs `cmd` with no input to its end and returns what it wrote, or kills it once `limit`
+/// has passed and fails the test: a command that used to block forever (on a FIFO given as a
+/// file) fails instead of hanging the suite. Its messages are short, so the pipes never fill
+/// while it runs.
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the rimms binary runs");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still runs after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("its output")
+}
+
+/// A FIFO at `path`, as a hostile user or another local user could plant one.
+pub fn fifo(path: &Path) {
+    use nix::sys::stat::Mode;
+    nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR).expect("mkfifo");
+}

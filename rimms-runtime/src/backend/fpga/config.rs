@@ -43,7 +43,13 @@ use super::axi_dma::{DmaLimits, S2MM_LENGTH};
 use super::fft_ip::{FFT_MAX_POINTS, FFT_MIN_POINTS};
 use super::udmabuf::{CacheMode, SyncMethod};
 use super::zip_ip::{ZIP_DEFAULT_MAX_FLOATS, ZIP_OP_REG};
+use crate::input_file::{read_text_capped, InputFileError};
 use crate::{Error, Result};
+
+/// The most bytes a board file may have: 4 MiB, a thousand times the commented example of
+/// a 2-FFT + 2-ZIP board (`docs/board-example.toml`, 4 KiB), so that a board of hundreds of
+/// accelerators fits and a path to a runaway file is refused instead of read.
+pub const MAX_BOARD_FILE_BYTES: u64 = 4 << 20;
 
 /// What an accelerator instance computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -261,10 +267,17 @@ impl BoardConfig {
     }
 
     /// Reads, parses and checks a configuration file; relative paths in it are resolved
-    /// against the file's folder.
+    /// against the file's folder. Anything but a regular file of at most
+    /// [`MAX_BOARD_FILE_BYTES`] is refused without being read (see [`crate::input_file`]).
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config(format!("{}: cannot read: {e}", path.display())))?;
+        let text = read_text_capped(path, MAX_BOARD_FILE_BYTES, "board file").map_err(|e| {
+            Error::Config(match e {
+                InputFileError::Io { source, .. } => {
+                    format!("{}: cannot read: {source}", path.display())
+                }
+                other => other.to_string(),
+            })
+        })?;
         let mut cfg = Self::from_toml_str(&text, &path.display().to_string())?;
         if let Some(dir) = path.parent() {
             cfg.resolve_relative(dir);

@@ -49,6 +49,7 @@ pub use axi_dma::{AxiDma, Channel, DmaErrorBit};
 pub use board::{Accelerator, FpgaBoard};
 pub use config::{
     AccelKind, AcceleratorConfig, BoardConfig, FftConfigPath, RegisterBlock, UdmabufConfig,
+    MAX_BOARD_FILE_BYTES,
 };
 pub use device::{FpgaParts, FpgaSource, BOARD_ENV, STRICT_ENV, TIMING_ENV};
 #[cfg(feature = "fpga-emulator")]

@@ -39,6 +39,8 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
     /// Its link to the host: used to rank copy sources, and to time copies if `simulate_link`.
+    /// Within [`LinkModel`]'s bounds (1 kB/s to 10 TB/s, at most 1 s of latency), or the
+    /// build fails naming this sim.
     pub link: LinkModel,
     /// Make every copy to or from this device take the link's modelled time.
     pub simulate_link: bool,
