@@ -4,9 +4,11 @@
 //! on a thread of its own and the test waits for it with a timeout, so a deadlock fails the
 //! test with its name instead of hanging the suite (the stuck thread is leaked).
 
-use rimms::{Complex32, Device, Runtime, SimConfig};
+use super::small_sim;
+use rimms::{Complex32, Device, Refusal, Runtime, SimConfig, Target};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How long a scenario may take: a liveness bound far above any scheduling delay, not a
@@ -32,6 +34,73 @@ fn finishes<T: Send + 'static>(deadlock: &str, scenario: impl FnOnce() -> T + Se
         }
         Err(RecvTimeoutError::Disconnected) => unreachable!("the scenario always sends"),
     }
+}
+
+/// The runtime the reentrant `accepts` check calls back into (a check gets no runtime).
+static REENTRANT_RT: OnceLock<Runtime> = OnceLock::new();
+
+/// `y = y + 1`, with a sim implementation whose `accepts` check makes a `Target::Auto` call
+/// on the runtime before it answers.
+#[rimms::api]
+fn guarded_bump(y: &mut [u32]);
+
+/// `y = y + 1`, with only a CPU implementation and no check: what the reentrant check calls.
+#[rimms::api]
+fn plain_bump(y: &mut [u32]);
+
+#[rimms::kernel(api = plain_bump, device = cpu)]
+fn plain_bump_cpu(y: &mut [u32]) {
+    y.iter_mut().for_each(|v| *v += 1);
+}
+
+/// Asks the scheduler to place a call of its own, then accepts.
+fn asks_the_runtime(_: &rimms::DeviceCtx, _y: usize) -> Result<(), Refusal> {
+    let Some(rt) = REENTRANT_RT.get() else {
+        return Ok(());
+    };
+    let mut scratch = rimms::HeteData::from_slice(rt, &[41u32]).map_err(refusal)?;
+    plain_bump(rt, Target::Auto, &mut scratch).map_err(refusal)?;
+    let got = scratch.host().map_err(refusal)?[0];
+    if got == 42 {
+        Ok(())
+    } else {
+        Err(Refusal::new(format!("the nested call gave {got}")))
+    }
+}
+
+fn refusal(e: rimms::Error) -> Refusal {
+    Refusal::new(e.to_string())
+}
+
+#[rimms::kernel(api = guarded_bump, device = sim, accepts = asks_the_runtime)]
+fn guarded_bump_sim(y: &mut [u32]) {
+    y.iter_mut().for_each(|v| *v += 1);
+}
+
+#[rimms::kernel(api = guarded_bump, device = cpu)]
+fn guarded_bump_cpu(y: &mut [u32]) {
+    y.iter_mut().for_each(|v| *v += 1);
+}
+
+/// Item 8: a `Target::Auto` call whose candidate's `accepts` check places a call of its own
+/// on the same runtime: the checks run before the scheduler takes its lock, so the nested
+/// placement does not wait for the outer one.
+#[test]
+fn an_accepts_check_that_calls_the_runtime_finishes() {
+    let y = finishes("an accepts check calling the scheduler", || {
+        let rt = REENTRANT_RT.get_or_init(|| {
+            Runtime::builder()
+                .host_pool(4 << 20)
+                .sim(small_sim())
+                .build()
+                .expect("runtime")
+        });
+        let mut y = rimms::HeteData::from_slice(rt, &[1u32; 8]).expect("y");
+        guarded_bump(rt, Target::Auto, &mut y).expect("placed");
+        guarded_bump(rt, Device::Sim(0), &mut y).expect("on sim0, asked again");
+        y.host().expect("y").to_vec()
+    });
+    assert_eq!(y, [3u32; 8]);
 }
 
 /// Item 9: on a sim whose memory the CPU cannot address, a buffer larger than the pool gets a
