@@ -141,6 +141,10 @@ impl Scheduler {
 
     /// Picks the device for a call of `api` on `args` among `devices` that implement it and
     /// that `fits` accepts (a device limit such as an FFT core's largest size).
+    ///
+    /// `fits` runs users' `accepts` checks, which may call the runtime (a `Target::Auto`
+    /// call of their own included), so every device is asked before the lock is taken: held
+    /// around them, the lock would be waited for by the thread that holds it.
     pub(crate) fn place<'s>(
         &'s self,
         devices: &[DeviceEntry],
@@ -149,16 +153,18 @@ impl Scheduler {
         fits: impl Fn(&DeviceEntry) -> bool,
     ) -> Result<(Device, Ticket<'s>), NoCandidate> {
         let index = api.index();
-        let takes = |i: &usize| {
-            let entry = &devices[*i];
-            registry()
-                .implementation(index, entry.device().kind(), entry.form())
-                .is_some()
-                && fits(entry)
-        };
+        let takes: Vec<usize> = (0..devices.len())
+            .filter(|&i| {
+                let entry = &devices[i];
+                registry()
+                    .implementation(index, entry.device().kind(), entry.form())
+                    .is_some()
+                    && fits(entry)
+            })
+            .collect();
         // Nothing inside can leave the unit value half-changed, so a poisoned lock is fine.
         let _one_at_a_time = self.placing.lock().unwrap_or_else(|e| e.into_inner());
-        let candidates = || (0..devices.len()).filter(takes);
+        let candidates = || takes.iter().copied();
         let bytes: usize = args.iter().map(|a| a.len).sum();
         let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device(), bytes);
         let wait = |i: usize| self.queues[i].wait_ns();

@@ -11,9 +11,17 @@
 //!
 //! A job goes to a queue: `spawn` to the scope's own queue of CPU jobs, which helpers on
 //! rayon's pool and, once the body has returned, the scope's own thread work through (see
-//! `ScopeState`); `spawn_on` to one accelerator's queue (see [`queues`]). Calls inside a job name their device or pass `Target::Auto`, and the
-//! coherence state takes them from any thread: per buffer a lock guards the fragment table
-//! while the resident check stays one lock-free load.
+//! `ScopeState`); `spawn_on` to one accelerator's queue (see [`queues`]). Calls inside a job
+//! name their device or pass `Target::Auto`, and the coherence state takes them from any
+//! thread: per buffer a lock guards the fragment table while the resident check stays one
+//! lock-free load.
+//!
+//! Jobs, merge rules and kernels may open scopes of their own, and every wait for one must
+//! end. A nested scope's work sent to an accelerator whose turn the waiting thread holds runs
+//! right there, and a thread that holds accelerators' turns keeps running their queued jobs
+//! while it waits (help-while-wait; see [`queues`]), so neither nesting on one accelerator,
+//! nor across two that nest into each other, nor a merge rule that opens a scope, waits for
+//! itself. No runtime lock is held while a job runs, beyond the device's turn.
 
 mod calls;
 pub(crate) mod queues;
@@ -139,8 +147,15 @@ impl ScopeState {
 
     /// Waits for every job, running the queued CPU jobs itself. On a rayon worker (a scope
     /// opened inside a CPU job) it runs other pool work meanwhile, so jobs queued behind it
-    /// cannot starve.
+    /// cannot starve. A thread that holds accelerators' turns (a job on a device worker, or a
+    /// held group run on an idle device) runs the jobs queued on those devices meanwhile: no
+    /// one else can until it returns, and the jobs it waits for may be among them, or wait for
+    /// them (see [`queues`]).
     fn wait(&self) {
+        // Neither a rayon worker nor a turn holder may sleep through work only it can run, so
+        // both look again after a nap; a turn holder's naps grow while there is nothing to run,
+        // as nested scopes on other devices may take long.
+        let mut turn_nap = MIN_NAP;
         loop {
             while let Some(job) = self.next_cpu_job() {
                 job();
@@ -148,34 +163,53 @@ impl ScopeState {
             if self.done() {
                 return;
             }
+            if queues::run_held_job() {
+                turn_nap = MIN_NAP;
+                continue;
+            }
             match rayon::yield_now() {
                 Some(rayon::Yield::Executed) => continue,
                 Some(rayon::Yield::Idle) | None => {}
             }
+            let nap = if rayon::current_thread_index().is_some() {
+                Some(MIN_NAP)
+            } else if queues::holds_a_turn() {
+                let nap = turn_nap;
+                turn_nap = (turn_nap * 2).min(MAX_TURN_NAP);
+                Some(nap)
+            } else {
+                None
+            };
             let mut sleeping = lock(&self.sleeping);
             *sleeping = true;
-            if rayon::current_thread_index().is_some() {
-                // A worker comes back now and then for pool work.
-                if !self.done() {
-                    let nap = Duration::from_micros(50);
-                    sleeping = self
-                        .finished
-                        .wait_timeout(sleeping, nap)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+            match nap {
+                Some(nap) => {
+                    if !self.done() {
+                        sleeping = self
+                            .finished
+                            .wait_timeout(sleeping, nap)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    }
                 }
-            } else {
-                while !self.done() {
-                    sleeping = self
-                        .finished
-                        .wait(sleeping)
-                        .unwrap_or_else(|e| e.into_inner());
+                None => {
+                    while !self.done() {
+                        sleeping = self
+                            .finished
+                            .wait(sleeping)
+                            .unwrap_or_else(|e| e.into_inner());
+                    }
                 }
             }
             *sleeping = false;
         }
     }
 }
+
+/// How long a waiting rayon worker or turn holder sleeps before it looks for work again.
+const MIN_NAP: Duration = Duration::from_micros(50);
+/// The longest a turn holder's naps grow to while nothing is queued on its devices.
+const MAX_TURN_NAP: Duration = Duration::from_millis(1);
 
 impl Runtime {
     /// Runs `f`, whose submitted calls run concurrently, and returns once all have finished:

@@ -4,17 +4,35 @@
 //! An accelerator runs one job at a time, in the order they were submitted, as CEDR's
 //! per-processing-element queues do; the CPU's jobs run as many at once as it has workers. A
 //! device's worker is started the first time a job is sent to it, so a runtime that never opens
-//! a scope starts no thread, and it ends when the runtime is dropped (its sender with it).
+//! a scope starts no thread, and it ends when the runtime is dropped.
+//!
+//! Whoever runs on a device holds its *turn* (a lock): the worker around its jobs, or a thread
+//! that runs work itself while the device is idle ([`DeviceQueues::run_here_if_idle`]). Jobs
+//! may open scopes of their own, so a turn holder can end up waiting for work on a device
+//! queue, and two rules keep every such wait finite:
+//!
+//! - **Inline runs.** Work submitted to a device whose turn the submitting thread holds runs
+//!   right there: queued, it would wait for a turn whose holder waits for it.
+//! - **Help while waiting.** A turn holder that waits for a nested scope runs the jobs queued on
+//!   the devices whose turns it holds (`run_held_job`, from `ScopeState::wait`). Two workers
+//!   whose jobs nest into each other's devices then each run the other's job, and a job sent
+//!   back to a device held by a thread outside its worker still runs.
+//!
+//! The second rule is why the queue is a `VecDeque` behind the turn rather than a channel, and
+//! why a worker takes the turn *before* it takes a job: a job must stay in its queue, where the
+//! turn holder can find it, until whoever runs it holds the turn. A worker that took a job
+//! first and then waited for the turn would hold that job out of reach of the one thread that
+//! can run it.
 
 use crate::device::Device;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
 
 thread_local! {
-    /// The device whose worker this thread is, if it is one.
-    static WORKER_OF: Cell<Option<Device>> = const { Cell::new(None) };
+    /// The turns this thread holds, innermost last (a worker's job may close a scope whose
+    /// calls run here on another idle device).
+    static HELD: RefCell<Vec<Arc<Turn>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A job with its lifetime erased; the scope that made it waits for it before that lifetime
@@ -22,34 +40,115 @@ thread_local! {
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
 
 pub(crate) struct DeviceQueues {
-    /// One per device position; the CPU's stays empty (its jobs stay in their scope).
-    senders: Vec<OnceLock<Sender<Job>>>,
-    /// One per device position: whose turn it is on the device.
+    /// One per device position: whether the device's worker runs (false if its thread could
+    /// not be started); unset until the first job. The CPU's stays unset.
+    workers: Vec<OnceLock<bool>>,
+    /// One per device position: whose turn it is on the device, and its queue.
     turns: Vec<Arc<Turn>>,
 }
 
-/// Who runs on a device: its worker takes the lock around each job, and a thread that would
+/// Who runs on a device: its worker takes the lock around its jobs, and a thread that would
 /// otherwise hand work over and wait may take it to run the work itself when nothing is
 /// queued ([`DeviceQueues::run_here_if_idle`]), so the device still runs one thing at a time
 /// in the order it came.
 #[derive(Default)]
-struct Turn {
+pub(crate) struct Turn {
     lock: Mutex<()>,
-    /// Jobs sent and not finished.
-    queued: AtomicUsize,
+    queue: Mutex<Queue>,
+    /// Signalled when a job is queued or the runtime is dropped; the worker sleeps on it.
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Jobs submitted and not started, oldest first.
+    jobs: VecDeque<Job>,
+    /// Set when the runtime is dropped: the worker ends once the queue is empty.
+    closed: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The turn guards nothing, and the queue is left consistent by every holder (a job never
+    // runs under it).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Turn {
+    fn next_job(&self) -> Option<Job> {
+        lock(&self.queue).jobs.pop_front()
+    }
+
+    fn push(&self, job: Job) {
+        lock(&self.queue).jobs.push_back(job);
+        self.ready.notify_one();
+    }
+
+    fn idle(&self) -> bool {
+        lock(&self.queue).jobs.is_empty()
+    }
+
+    /// Whether this thread holds the turn.
+    fn held_here(self: &Arc<Self>) -> bool {
+        HELD.with_borrow(|held| held.iter().any(|t| Arc::ptr_eq(t, self)))
+    }
+}
+
+/// A turn taken by this thread: listed in [`HELD`] while it is held, and given back (listing
+/// first) when this is dropped, on unwind too.
+struct Holding<'a> {
+    _turn: MutexGuard<'a, ()>,
+}
+
+impl<'a> Holding<'a> {
+    fn new(turn: &'a Arc<Turn>, taken: MutexGuard<'a, ()>) -> Holding<'a> {
+        HELD.with_borrow_mut(|held| held.push(Arc::clone(turn)));
+        Holding { _turn: taken }
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        // Turns are given back in the reverse order they were taken (each `Holding` lives in
+        // one stack frame), so the last one listed is this one.
+        HELD.with_borrow_mut(|held| held.pop());
+    }
+}
+
+/// Runs one job queued on a device whose turn this thread holds, innermost turn first;
+/// returns whether there was one. For a turn holder waiting on a nested scope, whose devices
+/// would otherwise run nothing until it returns.
+pub(crate) fn run_held_job() -> bool {
+    // Looked up one at a time, not borrowed across the job: the job takes and gives back
+    // turns of its own.
+    let mut depth = 0;
+    while let Some(turn) = HELD.with_borrow(|held| held.iter().rev().nth(depth).cloned()) {
+        if let Some(job) = turn.next_job() {
+            job();
+            return true;
+        }
+        depth += 1;
+    }
+    false
+}
+
+/// Whether this thread holds any device's turn (and so must not sleep without looking at
+/// those devices' queues now and then).
+pub(crate) fn holds_a_turn() -> bool {
+    HELD.with_borrow(|held| !held.is_empty())
 }
 
 impl DeviceQueues {
     pub(crate) fn new(devices: usize) -> DeviceQueues {
         DeviceQueues {
-            senders: (0..devices).map(|_| OnceLock::new()).collect(),
+            workers: (0..devices).map(|_| OnceLock::new()).collect(),
             turns: (0..devices).map(|_| Arc::default()).collect(),
         }
     }
 
     /// Runs `work` on this thread if the accelerator at `position` has nothing queued or
-    /// running, holding its turn so that jobs sent meanwhile wait behind it; gives `work`
-    /// back otherwise (or for the CPU, whose pool has no turn).
+    /// running, holding its turn so that jobs sent meanwhile wait behind it (or run here, if
+    /// `work` waits for them); gives `work` back otherwise (or for the CPU, whose pool has no
+    /// turn). A thread that already holds the turn runs `work` at once.
     pub(crate) fn run_here_if_idle<W: FnOnce()>(
         &self,
         position: usize,
@@ -59,61 +158,180 @@ impl DeviceQueues {
         let Some(turn) = self.turns.get(position).filter(|_| device != Device::Cpu) else {
             return Some(work);
         };
-        let Ok(_turn) = turn.lock.try_lock() else {
-            return Some(work);
+        if turn.held_here() {
+            work();
+            return None;
+        }
+        let taken = match turn.lock.try_lock() {
+            Ok(taken) => taken,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return Some(work),
         };
-        if turn.queued.load(Ordering::Acquire) != 0 {
+        // Checked under the turn: a job queued from now on waits behind `work`.
+        if !turn.idle() {
             return Some(work);
         }
+        let _holding = Holding::new(turn, taken);
         work();
         None
     }
 
     /// Runs `job` on the queue of the device at `position`.
     pub(crate) fn submit(&self, position: usize, device: Device, job: Job) {
-        if WORKER_OF.get() == Some(device) {
-            // A job of this queue opened a scope and sent work to its own queue: queued, it
-            // would wait behind the job that waits for it. It runs here instead, now.
-            job();
-            return;
-        }
-        let Some(slot) = self.senders.get(position) else {
+        let (Some(turn), Some(worker)) = (self.turns.get(position), self.workers.get(position))
+        else {
             // Positions come from the runtime's own device table, so this does not happen;
             // running the job here still keeps the scope's promise that it runs.
             job();
             return;
         };
-        // Positions index both tables alike.
-        let turn = self.turns.get(position).cloned().unwrap_or_default();
-        let sender = slot.get_or_init(|| start_worker(device, Arc::clone(&turn)));
-        turn.queued.fetch_add(1, Ordering::AcqRel);
-        if let Err(refused) = sender.send(job) {
-            // The worker is gone only if its thread could not be started; run the job here
-            // rather than lose it.
-            turn.queued.fetch_sub(1, Ordering::AcqRel);
-            (refused.0)();
+        if turn.held_here() {
+            // A job running on this device opened a scope and sent work to the same device:
+            // queued, it would wait behind the job that waits for it. It runs here instead,
+            // now.
+            job();
+            return;
+        }
+        if !*worker.get_or_init(|| start_worker(device, Arc::clone(turn))) {
+            // Its thread could not be started: run the job here rather than lose it.
+            job();
+            return;
+        }
+        turn.push(job);
+    }
+}
+
+impl Drop for DeviceQueues {
+    fn drop(&mut self) {
+        // No scope is open (each borrows the runtime), so the queues are empty: the workers
+        // end as soon as they see this.
+        for turn in &self.turns {
+            lock(&turn.queue).closed = true;
+            turn.ready.notify_all();
         }
     }
 }
 
-/// Starts the worker thread of `device`'s queue.
-fn start_worker(device: Device, turn: Arc<Turn>) -> Sender<Job> {
-    let (sender, receiver) = channel::<Job>();
+/// Starts the worker thread of `device`'s queue; returns whether it runs.
+fn start_worker(device: Device, turn: Arc<Turn>) -> bool {
     let started = std::thread::Builder::new()
         .name(format!("rimms-{device}"))
-        .spawn(move || {
-            WORKER_OF.set(Some(device));
-            // Jobs catch their own panics (see `scope`), so one failing job never ends the
-            // worker; it ends when every sender is gone.
-            while let Ok(job) = receiver.recv() {
-                let held = turn.lock.lock().unwrap_or_else(|e| e.into_inner());
-                job();
-                turn.queued.fetch_sub(1, Ordering::AcqRel);
-                drop(held);
-            }
-        });
-    if let Err(e) = started {
+        .spawn(move || work(&turn));
+    if let Err(e) = &started {
         tracing::warn!(%device, error = %e, "could not start the device's worker thread; its jobs run on the submitting thread");
     }
-    sender
+    started.is_ok()
+}
+
+/// A worker's life: sleep until a job is queued, take the turn, then run jobs until the queue
+/// is empty (a turn holder waiting on a nested scope may have run them meanwhile). Jobs catch
+/// their own panics (see `scope`), so one failing job never ends the worker; it ends when the
+/// runtime is dropped.
+fn work(turn: &Arc<Turn>) {
+    loop {
+        {
+            let mut queue = lock(&turn.queue);
+            while queue.jobs.is_empty() {
+                if queue.closed {
+                    return;
+                }
+                queue = turn.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        // The turn first, then the job (see the module's comment).
+        let _holding = Holding::new(turn, lock(&turn.lock));
+        while let Some(job) = turn.next_job() {
+            job();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::{channel, Sender};
+    use std::thread::ThreadId;
+    use std::time::{Duration, Instant};
+
+    const SIM: Device = Device::Sim(0);
+    /// A liveness bound, far above any thread hand-off.
+    const PATIENCE: Duration = Duration::from_secs(20);
+
+    /// Jobs from one thread run on the worker in the order they came.
+    #[test]
+    fn a_queue_runs_its_jobs_in_order() {
+        let queues = DeviceQueues::new(2);
+        let (ran, order) = channel();
+        for k in 0..50 {
+            let ran = ran.clone();
+            queues.submit(1, SIM, Box::new(move || ran.send(k).expect("receiver")));
+        }
+        let got: Vec<i32> = (0..50)
+            .map(|_| order.recv_timeout(PATIENCE).expect("every job runs"))
+            .collect();
+        assert_eq!(got, (0..50).collect::<Vec<_>>());
+    }
+
+    /// The worker ends once the queues are dropped: it gives back its share of the turn.
+    #[test]
+    fn the_worker_ends_when_the_queues_are_dropped() {
+        let queues = DeviceQueues::new(2);
+        let (ran, done) = channel();
+        queues.submit(1, SIM, Box::new(move || ran.send(()).expect("receiver")));
+        done.recv_timeout(PATIENCE).expect("the job runs");
+        let turn = Arc::clone(&queues.turns[1]);
+        drop(queues);
+        let start = Instant::now();
+        while Arc::strong_count(&turn) > 1 {
+            assert!(start.elapsed() < PATIENCE, "the worker did not end");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn says_where_it_ran(tx: Sender<ThreadId>) -> Job {
+        Box::new(move || tx.send(std::thread::current().id()).expect("receiver"))
+    }
+
+    /// Work run here on an idle device holds its turn: work it submits to the same device runs
+    /// inline, and a job another thread queues meanwhile is run by it on request (what a
+    /// waiting scope does), not by the worker, which waits for the turn.
+    #[test]
+    fn a_turn_holder_runs_its_devices_work_itself() {
+        let queues = DeviceQueues::new(2);
+        // Start the worker, so that it is there to take the queued job if it could.
+        let (ran, done) = channel();
+        queues.submit(1, SIM, Box::new(move || ran.send(()).expect("receiver")));
+        done.recv_timeout(PATIENCE).expect("the warm-up job runs");
+        let here = std::thread::current().id();
+        let mut ran_inline = None;
+        let mut ran_queued = None;
+        let mut wait_for_turn = 0;
+        let outcome = loop {
+            // The worker may still be giving back the turn after the warm-up job.
+            let gave_back = queues.run_here_if_idle(1, SIM, || {
+                assert!(holds_a_turn());
+                let (tx, rx) = channel();
+                queues.submit(1, SIM, says_where_it_ran(tx));
+                ran_inline = Some(rx.try_recv().expect("ran inline"));
+                let (tx, rx) = channel();
+                std::thread::scope(|s| {
+                    s.spawn(|| queues.submit(1, SIM, says_where_it_ran(tx)));
+                });
+                assert!(run_held_job(), "the queued job waits for this thread");
+                ran_queued = Some(rx.try_recv().expect("ran by the turn holder"));
+                assert!(!run_held_job(), "nothing else is queued");
+            });
+            match gave_back {
+                None => break true,
+                Some(_) if wait_for_turn < 1000 => {
+                    wait_for_turn += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Some(_) => break false,
+            }
+        };
+        assert!(outcome, "sim0 never went idle");
+        assert_eq!((ran_inline, ran_queued), (Some(here), Some(here)));
+        assert!(!holds_a_turn(), "the turn is given back");
+    }
 }

@@ -3,6 +3,8 @@
 //! panic inside the user's own code, or correct data. The cases that must not compile are in
 //! `ui-tests/fail`. Miri (Tree Borrows) runs this file in CI, so the pools are kept small.
 
+mod deadlocks;
+
 use rimms::{
     ApiDecl, DevSlice, DevSliceMut, Device, Error, HeteData, KernelArg, KernelCtx, Runtime,
     SimConfig,
