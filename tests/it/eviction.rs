@@ -579,3 +579,55 @@ fn a_call_cuts_its_other_arguments_blocks_down_to_what_it_uses() {
     }
     x.validate().expect("x");
 }
+
+/// Found by the property above (a window move that counted both arguments' leases as the
+/// call's own): a call whose two arguments read one buffer at offsets 32 and 960, on a pool of
+/// two 1 KiB granules where that buffer (1,032 bytes) gets a window. Moving the window for the
+/// second argument would leave the first argument's pointer outside it, so the window stays
+/// and the call is refused for want of room, as the models say.
+#[test]
+fn two_arguments_on_one_buffer_never_move_its_window() {
+    let one = || Op::Alloc {
+        len: 1,
+        frag_log2: 3,
+    };
+    let ops = vec![
+        one(),
+        one(),
+        one(),
+        Op::Alloc {
+            len: 129,
+            frag_log2: 3,
+        },
+        one(),
+        one(),
+        Op::Drop { buf: 487420 },
+        Op::Drop { buf: 506450 },
+        Op::Zip {
+            x: 129310,
+            y: 179360,
+            out: 164903,
+            a: 585781,
+            b: 405316,
+            c: 257223,
+            dev: 2,
+            op: 0,
+        },
+        Op::Drop { buf: 434061 },
+        Op::Zip {
+            x: 303979,
+            y: 761254,
+            out: 525141,
+            a: 620752,
+            b: 417822,
+            c: 846181,
+            dev: 2,
+            op: 1,
+        },
+    ];
+    let pools = Pools {
+        granule: 1024,
+        granules: 2,
+    };
+    check_program(&ops, false, Some(pools)).expect("the program matches the models");
+}

@@ -8,7 +8,7 @@
 //! argument that may be used in an evictable space), host views and host loops while their
 //! write is unrecorded (`RawBuffer::host_acquire`), `prefetch`, a baseline call's staging,
 //! merged groups (they are kernel calls) and the window moves a call itself makes (which count
-//! the caller's own leases as its own, [`Held`]).
+//! the one lease of the argument they move for as their own, [`Held`]).
 //!
 //! Host views into an evictable host-mapped space hand out slices whose end the runtime cannot
 //! see, so they set a sticky per-space bit instead, cleared when the buffer is next borrowed
@@ -37,23 +37,20 @@ const HOST_VIEWS_SHIFT: u32 = 32;
 /// A buffer's lease word.
 pub(crate) struct Leases(AtomicU64);
 
-/// How many of a buffer's leases the path asking to move its blocks holds itself: a lease
-/// counted here is one the mover knows it took, so a move is allowed only when every lease out
-/// is one of these. Never a bare guess: `Held::ONE` comes with a [`Lease`] the caller holds, `Held::counted` with the leases a kernel call took per argument.
+/// Whether the path asking to move a buffer's blocks holds a lease itself, which it may then
+/// count as its own: a move is allowed only when every lease out is that one. A path holds
+/// one lease per pointer it keeps into the buffer's blocks, so the count is never more than
+/// one: a kernel call with two arguments on one buffer holds two leases, and moving the window
+/// for one argument would leave the other's pointer behind, so neither counts the other's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Held(u32);
 
 impl Held {
     /// The caller holds no lease: it must have the buffer mutably borrowed, or move nothing.
     pub(crate) const NONE: Held = Held(0);
-    /// The caller holds exactly one lease, a [`Lease`] it keeps until after its marks.
+    /// The caller holds exactly one lease (a [`Lease`], or a kernel call argument's pin) and
+    /// keeps it until after its marks.
     pub(crate) const ONE: Held = Held(1);
-
-    /// `n` leases the caller took with `RawBuffer::pin` and keeps until after its marks (a
-    /// kernel call whose arguments share a buffer holds one per argument).
-    pub(crate) fn counted(n: u32) -> Held {
-        Held(n)
-    }
 }
 
 impl Leases {
@@ -136,15 +133,11 @@ mod tests {
         assert!(leases.may_move(sim0, Held::ONE), "the mover's own lease");
         leases.take();
         assert!(!leases.may_move(sim0, Held::ONE), "one lease is another's");
-        assert!(leases.may_move(sim0, Held::counted(2)));
         leases.give_back();
         leases.give_back();
         leases.pin_host_views(sim1.bit());
         assert!(leases.may_move(sim0, Held::NONE));
-        assert!(
-            !leases.may_move(sim1, Held::counted(5)),
-            "a host view in sim1"
-        );
+        assert!(!leases.may_move(sim1, Held::ONE), "a host view in sim1");
         leases.end_host_views();
         assert!(leases.may_move(sim1, Held::NONE));
     }

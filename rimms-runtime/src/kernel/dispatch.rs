@@ -212,17 +212,6 @@ impl<const N: usize> Pinned<'_, '_, N> {
     }
 }
 
-/// The leases the call holds on `raw`: one per argument on it that `mask` (the call's
-/// [`Pinned`] mask) says is pinned. A window move of that buffer counts these as the call's own.
-fn held_on<const N: usize>(args: &[KernelArg<'_>; N], mask: u32, raw: &RawBuffer) -> Held {
-    let mine = args
-        .iter()
-        .enumerate()
-        .filter(|&(j, a)| mask & 1 << j != 0 && std::ptr::eq(a.raw, raw))
-        .count();
-    Held::counted(mine as u32)
-}
-
 impl<const N: usize> Drop for Pinned<'_, '_, N> {
     #[inline(always)]
     fn drop(&mut self) {
@@ -231,6 +220,18 @@ impl<const N: usize> Drop for Pinned<'_, '_, N> {
             self.args[mask.trailing_zeros() as usize].raw.unpin();
             mask &= mask - 1;
         }
+    }
+}
+
+/// The lease argument `i` holds, which a window move made for it may count as its own: one
+/// where `mask` (the call's [`Pinned`] mask) says it is pinned. Never the leases of the call's
+/// other arguments on the same buffer: they point into the window too, so a call with two
+/// arguments on one buffer never moves its window.
+fn held_by(mask: u32, i: usize) -> Held {
+    if mask & 1 << i != 0 {
+        Held::ONE
+    } else {
+        Held::NONE
     }
 }
 
@@ -296,7 +297,7 @@ fn acquire_missing<const N: usize>(
             api: api.name(),
             arg: arg.name,
         };
-        let held = held_on(args, pinned, arg.raw);
+        let held = held_by(pinned, i);
         match arg.raw.acquire(
             bytes.start,
             bytes.len(),
@@ -352,9 +353,7 @@ fn trim_others<const N: usize>(
         if std::ptr::eq(a.raw, args[i].raw) || holders > 1 {
             continue;
         }
-        freed |= a
-            .raw
-            .trim(spaces[j], a.start, a.len, held_on(args, pinned, a.raw))?;
+        freed |= a.raw.trim(spaces[j], a.start, a.len, held_by(pinned, j))?;
     }
     Ok(freed)
 }
@@ -376,9 +375,7 @@ fn give_up_others<const N: usize>(
         if std::ptr::eq(a.raw, args[i].raw) || holders > 1 || a.len == 0 {
             continue;
         }
-        if a.raw
-            .give_up(spaces[j], needed, held_on(args, pinned, a.raw))?
-        {
+        if a.raw.give_up(spaces[j], needed, held_by(pinned, j))? {
             given_up |= 1 << j;
         }
     }
@@ -439,7 +436,7 @@ fn baseline<const N: usize>(
                 SpaceId::HOST,
                 host_access,
                 &reason,
-                held_on(args, pins.mask, arg.raw),
+                Held::ONE,
             )?;
             temps.blocks.push(temps.pool.alloc(arg.len)?);
         }
