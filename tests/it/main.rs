@@ -39,5 +39,4 @@ mod soundness;
 mod stress;
 mod trace;
 
-mod rerun;
-pub use rerun::rerun_test;
+pub use rimms_test_support::rerun_test;

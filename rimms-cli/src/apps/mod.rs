@@ -27,13 +27,14 @@ pub mod zip3x;
 
 pub use error::{AppError, Place};
 pub use mapping::{Mapping, Sched, Step};
-pub use report::{AppResult, Checksum, Eviction, Link, Run};
+pub use report::{Checksum, Eviction, Link, Run};
 
 use native::Native;
 use rimms::{
     Complex32, CostTable, ExecMode, FftDirection, HeteData, HeteSlice, HeteSliceMut, Policy,
     Runtime, SimConfig, Target, ZipOp,
 };
+use serde::Serialize;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -222,6 +223,20 @@ pub struct Outcome {
     pub truth_line: Option<String>,
     /// What a reader should make of the figures, where they need it.
     pub note: Option<&'static str>,
+}
+
+/// Any app's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum AppResult {
+    /// 2FFT, FZF, zip3x.
+    Chain(Checksum),
+    /// The radar correlator.
+    Correlator(correlator::Output),
+    /// Pulse Doppler.
+    PulseDoppler(pulse_doppler::Output),
+    /// SAR.
+    Sar(sar::Output),
 }
 
 /// Runs `app` on input from `source` with `opts`.

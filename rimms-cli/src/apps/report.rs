@@ -1,9 +1,13 @@
 //! What a run of an app reports: its result, the frame times, and the bytes, copies and
 //! allocations it cost, in one shape for every app and mode so that a table or a JSON line
 //! can be made from any of them.
+//!
+//! The apps depend on this module and it on none of them: a [`Run`] is generic over the
+//! result, and the one type that names every app's result, [`AppResult`](super::AppResult),
+//! lives with the dispatch over apps in the parent module.
 
 use super::mapping::Mapping;
-use super::{correlator, pulse_doppler, sar, App, Mode};
+use super::{App, Mode};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -144,18 +148,4 @@ impl<R: Serialize> Run<R> {
 pub struct Checksum {
     /// Σ|y| over the last frame's output, in f64.
     pub checksum: f64,
-}
-
-/// Any app's result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum AppResult {
-    /// 2FFT, FZF, zip3x.
-    Chain(Checksum),
-    /// The radar correlator.
-    Correlator(correlator::Output),
-    /// Pulse Doppler.
-    PulseDoppler(pulse_doppler::Output),
-    /// SAR.
-    Sar(sar::Output),
 }

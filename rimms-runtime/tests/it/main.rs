@@ -30,6 +30,4 @@ mod merging;
 #[cfg(feature = "fpga-emulator")]
 mod reference;
 
-#[path = "../../../tests/it/rerun.rs"]
-mod rerun;
-pub use rerun::rerun_test;
+pub use rimms_test_support::rerun_test;

@@ -1,8 +1,10 @@
-//! FFT then inverse FFT of the same data, rows spread over two simulated devices, then a
-//! host-side check with `parallel_for!`: each row's fragments move to the device that
-//! transforms it, and only back when the host reads them.
+//! One buffer shared by two devices, row by row: `rows_mut` splits it into row views, and the
+//! rows go alternately to two simulated cards for an FFT and an inverse FFT in place
+//! (`fft_in_place`); then a host-side check with `parallel_for!`. Coherence is per fragment,
+//! so each row moves only to the card that transforms it, and back only when the host reads
+//! it; the bytes per link at the end show it.
 //!
-//! `cargo run --release --example two_fft`
+//! `cargo run --release --example two_devices`
 
 use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
 
