@@ -189,15 +189,7 @@ fn double_on(
     input: &rimms::HeteSlice<'_, u32>,
     out: &mut rimms::HeteSliceMut<'_, u32>,
 ) -> rimms::Result<()> {
-    let args = [
-        KernelArg::read("input", input),
-        KernelArg::write("out", out),
-    ];
-    rt.launch_host(device, &NESTED_DOUBLE, args, |[i, o]| {
-        let (i, o) = (i.into_slice::<u32>()?, o.into_slice_mut::<u32>()?);
-        o.iter_mut().zip(i).for_each(|(o, i)| *o = 2 * i);
-        Ok(())
-    })
+    super::map_on(rt, device, &NESTED_DOUBLE, input, out, |v| 2 * v)
 }
 
 /// Two rows of scope calls of `rules` on sim0, run by the thread that closes the scope while

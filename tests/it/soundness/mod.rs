@@ -14,6 +14,26 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 mod leases;
 mod pressure;
 
+/// `out[i] = f(input[i])` on `device`, as a call of `api` with a host body.
+fn map_on(
+    rt: &Runtime,
+    device: Device,
+    api: &'static ApiDecl,
+    input: &rimms::HeteSlice<'_, u32>,
+    out: &mut rimms::HeteSliceMut<'_, u32>,
+    f: impl Fn(u32) -> u32,
+) -> rimms::Result<()> {
+    let args = [
+        KernelArg::read("input", input),
+        KernelArg::write("out", out),
+    ];
+    rt.launch_host(device, api, args, |[i, o]| {
+        let (i, o) = (i.into_slice::<u32>()?, o.into_slice_mut::<u32>()?);
+        o.iter_mut().zip(i).for_each(|(o, i)| *o = f(*i));
+        Ok(())
+    })
+}
+
 fn small_sim() -> SimConfig {
     SimConfig {
         pool_bytes: 1 << 20,

@@ -39,17 +39,7 @@ fn shifted(
     input: &rimms::HeteSlice<'_, u32>,
     out: &mut rimms::HeteSliceMut<'_, u32>,
 ) -> rimms::Result<()> {
-    let args = [
-        KernelArg::read("input", input),
-        KernelArg::write("out", out),
-    ];
-    rt.launch_host(device, &SHIFTED, args, |[i, o]| {
-        let (i, o) = (i.into_slice::<u32>()?, o.into_slice_mut::<u32>()?);
-        o.iter_mut()
-            .zip(i)
-            .for_each(|(o, i)| *o = i.wrapping_add(k));
-        Ok(())
-    })
+    super::map_on(rt, device, &SHIFTED, input, out, |v| v.wrapping_add(k))
 }
 
 /// `y += k` on `device`, read and written in place.
