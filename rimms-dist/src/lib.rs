@@ -14,15 +14,20 @@
 //!   once. [`RankTable::digest`] is what ranks compare to catch drift.
 //! - [`owner_computes`]: which rank runs a call, split per rank where the written range spans
 //!   several, and [`corner_turn_bytes`], the analytic minimum of a distributed transpose.
+//! - [`Transport`]: how ranks exchange bytes (point-to-point by envelope, all-to-all, the
+//!   digest agreement that turns drift into an error), with [`InProcess`], threads as ranks,
+//!   the test double that runs the protocol without MPI; [`execute`] carries an exchange out.
 //!
-//! Everything here is a pure function of its inputs: the same calls in the same order give
-//! the same plans on every rank.
+//! Everything but the transport is a pure function of its inputs: the same calls in the same
+//! order give the same plans on every rank.
 
 mod distribution;
 mod table;
+pub mod transport;
 
 pub use distribution::{corner_turn_bytes, owner_computes, Distribution, Span};
 pub use table::{Exchange, RankTable, Send};
+pub use transport::{execute, Envelope, InProcess, Transport, TransportError};
 
 use std::fmt;
 

@@ -1,0 +1,395 @@
+//! How ranks exchange bytes: the [`Transport`] trait, and [`InProcess`], threads as ranks.
+//!
+//! The runtime's network space carries out a [`RankTable`](crate::RankTable)'s plans over a
+//! transport. MPI is what real runs use (behind a feature, next step); `InProcess` is the test
+//! double, as StarPU's FAKE_RANK is: each rank is a thread with a channel, so plain `cargo test`
+//! exercises the whole protocol (point-to-point sends matched by envelope, early arrivals, the
+//! all-to-all of a corner turn, drift detection) on a machine without MPI.
+//!
+//! Every wait is bounded ([`InProcess::with_timeout`]): a rank that never sends what another
+//! waits for is an error naming what was awaited, never a hang.
+
+use crate::table::Exchange;
+use crate::Rank;
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What identifies a point-to-point message, so that a receive matches it whenever it arrives:
+/// the buffer, the fragments and the buffer's write epoch when the send was planned.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Envelope {
+    /// The distributed buffer's id (the same on every rank: allocation order).
+    pub buffer: u64,
+    /// The fragments the message carries.
+    pub frags: Range<usize>,
+    /// How many writes the buffer had seen when the send was planned.
+    pub epoch: u64,
+}
+
+/// What went wrong between ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// A peer's message did not come in time.
+    Timeout {
+        /// What was awaited.
+        awaited: String,
+    },
+    /// A peer is gone (its end of the transport was dropped).
+    PeerGone {
+        /// The rank.
+        rank: Rank,
+    },
+    /// Ranks hold different tables after the same call: they ran different calls.
+    Drift {
+        /// The call after which the tables differ.
+        call: String,
+        /// The ranks whose table differs from the lowest rank's.
+        ranks: Vec<Rank>,
+    },
+    /// A message of another length than the receive expects.
+    Length {
+        /// What was received.
+        envelope: Envelope,
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes received.
+        got: usize,
+    },
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Timeout { awaited } => write!(f, "no message came for {awaited}"),
+            TransportError::PeerGone { rank } => write!(f, "{rank} is gone"),
+            TransportError::Drift { call, ranks } => {
+                let names: Vec<String> = ranks.iter().map(Rank::to_string).collect();
+                write!(
+                    f,
+                    "ranks drifted apart at `{call}`: the distributed state of {} differs from rank 0's (calls on distributed buffers ran in another order there)",
+                    names.join(", ")
+                )
+            }
+            TransportError::Length {
+                envelope,
+                expected,
+                got,
+            } => write!(
+                f,
+                "a message for buffer {} fragments {:?} has {got} bytes, not {expected}",
+                envelope.buffer, envelope.frags
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// How ranks exchange bytes.
+pub trait Transport {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Ranks in the job.
+    fn ranks(&self) -> usize;
+    /// Sends `bytes` to `to` without waiting for the receive.
+    fn send(&self, to: Rank, envelope: Envelope, bytes: &[u8]) -> Result<(), TransportError>;
+    /// Receives the message `envelope` from `from` into `into`; it may have arrived first.
+    fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError>;
+    /// Sends block `i` of `blocks` to rank `i` and returns the blocks received, by source
+    /// (one's own block stays home).
+    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError>;
+    /// Checks that every rank holds the same `digest` after `call`: the same error on every
+    /// rank where one differs.
+    fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError>;
+    /// Data bytes this rank has sent each peer, point-to-point and all-to-all (agreements,
+    /// a check, are not counted).
+    fn sent_bytes(&self) -> Vec<u64>;
+}
+
+/// Carries out `exchange` on this rank: posts the sends it is the source of (reading each run
+/// of fragments from `block`), then receives the runs it reads into `block`. `frag_bytes` is the
+/// fragment size; a buffer's last fragment may be short.
+pub fn execute(
+    transport: &dyn Transport,
+    exchange: &Exchange,
+    buffer: u64,
+    epoch: u64,
+    frag_bytes: usize,
+    block: &mut [u8],
+) -> Result<(), TransportError> {
+    let me = transport.rank();
+    let len = block.len();
+    let bytes_of = |frags: &Range<usize>| {
+        (frags.start * frag_bytes).min(len)..(frags.end * frag_bytes).min(len)
+    };
+    for send in exchange.sends.iter().filter(|s| s.from == me) {
+        let envelope = Envelope {
+            buffer,
+            frags: send.frags.clone(),
+            epoch,
+        };
+        transport.send(send.to, envelope, &block[bytes_of(&send.frags)])?;
+    }
+    for send in exchange.sends.iter().filter(|s| s.to == me) {
+        let envelope = Envelope {
+            buffer,
+            frags: send.frags.clone(),
+            epoch,
+        };
+        let range = bytes_of(&send.frags);
+        transport.recv(send.from, &envelope, &mut block[range])?;
+    }
+    Ok(())
+}
+
+enum Kind {
+    PointToPoint(Envelope),
+    /// The `n`-th all-to-all of the job.
+    AllToAll(u64),
+    /// The `n`-th agreement, and the call it follows.
+    Agree(u64, String),
+}
+
+struct Message {
+    from: Rank,
+    kind: Kind,
+    bytes: Vec<u8>,
+}
+
+/// Messages that arrived before their receive was posted (StarPU-MPI's early requests).
+#[derive(Default)]
+struct Early {
+    point: HashMap<(Rank, Envelope), Vec<u8>>,
+    collective: HashMap<(Rank, u64, bool), (Vec<u8>, String)>,
+}
+
+/// One rank of a job whose ranks are threads of this process.
+pub struct InProcess {
+    rank: Rank,
+    peers: Vec<Sender<Message>>,
+    inbox: Mutex<Receiver<Message>>,
+    early: Mutex<Early>,
+    /// Collectives this rank has entered: all-to-alls, agreements.
+    collectives: Mutex<(u64, u64)>,
+    sent: Mutex<Vec<u64>>,
+    timeout: Duration,
+}
+
+impl InProcess {
+    /// The `ranks` ends of a new job, rank `i` at index `i`; each goes to its own thread.
+    pub fn world(ranks: usize) -> Vec<InProcess> {
+        let (senders, inboxes): (Vec<_>, Vec<_>) = (0..ranks).map(|_| channel()).unzip();
+        inboxes
+            .into_iter()
+            .enumerate()
+            .map(|(i, inbox)| InProcess {
+                rank: Rank(i as u16),
+                peers: senders.clone(),
+                inbox: Mutex::new(inbox),
+                early: Mutex::default(),
+                collectives: Mutex::new((0, 0)),
+                sent: Mutex::new(vec![0; ranks]),
+                timeout: Duration::from_secs(30),
+            })
+            .collect()
+    }
+
+    /// The longest any receive waits before it is an error (30 s by default).
+    pub fn with_timeout(mut self, timeout: Duration) -> InProcess {
+        self.timeout = timeout;
+        self
+    }
+
+    fn post(&self, to: Rank, kind: Kind, bytes: Vec<u8>) -> Result<(), TransportError> {
+        let peer = self
+            .peers
+            .get(usize::from(to.0))
+            .ok_or(TransportError::PeerGone { rank: to })?;
+        // Agreements are a check, not data: `sent_bytes` is what the plans move.
+        let len = match kind {
+            Kind::Agree(..) => 0,
+            _ => bytes.len() as u64,
+        };
+        peer.send(Message {
+            from: self.rank,
+            kind,
+            bytes,
+        })
+        .map_err(|_| TransportError::PeerGone { rank: to })?;
+        if to != self.rank {
+            let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+            sent[usize::from(to.0)] += len;
+        }
+        Ok(())
+    }
+
+    /// Waits until `take` finds what it wants among the early arrivals, filing every message
+    /// that comes meanwhile there first.
+    fn wait_for<T>(
+        &self,
+        awaited: impl Fn() -> String,
+        mut take: impl FnMut(&mut Early) -> Option<T>,
+    ) -> Result<T, TransportError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if let Some(found) = take(&mut self.early.lock().unwrap_or_else(|e| e.into_inner())) {
+                return Ok(found);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = match self
+                .inbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .recv_timeout(left)
+            {
+                Ok(message) => message,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(TransportError::Timeout { awaited: awaited() })
+                }
+                // Every rank holds a sender to every inbox, its own included.
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(TransportError::PeerGone { rank: self.rank })
+                }
+            };
+            let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
+            match message.kind {
+                Kind::PointToPoint(envelope) => {
+                    early.point.insert((message.from, envelope), message.bytes);
+                }
+                Kind::AllToAll(n) => {
+                    early
+                        .collective
+                        .insert((message.from, n, true), (message.bytes, String::new()));
+                }
+                Kind::Agree(n, call) => {
+                    early
+                        .collective
+                        .insert((message.from, n, false), (message.bytes, call));
+                }
+            }
+        }
+    }
+
+    fn next_collective(&self, all_to_all: bool) -> u64 {
+        let mut counts = self.collectives.lock().unwrap_or_else(|e| e.into_inner());
+        let count = if all_to_all {
+            &mut counts.0
+        } else {
+            &mut counts.1
+        };
+        *count += 1;
+        *count
+    }
+
+    /// Sends `blocks[i]` to every other rank `i` as collective `n`, and gathers theirs.
+    fn exchange_all(
+        &self,
+        n: u64,
+        all_to_all: bool,
+        call: &str,
+        mut blocks: Vec<Vec<u8>>,
+    ) -> Result<Vec<(Vec<u8>, String)>, TransportError> {
+        let me = usize::from(self.rank.0);
+        let mut received: Vec<(Vec<u8>, String)> = vec![(Vec::new(), String::new()); self.ranks()];
+        for (to, block) in blocks.iter_mut().enumerate() {
+            if to == me {
+                received[me] = (std::mem::take(block), call.to_string());
+                continue;
+            }
+            let kind = if all_to_all {
+                Kind::AllToAll(n)
+            } else {
+                Kind::Agree(n, call.to_string())
+            };
+            self.post(Rank(to as u16), kind, std::mem::take(block))?;
+        }
+        for (from, slot) in received.iter_mut().enumerate() {
+            if from == me {
+                continue;
+            }
+            let key = (Rank(from as u16), n, all_to_all);
+            *slot = self.wait_for(
+                || format!("collective {n} from {}", Rank(from as u16)),
+                |early| early.collective.remove(&key),
+            )?;
+        }
+        Ok(received)
+    }
+}
+
+impl Transport for InProcess {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn ranks(&self) -> usize {
+        self.peers.len()
+    }
+
+    fn send(&self, to: Rank, envelope: Envelope, bytes: &[u8]) -> Result<(), TransportError> {
+        self.post(to, Kind::PointToPoint(envelope), bytes.to_vec())
+    }
+
+    fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError> {
+        let key = (from, envelope.clone());
+        let bytes = self.wait_for(
+            || {
+                format!(
+                    "buffer {} fragments {:?} from {from}",
+                    envelope.buffer, envelope.frags
+                )
+            },
+            |early| early.point.remove(&key),
+        )?;
+        if bytes.len() != into.len() {
+            return Err(TransportError::Length {
+                envelope: envelope.clone(),
+                expected: into.len(),
+                got: bytes.len(),
+            });
+        }
+        into.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError> {
+        let n = self.next_collective(true);
+        let received = self.exchange_all(n, true, "", blocks)?;
+        Ok(received.into_iter().map(|(bytes, _)| bytes).collect())
+    }
+
+    fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
+        let n = self.next_collective(false);
+        let blocks = vec![digest.to_le_bytes().to_vec(); self.ranks()];
+        let received = self.exchange_all(n, false, call, blocks)?;
+        let digest_of = |bytes: &[u8]| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[..8.min(bytes.len())]);
+            u64::from_le_bytes(word)
+        };
+        // Every rank compares with rank 0's, so every rank names the same ranks.
+        let (first, first_call) = (digest_of(&received[0].0), &received[0].1);
+        let drifted: Vec<Rank> = received
+            .iter()
+            .enumerate()
+            .filter(|(_, (bytes, peer_call))| digest_of(bytes) != first || peer_call != first_call)
+            .map(|(i, _)| Rank(i as u16))
+            .collect();
+        if drifted.is_empty() {
+            Ok(())
+        } else {
+            Err(TransportError::Drift {
+                call: call.to_string(),
+                ranks: drifted,
+            })
+        }
+    }
+
+    fn sent_bytes(&self) -> Vec<u64> {
+        self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
