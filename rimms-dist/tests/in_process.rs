@@ -4,136 +4,12 @@
 //! sequential model, bytes per peer the plans (the minimum), and a rank that runs another
 //! program makes every rank fail, naming the call.
 
+mod common;
+
+use common::{program, run_rank, Op, Outcome};
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, TestRng};
-use rimms_dist::{
-    corner_turn_bytes, execute, owner_computes, Distribution, Envelope, InProcess, Rank, RankTable,
-    Transport, TransportError,
-};
+use rimms_dist::{Distribution, Envelope, InProcess, Rank, Transport, TransportError};
 use std::time::Duration;
-
-#[derive(Clone, Debug)]
-enum Op {
-    /// Rows `rows` get values from `seed`, computed by their owners.
-    Write {
-        rows: std::ops::Range<usize>,
-        seed: u32,
-    },
-    /// `reader` reads `rows`.
-    Read {
-        reader: u16,
-        rows: std::ops::Range<usize>,
-    },
-}
-
-fn value(seed: u32, row: usize, col: usize) -> u32 {
-    seed.wrapping_mul(2654435761) ^ (row as u32) << 12 ^ col as u32
-}
-
-fn program(seed: u64, ranks: usize, rows: usize, len: usize) -> Vec<Op> {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
-    let range = |rng: &mut TestRng| {
-        let (a, b) = (
-            (rng.next_u32() as usize) % (rows + 1),
-            (rng.next_u32() as usize) % (rows + 1),
-        );
-        a.min(b)..a.max(b)
-    };
-    (0..len)
-        .map(|_| {
-            if rng.next_u32() % 3 == 0 {
-                Op::Write {
-                    rows: range(&mut rng),
-                    seed: rng.next_u32(),
-                }
-            } else {
-                Op::Read {
-                    reader: (rng.next_u32() as usize % ranks) as u16,
-                    rows: range(&mut rng),
-                }
-            }
-        })
-        .collect()
-}
-
-const COLS: usize = 16;
-const ROW_BYTES: usize = COLS * 4;
-
-/// What one rank saw: bytes it sent each peer, and what the plans said it would send.
-struct Outcome {
-    sent: Vec<u64>,
-    planned: Vec<u64>,
-}
-
-/// Runs `ops` as rank `me` of `transport`'s job on a buffer of `rows` rows distributed by
-/// `dist`, checking each read against the sequential model.
-fn run_rank(
-    transport: &InProcess,
-    dist: Distribution,
-    rows: usize,
-    ops: &[Op],
-) -> Result<Outcome, TransportError> {
-    let (me, ranks) = (transport.rank(), transport.ranks());
-    let mut table = RankTable::fresh(&dist, rows, 1, ranks).expect("table");
-    let mut local = vec![0u8; rows * ROW_BYTES];
-    let mut model = vec![0u32; rows * COLS];
-    let mut planned = vec![0u64; ranks];
-    let mut epoch = 0;
-    for (k, op) in ops.iter().enumerate() {
-        match op {
-            Op::Write {
-                rows: written,
-                seed,
-            } => {
-                for span in
-                    owner_computes(&dist, rows, ranks, written.clone(), true).expect("spans")
-                {
-                    for row in span.rows.clone() {
-                        for col in 0..COLS {
-                            let v = value(*seed, row, col);
-                            model[row * COLS + col] = v;
-                            if span.ranks.contains(me) {
-                                let at = row * ROW_BYTES + col * 4;
-                                local[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                            }
-                        }
-                    }
-                    table.mark_written(span.ranks, span.rows).expect("mark");
-                }
-                epoch += 1;
-            }
-            Op::Read { reader, rows: read } => {
-                let reader = Rank(*reader);
-                let exchange = table.plan_read(reader, read.clone()).expect("plan");
-                for send in exchange.sends.iter().filter(|s| s.from == me) {
-                    planned[usize::from(send.to.0)] += (send.frags.len() * ROW_BYTES) as u64;
-                }
-                execute(transport, &exchange, 7, epoch, ROW_BYTES, &mut local)?;
-                table.commit(&exchange);
-                if reader == me {
-                    for row in read.clone() {
-                        for col in 0..COLS {
-                            let at = row * ROW_BYTES + col * 4;
-                            let got = u32::from_le_bytes(local[at..at + 4].try_into().expect("4"));
-                            assert_eq!(
-                                got,
-                                model[row * COLS + col],
-                                "{me} row {row} col {col} after op {k}"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        transport.agree(table.digest(), &format!("op {k}: {op:?}"))?;
-    }
-    Ok(Outcome {
-        sent: transport.sent_bytes(),
-        planned,
-    })
-}
 
 /// Runs `program_of(rank)` on every rank of a job of `ranks` threads.
 fn job(
@@ -258,51 +134,10 @@ fn messages_that_arrive_early_wait_for_their_receive() {
 /// minimum.
 #[test]
 fn a_corner_turn_is_one_all_to_all_of_the_minimum_bytes() {
-    let (rows, cols) = (10, 7);
-    let m = |r: usize, c: usize| (r * 100 + c) as u32;
     for ranks in 1..=4 {
-        let outcomes = job(ranks, Duration::from_secs(30), |t| {
-            let me = t.rank();
-            let my_rows = Distribution::BlockRows.rows_of(me, rows, ranks);
-            let blocks: Vec<Vec<u8>> = (0..ranks)
-                .map(|to| {
-                    let cols_of = Distribution::BlockRows.rows_of(Rank(to as u16), cols, ranks);
-                    let mut block = Vec::new();
-                    for c in cols_of.into_iter().flatten() {
-                        for r in my_rows.iter().cloned().flatten() {
-                            block.extend_from_slice(&m(r, c).to_le_bytes());
-                        }
-                    }
-                    block
-                })
-                .collect();
-            let received = t.all_to_all(blocks)?;
-            // Rows of the transpose this rank owns: its columns of the original, all rows.
-            let my_cols = Distribution::BlockRows.rows_of(me, cols, ranks);
-            let mut transposed = Vec::new();
-            for c in my_cols.into_iter().flatten() {
-                let mut row = Vec::new();
-                for (from, block) in received.iter().enumerate() {
-                    let from_rows = Distribution::BlockRows.rows_of(Rank(from as u16), rows, ranks);
-                    let n: usize = from_rows.iter().map(|r| r.len()).sum();
-                    let at = (c - Distribution::BlockRows.rows_of(me, cols, ranks)[0].start) * n;
-                    for k in 0..n {
-                        let i = (at + k) * 4;
-                        row.push(u32::from_le_bytes(block[i..i + 4].try_into().expect("4")));
-                    }
-                }
-                let expected: Vec<u32> = (0..rows).map(|r| m(r, c)).collect();
-                assert_eq!(row, expected, "{me}, column {c}");
-                transposed.push(row);
-            }
-            let expected_sent: Vec<u64> =
-                corner_turn_bytes(rows, cols, 4, ranks)[usize::from(me.0)].clone();
-            Ok(Outcome {
-                sent: t.sent_bytes(),
-                planned: expected_sent,
-            })
-        });
-        for outcome in outcomes {
+        for outcome in job(ranks, Duration::from_secs(30), |t| {
+            common::corner_turn(t, 10, 7)
+        }) {
             let outcome = outcome.expect("rank");
             assert_eq!(outcome.sent, outcome.planned, "{ranks} ranks");
         }

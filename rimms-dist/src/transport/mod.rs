@@ -1,0 +1,152 @@
+//! How ranks exchange bytes: the [`Transport`] trait, [`InProcess`] (threads as ranks) and,
+//! with the feature `mpi`, [`Mpi`] (processes under `mpirun`).
+//!
+//! The runtime's network space carries out a [`RankTable`](crate::RankTable)'s plans over a
+//! transport. MPI is what real runs use (behind a feature, next step); `InProcess` is the test
+//! double, as StarPU's FAKE_RANK is: each rank is a thread with a channel, so plain `cargo test`
+//! exercises the whole protocol (point-to-point sends matched by envelope, early arrivals, the
+//! all-to-all of a corner turn, drift detection) on a machine without MPI.
+//!
+//! Every wait is bounded ([`InProcess::with_timeout`]): a rank that never sends what another
+//! waits for is an error naming what was awaited, never a hang.
+
+mod in_process;
+#[cfg(feature = "mpi")]
+mod mpi;
+
+pub use in_process::InProcess;
+#[cfg(feature = "mpi")]
+pub use mpi::Mpi;
+
+use crate::table::Exchange;
+use crate::Rank;
+use std::fmt;
+use std::ops::Range;
+
+/// What identifies a point-to-point message, so that a receive matches it whenever it arrives:
+/// the buffer, the fragments and the buffer's write epoch when the send was planned.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Envelope {
+    /// The distributed buffer's id (the same on every rank: allocation order).
+    pub buffer: u64,
+    /// The fragments the message carries.
+    pub frags: Range<usize>,
+    /// How many writes the buffer had seen when the send was planned.
+    pub epoch: u64,
+}
+
+/// What went wrong between ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// A peer's message did not come in time.
+    Timeout {
+        /// What was awaited.
+        awaited: String,
+    },
+    /// A peer is gone (its end of the transport was dropped).
+    PeerGone {
+        /// The rank.
+        rank: Rank,
+    },
+    /// Ranks hold different tables after the same call: they ran different calls.
+    Drift {
+        /// The call after which the tables differ.
+        call: String,
+        /// The ranks whose table differs from the lowest rank's.
+        ranks: Vec<Rank>,
+    },
+    /// A message of another length than the receive expects.
+    Length {
+        /// What was received.
+        envelope: Envelope,
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes received.
+        got: usize,
+    },
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Timeout { awaited } => write!(f, "no message came for {awaited}"),
+            TransportError::PeerGone { rank } => write!(f, "{rank} is gone"),
+            TransportError::Drift { call, ranks } => {
+                let names: Vec<String> = ranks.iter().map(Rank::to_string).collect();
+                write!(
+                    f,
+                    "ranks drifted apart at `{call}`: the distributed state of {} differs from rank 0's (calls on distributed buffers ran in another order there)",
+                    names.join(", ")
+                )
+            }
+            TransportError::Length {
+                envelope,
+                expected,
+                got,
+            } => write!(
+                f,
+                "a message for buffer {} fragments {:?} has {got} bytes, not {expected}",
+                envelope.buffer, envelope.frags
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// How ranks exchange bytes.
+pub trait Transport {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// Ranks in the job.
+    fn ranks(&self) -> usize;
+    /// Sends `bytes` to `to` without waiting for the receive.
+    fn send(&self, to: Rank, envelope: Envelope, bytes: &[u8]) -> Result<(), TransportError>;
+    /// Receives the message `envelope` from `from` into `into`; it may have arrived first.
+    fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError>;
+    /// Sends block `i` of `blocks` to rank `i` and returns the blocks received, by source
+    /// (one's own block stays home).
+    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError>;
+    /// Checks that every rank holds the same `digest` after `call`: the same error on every
+    /// rank where one differs.
+    fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError>;
+    /// Data bytes this rank has sent each peer, point-to-point and all-to-all (agreements,
+    /// a check, are not counted).
+    fn sent_bytes(&self) -> Vec<u64>;
+}
+
+/// Carries out `exchange` on this rank: posts the sends it is the source of (reading each run
+/// of fragments from `block`), then receives the runs it reads into `block`. `frag_bytes` is the
+/// fragment size; a buffer's last fragment may be short.
+pub fn execute(
+    transport: &dyn Transport,
+    exchange: &Exchange,
+    buffer: u64,
+    epoch: u64,
+    frag_bytes: usize,
+    block: &mut [u8],
+) -> Result<(), TransportError> {
+    let me = transport.rank();
+    let len = block.len();
+    let bytes_of = |frags: &Range<usize>| {
+        (frags.start * frag_bytes).min(len)..(frags.end * frag_bytes).min(len)
+    };
+    for send in exchange.sends.iter().filter(|s| s.from == me) {
+        let envelope = Envelope {
+            buffer,
+            frags: send.frags.clone(),
+            epoch,
+        };
+        transport.send(send.to, envelope, &block[bytes_of(&send.frags)])?;
+    }
+    for send in exchange.sends.iter().filter(|s| s.to == me) {
+        let envelope = Envelope {
+            buffer,
+            frags: send.frags.clone(),
+            epoch,
+        };
+        let range = bytes_of(&send.frags);
+        transport.recv(send.from, &envelope, &mut block[range])?;
+    }
+    Ok(())
+}
