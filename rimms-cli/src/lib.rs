@@ -8,6 +8,7 @@ pub mod bench;
 pub mod fpga_emu;
 pub mod human;
 pub mod memstat;
+pub mod out_file;
 pub mod output;
 pub mod plot;
 pub mod sched_bench;

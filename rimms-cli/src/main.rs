@@ -7,6 +7,7 @@ use rimms_cli::apps::{
     self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
 };
 use rimms_cli::human::count;
+use rimms_cli::out_file::OutFile;
 use rimms_cli::output::{self, complain, Failure};
 use rimms_cli::{bench, memstat};
 use std::path::PathBuf;
@@ -241,24 +242,17 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         merge: !args.no_merge,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
-    // A path that cannot take the image fails now, not after the run.
-    if let Some(path) = &args.out {
-        std::fs::File::create(path)
-            .map_err(|e| format!("--out {}: cannot create the file: {e}", path.display()))?;
-    }
-    let outcome = match apps::run(args.app, &source, &opts) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            if let Some(path) = &args.out {
-                // Only the empty file created above; no image was written.
-                let _ = std::fs::remove_file(path);
-            }
-            return Err(e.to_string().into());
-        }
-    };
+    // A path that cannot take the image fails now, not after the run; the file itself is
+    // replaced only once the image is complete.
+    let out = args
+        .out
+        .as_deref()
+        .map(|path| OutFile::check("--out", path))
+        .transpose()?;
+    let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;
     let run = &outcome.run;
-    if let (Some(path), AppResult::Sar(sar)) = (&args.out, &run.result) {
-        sar.write_image(path).map_err(|e| e.to_string())?;
+    if let (Some(out), AppResult::Sar(sar)) = (&out, &run.result) {
+        out.write(|w| sar.write_image(w))?;
     }
     if args.json {
         output::print(&format!("{}\n", run.to_json()))?;
@@ -349,9 +343,10 @@ fn bench_cmd(
         app
     };
     // Before minutes of measuring, not after.
-    if let Some(path) = &plot {
-        rimms_cli::plot::check_path(path)?;
-    }
+    let chart = plot
+        .as_deref()
+        .map(rimms_cli::plot::check_path)
+        .transpose()?;
     let bar = bench::progress_bar(&apps);
     let progress = |what: &str| {
         bar.inc(1);
@@ -359,19 +354,10 @@ fn bench_cmd(
     };
     let result = bench::run(frames, &apps, progress);
     bar.finish_and_clear();
-    let rows = match result {
-        Ok(rows) => rows,
-        Err(e) => {
-            // The empty file check_path created would look like a chart that failed to draw.
-            if let Some(path) = &plot {
-                let _ = std::fs::remove_file(path);
-            }
-            return Err(e.into());
-        }
-    };
-    if let Some(path) = &plot {
+    let rows = result?;
+    if let Some(chart) = &chart {
         let svg = rimms_cli::plot::svg(&rows)?;
-        std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        chart.write(|w| w.write_all(svg.as_bytes()))?;
     }
     if json {
         output::print(&format!(

@@ -13,6 +13,7 @@
 //! value and taller bars are cut at the top with their value written on them.
 
 use crate::bench::{Row, LEGEND};
+use crate::out_file::OutFile;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -24,10 +25,9 @@ const MODES: [(&str, RGBColor); 3] = [
     ("native", RGBColor(0x5a, 0xa0, 0x5a)),
 ];
 
-/// Checks, before the bench runs, that `path` can take the chart: an `.svg` name in a folder
-/// that exists, and a file that can be created there (it is, empty, until the chart is
-/// written).
-pub fn check_path(path: &Path) -> Result<(), String> {
+/// Checks, before the bench runs, that `path` can take the chart: an `.svg` name that
+/// [`OutFile::check`] accepts. Nothing is created until the chart is written.
+pub fn check_path(path: &Path) -> Result<OutFile, String> {
     let extension = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
@@ -37,9 +37,7 @@ pub fn check_path(path: &Path) -> Result<(), String> {
             path.display()
         ));
     }
-    std::fs::File::create(path)
-        .map(drop)
-        .map_err(|e| format!("--plot {}: cannot create the file: {e}", path.display()))
+    OutFile::check("--plot", path)
 }
 
 /// The SVG document for `rows`.

@@ -13,5 +13,6 @@ mod generated;
 mod memstat;
 mod modes;
 mod newcomer;
+mod out_files;
 mod scheduled;
 mod trace_file;
