@@ -306,7 +306,8 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: pulse_doppler::describe(&run.result),
                 truth_line: truth.map(|t| t.describe()),
-                note: Some(pulse_doppler::NOTE),
+                // It tells how to read a target's figures; without one there are none to read.
+                note: run.result.target.then_some(pulse_doppler::NOTE),
                 run: run.map(AppResult::PulseDoppler),
             })
         }

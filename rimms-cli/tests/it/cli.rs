@@ -79,8 +79,9 @@ fn pulse_doppler_json_on_cedr_input_and_sar_image_file() {
         "1",
     ]);
     let result = v["result"].as_object().expect("result");
-    assert_eq!(result.len(), 2, "{result:?}");
+    assert_eq!(result.len(), 3, "{result:?}");
     assert!(result["doppler_shift_hz"].is_f64() && result["time_delay_s"].is_f64());
+    assert_eq!(result["target"], true);
 
     let out = std::env::temp_dir().join(format!("rimms-sar-{}.txt", std::process::id()));
     let out_arg = out.to_str().expect("a UTF-8 path");
@@ -102,6 +103,36 @@ fn pulse_doppler_json_on_cedr_input_and_sar_image_file() {
     let max = rows.iter().flatten().fold(0.0f64, |a, &b| a.max(b));
     assert_eq!(rows[r][c], max);
     assert_eq!(v["result"]["peak"].as_f64(), Some(max));
+}
+
+/// CEDR-format pulse-Doppler files of zeros: a flat map, whose first cell CEDR's formulas
+/// would report as a target at −3906 Hz and −127 µs.
+#[test]
+fn all_zero_pulse_doppler_input_says_there_is_no_target() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One line of 64 complex zeros, "re im" each.
+    let line = "0 0 ".repeat(64).trim_end().to_string() + "\n";
+    std::fs::write(
+        dir.path().join("pulse_doppler_pulses.txt"),
+        line.repeat(128),
+    )
+    .expect("pulses");
+    std::fs::write(dir.path().join("pulse_doppler_pulse.txt"), &line).expect("pulse");
+    let input = dir.path().to_str().expect("a UTF-8 path");
+    let args = ["run", "pulse-doppler", "--input", input, "--frames", "1"];
+    let (ok, stdout, stderr) = rimms(&args);
+    assert!(ok, "{stderr}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("): no target: the range-Doppler map is flat"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("Compare the bins"),
+        "no reading guide for figures that mean nothing: {stdout}"
+    );
+    let v = json(&[&args[..], &["--json"]].concat());
+    assert_eq!(v["result"]["target"], false, "{v}");
 }
 
 #[test]
