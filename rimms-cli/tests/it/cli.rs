@@ -296,6 +296,65 @@ fn bench_plot_draws_one_bar_per_mode_and_mapping() {
     }
 }
 
+/// The chart's speedup bars carry the table's figures, row by row: the median of the
+/// per-frame ratios, or "can't tell, N frames" where its interval holds 1.0, never a figure
+/// of its own (it drew baseline median ÷ rimms median, 0.52 where the table said ~1.0x).
+#[test]
+fn the_chart_labels_each_speedup_with_the_tables_figure() {
+    let dir = tempfile::tempdir().expect("dir");
+    let svg = dir.path().join("bench.svg");
+    let (ok, table, stderr) = rimms(&[
+        "bench",
+        "--frames",
+        "3",
+        "--app",
+        "zip3x",
+        "--plot",
+        svg.to_str().expect("utf-8 path"),
+    ]);
+    assert!(ok, "{stderr}");
+    // The speedup cell is the first with an interval "[lo–hi]"; before it come the time cells,
+    // which end in ")" or, without native code, "-".
+    let from_table: Vec<String> = table
+        .lines()
+        .filter(|l| l.starts_with("zip3x"))
+        .map(|l| {
+            let before = &l[..l.find('[').expect("a ratio cell")];
+            let after_times = &before[before.rfind(')').expect("time cells") + 1..];
+            after_times
+                .trim()
+                .trim_start_matches('-')
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert!(from_table.len() >= 4, "{table}");
+    let text = std::fs::read_to_string(&svg).expect("the chart");
+    // The speedup chart is drawn first, its labels along the bars in row order: turned, and
+    // starting at the bar's foot (the turned axis title is centred).
+    let from_chart: Vec<String> = text
+        .split("<text")
+        .filter(|t| t.contains("rotate(270") && t.contains("text-anchor=\"start\""))
+        .take(from_table.len())
+        .map(|t| {
+            let inner = &t[t.find('>').expect("text") + 1..t.find("</text>").expect("end")];
+            inner
+                .trim()
+                .replace("&apos;", "'")
+                .trim_end_matches(" ↑")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        from_chart, from_table,
+        "chart labels against the table's speedups"
+    );
+    assert!(
+        text.contains("median of per-frame ratios, 95 % interval"),
+        "the chart says what it draws"
+    );
+}
+
 #[test]
 fn the_gpu_mapping_runs_where_there_is_a_gpu_and_says_why_not_where_there_is_none() {
     let have_gpu = rimms::Runtime::builder().gpu(0).build().is_ok();
