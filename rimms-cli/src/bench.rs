@@ -14,6 +14,7 @@
 use crate::apps::{self, App, AppResult, Mapping, Mode, Options};
 use indicatif::{ProgressBar, ProgressStyle};
 use rimms::{LinkModel, SimConfig};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What the table's words mean; printed under the table, in `rimms bench --help` and under
@@ -267,29 +268,61 @@ impl Ratio {
     }
 }
 
+/// The names of a row's modes, in the order [`run`] runs them; the last only where the
+/// mapping has native code.
+pub const MODE_NAMES: [&str; 4] = ["baseline", "rimms", "unmerged", "native"];
+
+/// The trace file of one cell when the bench traces to `base` (`RIMMS_TRACE_FILE`):
+/// `trace.json` becomes `trace.fzf.sim.rimms.json`, beside it.
+pub fn trace_path(base: &Path, app: &str, map: &str, mode: &str) -> PathBuf {
+    let stem = base.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match base.extension() {
+        Some(ext) => format!("{stem}.{app}.{map}.{mode}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{app}.{map}.{mode}"),
+    };
+    base.with_file_name(name)
+}
+
+/// The trace files a bench of `rows` traced to `base` left (modes without a runtime, such as
+/// hand-written code, leave none).
+pub fn traces_written(base: &Path, rows: &[Row]) -> Vec<PathBuf> {
+    rows.iter()
+        .flat_map(|r| {
+            MODE_NAMES
+                .iter()
+                .map(|mode| trace_path(base, r.app.name(), r.map, mode))
+        })
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 /// Runs the table; fails on an error, or if the modes disagree on a result. `progress` is
-/// told each row ("fzf on cpu") as it starts.
+/// told each row ("fzf on cpu") as it starts. With `trace`, every runtime writes its
+/// timeline to a file of its own ([`trace_path`]).
 pub fn run(
     frames: usize,
     apps: &[App],
+    trace: Option<&Path>,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for &app in apps {
         for (map, mapping, sim) in mappings() {
             progress(&format!("{} on {map}", app.name()));
-            let opts = |mode: Mode, merge: bool| Options {
+            let opts = |mode: Mode, merge: bool, name: &str| Options {
                 sim: sim.clone(),
                 merge,
+                trace_file: trace.map(|base| trace_path(base, app.name(), map, name)),
                 ..Options::new(mode, mapping).frames(frames)
             };
+            let [baseline, rimms, unmerged, native] = MODE_NAMES;
             let mut modes = vec![
-                opts(Mode::Baseline, false),
-                opts(Mode::Rimms, true),
-                opts(Mode::Rimms, false),
+                opts(Mode::Baseline, false, baseline),
+                opts(Mode::Rimms, true, rimms),
+                opts(Mode::Rimms, false, unmerged),
             ];
             if has_native(mapping) {
-                modes.push(opts(Mode::Native, false));
+                modes.push(opts(Mode::Native, false, native));
             }
             let mut cells = apps::run_interleaved(app, &modes, WARMUP_FRAMES, Some(ROW_BUDGET))
                 .map_err(|e| format!("{} on {map}: {e}", app.name()))?

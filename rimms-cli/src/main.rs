@@ -10,6 +10,7 @@ use rimms_cli::human::count;
 use rimms_cli::out_file::OutFile;
 use rimms_cli::output::{self, complain, Failure};
 use rimms_cli::{bench, memstat};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -318,6 +319,7 @@ fn bench_cmd(
     fpga_timing: Option<String>,
 ) -> Result<(), Failure> {
     use rimms::drivers::fpga::{BOARD_ENV, TIMING_ENV};
+    use rimms::TRACE_FILE_ENV;
     if let Some(model) = &fpga_timing {
         // Read by every runtime the bench builds; set while this is the only thread.
         std::env::set_var(TIMING_ENV, model);
@@ -347,14 +349,38 @@ fn bench_cmd(
         .as_deref()
         .map(rimms_cli::plot::check_path)
         .transpose()?;
+    // Every runtime the bench builds would claim the one path in turn (trace.json,
+    // trace.2.json, … with nothing to tell which row and mode each is); each gets a file
+    // named for its cell instead, and no other runtime here (the GPU probe) writes one. Taken
+    // out of the environment while this is the only thread.
+    let trace = std::env::var_os(TRACE_FILE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    std::env::remove_var(TRACE_FILE_ENV);
     let bar = bench::progress_bar(&apps);
     let progress = |what: &str| {
         bar.inc(1);
         bar.set_message(what.to_string());
     };
-    let result = bench::run(frames, &apps, progress);
+    let result = bench::run(frames, &apps, trace.as_deref(), progress);
     bar.finish_and_clear();
     let rows = result?;
+    if let Some(base) = &trace {
+        let written = bench::traces_written(base, &rows);
+        let folder = match base.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        let name = base.file_name().map(std::path::Path::new).unwrap_or(base);
+        // A closed stderr is no reason to fail a bench that ran.
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TRACE_FILE_ENV}: one trace per row and mode, {} in {} named {}",
+            count(written.len() as u64, "file", "files"),
+            folder.display(),
+            bench::trace_path(name, "APP", "MAP", "MODE").display()
+        );
+    }
     if let Some(chart) = &chart {
         let svg = rimms_cli::plot::svg(&rows)?;
         chart.write(|w| w.write_all(svg.as_bytes()))?;

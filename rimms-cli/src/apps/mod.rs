@@ -166,6 +166,9 @@ pub struct Options {
     /// Whether the runtime merges calls submitted to a scope over following rows into one
     /// device call (`RuntimeBuilder::merge_calls`; on by default, and never in baseline mode).
     pub merge: bool,
+    /// Where the runtime writes its Chrome / Perfetto timeline (`RuntimeBuilder::trace_file`);
+    /// `None` leaves it to `RIMMS_TRACE_FILE`.
+    pub trace_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -182,6 +185,7 @@ impl Options {
             sar_azimuth: sar::Azimuth::default(),
             pools: Vec::new(),
             merge: true,
+            trace_file: None,
         }
     }
 

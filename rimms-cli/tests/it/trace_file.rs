@@ -127,6 +127,61 @@ fn slices_on_every_track_nest_with_scoped_submission() {
     }
 }
 
+/// `RIMMS_TRACE_FILE` with `rimms bench`: every row and mode that runs on the runtime leaves
+/// its timeline in a file named for it, with its kernels, and the sim and fpga rows' copies.
+#[test]
+fn bench_keeps_a_trace_of_every_row_and_mode() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = rimms()
+        .args(["bench", "--app", "zip3x", "--frames", "1", "--json"])
+        .env("RIMMS_TRACE_FILE", dir.path().join("trace.json"))
+        .output()
+        .expect("rimms runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (code, stderr) = checked(out);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("one trace per row and mode") && stderr.contains("trace.APP.MAP.MODE.json"),
+        "{stderr}"
+    );
+    let rows: Value = serde_json::from_str(stdout.trim()).expect("JSON rows");
+    let maps: Vec<&str> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["map"].as_str().expect("map"))
+        .collect();
+    for map in ["cpu", "sim", "fpga"] {
+        assert!(maps.contains(&map), "{maps:?}");
+    }
+    for map in &maps {
+        for mode in ["baseline", "rimms", "unmerged"] {
+            let file = dir.path().join(format!("trace.zip3x.{map}.{mode}.json"));
+            assert!(
+                file.is_file(),
+                "no {}: {:?}",
+                file.display(),
+                std::fs::read_dir(dir.path()).map(|d| d.count())
+            );
+            let events = load(&file);
+            assert!(
+                events
+                    .iter()
+                    .any(|e| e["ph"] == "X" && e["cat"] == "kernel"),
+                "{map} {mode}: no kernel in its trace"
+            );
+            if *map == "sim" || (*map == "fpga" && mode == "baseline") {
+                assert!(
+                    events
+                        .iter()
+                        .any(|e| e["ph"] == "X" && e["cat"] == "transfer"),
+                    "{map} {mode}: no copy in its trace"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn an_interrupted_run_leaves_a_valid_trace() {
     let dir = tempfile::tempdir().expect("dir");
