@@ -95,10 +95,15 @@ fn assert_slices_nest(events: &[Value]) -> (usize, usize) {
 #[test]
 fn slices_on_every_track_nest_with_scoped_submission() {
     let dir = tempfile::tempdir().expect("dir");
-    for (app, map) in [
-        ("sar", "auto"),
-        ("pulse-doppler", "fpga"),
-        ("pulse-doppler", "sim"),
+    // Whether the mapping pins the calls on two devices (the CPU's steps and the card's), so
+    // that the trace must have two tracks at least. `auto` leaves placement to the scheduler,
+    // which on a busy machine may put every call on one device: its slices must nest all the
+    // same, on however many tracks.
+    for (app, map, pinned) in [
+        ("sar", "auto", false),
+        ("sar", "sim", true),
+        ("pulse-doppler", "fpga", true),
+        ("pulse-doppler", "sim", true),
     ] {
         let trace = dir.path().join(format!("{app}-{map}.json"));
         let (code, stderr) = checked(
@@ -123,7 +128,9 @@ fn slices_on_every_track_nest_with_scoped_submission() {
         let events = load(&trace);
         let (slices, tracks) = assert_slices_nest(&events);
         assert!(slices > 100, "{app} on {map}: {slices} slices");
-        assert!(tracks >= 2, "{app} on {map}: {tracks} tracks");
+        if pinned {
+            assert!(tracks >= 2, "{app} on {map}: {tracks} tracks");
+        }
     }
 }
 
