@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 use rimms::{LinkModel, SimConfig};
 use rimms_cli::apps::{
-    self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
+    self, App, AppError, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
 };
 use rimms_cli::human::count;
 use rimms_cli::out_file::OutFile;
@@ -211,16 +211,37 @@ struct RunArgs {
     no_merge: bool,
 }
 
+/// An app's error as the command reports it: asking for what an app, mode or mapping does
+/// not take (a parameter out of range, an unknown memory space for `--pool`) is a usage
+/// error, anything else a failed run.
+fn app_failure(e: AppError) -> Failure {
+    let usage = match &e {
+        AppError::Param(_) | AppError::Unsupported(_) => true,
+        // The runtime reports every configuration it cannot build as `Config`, an unwritable
+        // trace file among them; of those only a pool for a space the mapping lacks comes
+        // from the command line, and only the message tells it apart.
+        AppError::Runtime(rimms::Error::Config(message)) => {
+            message.starts_with("no memory space named")
+        }
+        _ => false,
+    };
+    if usage {
+        Failure::Usage(e.to_string())
+    } else {
+        Failure::Error(e.to_string())
+    }
+}
+
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
     if args.out.is_some() && args.app != App::Sar {
-        return Err(Failure::Error(
+        return Err(Failure::Usage(
             "--out writes SAR's image; other apps have none".to_string(),
         ));
     }
     let source = match &args.input {
         Some(dir) => {
             if args.delay.is_some() || args.doppler_bin.is_some() {
-                return Err(Failure::Error("--delay and --doppler-bin shape generated input; with --input the files decide".to_string()));
+                return Err(Failure::Usage("--delay and --doppler-bin shape generated input; with --input the files decide".to_string()));
             }
             Source::Cedr(dir.clone())
         }
@@ -250,7 +271,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         .as_deref()
         .map(|path| OutFile::check("--out", path))
         .transpose()?;
-    let outcome = apps::run(args.app, &source, &opts).map_err(|e| e.to_string())?;
+    let outcome = apps::run(args.app, &source, &opts).map_err(app_failure)?;
     let run = &outcome.run;
     if let (Some(out), AppResult::Sar(sar)) = (&out, &run.result) {
         out.write(|w| sar.write_image(w))?;
@@ -464,7 +485,7 @@ fn main() -> ExitCode {
         Ok(()) | Err(Failure::Quiet) => ExitCode::SUCCESS,
         Err(e) => {
             complain(name, &e);
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -19,6 +19,7 @@
 
 use crate::bench::{Ratio, Row, Verdict, LEGEND};
 use crate::out_file::OutFile;
+use crate::output::Failure;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -35,17 +36,17 @@ const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
 
 /// Checks, before the bench runs, that `path` can take the chart: an `.svg` name that
 /// [`OutFile::check`] accepts. Nothing is created until the chart is written.
-pub fn check_path(path: &Path) -> Result<OutFile, String> {
+pub fn check_path(path: &Path) -> Result<OutFile, Failure> {
     let extension = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
     if extension.as_deref() != Some("svg") {
-        return Err(format!(
+        return Err(Failure::Usage(format!(
             "--plot {}: the chart is written as SVG, so the file must end in .svg (convert it afterwards if you need another format, e.g. `rsvg-convert -o chart.png chart.svg`)",
             path.display()
-        ));
+        )));
     }
-    OutFile::check("--plot", path)
+    Ok(OutFile::check("--plot", path)?)
 }
 
 /// The SVG document for `rows`.
@@ -371,8 +372,12 @@ mod tests {
         assert!(check_path(&dir.path().join("chart.svg")).is_ok());
         assert!(check_path(&dir.path().join("chart.SVG")).is_ok());
         let png = check_path(&dir.path().join("chart.png")).unwrap_err();
+        assert_eq!(png.exit_code(), 2, "a wrong extension is a usage error");
+        let png = png.to_string();
         assert!(png.contains("must end in .svg"), "{png}");
         let missing = check_path(&dir.path().join("no/chart.svg")).unwrap_err();
+        assert_eq!(missing.exit_code(), 1, "a missing folder fails the run");
+        let missing = missing.to_string();
         assert!(missing.contains("cannot create the file"), "{missing}");
     }
 }
