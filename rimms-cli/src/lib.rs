@@ -7,6 +7,7 @@ pub mod apps;
 pub mod bench;
 pub mod fpga_emu;
 pub mod human;
+pub mod interrupt;
 pub mod memstat;
 pub mod out_file;
 pub mod output;

@@ -460,7 +460,14 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (name, result) = match Cli::parse().command {
+    let command = Cli::parse().command;
+    if matches!(command, Command::Run(_) | Command::Bench { .. }) {
+        if let Err(e) = rimms_cli::interrupt::install() {
+            // Without it a signal still ends the run, only as it always did.
+            complain("setup", &e);
+        }
+    }
+    let (name, result) = match command {
         Command::Run(args) => ("run", run_app(&args)),
         Command::FpgaEmu {
             dir,
@@ -481,6 +488,10 @@ fn main() -> ExitCode {
             fpga_timing,
         } => ("bench", bench_cmd(frames, app, json, plot, fpga_timing)),
     };
+    // The runtimes are gone by now; the signal that stopped the run ends the process.
+    if let Some(sig) = rimms_cli::interrupt::requested() {
+        rimms_cli::interrupt::end_by(sig);
+    }
     match result {
         Ok(()) | Err(Failure::Quiet) => ExitCode::SUCCESS,
         Err(e) => {

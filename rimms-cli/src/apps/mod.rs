@@ -447,6 +447,11 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
     let mut timed_since = None;
     for i in 0..warmup + frames {
+        // Returning drops the runtimes, which remove their files; a signal's default
+        // action would have left them.
+        if crate::interrupt::requested().is_some() {
+            return Err(AppError::Interrupted);
+        }
         if i == warmup {
             timed_since = Some(Instant::now());
         }

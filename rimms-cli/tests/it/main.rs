@@ -11,6 +11,7 @@ mod cli;
 mod fpga_emu;
 mod fpga_mappings;
 mod generated;
+mod left_behind;
 mod memstat;
 mod modes;
 mod newcomer;

@@ -213,7 +213,11 @@ fn an_interrupted_run_leaves_a_valid_trace() {
     // A process started in the background by a non-interactive shell (`cmd &`, nohup)
     // inherits SIGINT ignored, and so does `rimms`: Ctrl-C cannot reach it there, so the
     // test ends it with SIGTERM, which kills it mid-frame the same way.
-    let signal = if sigint_ignored() { "-TERM" } else { "-INT" };
+    let signal = if crate::common::sigint_ignored() {
+        "-TERM"
+    } else {
+        "-INT"
+    };
     let sent = Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
@@ -235,17 +239,6 @@ fn an_interrupted_run_leaves_a_valid_trace() {
     let (slices, _) = assert_slices_nest(&events);
     assert!(slices > 10, "{slices} slices");
     assert!(events.iter().any(|e| e["cat"] == "transfer"));
-}
-
-/// Whether this process (and so a child it starts) ignores SIGINT: bit 1 of the
-/// `SigIgn` mask in `/proc/self/status` (signal 2).
-fn sigint_ignored() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1 << 1) != 0)
 }
 
 #[test]
