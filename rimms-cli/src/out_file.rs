@@ -110,11 +110,17 @@ impl OutFile {
     }
 
     fn cannot_create(&self, e: &io::Error) -> String {
-        format!(
+        let mut message = format!(
             "{} {}: cannot create the file: {e}",
             self.flag,
             self.given.display()
-        )
+        );
+        // Writable in place is not enough: the new contents go to a new file beside it.
+        if self.target.exists() {
+            message += " (it is replaced by a new file written in the same folder, which must \
+                        let files be created)";
+        }
+        message
     }
 
     /// A new file beside the target, with a name no other file has (`create_new`).
@@ -158,7 +164,7 @@ fn kind(meta: &fs::Metadata) -> &'static str {
     } else if t.is_socket() {
         "a socket"
     } else {
-        "not a regular file"
+        "something else"
     }
 }
 
