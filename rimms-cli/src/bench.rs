@@ -6,11 +6,15 @@
 //! The modes of one row run interleaved, frame by frame after a few untimed warm-up frames,
 //! so a slow spell of a shared machine hits them alike; a ratio is the median of the per-frame
 //! ratios with a 95 % confidence interval for that median (order statistics, no assumption on
-//! the distribution), and one whose interval contains 1.0 is printed as noise.
+//! the distribution). One whose interval contains 1.0 is printed as "can't tell" with the
+//! frames it rests on, and as "inconclusive" where that interval also spans more than 2x: a
+//! wide interval around 1.0 says the frames were too few or too noisy, not that the modes
+//! take the same time. The chart ([`crate::plot`]) draws the same figures.
 
 use crate::apps::{self, App, AppResult, Mapping, Mode, Options};
 use indicatif::{ProgressBar, ProgressStyle};
 use rimms::{LinkModel, SimConfig};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What the table's words mean; printed under the table, in `rimms bench --help` and under
@@ -23,7 +27,9 @@ ms        median frame (fastest–slowest) over the timed frames; warm-up frames
 unmerged  rimms with call merging off (`--no-merge`): the gain from memory management alone
 speedup   baseline time ÷ rimms time (above 1: RIMMS is faster), the median of per-frame ratios
 vs native rimms time ÷ native time, likewise (1.00x: as fast as hand-written code)
-[lo–hi]   95 % confidence interval of a ratio's median; ~1.0x (noise): the interval holds 1.0
+[lo–hi]   95 % confidence interval of a ratio's median (error bars on the chart)
+can't tell     the interval holds 1.0: these frames do not show which mode is faster
+inconclusive   the interval holds 1.0 and spans more than 2x: run more frames (--frames N)
 MiB       bytes moved between memories (host and devices), summed over all frames
 minimum   what native moves: the least this app on this mapping can move
 -         no hand-written version for this mapping (auto: calls are placed at run time; gpu: see the cudarc examples)
@@ -161,7 +167,25 @@ pub struct Ratio {
     pub median: f64,
     pub low: f64,
     pub high: f64,
+    /// The frames (per-frame ratios) it rests on.
+    pub frames: usize,
 }
+
+/// What a ratio's interval lets one say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The interval lies above or below 1.0: one mode is faster.
+    Measured,
+    /// The interval holds 1.0.
+    CantTell,
+    /// The interval holds 1.0 and spans more than [`INCONCLUSIVE_SPAN`]: more frames would
+    /// narrow it.
+    Inconclusive,
+}
+
+/// An interval around 1.0 whose high end is more than this many times its low end says
+/// nothing about the modes, only that there were too few or too noisy frames.
+pub const INCONCLUSIVE_SPAN: f64 = 2.0;
 
 impl Ratio {
     /// `a ÷ b` frame by frame (the frames of one interleaved round pair up).
@@ -179,6 +203,7 @@ impl Ratio {
                 median: f64::NAN,
                 low: f64::NAN,
                 high: f64::NAN,
+                frames: 0,
             };
         }
         let median = if n % 2 == 1 {
@@ -196,21 +221,36 @@ impl Ratio {
             median,
             low: r[j - 1],
             high: r[k - 1],
+            frames: n,
         }
     }
 
-    /// Whether the interval holds 1.0: no measured difference.
-    pub fn is_noise(&self) -> bool {
-        self.low <= 1.0 && 1.0 <= self.high
-    }
-
-    /// "1.84x [1.70–1.95]", or "~1.0x (noise) [0.97–1.04]".
-    pub fn show(&self) -> String {
-        if self.is_noise() {
-            format!("~1.0x (noise) [{:.2}–{:.2}]", self.low, self.high)
+    /// What the interval lets one say.
+    pub fn verdict(&self) -> Verdict {
+        if !(self.low <= 1.0 && 1.0 <= self.high) {
+            Verdict::Measured
+        } else if self.high > INCONCLUSIVE_SPAN * self.low {
+            Verdict::Inconclusive
         } else {
-            format!("{:.2}x [{:.2}–{:.2}]", self.median, self.low, self.high)
+            Verdict::CantTell
         }
+    }
+
+    /// The figure without its interval, the same in the table and on the chart: "1.84x",
+    /// "can't tell, 20 frames" or "inconclusive, 3 frames".
+    pub fn headline(&self) -> String {
+        let frames = crate::human::count(self.frames as u64, "frame", "frames");
+        match self.verdict() {
+            Verdict::Measured => format!("{:.2}x", self.median),
+            Verdict::CantTell => format!("can't tell, {frames}"),
+            Verdict::Inconclusive => format!("inconclusive, {frames}"),
+        }
+    }
+
+    /// The headline and the interval: "1.84x [1.70–1.95]", "can't tell, 20 frames
+    /// [0.97–1.04]".
+    pub fn show(&self) -> String {
+        format!("{} [{:.2}–{:.2}]", self.headline(), self.low, self.high)
     }
 
     fn json(&self) -> serde_json::Value {
@@ -218,34 +258,71 @@ impl Ratio {
             "median": self.median,
             "low": self.low,
             "high": self.high,
-            "noise": self.is_noise(),
+            "frames": self.frames,
+            "verdict": match self.verdict() {
+                Verdict::Measured => "measured",
+                Verdict::CantTell => "cant_tell",
+                Verdict::Inconclusive => "inconclusive",
+            },
         })
     }
 }
 
+/// The names of a row's modes, in the order [`run`] runs them; the last only where the
+/// mapping has native code.
+pub const MODE_NAMES: [&str; 4] = ["baseline", "rimms", "unmerged", "native"];
+
+/// The trace file of one cell when the bench traces to `base` (`RIMMS_TRACE_FILE`):
+/// `trace.json` becomes `trace.fzf.sim.rimms.json`, beside it.
+pub fn trace_path(base: &Path, app: &str, map: &str, mode: &str) -> PathBuf {
+    let stem = base.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match base.extension() {
+        Some(ext) => format!("{stem}.{app}.{map}.{mode}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{app}.{map}.{mode}"),
+    };
+    base.with_file_name(name)
+}
+
+/// The trace files a bench of `rows` traced to `base` left (modes without a runtime, such as
+/// hand-written code, leave none).
+pub fn traces_written(base: &Path, rows: &[Row]) -> Vec<PathBuf> {
+    rows.iter()
+        .flat_map(|r| {
+            MODE_NAMES
+                .iter()
+                .map(|mode| trace_path(base, r.app.name(), r.map, mode))
+        })
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 /// Runs the table; fails on an error, or if the modes disagree on a result. `progress` is
-/// told each row ("fzf on cpu") as it starts.
+/// told each row ("fzf on cpu") as it starts. With `trace`, every runtime writes its
+/// timeline to a file of its own ([`trace_path`]).
 pub fn run(
     frames: usize,
     apps: &[App],
+    trace: Option<&Path>,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for &app in apps {
         for (map, mapping, sim) in mappings() {
             progress(&format!("{} on {map}", app.name()));
-            let opts = |mode: Mode, merge: bool| Options {
+            let opts = |mode: Mode, merge: bool, name: &str| Options {
                 sim: sim.clone(),
                 merge,
+                trace_file: trace.map(|base| trace_path(base, app.name(), map, name)),
                 ..Options::new(mode, mapping).frames(frames)
             };
+            let [baseline, rimms, unmerged, native] = MODE_NAMES;
             let mut modes = vec![
-                opts(Mode::Baseline, false),
-                opts(Mode::Rimms, true),
-                opts(Mode::Rimms, false),
+                opts(Mode::Baseline, false, baseline),
+                opts(Mode::Rimms, true, rimms),
+                opts(Mode::Rimms, false, unmerged),
             ];
             if has_native(mapping) {
-                modes.push(opts(Mode::Native, false));
+                modes.push(opts(Mode::Native, false, native));
             }
             let mut cells = apps::run_interleaved(app, &modes, WARMUP_FRAMES, Some(ROW_BUDGET))
                 .map_err(|e| format!("{} on {map}: {e}", app.name()))?
@@ -305,7 +382,7 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
         "{per_cell} per cell (fewer where a row's frames took over {budget} s; see `frames`) after \
          {warmup} untimed, the modes of a row interleaved frame by frame; times are the median \
          frame (fastest–slowest); bytes are totals over every frame\n\n\
-         {:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>30} {:>30} {:>30} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
+         {:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
         "app",
         "map",
         "frames",
@@ -338,7 +415,7 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
             None => (dash(), dash(), dash(), dash()),
         };
         out += &format!(
-            "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>30} {:>30} {:>30} {:>12.2} {:>10.2} {:>12} {:>11} {:>11}\n",
+            "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12.2} {:>10.2} {:>12} {:>11} {:>11}\n",
             r.app.name(),
             r.map,
             r.rimms.times.len(),
@@ -357,6 +434,18 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
         );
     }
     out.push('\n');
+    let inconclusive = rows.iter().any(|r| {
+        std::iter::once(Ratio::of(&r.baseline, &r.rimms))
+            .chain(
+                r.native
+                    .iter()
+                    .flat_map(|n| [Ratio::of(&r.rimms, n), Ratio::of(&r.unmerged, n)]),
+            )
+            .any(|ratio| ratio.verdict() == Verdict::Inconclusive)
+    });
+    if inconclusive {
+        out += "inconclusive: run more frames (--frames N) to narrow those intervals\n\n";
+    }
     if let Some(model) = model {
         out += &format!(
             "fpga rows are modelled: the emulator with the {model} timing model (modelled DMA, core,\n\
@@ -394,7 +483,7 @@ pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
                 "rimms_unmerged": cell(&r.unmerged),
                 "native": r.native.as_ref().map(cell),
                 "minimum_bytes": r.native.as_ref().map(|n| n.bytes),
-                "speedup": r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64(),
+                "speedup": Ratio::of(&r.baseline, &r.rimms).median,
                 "speedup_ratio": Ratio::of(&r.baseline, &r.rimms).json(),
                 "rimms_vs_native": r.native.as_ref().map(|n| Ratio::of(&r.rimms, n).json()),
                 "unmerged_vs_native": r.native.as_ref().map(|n| Ratio::of(&r.unmerged, n).json()),
@@ -405,36 +494,75 @@ pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
     serde_json::Value::Array(items).to_string()
 }
 
+/// A cell of frames taking `us` microseconds each, for tests of the table and the chart.
+#[cfg(test)]
+pub(crate) fn test_cell(us: &[u64]) -> Cell {
+    Cell {
+        median: Duration::ZERO,
+        times: us.iter().map(|&u| Duration::from_micros(u)).collect(),
+        bytes: 0,
+        copies: 0,
+        allocations: 0,
+        result: AppResult::Chain(apps::Checksum { checksum: 0.0 }),
+    }
+}
+
+/// A zip3x row on the cpu mapping with these baseline and rimms frame times (µs), the
+/// unmerged rimms frames the same as the merged ones, and no native code.
+#[cfg(test)]
+pub(crate) fn test_row(baseline_us: &[u64], rimms_us: &[u64]) -> Row {
+    Row {
+        app: App::Zip3x,
+        map: "cpu",
+        baseline: test_cell(baseline_us),
+        rimms: test_cell(rimms_us),
+        unmerged: test_cell(rimms_us),
+        native: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cell(ms: &[u64]) -> Cell {
-        Cell {
-            median: Duration::ZERO,
-            times: ms.iter().map(|&m| Duration::from_millis(m)).collect(),
-            bytes: 0,
-            copies: 0,
-            allocations: 0,
-            result: AppResult::Chain(apps::Checksum { checksum: 0.0 }),
-        }
+        test_cell(&ms.iter().map(|m| m * 1000).collect::<Vec<_>>())
     }
 
-    /// Per-frame ratios that straddle 1.0 are noise; ones all above it are a speedup, with
-    /// the interval of the order statistics (n = 20: the 5th and 16th smallest).
+    /// Per-frame ratios that straddle 1.0 within a narrow interval cannot tell the modes
+    /// apart; ones all above it are a speedup, with the interval of the order statistics
+    /// (n = 20: the 5th and 16th smallest).
     #[test]
-    fn ratios_that_straddle_one_are_noise() {
+    fn ratios_that_straddle_one_cannot_tell() {
         let a = cell(&[10; 20]);
         let wobbly: Vec<u64> = (0..20).map(|i| if i % 2 == 0 { 9 } else { 11 }).collect();
-        assert!(Ratio::of(&a, &cell(&wobbly)).is_noise());
-        assert!(Ratio::of(&a, &cell(&wobbly))
-            .show()
-            .starts_with("~1.0x (noise)"));
+        let r = Ratio::of(&a, &cell(&wobbly));
+        assert_eq!(r.verdict(), Verdict::CantTell);
+        assert_eq!(r.show(), "can't tell, 20 frames [0.91–1.11]");
         let faster: Vec<u64> = (1..=20).collect();
         let r = Ratio::of(&cell(&[100; 20]), &cell(&faster));
-        assert!(!r.is_noise());
+        assert_eq!(r.verdict(), Verdict::Measured);
         // 100/k sorted ascending: 100/20, 100/19, …; the 5th smallest is 100/16, the 16th 100/5.
         assert_eq!((r.low, r.high), (100.0 / 16.0, 100.0 / 5.0));
         assert_eq!(r.median, (100.0 / 10.0 + 100.0 / 11.0) / 2.0);
+        assert!(r.show().starts_with("9.55x ["), "{}", r.show());
+    }
+
+    /// Issue 32's case: baseline 6.9 ms against rimms 0.5 ms, with one rimms frame at
+    /// 17.7 ms, over 3 frames: the interval [0.39–13.80] holds 1.0 and spans 35x, which says
+    /// nothing about the modes: not "no difference", but "run more frames".
+    #[test]
+    fn a_wide_interval_around_one_is_inconclusive_not_noise() {
+        let row = test_row(&[6900; 3], &[500, 17700, 500]);
+        let r = Ratio::of(&row.baseline, &row.rimms);
+        assert_eq!(r.verdict(), Verdict::Inconclusive);
+        assert_eq!(r.show(), "inconclusive, 3 frames [0.39–13.80]");
+        let table = table(&[row], 3, None);
+        assert!(
+            table.contains("inconclusive, 3 frames [0.39–13.80]"),
+            "{table}"
+        );
+        assert!(table.contains("inconclusive: run more frames"), "{table}");
+        assert!(!table.contains("noise"), "{table}");
     }
 }

@@ -1,19 +1,29 @@
 //! `rimms fpga-emu`: the register-level FPGA emulator as a process of its own, so another
 //! process can drive it through its files exactly as it would drive a board.
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use rimms::drivers::fpga::emulator::{config_file, run_standalone};
 use rimms::drivers::fpga::{EmulatorLayout, MAX_BOARD_FILE_BYTES};
 use rimms::drivers::input_file::read_text_capped;
 use rimms::FpgaSource;
+use std::fs::File;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The file in the emulator's folder whose lock marks it as taken by a running emulator.
+pub const LOCK_FILE: &str = "emulator.lock";
+
+/// The file whose appearance stops the emulator; it is removed once the emulator has stopped,
+/// so that the next one on the folder runs.
+pub const STOP_FILE: &str = "stop";
+
 /// Runs the emulator over files in `dir` until a file named `stop` appears there (or
 /// `seconds` pass). `layout` is an emulator layout TOML; without one, the default 2-FFT +
-/// 2-ZIP board with a 64 MiB u-dma-buf.
+/// 2-ZIP board with a 64 MiB u-dma-buf. Refuses a folder another emulator runs on.
 pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<(), String> {
     let layout = match layout {
         Some(path) => {
@@ -26,13 +36,36 @@ pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<()
         None => FpgaSource::default_layout(),
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // The board file names the device files by this folder, and its readers resolve a
+    // relative path against the board file's own folder, not the directory this ran in.
+    let dir = &std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let _lock = lock(dir)?;
+    let stop_file = dir.join(STOP_FILE);
+    // Under the lock no emulator runs here, so a stop file is a request to one that is gone:
+    // left, it would stop this one at once.
+    if stop_file.exists() {
+        std::fs::remove_file(&stop_file).map_err(|e| {
+            format!(
+                "cannot remove the old stop file {}: {e}",
+                stop_file.display()
+            )
+        })?;
+        let _ = writeln!(
+            std::io::stderr(),
+            "removed {}, left by an emulator that has stopped",
+            stop_file.display()
+        );
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
-        let (stop, stop_file) = (Arc::clone(&stop), dir.join("stop"));
+        let (stop, stop_file) = (Arc::clone(&stop), stop_file.clone());
         let limit = seconds.map(Duration::from_secs);
         std::thread::spawn(move || {
             let started = Instant::now();
-            while !stop_file.exists() && limit.is_none_or(|l| started.elapsed() < l) {
+            while !stop.load(Ordering::Acquire)
+                && !stop_file.exists()
+                && limit.is_none_or(|l| started.elapsed() < l)
+            {
                 std::thread::sleep(Duration::from_millis(20));
             }
             stop.store(true, Ordering::Release);
@@ -43,10 +76,39 @@ pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<()
         std::io::stderr(),
         "FPGA emulator running; board configuration: {} (RIMMS_FPGA_BOARD={0}); create {} to stop",
         config_file(dir).display(),
-        dir.join("stop").display()
+        stop_file.display()
     );
     let outcome = run_standalone(dir, &layout, &stop).map_err(|e| e.to_string());
     stop.store(true, Ordering::Release);
     let _ = watcher.join();
+    // The request is served; the emulator that reads it next is a new one.
+    if stop_file.exists() {
+        std::fs::remove_file(&stop_file)
+            .map_err(|e| format!("cannot remove the stop file {}: {e}", stop_file.display()))?;
+    }
     outcome
+}
+
+/// Takes the folder's lock, held until the returned value is dropped (or the process ends,
+/// however it ends): two emulators on one folder would serve the same registers.
+fn lock(dir: &Path) -> Result<Flock<File>, String> {
+    let path = dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot create the lock file {}: {e}", path.display()))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == Errno::EWOULDBLOCK {
+            format!(
+                "another emulator runs on {} (it holds {}); stop it first (create {}) or give another --dir",
+                dir.display(),
+                path.display(),
+                dir.join(STOP_FILE).display()
+            )
+        } else {
+            format!("cannot lock {}: {errno}", path.display())
+        }
+    })
 }

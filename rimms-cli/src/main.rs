@@ -4,11 +4,13 @@
 use clap::{Parser, Subcommand};
 use rimms::{LinkModel, SimConfig};
 use rimms_cli::apps::{
-    self, App, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
+    self, App, AppError, AppResult, Mapping, Mode, Options, Scenario, Sched, Source, Submit,
 };
 use rimms_cli::human::count;
+use rimms_cli::out_file::OutFile;
 use rimms_cli::output::{self, complain, Failure};
 use rimms_cli::{bench, memstat};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -209,16 +211,37 @@ struct RunArgs {
     no_merge: bool,
 }
 
+/// An app's error as the command reports it: asking for what an app, mode or mapping does
+/// not take (a parameter out of range, an unknown memory space for `--pool`) is a usage
+/// error, anything else a failed run.
+fn app_failure(e: AppError) -> Failure {
+    let usage = match &e {
+        AppError::Param(_) | AppError::Unsupported(_) => true,
+        // The runtime reports every configuration it cannot build as `Config`, an unwritable
+        // trace file among them; of those only a pool for a space the mapping lacks comes
+        // from the command line, and only the message tells it apart.
+        AppError::Runtime(rimms::Error::Config(message)) => {
+            message.starts_with("no memory space named")
+        }
+        _ => false,
+    };
+    if usage {
+        Failure::Usage(e.to_string())
+    } else {
+        Failure::Error(e.to_string())
+    }
+}
+
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
     if args.out.is_some() && args.app != App::Sar {
-        return Err(Failure::Error(
+        return Err(Failure::Usage(
             "--out writes SAR's image; other apps have none".to_string(),
         ));
     }
     let source = match &args.input {
         Some(dir) => {
             if args.delay.is_some() || args.doppler_bin.is_some() {
-                return Err(Failure::Error("--delay and --doppler-bin shape generated input; with --input the files decide".to_string()));
+                return Err(Failure::Usage("--delay and --doppler-bin shape generated input; with --input the files decide".to_string()));
             }
             Source::Cedr(dir.clone())
         }
@@ -241,24 +264,17 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         merge: !args.no_merge,
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
-    // A path that cannot take the image fails now, not after the run.
-    if let Some(path) = &args.out {
-        std::fs::File::create(path)
-            .map_err(|e| format!("--out {}: cannot create the file: {e}", path.display()))?;
-    }
-    let outcome = match apps::run(args.app, &source, &opts) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            if let Some(path) = &args.out {
-                // Only the empty file created above; no image was written.
-                let _ = std::fs::remove_file(path);
-            }
-            return Err(e.to_string().into());
-        }
-    };
+    // A path that cannot take the image fails now, not after the run; the file itself is
+    // replaced only once the image is complete.
+    let out = args
+        .out
+        .as_deref()
+        .map(|path| OutFile::check("--out", path))
+        .transpose()?;
+    let outcome = apps::run(args.app, &source, &opts).map_err(app_failure)?;
     let run = &outcome.run;
-    if let (Some(path), AppResult::Sar(sar)) = (&args.out, &run.result) {
-        sar.write_image(path).map_err(|e| e.to_string())?;
+    if let (Some(out), AppResult::Sar(sar)) = (&out, &run.result) {
+        out.write(|w| sar.write_image(w))?;
     }
     if args.json {
         output::print(&format!("{}\n", run.to_json()))?;
@@ -324,6 +340,7 @@ fn bench_cmd(
     fpga_timing: Option<String>,
 ) -> Result<(), Failure> {
     use rimms::drivers::fpga::{BOARD_ENV, TIMING_ENV};
+    use rimms::TRACE_FILE_ENV;
     if let Some(model) = &fpga_timing {
         // Read by every runtime the bench builds; set while this is the only thread.
         std::env::set_var(TIMING_ENV, model);
@@ -349,29 +366,45 @@ fn bench_cmd(
         app
     };
     // Before minutes of measuring, not after.
-    if let Some(path) = &plot {
-        rimms_cli::plot::check_path(path)?;
-    }
+    let chart = plot
+        .as_deref()
+        .map(rimms_cli::plot::check_path)
+        .transpose()?;
+    // Every runtime the bench builds would claim the one path in turn (trace.json,
+    // trace.2.json, … with nothing to tell which row and mode each is); each gets a file
+    // named for its cell instead, and no other runtime here (the GPU probe) writes one. Taken
+    // out of the environment while this is the only thread.
+    let trace = std::env::var_os(TRACE_FILE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    std::env::remove_var(TRACE_FILE_ENV);
     let bar = bench::progress_bar(&apps);
     let progress = |what: &str| {
         bar.inc(1);
         bar.set_message(what.to_string());
     };
-    let result = bench::run(frames, &apps, progress);
+    let result = bench::run(frames, &apps, trace.as_deref(), progress);
     bar.finish_and_clear();
-    let rows = match result {
-        Ok(rows) => rows,
-        Err(e) => {
-            // The empty file check_path created would look like a chart that failed to draw.
-            if let Some(path) = &plot {
-                let _ = std::fs::remove_file(path);
-            }
-            return Err(e.into());
-        }
-    };
-    if let Some(path) = &plot {
+    let rows = result?;
+    if let Some(base) = &trace {
+        let written = bench::traces_written(base, &rows);
+        let folder = match base.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        let name = base.file_name().map(std::path::Path::new).unwrap_or(base);
+        // A closed stderr is no reason to fail a bench that ran.
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TRACE_FILE_ENV}: one trace per row and mode, {} in {} named {}",
+            count(written.len() as u64, "file", "files"),
+            folder.display(),
+            bench::trace_path(name, "APP", "MAP", "MODE").display()
+        );
+    }
+    if let Some(chart) = &chart {
         let svg = rimms_cli::plot::svg(&rows)?;
-        std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        chart.write(|w| w.write_all(svg.as_bytes()))?;
     }
     if json {
         output::print(&format!(
@@ -427,7 +460,14 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (name, result) = match Cli::parse().command {
+    let command = Cli::parse().command;
+    if matches!(command, Command::Run(_) | Command::Bench { .. }) {
+        if let Err(e) = rimms_cli::interrupt::install() {
+            // Without it a signal still ends the run, only as it always did.
+            complain("setup", &e);
+        }
+    }
+    let (name, result) = match command {
         Command::Run(args) => ("run", run_app(&args)),
         Command::FpgaEmu {
             dir,
@@ -448,11 +488,15 @@ fn main() -> ExitCode {
             fpga_timing,
         } => ("bench", bench_cmd(frames, app, json, plot, fpga_timing)),
     };
+    // The runtimes are gone by now; the signal that stopped the run ends the process.
+    if let Some(sig) = rimms_cli::interrupt::requested() {
+        rimms_cli::interrupt::end_by(sig);
+    }
     match result {
         Ok(()) | Err(Failure::Quiet) => ExitCode::SUCCESS,
         Err(e) => {
             complain(name, &e);
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

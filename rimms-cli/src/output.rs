@@ -14,15 +14,31 @@ use std::io::{self, Write};
 pub enum Failure {
     /// Standard output was closed by its reader: nothing more to say, nothing went wrong.
     Quiet,
-    /// An error for the user, printed after the command's name.
+    /// An error for the user, printed after the command's name: a run that failed (exit
+    /// status 1).
     Error(String),
+    /// A command line asking for something the command does not do (an option an app does
+    /// not take, a parameter out of range): exit status 2, as for clap's own usage errors.
+    Usage(String),
+}
+
+impl Failure {
+    /// The exit status: 2 for a usage error, 1 for a failed run, 0 when the reader of
+    /// standard output just stopped reading.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Quiet => 0,
+            Failure::Error(_) => 1,
+            Failure::Usage(_) => 2,
+        }
+    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Quiet => f.write_str("standard output was closed"),
-            Failure::Error(message) => f.write_str(message),
+            Failure::Error(message) | Failure::Usage(message) => f.write_str(message),
         }
     }
 }

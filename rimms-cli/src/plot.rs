@@ -6,13 +6,20 @@
 //! because raster output needs a font file to draw text with, which a CLI cannot count on;
 //! [`check_path`] refuses other extensions up front and says how to convert.
 //!
-//! Two choices keep the charts honest. A bar of zero bytes (RIMMS on the CPU moves nothing)
-//! is drawn as a visible sliver marked "0", so that it reads as zero and not as missing. And
-//! a timing is noisy where bytes are exact: one cell whose speedup stands far above the
-//! others would flatten every other bar, so the speedup axis ends near the largest ordinary
-//! value and taller bars are cut at the top with their value written on them.
+//! The chart tells what the table tells. A speedup bar is the table's figure, the median of
+//! the per-frame ratios, with its 95 % interval as an error bar, and is labelled with the
+//! table's words for it ([`Ratio::headline`]): its value, or "can't tell, N frames" and
+//! "inconclusive, N frames", drawn faint, where the interval holds 1.0.
+//!
+//! Two more choices keep the charts honest. A bar of zero bytes (RIMMS on the CPU moves
+//! nothing) is drawn as a visible sliver marked "0", so that it reads as zero and not as
+//! missing. And a timing is noisy where bytes are exact: one cell whose speedup stands far
+//! above the others would flatten every other bar, so the speedup axis ends near the largest
+//! ordinary value and taller bars and error bars are cut at the top, the label saying so.
 
-use crate::bench::{Row, LEGEND};
+use crate::bench::{Ratio, Row, Verdict, LEGEND};
+use crate::out_file::OutFile;
+use crate::output::Failure;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -24,22 +31,22 @@ const MODES: [(&str, RGBColor); 3] = [
     ("native", RGBColor(0x5a, 0xa0, 0x5a)),
 ];
 
-/// Checks, before the bench runs, that `path` can take the chart: an `.svg` name in a folder
-/// that exists, and a file that can be created there (it is, empty, until the chart is
-/// written).
-pub fn check_path(path: &Path) -> Result<(), String> {
+/// The colour of the error bars, one no other line of the chart has.
+const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
+
+/// Checks, before the bench runs, that `path` can take the chart: an `.svg` name that
+/// [`OutFile::check`] accepts. Nothing is created until the chart is written.
+pub fn check_path(path: &Path) -> Result<OutFile, Failure> {
     let extension = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
     if extension.as_deref() != Some("svg") {
-        return Err(format!(
+        return Err(Failure::Usage(format!(
             "--plot {}: the chart is written as SVG, so the file must end in .svg (convert it afterwards if you need another format, e.g. `rsvg-convert -o chart.png chart.svg`)",
             path.display()
-        ));
+        )));
     }
-    std::fs::File::create(path)
-        .map(drop)
-        .map_err(|e| format!("--plot {}: cannot create the file: {e}", path.display()))
+    Ok(OutFile::check("--plot", path)?)
 }
 
 /// The SVG document for `rows`.
@@ -59,35 +66,56 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
             .iter()
             .map(|r| format!("{} {}", r.app.name(), r.map))
             .collect();
-        let speedups: Vec<Vec<Option<f64>>> = rows
-            .iter()
-            .map(|r| vec![None, Some(speedup(r)), None])
-            .collect();
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        let bytes: Vec<Vec<Option<f64>>> = rows
+        let speedups: Vec<Vec<Option<Bar>>> = rows
             .iter()
             .map(|r| {
+                let ratio = Ratio::of(&r.baseline, &r.rimms);
                 vec![
-                    Some(mib(r.baseline.bytes)),
-                    Some(mib(r.rimms.bytes)),
-                    r.native.as_ref().map(|n| mib(n.bytes)),
+                    None,
+                    Some(Bar {
+                        value: ratio.median,
+                        interval: Some((ratio.low, ratio.high)),
+                        label: Some(ratio.headline()),
+                        faint: ratio.verdict() != Verdict::Measured,
+                    }),
+                    None,
                 ]
             })
             .collect();
-        let all_speedups: Vec<f64> = speedups.iter().flatten().flatten().copied().collect();
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let bytes: Vec<Vec<Option<Bar>>> = rows
+            .iter()
+            .map(|r| {
+                [
+                    Some(r.baseline.bytes),
+                    Some(r.rimms.bytes),
+                    r.native.as_ref().map(|n| n.bytes),
+                ]
+                .into_iter()
+                .map(|b| b.map(|b| Bar::plain(mib(b))))
+                .collect()
+            })
+            .collect();
+        let medians: Vec<f64> = speedups
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|b| b.value)
+            .collect();
         bars(
             &top,
             &Chart {
-                title: "Speedup of RIMMS over the baseline (baseline time ÷ rimms time)",
+                title:
+                    "Speedup of RIMMS over the baseline: median of per-frame ratios, 95 % interval",
                 y_label: "speedup (×); above the red line RIMMS is faster",
                 labels: &labels,
                 values: &speedups,
-                top: robust_top(&all_speedups).max(1.2),
+                top: robust_top(&medians).max(1.2),
                 reference: Some(1.0),
                 unit: "×",
             },
         )?;
-        let all_bytes = bytes.iter().flatten().flatten().copied();
+        let all_bytes = bytes.iter().flatten().flatten().map(|b| b.value);
         bars(
             &bottom,
             &Chart {
@@ -114,10 +142,6 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
     Ok(out)
 }
 
-fn speedup(r: &Row) -> f64 {
-    r.baseline.median.as_secs_f64() / r.rimms.median.as_secs_f64()
-}
-
 /// The top of an axis for noisy `values`: the largest value that is not an outlier (more
 /// than four times the median), with a margin. Values above it are drawn cut.
 pub fn robust_top(values: &[f64]) -> f64 {
@@ -136,12 +160,35 @@ pub fn robust_top(values: &[f64]) -> f64 {
     top.max(f64::MIN_POSITIVE) * 1.15
 }
 
-/// One bar chart: per group, a value (or none) per mode.
+/// One bar of a chart.
+struct Bar {
+    value: f64,
+    /// An error bar from the low to the high end.
+    interval: Option<(f64, f64)>,
+    /// Words written along the bar from its foot.
+    label: Option<String>,
+    /// Drawn pale: a figure that does not tell one mode from another.
+    faint: bool,
+}
+
+impl Bar {
+    /// A bar that is only its value.
+    fn plain(value: f64) -> Bar {
+        Bar {
+            value,
+            interval: None,
+            label: None,
+            faint: false,
+        }
+    }
+}
+
+/// One bar chart: per group, a bar (or none) per mode.
 struct Chart<'a> {
     title: &'a str,
     y_label: &'a str,
     labels: &'a [String],
-    values: &'a [Vec<Option<f64>>],
+    values: &'a [Vec<Option<Bar>>],
     /// The top of the y axis; taller bars are cut there and labelled with their value.
     top: f64,
     /// A horizontal line at this value.
@@ -176,24 +223,52 @@ where
     let sliver = c.top * 0.006;
     for (mode, (name, colour)) in MODES.iter().enumerate() {
         let mut shapes: Vec<Rectangle<(f64, f64)>> = Vec::new();
-        let mut notes: Vec<(f64, f64, String)> = Vec::new();
+        let mut whiskers = Vec::new();
+        let mut notes: Vec<(f64, String)> = Vec::new();
         for (g, values) in c.values.iter().enumerate() {
-            let Some(value) = values.get(mode).copied().flatten() else {
+            let Some(bar) = values.get(mode).and_then(Option::as_ref) else {
                 continue;
             };
             let x0 = g as f64 + 0.1 + 0.8 * mode as f64 / 3.0;
             let x1 = x0 + 0.8 / 3.0 * 0.9;
-            let (height, note) = if value <= 0.0 {
-                (sliver, Some("0".to_string()))
-            } else if value > c.top {
-                let text = crate::human::significant(value, 3);
-                (c.top, Some(format!("{text}{} ↑", c.unit)))
+            let cut = bar.value > c.top || bar.interval.is_some_and(|(_, high)| high > c.top);
+            let mut note = bar.label.clone();
+            if bar.value <= 0.0 {
+                note.get_or_insert_with(|| "0".to_string());
+            } else if bar.value > c.top && note.is_none() {
+                note = Some(format!(
+                    "{}{}",
+                    crate::human::significant(bar.value, 3),
+                    c.unit
+                ));
+            }
+            if cut {
+                note = note.map(|n| format!("{n} ↑"));
+            }
+            let height = if bar.value <= 0.0 {
+                sliver
             } else {
-                (value, None)
+                bar.value.min(c.top)
             };
-            shapes.push(Rectangle::new([(x0, 0.0), (x1, height)], colour.filled()));
+            let fill = if bar.faint {
+                colour.mix(0.35).filled()
+            } else {
+                colour.filled()
+            };
+            shapes.push(Rectangle::new([(x0, 0.0), (x1, height)], fill));
+            if let Some((low, high)) = bar.interval {
+                let middle = (x0 + x1) / 2.0;
+                whiskers.push(ErrorBar::new_vertical(
+                    middle,
+                    low.min(c.top),
+                    bar.value.min(c.top),
+                    high.min(c.top),
+                    WHISKER.stroke_width(1),
+                    6,
+                ));
+            }
             if let Some(text) = note {
-                notes.push((x0, height.min(c.top * 0.97), text));
+                notes.push((x0, text));
             }
         }
         if shapes.is_empty() {
@@ -205,11 +280,14 @@ where
             .map_err(draw_error)?
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+        chart.draw_series(whiskers).map_err(draw_error)?;
+        // Along the bar from its foot, inside the plot whatever the bar's height: a label
+        // above a cut bar would run into the title.
         chart
-            .draw_series(notes.into_iter().map(|(x, y, text)| {
+            .draw_series(notes.into_iter().map(|(x, text)| {
                 Text::new(
                     text,
-                    (x, y),
+                    (x, c.top * 0.02),
                     ("sans-serif", 10)
                         .into_font()
                         .transform(FontTransform::Rotate270),
@@ -265,14 +343,41 @@ mod tests {
         assert_eq!(robust_top(&[]), 1.0);
     }
 
+    /// Each speedup bar is the table's figure with its interval: a pale "can't tell" or
+    /// "inconclusive" bar where the interval holds 1.0, a value label where it does not.
+    #[test]
+    fn speedup_bars_say_what_the_table_says() {
+        use crate::bench::test_row;
+        let rows = [
+            test_row(&[2000; 20], &[1000; 20]),
+            test_row(&[1000; 20], &[900, 1100].repeat(10)),
+            test_row(&[6900; 3], &[500, 17700, 500]),
+        ];
+        let text = svg(&rows).expect("drawn");
+        for label in [
+            ">\n2.00x\n<",
+            "can&apos;t tell, 20 frames",
+            "inconclusive, 3 frames",
+        ] {
+            assert!(text.contains(label), "no {label:?} in the chart");
+        }
+        let whiskers = text.matches("#333333").count();
+        // plotters draws an error bar as four strokes: two caps and the line in two halves.
+        assert_eq!(whiskers, 3 * 4, "an error bar per speedup");
+    }
+
     #[test]
     fn only_svg_paths_in_existing_folders_are_taken() {
         let dir = tempfile::tempdir().expect("dir");
         assert!(check_path(&dir.path().join("chart.svg")).is_ok());
         assert!(check_path(&dir.path().join("chart.SVG")).is_ok());
         let png = check_path(&dir.path().join("chart.png")).unwrap_err();
+        assert_eq!(png.exit_code(), 2, "a wrong extension is a usage error");
+        let png = png.to_string();
         assert!(png.contains("must end in .svg"), "{png}");
         let missing = check_path(&dir.path().join("no/chart.svg")).unwrap_err();
+        assert_eq!(missing.exit_code(), 1, "a missing folder fails the run");
+        let missing = missing.to_string();
         assert!(missing.contains("cannot create the file"), "{missing}");
     }
 }

@@ -64,6 +64,10 @@ pub enum AppError {
     /// An option this app or mapping does not take.
     #[error("{0}")]
     Unsupported(String),
+
+    /// Stopped between frames by Ctrl-C or SIGTERM ([`crate::interrupt`]).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// Where in an input file something is wrong: `file`, `file:line` or `file:line:column`

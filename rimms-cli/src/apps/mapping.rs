@@ -101,6 +101,10 @@ impl Mapping {
                 .costs(opts.costs.clone()),
             |builder, (space, bytes)| builder.pool(space.clone(), *bytes),
         );
+        let builder = match &opts.trace_file {
+            Some(path) => builder.trace_file(path.clone()),
+            None => builder,
+        };
         match self {
             Mapping::Cpu => Ok(builder.build()?),
             Mapping::Sim => Ok(builder.sim(sim.clone()).build()?),

@@ -166,6 +166,9 @@ pub struct Options {
     /// Whether the runtime merges calls submitted to a scope over following rows into one
     /// device call (`RuntimeBuilder::merge_calls`; on by default, and never in baseline mode).
     pub merge: bool,
+    /// Where the runtime writes its Chrome / Perfetto timeline (`RuntimeBuilder::trace_file`);
+    /// `None` leaves it to `RIMMS_TRACE_FILE`.
+    pub trace_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -182,6 +185,7 @@ impl Options {
             sar_azimuth: sar::Azimuth::default(),
             pools: Vec::new(),
             merge: true,
+            trace_file: None,
         }
     }
 
@@ -306,7 +310,8 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
             Ok(Outcome {
                 result_line: pulse_doppler::describe(&run.result),
                 truth_line: truth.map(|t| t.describe()),
-                note: Some(pulse_doppler::NOTE),
+                // It tells how to read a target's figures; without one there are none to read.
+                note: run.result.target.then_some(pulse_doppler::NOTE),
                 run: run.map(AppResult::PulseDoppler),
             })
         }
@@ -442,6 +447,11 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
     let mut timed_since = None;
     for i in 0..warmup + frames {
+        // Returning drops the runtimes, which remove their files; a signal's default
+        // action would have left them.
+        if crate::interrupt::requested().is_some() {
+            return Err(AppError::Interrupted);
+        }
         if i == warmup {
             timed_since = Some(Instant::now());
         }

@@ -79,6 +79,10 @@ pub struct Output {
     /// x: the range bin of the maximum.
     #[serde(skip)]
     pub range_bin: usize,
+    /// Whether the range-Doppler map has a peak at all. A flat one (all-zero input) has its
+    /// "maximum" at the first cell, which CEDR's formulas turn into a shift and a delay like
+    /// any other, so the figures alone cannot tell there is nothing there.
+    pub target: bool,
 }
 
 impl Output {
@@ -92,6 +96,7 @@ impl Output {
             time_delay_s: (b - N as f64) / (N - 1) as f64 * PRI,
             doppler_bin: z,
             range_bin: x,
+            target: true,
         }
     }
 }
@@ -207,15 +212,25 @@ pub fn run(input: &Input, opts: &Options) -> Result<Run<Output>, AppError> {
     execute(input, opts)
 }
 
-/// "Doppler shift 372 Hz, time delay 38.3 µs (Doppler bin 69, range bin 82)".
+/// "Doppler shift 372 Hz, time delay 38.3 µs (Doppler bin 69, range bin 82)", or, for a
+/// map without a peak, that there is no target.
 pub fn describe(output: &Output) -> String {
-    format!(
+    let figures = format!(
         "Doppler shift {}, time delay {} (Doppler bin {}, range bin {})",
         hertz(output.doppler_shift_hz),
         seconds(output.time_delay_s),
         output.doppler_bin,
         output.range_bin
-    )
+    );
+    if output.target {
+        figures
+    } else {
+        format!(
+            "no target: the range-Doppler map is flat, the same magnitude in every cell (is the \
+             input all zeros?), so its maximum locates nothing; CEDR's formulas at its first \
+             cell would read {figures}"
+        )
+    }
 }
 
 /// "372 Hz", "-7.874 Hz".
@@ -235,8 +250,13 @@ fn matched_input(pulses: &[Complex32], i: usize) -> Complex32 {
 
 /// The result from the |spectrum| matrix, range bins as rows of m Doppler bins.
 fn locate(magnitude: &[f32]) -> Output {
-    let (i, _) = argmax(magnitude);
-    Output::from_bins(i % M, i / M)
+    let (i, peak) = argmax(magnitude);
+    let floor = magnitude.iter().copied().fold(f32::INFINITY, f32::min);
+    Output {
+        // All NaN leaves `peak` at −∞, which is no peak either.
+        target: peak > floor,
+        ..Output::from_bins(i % M, i / M)
+    }
 }
 
 impl Pipeline for Input {

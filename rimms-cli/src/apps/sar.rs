@@ -355,18 +355,12 @@ impl Output {
     }
 
     /// Writes the image as text, one row a line, numbers separated by spaces.
-    pub fn write_image(&self, path: &Path) -> Result<(), AppError> {
-        let fail = |source| AppError::Write {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(fail)?;
-        let mut out = std::io::BufWriter::new(file);
+    pub fn write_image(&self, out: &mut dyn Write) -> std::io::Result<()> {
         for row in self.image.chunks(NFAST) {
             let line: Vec<String> = row.iter().map(|v| v.to_string()).collect();
-            writeln!(out, "{}", line.join(" ")).map_err(fail)?;
+            writeln!(out, "{}", line.join(" "))?;
         }
-        out.flush().map_err(fail)
+        Ok(())
     }
 }
 

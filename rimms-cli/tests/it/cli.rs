@@ -79,8 +79,9 @@ fn pulse_doppler_json_on_cedr_input_and_sar_image_file() {
         "1",
     ]);
     let result = v["result"].as_object().expect("result");
-    assert_eq!(result.len(), 2, "{result:?}");
+    assert_eq!(result.len(), 3, "{result:?}");
     assert!(result["doppler_shift_hz"].is_f64() && result["time_delay_s"].is_f64());
+    assert_eq!(result["target"], true);
 
     let out = std::env::temp_dir().join(format!("rimms-sar-{}.txt", std::process::id()));
     let out_arg = out.to_str().expect("a UTF-8 path");
@@ -102,6 +103,36 @@ fn pulse_doppler_json_on_cedr_input_and_sar_image_file() {
     let max = rows.iter().flatten().fold(0.0f64, |a, &b| a.max(b));
     assert_eq!(rows[r][c], max);
     assert_eq!(v["result"]["peak"].as_f64(), Some(max));
+}
+
+/// CEDR-format pulse-Doppler files of zeros: a flat map, whose first cell CEDR's formulas
+/// would report as a target at −3906 Hz and −127 µs.
+#[test]
+fn all_zero_pulse_doppler_input_says_there_is_no_target() {
+    let dir = tempfile::tempdir().expect("dir");
+    // One line of 64 complex zeros, "re im" each.
+    let line = "0 0 ".repeat(64).trim_end().to_string() + "\n";
+    std::fs::write(
+        dir.path().join("pulse_doppler_pulses.txt"),
+        line.repeat(128),
+    )
+    .expect("pulses");
+    std::fs::write(dir.path().join("pulse_doppler_pulse.txt"), &line).expect("pulse");
+    let input = dir.path().to_str().expect("a UTF-8 path");
+    let args = ["run", "pulse-doppler", "--input", input, "--frames", "1"];
+    let (ok, stdout, stderr) = rimms(&args);
+    assert!(ok, "{stderr}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("): no target: the range-Doppler map is flat"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("Compare the bins"),
+        "no reading guide for figures that mean nothing: {stdout}"
+    );
+    let v = json(&[&args[..], &["--json"]].concat());
+    assert_eq!(v["result"]["target"], false, "{v}");
 }
 
 #[test]
@@ -263,6 +294,65 @@ fn bench_plot_draws_one_bar_per_mode_and_mapping() {
     ] {
         assert!(text.contains(words), "no {words:?} in the chart");
     }
+}
+
+/// The chart's speedup bars carry the table's figures, row by row: the median of the
+/// per-frame ratios, or "can't tell, N frames" where its interval holds 1.0, never a figure
+/// of its own (it drew baseline median ÷ rimms median, 0.52 where the table said ~1.0x).
+#[test]
+fn the_chart_labels_each_speedup_with_the_tables_figure() {
+    let dir = tempfile::tempdir().expect("dir");
+    let svg = dir.path().join("bench.svg");
+    let (ok, table, stderr) = rimms(&[
+        "bench",
+        "--frames",
+        "3",
+        "--app",
+        "zip3x",
+        "--plot",
+        svg.to_str().expect("utf-8 path"),
+    ]);
+    assert!(ok, "{stderr}");
+    // The speedup cell is the first with an interval "[lo–hi]"; before it come the time cells,
+    // which end in ")" or, without native code, "-".
+    let from_table: Vec<String> = table
+        .lines()
+        .filter(|l| l.starts_with("zip3x"))
+        .map(|l| {
+            let before = &l[..l.find('[').expect("a ratio cell")];
+            let after_times = &before[before.rfind(')').expect("time cells") + 1..];
+            after_times
+                .trim()
+                .trim_start_matches('-')
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert!(from_table.len() >= 4, "{table}");
+    let text = std::fs::read_to_string(&svg).expect("the chart");
+    // The speedup chart is drawn first, its labels along the bars in row order: turned, and
+    // starting at the bar's foot (the turned axis title is centred).
+    let from_chart: Vec<String> = text
+        .split("<text")
+        .filter(|t| t.contains("rotate(270") && t.contains("text-anchor=\"start\""))
+        .take(from_table.len())
+        .map(|t| {
+            let inner = &t[t.find('>').expect("text") + 1..t.find("</text>").expect("end")];
+            inner
+                .trim()
+                .replace("&apos;", "'")
+                .trim_end_matches(" ↑")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        from_chart, from_table,
+        "chart labels against the table's speedups"
+    );
+    assert!(
+        text.contains("median of per-frame ratios, 95 % interval"),
+        "the chart says what it draws"
+    );
 }
 
 #[test]

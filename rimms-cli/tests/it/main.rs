@@ -8,10 +8,13 @@ mod common;
 
 mod cedr;
 mod cli;
+mod fpga_emu;
 mod fpga_mappings;
 mod generated;
+mod left_behind;
 mod memstat;
 mod modes;
 mod newcomer;
+mod out_files;
 mod scheduled;
 mod trace_file;

@@ -69,13 +69,72 @@ fn frame_counts_out_of_range_are_refused_up_front() {
     assert!(stdout.contains(", 1 frame, "), "{stdout}");
 }
 
+/// Issue 32's conventions row: a command line asking for what the command does not do exits
+/// 2, as clap's own errors do; a run that starts and fails exits 1.
+#[test]
+fn usage_errors_exit_2_and_failed_runs_exit_1() {
+    for (args, says) in [
+        (
+            &["run", "fzf", "--out", "x.txt"][..],
+            "--out writes SAR's image",
+        ),
+        (
+            &["run", "fzf", "--mode", "native", "--map", "auto"],
+            "native mode on auto",
+        ),
+        (
+            &["run", "fzf", "--pool", "nosuch=1MiB"],
+            "no memory space named nosuch",
+        ),
+        (
+            &["run", "fzf", "--map", "sim", "--pool", "nosuch=1MiB"],
+            "no memory space named nosuch",
+        ),
+        (&["run", "fzf", "--delay", "3"], "fzf takes no delay"),
+        (
+            &["run", "sar", "--input", ".", "--delay", "3"],
+            "with --input the files decide",
+        ),
+        (&["run", "sar", "--no-such-flag"], "unexpected argument"),
+    ] {
+        let (code, stdout, stderr) = rimms_args(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    }
+    // Runs that start and fail: a pool too small for the app, and input files that are not there.
+    for (args, says) in [
+        (
+            &[
+                "run",
+                "sar",
+                "--map",
+                "sim",
+                "--frames",
+                "1",
+                "--pool",
+                "sim0=4KiB",
+            ][..],
+            "sim0 cannot fit",
+        ),
+        (
+            &["run", "sar", "--input", "/nonexistent", "--frames", "1"],
+            "/nonexistent",
+        ),
+    ] {
+        let (code, _, stderr) = rimms_args(args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn huge_numeric_knobs_are_errors_not_overflows() {
     let (code, _, stderr) = rimms_args(&["run", "pulse-doppler", "--delay", &u64::MAX.to_string()]);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("delays of 0 … 48 samples"), "{stderr}");
     let (code, _, stderr) = rimms_args(&["run", "correlator", "--delay", &u64::MAX.to_string()]);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("below 256 samples"), "{stderr}");
 }
 
@@ -191,7 +250,7 @@ fn board_errors_say_the_path_came_from_rimms_fpga_board() {
     let (code, _, stderr) = run(rimms()
         .args(["run", "fzf", "--map", "fpga"])
         .env("RIMMS_FPGA_BOARD", ""));
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("RIMMS_FPGA_BOARD is set but empty"),
         "{stderr}"
@@ -216,7 +275,7 @@ fn board_errors_say_the_path_came_from_rimms_fpga_board() {
 #[test]
 fn native_on_the_gpu_names_both_hand_written_examples() {
     let (code, _, stderr) = rimms_args(&["run", "sar", "--mode", "native", "--map", "gpu"]);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--example gpu_fzf_bench"), "{stderr}");
     assert!(stderr.contains("--example gpu_sar"), "{stderr}");
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
@@ -321,9 +380,11 @@ fn a_bad_plot_path_fails_before_the_bench_runs() {
     let png = dir.path().join("chart.png");
     // 1000 frames of every default app would take minutes: failing at once shows the check
     // came first, and nothing was printed.
-    for (path, says) in [
-        (&missing, "cannot create the file"),
-        (&png, "must end in .svg"),
+    // A folder that is not there fails the run (1); a name the option cannot take is a usage
+    // error (2).
+    for (path, says, status) in [
+        (&missing, "cannot create the file", 1),
+        (&png, "must end in .svg", 2),
     ] {
         let (code, stdout, stderr) = rimms_args(&[
             "bench",
@@ -332,7 +393,7 @@ fn a_bad_plot_path_fails_before_the_bench_runs() {
             "--plot",
             path.to_str().expect("utf-8"),
         ]);
-        assert_eq!(code, Some(1), "{stderr}");
+        assert_eq!(code, Some(status), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
         assert!(stdout.is_empty(), "{stdout}");
         assert!(!png.exists(), "no PNG file, not even an empty one");
@@ -422,7 +483,7 @@ fn radar_output_says_what_to_make_of_it_and_sar_offers_a_focusing_variant() {
         "peak at row {row}, column {col}"
     );
     let (code, _, stderr) = rimms_args(&["run", "fzf", "--azimuth", "focused"]);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--azimuth is SAR's"), "{stderr}");
 }
 

@@ -185,3 +185,14 @@ pub fn fifo(path: &Path) {
     use nix::sys::stat::Mode;
     nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR).expect("mkfifo");
 }
+
+/// Whether this process (and so a child it starts) ignores SIGINT: bit 1 of the
+/// `SigIgn` mask in `/proc/self/status` (signal 2).
+pub fn sigint_ignored() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << 1) != 0)
+}

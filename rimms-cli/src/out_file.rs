@@ -1,0 +1,241 @@
+//! Files the user names for a command's results (`run --out`, `bench --plot`): written whole
+//! or not at all.
+//!
+//! A command that fails, or is interrupted, must leave the user's file as it was. So the path
+//! is only checked before the work ([`OutFile::check`]: a file could be created beside it),
+//! nothing is created or truncated while the work runs, and the result goes to a new file in
+//! the same folder that is renamed over the path once it is complete ([`OutFile::write`]).
+//! The rename replaces the old file in one step on the same file system; the only file
+//! `rimms` ever removes is that temporary one, which it created itself.
+//!
+//! A path that names something other than a regular file (a device node such as `/dev/null`,
+//! a FIFO, a folder) is refused: a rename would replace the node itself.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A checked path for a result file.
+#[derive(Debug)]
+pub struct OutFile {
+    /// The option that named it, for messages ("--out").
+    flag: &'static str,
+    /// The path as the user gave it, for messages.
+    given: PathBuf,
+    /// The file the rename replaces: the path with symbolic links followed, so that a link
+    /// keeps pointing where it pointed and the file it points at gets the new contents.
+    target: PathBuf,
+}
+
+/// A temporary file being written; removed when dropped unless it was renamed into place.
+struct Temporary {
+    path: PathBuf,
+    kept: bool,
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if !self.kept {
+            // Ours, created with `create_new`; if it is already gone there is nothing to undo.
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl OutFile {
+    /// Checks, before any work, that `path` can take a result: a regular file or nothing
+    /// there yet (a link to either is followed), in a folder where a file can be created.
+    /// Creates nothing that outlives the check.
+    pub fn check(flag: &'static str, path: &Path) -> Result<OutFile, String> {
+        let fail = |why: String| format!("{flag} {}: {why}", path.display());
+        let target = match fs::metadata(path) {
+            Ok(meta) if meta.is_file() => {
+                fs::canonicalize(path).map_err(|e| fail(e.to_string()))?
+            }
+            Ok(meta) => {
+                return Err(fail(format!(
+                    "is {}, not a regular file; {flag} writes a file, replacing it only once \
+                     the result is complete, so it takes a file's name",
+                    kind(&meta)
+                )))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if fs::symlink_metadata(path).is_ok() {
+                    return Err(fail(
+                        "is a symbolic link to nothing; name the file itself".to_string(),
+                    ));
+                }
+                path.to_path_buf()
+            }
+            Err(e) => return Err(fail(format!("cannot use the file: {e}"))),
+        };
+        let out = OutFile {
+            flag,
+            given: path.to_path_buf(),
+            target,
+        };
+        // Proves the folder takes a new file, without touching the user's one.
+        drop(out.temporary().map_err(|e| out.cannot_create(&e))?);
+        Ok(out)
+    }
+
+    /// Writes the file whole: `contents` into a new file beside it, which then replaces it.
+    /// On any failure the old file is as it was.
+    pub fn write(
+        &self,
+        contents: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), String> {
+        let (file, mut temporary) = self.temporary().map_err(|e| self.cannot_create(&e))?;
+        let failed = |e: io::Error| {
+            format!(
+                "{} {}: cannot write the file: {e}",
+                self.flag,
+                self.given.display()
+            )
+        };
+        let mut out = BufWriter::new(file);
+        contents(&mut out).map_err(failed)?;
+        let file = out.into_inner().map_err(|e| failed(e.into_error()))?;
+        // The contents reach the disk before the name does, so a crash cannot leave the
+        // name on an empty file.
+        file.sync_all().map_err(failed)?;
+        // A replaced file keeps its permissions; a new one has the umask's, as any new file.
+        if let Ok(meta) = fs::metadata(&self.target) {
+            file.set_permissions(meta.permissions()).map_err(failed)?;
+        }
+        fs::rename(&temporary.path, &self.target).map_err(failed)?;
+        temporary.kept = true;
+        Ok(())
+    }
+
+    fn cannot_create(&self, e: &io::Error) -> String {
+        let mut message = format!(
+            "{} {}: cannot create the file: {e}",
+            self.flag,
+            self.given.display()
+        );
+        // Writable in place is not enough: the new contents go to a new file beside it.
+        if self.target.exists() {
+            message += " (it is replaced by a new file written in the same folder, which must \
+                        let files be created)";
+        }
+        message
+    }
+
+    /// A new file beside the target, with a name no other file has (`create_new`).
+    fn temporary(&self) -> io::Result<(File, Temporary)> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let folder = match self.target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = self
+            .target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        loop {
+            let path = folder.join(format!(
+                ".{name}.rimms-{}-{}.tmp",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => return Ok((file, Temporary { path, kept: false })),
+                // Left by another process that had this pid: take the next number.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What a non-regular file is, in words.
+fn kind(meta: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "something else"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".rimms-"))
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("image.txt");
+        fs::write(&path, "precious\n").expect("write");
+        let out = OutFile::check("--out", &path).expect("checks");
+        assert_eq!(fs::read_to_string(&path).expect("read"), "precious\n");
+        let err = out
+            .write(|w| {
+                w.write_all(b"half")?;
+                Err(io::Error::other("disk on fire"))
+            })
+            .unwrap_err();
+        assert!(
+            err.contains("--out") && err.contains("disk on fire"),
+            "{err}"
+        );
+        assert_eq!(fs::read_to_string(&path).expect("read"), "precious\n");
+        assert!(
+            leftovers(dir.path()).is_empty(),
+            "{:?}",
+            leftovers(dir.path())
+        );
+        out.write(|w| w.write_all(b"new\n")).expect("writes");
+        assert_eq!(fs::read_to_string(&path).expect("read"), "new\n");
+        assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_link_keeps_pointing_at_its_file_which_gets_the_contents() {
+        let dir = tempfile::tempdir().expect("dir");
+        let real = dir.path().join("real.txt");
+        let link = dir.path().join("link.txt");
+        fs::write(&real, "old").expect("write");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        OutFile::check("--out", &link)
+            .expect("checks")
+            .write(|w| w.write_all(b"new"))
+            .expect("writes");
+        assert!(fs::symlink_metadata(&link).expect("link").is_symlink());
+        assert_eq!(fs::read_to_string(&real).expect("read"), "new");
+    }
+
+    #[test]
+    fn devices_folders_and_dangling_links_are_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).expect("symlink");
+        for (path, says) in [
+            (Path::new("/dev/null"), "is a device"),
+            (dir.path(), "is a folder"),
+            (dangling.as_path(), "a symbolic link to nothing"),
+        ] {
+            let err = OutFile::check("--out", path).unwrap_err();
+            assert!(err.contains(says), "{err}");
+        }
+        assert!(Path::new("/dev/null").exists());
+    }
+}

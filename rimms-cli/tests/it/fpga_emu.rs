@@ -1,0 +1,146 @@
+//! `rimms fpga-emu` as a user drives it: the `RIMMS_FPGA_BOARD=` line it prints works from
+//! where it was started, whatever `--dir` was; `touch DIR/stop` stops it and a restart runs;
+//! a second emulator on a folder that has one is refused.
+
+use crate::common::output_within;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Kills the emulator however the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rimms() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
+    cmd.env_remove("RIMMS_FPGA_BOARD")
+        .env_remove("RIMMS_TRACE_FILE")
+        .env_remove("RIMMS_STATS_PAGE");
+    cmd
+}
+
+/// Starts `rimms fpga-emu --dir DIR` in `cwd`, its messages going to `log`.
+fn emulator(cwd: &Path, dir: &Path, log: &Path) -> Running {
+    let log = std::fs::File::create(log).expect("log file");
+    Running(
+        rimms()
+            .args(["fpga-emu", "--seconds", "120", "--dir"])
+            .arg(dir)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("rimms fpga-emu starts"),
+    )
+}
+
+/// Waits (20 s at most) until `ready` holds.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what} within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs FZF on the FPGA the board file `board` describes, from `cwd`; returns its stderr on
+/// failure.
+fn fzf_on(board: &str, cwd: &Path) -> Result<(), String> {
+    let out = output_within(
+        rimms()
+            .args([
+                "run", "fzf", "--map", "fpga", "--mode", "baseline", "--frames", "1",
+            ])
+            .env("RIMMS_FPGA_BOARD", board)
+            .current_dir(cwd),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(stderr)
+    }
+}
+
+/// Stops the emulator with its stop file and waits for it to end.
+fn stop(emu: &mut Running, dir: &Path) {
+    std::fs::write(dir.join("stop"), b"").expect("stop file");
+    wait_for("the emulator stops", || {
+        emu.0.try_wait().expect("wait").is_some()
+    });
+}
+
+#[test]
+fn the_board_line_works_from_where_a_relative_dir_was_given() {
+    let cwd = tempfile::tempdir().expect("dir");
+    let log = cwd.path().join("emu.log");
+    let mut emu = emulator(cwd.path(), Path::new("board"), &log);
+    // What the user copies: the value after RIMMS_FPGA_BOARD= in the emulator's first line.
+    let mut board = String::new();
+    wait_for("the RIMMS_FPGA_BOARD= line", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        match text.split_once("RIMMS_FPGA_BOARD=") {
+            Some((_, rest)) if rest.contains(')') => {
+                board = rest[..rest.find(')').expect("a closing parenthesis")].to_string();
+                true
+            }
+            _ => false,
+        }
+    });
+    let board_path = cwd.path().join(&board);
+    wait_for("the board file", || board_path.exists());
+    let ran = fzf_on(&board, cwd.path());
+    stop(&mut emu, &cwd.path().join("board"));
+    ran.unwrap_or_else(|e| panic!("RIMMS_FPGA_BOARD={board}: {e}"));
+}
+
+#[test]
+fn a_stopped_emulator_restarts_and_a_second_one_on_its_folder_is_refused() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir: PathBuf = tmp.path().join("board");
+    let board = dir.join("board.toml");
+    let log = tmp.path().join("emu.log");
+    let mut first = emulator(tmp.path(), &dir, &log);
+    wait_for("the board file", || board.exists());
+
+    let second = output_within(
+        rimms()
+            .args(["fpga-emu", "--seconds", "120", "--dir"])
+            .arg(&dir),
+        Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("another emulator runs on") && stderr.contains(&dir.display().to_string()),
+        "{stderr}"
+    );
+    // The refused one took nothing from the first.
+    fzf_on(board.to_str().expect("utf-8"), tmp.path()).expect("the first still serves");
+
+    stop(&mut first, &dir);
+    assert!(!dir.join("stop").exists(), "the stop file is consumed");
+
+    // A new board file tells when the restarted emulator is ready.
+    std::fs::remove_file(&board).expect("remove the old board file");
+    let mut again = emulator(tmp.path(), &dir, &log);
+    wait_for("the restarted emulator's board file", || {
+        board.exists() || again.0.try_wait().expect("wait").is_some()
+    });
+    assert!(
+        again.0.try_wait().expect("wait").is_none(),
+        "the restarted emulator runs: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    fzf_on(board.to_str().expect("utf-8"), tmp.path()).expect("the restarted one serves");
+    stop(&mut again, &dir);
+}
