@@ -16,20 +16,17 @@
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
-use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, SpaceMemory, SpaceSpec};
 use crate::data::{Memory, RawBuffer};
-use crate::device::{ArgForm, Device, DeviceKind};
-use crate::error::{Error, Result};
+use crate::hal::{ArgForm, Device, DeviceKind};
+use crate::hal::{Error, Result};
+use crate::hal::{SharedDeviceMemory, SpaceId, SpaceName, SpaceSet, MAX_SPACES};
 use crate::kernel::registry::registry;
 use crate::sched::calibrate;
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::scope::queues::DeviceQueues;
-use crate::space::{
-    LinkModel, MemorySystem, Pool, Region, SharedDeviceMemory, SpaceEntry, SpaceId, SpaceName,
-    SpaceSet, MAX_SPACES,
-};
+use crate::space::{LinkModel, MemorySystem, Pool, Region, SpaceEntry};
 use crate::stats::page::Publisher;
 use crate::stats::{ApiCounters, ApiStats, Stats, Timeline, TRACE_FILE_ENV};
 use std::fmt;
@@ -269,7 +266,6 @@ impl RuntimeBuilder {
             devices,
             memory,
             calls: ApiCounters::new(registry().api_count()),
-            fft: FftPlans::new(),
             stats_page,
             #[cfg(feature = "fpga")]
             _fpga: fpga,
@@ -313,13 +309,10 @@ impl RuntimeBuilder {
 
     /// The CPU, then the sim devices in the order they were added.
     fn host_and_sim_backends(&mut self) -> Vec<Box<dyn Backend>> {
-        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend::new())];
         for (index, config) in std::mem::take(&mut self.sims).into_iter().enumerate() {
             // At most MAX_SPACES - 1 sims (checked first), so the index fits in a u8.
-            backends.push(Box::new(SimBackend {
-                index: index as u8,
-                config,
-            }));
+            backends.push(Box::new(SimBackend::new(index as u8, config)));
         }
         backends
     }
@@ -627,7 +620,6 @@ pub(crate) struct Shared {
     memory: Arc<Memory>,
     /// Calls, hits and merges per API.
     calls: ApiCounters,
-    fft: FftPlans,
     /// Places `Target::Auto` calls.
     scheduler: Scheduler,
     /// The workers of scoped calls.
@@ -662,11 +654,6 @@ impl Shared {
     #[inline(always)]
     pub(crate) fn calls(&self) -> &ApiCounters {
         &self.calls
-    }
-
-    /// The rustfft plans the host kernels share.
-    pub(crate) fn fft(&self) -> &FftPlans {
-        &self.fft
     }
 
     pub(crate) fn scheduler(&self) -> &Scheduler {

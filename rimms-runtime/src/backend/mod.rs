@@ -9,15 +9,16 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub mod error;
 #[cfg(feature = "fpga")]
 pub mod fpga;
 pub mod host_kernels;
 pub mod sim;
 
-use crate::device::{ArgForm, Device};
-use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
-pub use error::BackendError;
+/// What backends report when they fail; its home is the vocabulary, `hal`.
+pub use crate::hal::backend_error as error;
+pub use crate::hal::BackendError;
+use crate::hal::{ArgForm, Device, MappedMemory, SharedDeviceMemory};
+use crate::space::LinkModel;
 use std::any::Any;
 
 /// A memory space a backend brings with it.

@@ -25,7 +25,7 @@ mod tests;
 
 pub(crate) use published::{Locked, Published, WithTable};
 
-use crate::space::{SpaceId, SpaceSet, MAX_SPACES};
+use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
 use std::ops::Range;
 
 /// How a kernel (or a host view) uses an argument.

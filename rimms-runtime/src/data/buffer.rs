@@ -5,13 +5,14 @@ use super::evict::{self, Pressure};
 use super::lease::{Held, Lease, Leases};
 use super::window::Window;
 use super::Memory;
-use crate::backend::BackendError;
 use crate::coherence::{
     self, Access, AcquirePlan, EvictPlan, FragmentSpan, FragmentState, FragmentTable, Published,
     WithTable,
 };
-use crate::error::{Error, Result};
-use crate::space::{Pending, SpaceId, SpaceSet, MAX_SPACES};
+use crate::hal::BackendError;
+use crate::hal::{Error, Result};
+use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
+use crate::space::Pending;
 use crate::stats::{trace_eviction, Reason};
 use std::borrow::Cow;
 use std::ops::Range;

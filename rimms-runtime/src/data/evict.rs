@@ -23,8 +23,9 @@
 //! leased one.
 
 use super::{Memory, RawBuffer};
-use crate::error::{Error, Result};
-use crate::space::{Block, SpaceId};
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
+use crate::space::Block;
 use std::sync::Arc;
 
 /// Why a block was evicted, for the trace: the allocation that did not fit.

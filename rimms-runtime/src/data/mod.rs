@@ -20,10 +20,10 @@ pub(crate) use lease::{Held, Lease};
 pub(crate) type Memory = crate::space::MemorySystem<RawBuffer>;
 
 use crate::coherence::{Access, FragmentState};
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::hal::Device;
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
 use crate::runtime::Runtime;
-use crate::space::SpaceId;
 use crate::stats::Reason;
 use bytemuck::Pod;
 use std::any::type_name;

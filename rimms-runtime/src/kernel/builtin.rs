@@ -8,9 +8,9 @@
 use super::accepts::{self, check_as};
 use super::{Api, ApiSpec, FftDirection, KernelCtx, ZipOp};
 use crate::data::{Input, Output};
-use crate::device::Device;
-use crate::device::Target;
-use crate::error::{Error, Result};
+use crate::hal::Device;
+use crate::hal::Target;
+use crate::hal::{Error, Result};
 use crate::runtime::Runtime;
 use num_complex::Complex32 as C32;
 

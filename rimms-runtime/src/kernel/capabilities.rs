@@ -12,7 +12,7 @@
 use super::accepts::{self, check_as};
 use super::registry::registry;
 use super::{apis, Api, ApiSpec, FftDirection, Refusal, ZipOp};
-use crate::device::Device;
+use crate::hal::Device;
 use crate::runtime::{DeviceEntry, Runtime};
 use std::fmt;
 

@@ -10,14 +10,14 @@ use super::dispatch::KernelArg;
 use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl};
 use super::{Api, DeviceCtx, KernelCtx, Refusal};
-use crate::backend::BackendError;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
-use crate::device::Target;
-use crate::device::{ArgForm, Device};
-use crate::error::{Error, Result};
+use crate::hal::BackendError;
+use crate::hal::SpaceId;
+use crate::hal::Target;
+use crate::hal::{ArgForm, Device};
+use crate::hal::{Error, Result};
 use crate::runtime::Runtime;
-use crate::space::SpaceId;
 use bytemuck::Pod;
 use std::any::Any;
 
@@ -165,7 +165,6 @@ pub fn call_registered<const N: usize>(
     rt.launch(entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
-            fft: rt.shared().fft(),
             handle: dev.backend().handle(),
             memory: dev.memory().map(|m| &**m),
         };

@@ -9,11 +9,12 @@
 
 use crate::coherence::Access;
 use crate::data::{Held, RawBuffer};
-use crate::error::{Error, Result};
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
 use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
 use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
-use crate::space::{Block, Pool, SpaceId};
+use crate::space::{Block, Pool};
 use crate::stats::{Reason, Timeline};
 
 /// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses

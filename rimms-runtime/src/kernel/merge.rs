@@ -59,8 +59,8 @@ use super::registry::{registry, ApiDecl};
 use super::{apis, FftDirection, KernelArg, ZipOp};
 use crate::coherence::Access;
 use crate::data::{check_element, HeteSlice, HeteSliceMut};
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::hal::Device;
+use crate::hal::{Error, Result};
 use crate::runtime::{DeviceEntry, Runtime};
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
@@ -626,7 +626,7 @@ mod tests {
         assert!(group.join(rules::FFT, [0, 64], rw).is_err());
         // Nor a call whose placement hint differs from the group's.
         let mut placed = call(2);
-        placed[0].place = Some(crate::space::SpaceId(0));
+        placed[0].place = Some(crate::hal::SpaceId(0));
         assert!(group.join(rules::FFT, [0, 64], placed).is_err());
         assert_eq!(group.len(), 2);
         assert!(group.join(rules::FFT, [0, 64], call(2)).is_ok());

@@ -11,7 +11,6 @@ mod api;
 mod arg_names;
 mod builtin;
 mod capabilities;
-mod ctx;
 mod custom;
 mod device_args;
 mod dispatch;
@@ -22,21 +21,19 @@ pub mod merge;
 pub(crate) mod builtin_checks {
     pub(crate) use super::builtin::{same_len, shape, whole_rows};
 }
-mod ops;
 pub(crate) mod registry;
-mod value;
 
-pub use crate::device::ArgForm;
+pub use crate::hal::{
+    assert_kernel_value, ArgForm, DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx,
+    KernelValue, Refusal, ZipOp,
+};
 pub use accepts::{arg_elements, check_as, Check};
 pub use api::Api;
 pub use builtin::apis;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
-pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use custom::{call_registered, downcast};
-pub use device_args::{DevArg, DevSlice, DevSliceMut, PlacedArgs};
+pub use device_args::{DevArg, PlacedArgs};
 pub use dispatch::KernelArg;
 pub use host_args::HostArg;
 pub use merge::{rules as merge_rules, Joins, MergeRule, MergedArgs, Params, UNMERGED_GROUP};
-pub use ops::{FftDirection, ZipOp};
 pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
-pub use value::{assert_kernel_value, KernelValue};

@@ -7,13 +7,13 @@
 //! implementation's `accepts` check, if it has one) with two loads.
 
 use crate::coherence::Access;
-use crate::device::ArgForm;
+use crate::hal::ArgForm;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::device::DeviceKind;
+use crate::hal::DeviceKind;
 
 /// A declared API: its name and, once registered, its index in the per-API counters.
 pub struct ApiDecl {

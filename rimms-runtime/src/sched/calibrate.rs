@@ -12,8 +12,9 @@
 //! counted in the stats, though its one pool block per device is.
 
 use crate::data::Memory;
-use crate::error::{Error, Result};
-use crate::space::{LinkModel, SpaceId};
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
+use crate::space::LinkModel;
 use std::time::{Duration, Instant};
 
 /// Tries per size and direction; the fastest counts.

@@ -18,7 +18,7 @@ mod costs;
 
 pub use costs::CostTable;
 
-use crate::device::{Device, Target};
+use crate::hal::{Device, Target};
 use crate::kernel::registry::registry;
 use crate::kernel::{Api, KernelArg};
 use crate::runtime::DeviceEntry;
@@ -237,7 +237,7 @@ impl crate::runtime::Runtime {
         api: Api,
         args: impl FnOnce() -> A,
         fits: impl Fn(&DeviceEntry) -> bool,
-    ) -> crate::Result<(Device, Option<Ticket<'_>>)> {
+    ) -> crate::hal::Result<(Device, Option<Ticket<'_>>)> {
         let device = match target {
             Target::On(device) => return Ok((device, None)),
             Target::Auto => {
@@ -249,7 +249,7 @@ impl crate::runtime::Runtime {
         };
         match device {
             Ok((device, ticket)) => Ok((device, Some(ticket))),
-            Err(NoCandidate) => Err(crate::Error::NoImplementation {
+            Err(NoCandidate) => Err(crate::hal::Error::NoImplementation {
                 api: api.name(),
                 device: Target::Auto,
                 available: format!(

@@ -5,11 +5,12 @@
 
 use super::{lock, Scope};
 use crate::data::{Input, Output};
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::hal::Device;
+use crate::hal::{Error, Result};
+use crate::hal::{FftDirection, ZipOp};
 use crate::kernel::builtin_checks as check;
 use crate::kernel::merge::{rules, Group};
-use crate::kernel::{FftDirection, KernelArg, MergeRule, Params, ZipOp, UNMERGED_GROUP};
+use crate::kernel::{KernelArg, MergeRule, Params, UNMERGED_GROUP};
 use num_complex::Complex32 as C32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

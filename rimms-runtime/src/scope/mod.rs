@@ -26,8 +26,8 @@
 mod calls;
 pub(crate) mod queues;
 
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::hal::Device;
+use crate::hal::{Error, Result};
 use crate::runtime::Runtime;
 use queues::Job;
 use std::any::Any;

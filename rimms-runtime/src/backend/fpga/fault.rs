@@ -8,8 +8,8 @@
 
 use std::path::PathBuf;
 
-pub use crate::backend::error::FpgaFault;
-use crate::Error;
+use crate::hal::Error;
+pub use crate::hal::FpgaFault;
 
 impl FpgaFault {
     /// Wraps the fault into the crate's error for `device`.

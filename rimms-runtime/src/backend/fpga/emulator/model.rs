@@ -41,7 +41,7 @@ use crate::backend::fpga::udmabuf::{
     decode_packed, parse_number, SyncDirection, SyncFor, CLASS_DIRS,
 };
 use crate::backend::fpga::zip_ip::{ZIP_OP_REG, ZIP_SIZE_REG};
-use crate::{Error, Result};
+use crate::hal::{Error, Result};
 
 /// Idle polls that spin before the loop starts sleeping.
 const SPIN_POLLS: u32 = 64;
