@@ -11,6 +11,7 @@
 extern crate self as rimms_runtime;
 
 pub mod alloc;
+pub mod apis;
 pub mod backend;
 pub mod coherence;
 mod data;
@@ -35,7 +36,7 @@ pub use hal::{
 };
 pub use hal::{Error, Result};
 pub use kernel::{
-    apis, Api, ApiDecl, Capabilities, HostArg, Joins, KernelArg, MergeRule, MergedArgs, ZipSupport,
+    Api, ApiDecl, Capabilities, HostArg, Joins, KernelArg, MergeRule, MergedArgs, ZipSupport,
 };
 pub use rimms_macros::{api, kernel, parallel_for};
 

@@ -21,19 +21,19 @@ pub mod merge;
 pub(crate) mod builtin_checks {
     pub(crate) use super::builtin::{same_len, shape, whole_rows};
 }
-pub(crate) mod registry;
+pub(crate) use crate::hal::registry;
 
+pub use crate::apis;
 pub use crate::hal::{
     assert_kernel_value, ArgForm, DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx,
     KernelValue, Refusal, ZipOp,
 };
+pub use crate::hal::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
 pub use accepts::{arg_elements, check_as, Check};
 pub use api::Api;
-pub use builtin::apis;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
 pub use custom::{call_registered, downcast};
 pub use device_args::{DevArg, PlacedArgs};
 pub use dispatch::KernelArg;
 pub use host_args::HostArg;
 pub use merge::{rules as merge_rules, Joins, MergeRule, MergedArgs, Params, UNMERGED_GROUP};
-pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};

@@ -372,7 +372,7 @@ impl Stats {
         if let Some(a) = self.apis.iter().find(|a| a.name == name) {
             return Ok(a.clone());
         }
-        let declared = crate::kernel::registry::registry().apis();
+        let declared = crate::hal::registry::registry().apis();
         match declared.iter().find(|a| a.name() == name) {
             Some(a) => Ok(ApiStats {
                 name: a.name(),

@@ -49,9 +49,9 @@ impl Backend for CpuBackend {
 /// (which run the CPU's kernels on their own memory); the FFTs are the CPU's alone, since a
 /// sim's may have a limit (`backend::sim` registers its own, with its check).
 mod implementations {
+    use crate::apis;
     use crate::backend::host_kernels as kernels;
     use crate::hal::{BackendError, Error, FftDirection, KernelCtx, Result, ZipOp};
-    use crate::kernel::apis;
     use num_complex::Complex32 as C32;
 
     /// The CPU backend's FFT plans, which it hands its kernels as its handle.

@@ -3,10 +3,10 @@
 //! size the sim plays (an FPGA core's 2,048 points, say).
 
 use super::SimState;
+use crate::apis;
 use crate::backend::host_kernels as kernels;
 use crate::hal::{BackendError, Error, Result};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal};
-use crate::kernel::apis;
 use num_complex::Complex32 as C32;
 
 /// The sim's FFT plans, which it hands its kernels in its handle.

@@ -7,11 +7,11 @@
 //! addresses in the pool, copies and fills through the backend, implementations that take
 //! `DevSlice`s — on any machine, checked against the same CPU reference.
 
+use crate::apis;
 use crate::backend::host_kernels as kernels;
 use crate::hal::Result;
 use crate::hal::{DevSlice, DevSliceMut};
 use crate::hal::{FftDirection, KernelCtx, ZipOp};
-use crate::kernel::apis;
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
 

@@ -6,7 +6,7 @@
 //! arrays indexed by API and device kind, so a call finds its implementation (and the
 //! implementation's `accepts` check, if it has one) with two loads.
 
-use crate::coherence::Access;
+use super::access::Access;
 use crate::hal::ArgForm;
 use std::any::Any;
 use std::collections::HashMap;
