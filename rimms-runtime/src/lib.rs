@@ -19,6 +19,7 @@ mod hal;
 mod host_loop;
 pub mod input_file;
 pub mod kernel;
+mod machine;
 mod runtime;
 mod sched;
 mod scope;

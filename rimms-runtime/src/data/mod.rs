@@ -23,7 +23,6 @@ use crate::coherence::{Access, FragmentState};
 use crate::hal::Device;
 use crate::hal::SpaceId;
 use crate::hal::{Error, Result};
-use crate::runtime::Runtime;
 use crate::stats::Reason;
 use bytemuck::Pod;
 use std::any::type_name;
@@ -157,15 +156,11 @@ fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)>
 }
 
 impl<T: Pod> HeteData<T> {
-    /// A buffer of `len` zeros. No memory is touched until a space uses it, and reading zeros
-    /// anywhere costs a fill there, never a transfer. An empty buffer (`len` 0) is valid: it
-    /// is never allocated anywhere, and every operation on it is a no-op.
-    ///
-    /// RIMMS: `hete_Malloc`.
-    #[doc(alias = "hete_Malloc")]
-    pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
+    /// A buffer of `len` zeros in `memory`: what `HeteData::alloc` (in `runtime/buffers.rs`,
+    /// beside the handle it takes) makes.
+    pub(crate) fn alloc_in(memory: &Arc<Memory>, len: usize) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
-        check_element::<T>(rt.shared().memory().granule())?;
+        check_element::<T>(memory.granule())?;
         let bytes = len
             .checked_mul(size)
             .filter(|&b| b <= isize::MAX as usize)
@@ -176,20 +171,10 @@ impl<T: Pod> HeteData<T> {
             })?;
         let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
         Ok(HeteData {
-            raw: RawBuffer::new(rt.shared().memory().clone(), bytes, shift),
+            raw: RawBuffer::new(memory.clone(), bytes, shift),
             len,
             _elem: PhantomData,
         })
-    }
-
-    /// A buffer holding a copy of `values`, written on the host.
-    ///
-    /// RIMMS: `hete_Malloc`, then writing the values on the host.
-    #[doc(alias = "hete_Malloc")]
-    pub fn from_slice(rt: &Runtime, values: &[T]) -> Result<HeteData<T>> {
-        let mut data = HeteData::alloc(rt, values.len())?;
-        data.host_write()?.copy_from_slice(values);
-        Ok(data)
     }
 
     /// The buffer, borrowed mutably: no host view of it can be alive, so host views no longer
@@ -854,6 +839,7 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 mod tests {
     use super::*;
     use crate::backend::sim::SimConfig;
+    use crate::Runtime;
     use num_complex::Complex32;
 
     /// The host write in `HeteSliceMut::reset` (under Miri in CI): a view with both ends

@@ -14,7 +14,7 @@ use super::registry::{registry, Registered};
 use crate::hal::Device;
 use crate::hal::Error;
 use crate::hal::{DeviceCtx, Refusal};
-use crate::runtime::DeviceEntry;
+use crate::machine::DeviceEntry;
 use bytemuck::Pod;
 use std::any::Any;
 

@@ -12,7 +12,7 @@ use crate::data::{Input, Output};
 use crate::hal::Device;
 use crate::hal::Target;
 use crate::hal::{Error, Result};
-use crate::runtime::Runtime;
+use crate::machine::Runtime;
 use num_complex::Complex32 as C32;
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.

@@ -13,7 +13,7 @@ use super::accepts::{self, check_as};
 use super::registry::registry;
 use super::{apis, Api, ApiSpec, FftDirection, Refusal, ZipOp};
 use crate::hal::Device;
-use crate::runtime::{DeviceEntry, Runtime};
+use crate::machine::{DeviceEntry, Runtime};
 use std::fmt;
 
 /// The largest FFT size probed: 2^24 points.

@@ -5,6 +5,7 @@
 //! Its part of `impl Runtime`: `launch_host`, a kernel call with a hand-written body.
 
 use super::accepts::{self, Check};
+use super::choose::choose_device;
 use super::device_args::{DevArg, PlacedArgs};
 use super::dispatch::KernelArg;
 use super::host_args::{host_args, HostArg};
@@ -17,7 +18,7 @@ use crate::hal::SpaceId;
 use crate::hal::Target;
 use crate::hal::{ArgForm, Device};
 use crate::hal::{Error, Result};
-use crate::runtime::Runtime;
+use crate::machine::Runtime;
 use bytemuck::Pod;
 use std::any::Any;
 
@@ -142,7 +143,8 @@ pub fn call_registered<const N: usize>(
     run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<'_, N>) -> Result<()>,
 ) -> Result<()> {
     let index = api.index();
-    let (device, placed) = rt.place(
+    let (device, chosen) = choose_device(
+        rt.shared(),
         target,
         Api::of(api),
         || &args,
@@ -157,7 +159,7 @@ pub fn call_registered<const N: usize>(
         });
     };
     // A device the scheduler picked has passed the check; one the caller named is asked now.
-    if let (None, Some(check)) = (&placed, registered.accepts) {
+    if let (None, Some(check)) = (&chosen, registered.accepts) {
         accepts(&DeviceCtx::of(entry), check, &args)
             .map_err(|why| accepts::refused(api.name(), device, why))?;
     }

@@ -13,7 +13,7 @@ use crate::hal::SpaceId;
 use crate::hal::{Error, Result};
 use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
-use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
+use crate::machine::{DeviceEntry, ExecMode, Runtime, Shared};
 use crate::space::{Block, Pool};
 use crate::stats::{Reason, Timeline};
 

@@ -61,7 +61,7 @@ use crate::coherence::Access;
 use crate::data::{check_element, HeteSlice, HeteSliceMut};
 use crate::hal::Device;
 use crate::hal::{Error, Result};
-use crate::runtime::{DeviceEntry, Runtime};
+use crate::machine::{DeviceEntry, Runtime};
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
 

@@ -11,6 +11,7 @@ mod api;
 mod arg_names;
 mod builtin;
 mod capabilities;
+mod choose;
 mod custom;
 mod device_args;
 mod dispatch;
@@ -19,7 +20,7 @@ pub mod merge;
 
 /// The built-ins' shape checks, for the scope's versions of their calls.
 pub(crate) mod builtin_checks {
-    pub(crate) use super::builtin::{same_len, shape, whole_rows};
+    pub(crate) use crate::kernel::builtin::{same_len, shape, whole_rows};
 }
 pub(crate) use crate::hal::registry;
 

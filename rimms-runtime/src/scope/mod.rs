@@ -24,12 +24,10 @@
 //! itself. No runtime lock is held while a job runs, beyond the device's turn.
 
 mod calls;
-pub(crate) mod queues;
 
-use crate::hal::Device;
-use crate::hal::{Error, Result};
-use crate::runtime::Runtime;
-use queues::Job;
+use crate::hal::{Device, Error, Result};
+use crate::machine::queues::{self, Job};
+use crate::machine::Runtime;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::marker::PhantomData;

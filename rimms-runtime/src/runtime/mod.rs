@@ -1,0 +1,140 @@
+//! The runtime's top: the handle's public methods (here), its builder (`builder.rs`) and the
+//! buffer constructors that take a runtime (`buffers.rs`).
+//!
+//! The handle's type and what its clones share ([`Shared`]: the device table, the memory
+//! system, the scheduler, the device queues, the call counters) are defined below, in
+//! `machine`, so that dispatch, scheduling and scopes reach them without importing this
+//! module. `Runtime` is a cheap handle (an `Arc`); buffers hold the memory system, so pools
+//! outlive every block carved from them whatever order things are dropped in.
+//!
+//! `impl Runtime` by topic: here, building and the handle's own questions (devices, spaces,
+//! stats, fault injection, policy); `kernel::dispatch` runs a call, `kernel::builtin` the typed
+//! built-in APIs, `kernel::custom` hand-written and generated calls, `kernel::capabilities`
+//! what each device can do, and `scope` scoped jobs.
+
+mod buffers;
+mod builder;
+
+pub use crate::machine::{ExecMode, Runtime};
+pub use builder::RuntimeBuilder;
+
+use crate::hal::registry::registry;
+use crate::hal::{Device, Result, SpaceId};
+use crate::machine::Shared;
+use crate::sched::{calibrate, Policy};
+use crate::space::LinkModel;
+use crate::stats::{ApiStats, Stats};
+use std::fmt;
+use std::sync::Arc;
+
+impl Runtime {
+    /// A builder; `Runtime::builder().sim(SimConfig::default()).build()`.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// A runtime with the CPU only.
+    pub fn new() -> Result<Runtime> {
+        RuntimeBuilder::default().build()
+    }
+
+    /// The last step of building: measures the links if asked, and starts the stats page's
+    /// publisher, which holds the runtime only weakly.
+    fn start(shared: Arc<Shared>, calibrate_links: bool) -> Result<Runtime> {
+        if calibrate_links {
+            calibrate::calibrate_links(shared.memory())?;
+        }
+        if let Some(page) = shared.stats_page() {
+            // A weak handle: the page must not keep the runtime alive.
+            let weak = Arc::downgrade(&shared);
+            page.start(move || {
+                weak.upgrade()
+                    .map(|shared| Runtime::from_shared(shared).stats())
+            })?;
+        }
+        Ok(Runtime::from_shared(shared))
+    }
+
+    /// The devices, CPU first.
+    pub fn devices(&self) -> Vec<Device> {
+        self.shared().devices().collect()
+    }
+
+    /// Tracked or baseline.
+    pub fn mode(&self) -> ExecMode {
+        self.shared().mode()
+    }
+
+    /// The memory space `device`'s kernels use.
+    pub fn space_of(&self, device: Device) -> Result<SpaceId> {
+        self.shared().device_space(device)
+    }
+
+    /// The name of `space` ("host", "sim0", …), as stats report it.
+    pub fn space_name(&self, space: SpaceId) -> &str {
+        self.shared().memory().space_name(space)
+    }
+
+    /// The model copies between `space` and the host are ranked by (by the copy planner and
+    /// the data-aware scheduler): the measured one if the runtime calibrated its links (see
+    /// [`RuntimeBuilder::calibrate_links`]), else the configured one; `None` for the host
+    /// and for an unknown space.
+    pub fn link_model(&self, space: SpaceId) -> Option<LinkModel> {
+        self.shared().memory().link_model(space)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let s = &**self.shared();
+        let apis = registry()
+            .apis()
+            .iter()
+            .enumerate()
+            .filter_map(|(index, api)| {
+                let (calls, hits) = s.calls().api(index);
+                let (merged, merged_into) = s.calls().merges(index);
+                (calls > 0 || merged > 0).then_some(ApiStats {
+                    name: api.name(),
+                    calls,
+                    hits,
+                    misses: calls - hits,
+                    merged,
+                    merged_into,
+                })
+            })
+            .collect();
+        Stats {
+            links: s.memory().link_stats(),
+            spaces: s.memory().space_stats(),
+            apis,
+        }
+    }
+
+    /// Makes every copy to and from `space` fail (`on`), or succeed again: fault injection,
+    /// as `SimConfig::fail_copies` sets from the start, for testing what a program does when
+    /// a transfer fails part-way (a kernel's input, a write-back on eviction).
+    pub fn inject_copy_faults(&self, space: SpaceId, on: bool) -> Result<()> {
+        self.shared().memory().inject_copy_faults(space, on)
+    }
+
+    /// How this runtime places `Target::Auto` calls.
+    pub fn policy(&self) -> &Policy {
+        self.shared().scheduler().policy()
+    }
+
+    /// Zeroes the link, fill and API counters and sets each high-water mark to the current
+    /// use, so that one phase of a program can be measured alone.
+    pub fn reset_stats(&self) {
+        self.shared().memory().reset_stats();
+        self.shared().calls().clear();
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("devices", &self.devices())
+            .field("mode", &self.shared().mode())
+            .finish()
+    }
+}
