@@ -90,7 +90,7 @@ impl GpuBackend {
             device.total_memory >> 20,
             device.compute_capability.0,
             device.compute_capability.1,
-            crate::space::DeviceMemory::capacity(&space) >> 20
+            crate::hal::DeviceMemory::capacity(&space) >> 20
         );
         Ok(Ok(GpuBackend {
             index: n,
@@ -107,7 +107,7 @@ impl Backend for GpuBackend {
     fn own_space(&self) -> Option<SpaceSpec> {
         Some(SpaceSpec {
             name: self.space.device().to_string(),
-            pool_bytes: crate::space::DeviceMemory::capacity(&*self.space),
+            pool_bytes: crate::hal::DeviceMemory::capacity(&*self.space),
             link: PCIE_GEN5,
             simulate: false,
             fail_copies: false,
