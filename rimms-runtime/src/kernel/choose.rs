@@ -6,22 +6,23 @@
 use super::dispatch::KernelArg;
 use super::Api;
 use crate::hal::registry::registry;
-use crate::hal::{Device, Error, Result, Target};
+use crate::hal::{Error, Result, Target};
 use crate::machine::{DeviceEntry, Shared};
 use crate::sched::{NoCandidate, Ticket};
 
-/// The device a call of `api` runs on: the one `target` names, or the scheduler's choice for
-/// `Target::Auto` among devices `fits` accepts (`args` is only built then). The ticket, if
-/// any, must live until the call has finished.
+/// The device a call of `api` runs on, as its entry in the device table (looked up once, here):
+/// the one `target` names, or the scheduler's choice for `Target::Auto` among devices `fits`
+/// accepts (`args` is only built then). The ticket, if any, must live until the call has
+/// finished.
 pub(crate) fn choose_device<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
     shared: &'s Shared,
     target: Target,
     api: Api,
     args: impl FnOnce() -> A,
     fits: impl Fn(&DeviceEntry) -> bool,
-) -> Result<(Device, Option<Ticket<'s>>)> {
+) -> Result<(&'s DeviceEntry, Option<Ticket<'s>>)> {
     let chosen = match target {
-        Target::On(device) => return Ok((device, None)),
+        Target::On(device) => return Ok((shared.device(device)?, None)),
         Target::Auto => {
             let args = args();
             let args = args.as_ref();
@@ -54,7 +55,7 @@ pub(crate) fn choose_device<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
         }
     };
     match chosen {
-        Ok((device, ticket)) => Ok((device, Some(ticket))),
+        Ok((position, ticket)) => Ok((&shared.device_entries()[position], Some(ticket))),
         Err(NoCandidate) => Err(Error::NoImplementation {
             api: api.name(),
             device: Target::Auto,

@@ -1,6 +1,6 @@
 //! The dispatch core: pick the device, acquire, run, mark, count.
 //!
-//! Its part of `impl Runtime`: `launch`, the one call every kernel call ends in.
+//! `launch` is the one call every kernel call ends in.
 //!
 //! The whole path for arguments that are already where the kernel runs is: per argument one
 //! ownership compare and one summary check (load, AND or compare, branch), then the kernel,
@@ -13,7 +13,7 @@ use crate::hal::SpaceId;
 use crate::hal::{Error, Result};
 use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
-use crate::machine::{DeviceEntry, ExecMode, Runtime, Shared};
+use crate::machine::{DeviceEntry, ExecMode, Shared};
 use crate::space::{Block, Pool};
 use crate::stats::{Reason, Timeline};
 
@@ -43,34 +43,31 @@ pub(crate) struct ArgPtr {
     pub position: u8,
 }
 
-impl Runtime {
-    /// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
-    /// the device entry and where each argument sits. The caller keeps `args` (and so the
-    /// borrows of its views) for the call; taking the array by value cost a `memcpy` per call.
-    pub(crate) fn launch<const N: usize>(
-        &self,
-        entry: &DeviceEntry,
-        api: Api,
-        args: &[KernelArg<'_>; N],
-        body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
-    ) -> Result<()> {
-        let shared = self.shared();
-        let memory = shared.memory();
-        for arg in args {
-            if !arg.raw.belongs_to(memory) {
-                return Err(Error::ForeignBuffer {
-                    api: api.name(),
-                    arg: arg.name,
-                });
-            }
+/// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
+/// the device entry and where each argument sits. The caller keeps `args` (and so the
+/// borrows of its views) for the call; taking the array by value cost a `memcpy` per call.
+pub(crate) fn launch<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let memory = shared.memory();
+    for arg in args {
+        if !arg.raw.belongs_to(memory) {
+            return Err(Error::ForeignBuffer {
+                api: api.name(),
+                arg: arg.name,
+            });
         }
-        match shared.mode() {
-            ExecMode::Tracked => tracked(shared, entry, api, args, body),
-            ExecMode::Baseline if entry.space() == SpaceId::HOST => {
-                tracked(shared, entry, api, args, body)
-            }
-            ExecMode::Baseline => baseline(shared, entry, api, args, body),
+    }
+    match shared.mode() {
+        ExecMode::Tracked => tracked(shared, entry, api, args, body),
+        ExecMode::Baseline if entry.space() == SpaceId::HOST => {
+            tracked(shared, entry, api, args, body)
         }
+        ExecMode::Baseline => baseline(shared, entry, api, args, body),
     }
 }
 

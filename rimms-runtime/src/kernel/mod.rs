@@ -18,9 +18,11 @@ mod dispatch;
 mod host_args;
 pub mod merge;
 
-/// The built-ins' shape checks, for the scope's versions of their calls.
+/// The built-ins' shape and device checks, for the typed methods of the handle and of scopes.
 pub(crate) mod builtin_checks {
-    pub(crate) use crate::kernel::builtin::{same_len, shape, whole_rows};
+    pub(crate) use crate::kernel::builtin::{
+        check_fft_on, check_fft_shape, check_zip_on, equivalent, same_len, shape, whole_rows,
+    };
 }
 pub(crate) use crate::hal::registry;
 
@@ -32,7 +34,9 @@ pub use crate::hal::{
 pub use crate::hal::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
 pub use accepts::{arg_elements, check_as, Check};
 pub use api::Api;
+pub(crate) use capabilities::of_devices as capabilities_of;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
+pub(crate) use custom::launch_host;
 pub use custom::{call_registered, downcast};
 pub use device_args::{DevArg, PlacedArgs};
 pub use dispatch::KernelArg;

@@ -14,14 +14,17 @@
 
 mod buffers;
 mod builder;
+mod builtins;
 
 pub use crate::machine::{ExecMode, Runtime};
 pub use builder::RuntimeBuilder;
 
 use crate::hal::registry::registry;
 use crate::hal::{Device, Result, SpaceId};
+use crate::kernel::{ApiDecl, Capabilities, HostArg, KernelArg};
 use crate::machine::Shared;
 use crate::sched::{calibrate, Policy};
+use crate::scope::Scope;
 use crate::space::LinkModel;
 use crate::stats::{ApiStats, Stats};
 use std::fmt;
@@ -127,6 +130,91 @@ impl Runtime {
     pub fn reset_stats(&self) {
         self.shared().memory().reset_stats();
         self.shared().calls().clear();
+    }
+}
+
+/// Calls: hand-written host bodies, the device report, scopes. Each forwards to the module
+/// that does the work, so the handle's public methods are all read here.
+impl Runtime {
+    /// Runs `body` on `device` as a kernel of `api`, with `args` acquired in the device's
+    /// memory first and written arguments marked after, exactly as registered APIs do. The
+    /// body gets the arguments in order, borrowed for the call ([`HostArg::into_slice`],
+    /// [`HostArg::into_slice_mut`]). A device whose memory the CPU cannot address (a GPU)
+    /// cannot run a host body: that is refused before anything moves.
+    ///
+    /// ```
+    /// use rimms_runtime::{ApiDecl, Device, HeteData, KernelArg, Runtime};
+    ///
+    /// static DOUBLE: ApiDecl = ApiDecl::new("double");
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// let mut x = HeteData::from_slice(&rt, &[1u32, 2, 3])?;
+    /// rt.launch_host(Device::Cpu, &DOUBLE, [KernelArg::read_write("x", &mut x)], |[x]| {
+    ///     for v in x.into_slice_mut::<u32>()? {
+    ///         *v *= 2;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!(x.host()?, &[2, 4, 6]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[inline]
+    pub fn launch_host<const N: usize>(
+        &self,
+        device: Device,
+        api: &'static ApiDecl,
+        args: [KernelArg<'_>; N],
+        body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
+    ) -> Result<()> {
+        crate::kernel::launch_host(self, device, api, args, body)
+    }
+
+    /// What each device of this runtime can run, in [`Runtime::devices`] order: the table
+    /// `rimms devices` prints.
+    ///
+    /// ```
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// use rimms_runtime::{Device, Runtime, SimConfig};
+    /// let sim = SimConfig { max_fft_points: Some(1024), ..SimConfig::default() };
+    /// let rt = Runtime::builder().sim(sim).build()?;
+    /// let caps = rt.capabilities();
+    /// let sim0 = caps.iter().find(|c| c.device == Device::Sim(0)).expect("sim0");
+    /// assert!(sim0.has("fft") && sim0.has("power"));
+    /// assert_eq!(sim0.fft_points.last(), Some(&1024));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn capabilities(&self) -> Vec<Capabilities> {
+        crate::kernel::capabilities_of(self.shared())
+    }
+
+    /// Runs `f`, whose submitted calls run concurrently, and returns once all have finished:
+    /// `Ok` with `f`'s value, or the first error a job returned. A panic in a job is resumed
+    /// here after the others finished.
+    ///
+    /// ```
+    /// # use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
+    /// let signal = HeteData::from_slice(&rt, &vec![Complex32::new(1.0, 0.0); 4 * 1024])?;
+    /// let mut spectrum = HeteData::<Complex32>::alloc(&rt, 4 * 1024)?;
+    /// let (rows_in, mut rows_out) = (signal.rows(1024)?, spectrum.rows_mut(1024)?);
+    /// rt.scope(|s| {
+    ///     for (k, (row, out)) in rows_in.iter().zip(rows_out.iter_mut()).enumerate() {
+    ///         let device = if k % 2 == 0 { Device::Cpu } else { Device::Sim(0) };
+    ///         s.spawn(move |rt| rt.fft(device, FftDirection::Forward, 1024, row, out));
+    ///     }
+    /// })?;
+    /// assert_eq!(spectrum.host()?[3 * 1024].re, 1024.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn scope<'env, F, T>(&'env self, f: F) -> Result<T>
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
+    {
+        crate::scope::run(self, f)
     }
 }
 

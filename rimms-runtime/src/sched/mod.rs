@@ -138,7 +138,7 @@ impl Scheduler {
         &self.policy
     }
 
-    /// Picks the device for a call of the API named `api` on `bytes` bytes of arguments among
+    /// Picks the device (its position in `devices`) for a call of the API named `api` on `bytes` bytes of arguments among
     /// the `devices` (the runtime's device table, in order) that `takes` (those that implement
     /// the API and whose check accepts the call, a device limit such as an FFT core's largest
     /// size); `transfer_ns` is what moving the call's data to a device would cost.
@@ -154,7 +154,7 @@ impl Scheduler {
         bytes: usize,
         takes: impl Fn(&E) -> bool,
         transfer_ns: impl Fn(&E) -> u64,
-    ) -> Result<(Device, Ticket<'s>), NoCandidate> {
+    ) -> Result<(usize, Ticket<'s>), NoCandidate> {
         let takes: Vec<usize> = (0..devices.len()).filter(|&i| takes(&devices[i])).collect();
         // Nothing inside can leave the unit value half-changed, so a poisoned lock is fine.
         let _one_at_a_time = self.placing.lock().unwrap_or_else(|e| e.into_inner());
@@ -183,7 +183,7 @@ impl Scheduler {
         let queue = &self.queues[pick];
         queue.ns.fetch_add(estimate, Ordering::Relaxed);
         queue.calls.fetch_add(1, Ordering::Relaxed);
-        Ok((device_of(&devices[pick]), Ticket { queue, estimate }))
+        Ok((pick, Ticket { queue, estimate }))
     }
 }
 
