@@ -7,10 +7,11 @@
 //! module. `Runtime` is a cheap handle (an `Arc`); buffers hold the memory system, so pools
 //! outlive every block carved from them whatever order things are dropped in.
 //!
-//! `impl Runtime` by topic: here, building and the handle's own questions (devices, spaces,
-//! stats, fault injection, policy); `kernel::dispatch` runs a call, `kernel::builtin` the typed
-//! built-in APIs, `kernel::custom` hand-written and generated calls, `kernel::capabilities`
-//! what each device can do, and `scope` scoped jobs.
+//! Every public method of the handle is in this folder, so one place answers what a runtime
+//! offers: here its questions (devices, spaces, stats, fault injection, policy) and the calls
+//! that forward to the module doing the work (`launch_host` to `kernel::custom`,
+//! `capabilities` to `kernel::capabilities`, `scope` to `scope`); `builtins.rs` the typed
+//! built-in APIs.
 
 mod buffers;
 mod builder;
