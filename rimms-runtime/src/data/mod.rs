@@ -17,7 +17,7 @@ pub(crate) use buffer::RawBuffer;
 pub(crate) use lease::{Held, Lease};
 
 /// The memory system buffers live in: its spaces' holders are buffers.
-pub(crate) type Memory = crate::space::MemorySystem<RawBuffer>;
+pub(crate) type BufferMemorySystem = crate::space::MemorySystem<RawBuffer>;
 
 use crate::coherence::{Access, FragmentState};
 use crate::hal::Device;
@@ -158,7 +158,7 @@ fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)>
 impl<T: Pod> HeteData<T> {
     /// A buffer of `len` zeros in `memory`: what `HeteData::alloc` (in `runtime/buffers.rs`,
     /// beside the handle it takes) makes.
-    pub(crate) fn alloc_in(memory: &Arc<Memory>, len: usize) -> Result<HeteData<T>> {
+    pub(crate) fn alloc_in(memory: &Arc<BufferMemorySystem>, len: usize) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
         check_element::<T>(memory.granule())?;
         let bytes = len
@@ -356,12 +356,18 @@ impl<T: Pod> HeteData<T> {
         self.raw_mut().reset();
     }
 
-    /// Places the buffer in `device`'s memory: host code and CPU kernels that write it write
-    /// it there when the CPU can reach that memory (an FPGA's u-dma-buf), so the device then
-    /// reads it without a copy. Without a hint a buffer lives where it is first written.
-    pub fn place(&self, device: Device) -> Result<()> {
+    /// Makes `device`'s memory the buffer's home: host code and CPU kernels that write it
+    /// write it there when the CPU can reach that memory (an FPGA's u-dma-buf), so the device
+    /// then reads it without a copy. Without a home set, a buffer lives where it is first
+    /// written.
+    pub fn set_home(&self, device: Device) -> Result<()> {
         self.raw.set_home(self.raw.memory().device_space(device)?);
         Ok(())
+    }
+
+    /// [`HeteData::set_home`], under its earlier name: the buffer's placement hint.
+    pub fn place(&self, device: Device) -> Result<()> {
+        self.set_home(device)
     }
 
     /// Brings the newest bytes into `device`'s memory ahead of use.

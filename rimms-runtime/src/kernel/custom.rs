@@ -33,7 +33,7 @@ impl<'a> KernelArg<'a> {
             start,
             len,
             access: Access::Read,
-            place: None,
+            at: None,
         }
     }
 
@@ -42,7 +42,7 @@ impl<'a> KernelArg<'a> {
     /// this says which. The data is brought into `space` if it is not valid there. A space the
     /// device cannot reach fails the call, naming the argument, before anything moves.
     pub fn at(mut self, space: SpaceId) -> KernelArg<'a> {
-        self.place = Some(space);
+        self.at = Some(space);
         self
     }
 
@@ -69,7 +69,7 @@ impl<'a> KernelArg<'a> {
             start,
             len,
             access,
-            place: None,
+            at: None,
         }
     }
 }

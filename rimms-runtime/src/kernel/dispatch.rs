@@ -28,7 +28,7 @@ pub struct KernelArg<'a> {
     pub(crate) len: usize,
     pub(crate) access: Access,
     /// The space the call should use it in (`KernelArg::at`), if it says.
-    pub(crate) place: Option<SpaceId>,
+    pub(crate) at: Option<SpaceId>,
 }
 
 /// Where the kernel finds an argument: `len` bytes at `ptr` in the space it was acquired in (a
@@ -98,13 +98,13 @@ fn tracked<const N: usize>(
         (0..N).for_each(|i| pins.pin(i));
     }
     for (i, a) in args.iter().enumerate() {
-        if let Some(place) = a.place {
-            spaces[i] = placed(shared, entry, api, a, place)?;
-            if evictable.contains(place) {
+        if let Some(at) = a.at {
+            spaces[i] = space_at(shared, entry, api, a, at)?;
+            if evictable.contains(at) {
                 pins.pin(i);
             }
-            if a.raw.resident(place, a.access) {
-                a.raw.touch(place);
+            if a.raw.resident(at, a.access) {
+                a.raw.touch(at);
             } else {
                 missing |= 1 << i;
             }
@@ -168,18 +168,18 @@ fn tracked<const N: usize>(
     outcome
 }
 
-/// The space an argument placed by `KernelArg::at` is used in: its place, if the device
-/// reaches it.
+/// The space an argument that names one (`KernelArg::at`) is used in: that space, if the
+/// device reaches it.
 #[cold]
-fn placed(
+fn space_at(
     shared: &Shared,
     entry: &DeviceEntry,
     api: Api,
     arg: &KernelArg<'_>,
-    place: SpaceId,
+    at: SpaceId,
 ) -> Result<SpaceId> {
-    if place == entry.space() || entry.reaches().contains(place) {
-        return Ok(place);
+    if at == entry.space() || entry.reaches().contains(at) {
+        return Ok(at);
     }
     Err(Error::Unsupported {
         api: api.name(),
@@ -187,7 +187,7 @@ fn placed(
         why: format!(
             "argument {} is placed in space {}, which {} cannot reach",
             arg.name,
-            shared.memory().space_name(place),
+            shared.memory().space_name(at),
             entry.device()
         ),
     })

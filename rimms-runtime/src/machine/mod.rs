@@ -13,7 +13,7 @@ pub(crate) mod queues;
 #[cfg(feature = "fpga")]
 use crate::backend::fpga::FpgaParts;
 use crate::backend::Backend;
-use crate::data::Memory;
+use crate::data::BufferMemorySystem;
 use crate::hal::{ArgForm, Device, DeviceKind, SharedDeviceMemory, SpaceId, SpaceSet};
 use crate::hal::{Error, Result};
 use crate::sched::Scheduler;
@@ -169,7 +169,7 @@ pub(crate) struct Shared {
     merge_calls: bool,
     devices: DeviceTable,
     /// Spaces, pools, links, copies and their counters; every buffer holds it too.
-    memory: Arc<Memory>,
+    memory: Arc<BufferMemorySystem>,
     /// Calls, hits and merges per API.
     calls: ApiCounters,
     /// Places `Target::Auto` calls.
@@ -189,7 +189,7 @@ pub(crate) struct SharedParts {
     pub(crate) mode: ExecMode,
     pub(crate) merge_calls: bool,
     pub(crate) devices: DeviceTable,
-    pub(crate) memory: Arc<Memory>,
+    pub(crate) memory: Arc<BufferMemorySystem>,
     pub(crate) calls: ApiCounters,
     pub(crate) scheduler: Scheduler,
     pub(crate) stats_page: Option<Publisher>,
@@ -237,7 +237,7 @@ impl Shared {
 
     /// The memory system: spaces, pools, links, the copy engine.
     #[inline(always)]
-    pub(crate) fn memory(&self) -> &Arc<Memory> {
+    pub(crate) fn memory(&self) -> &Arc<BufferMemorySystem> {
         &self.memory
     }
 

@@ -5,8 +5,8 @@ use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, SpaceMemory, SpaceSpec};
-use crate::data::{Memory, RawBuffer};
+use crate::backend::{Backend, SpaceBacking, SpaceSpec};
+use crate::data::{BufferMemorySystem, RawBuffer};
 use crate::hal::registry::registry;
 use crate::hal::{Device, Error, Result, SpaceId, SpaceName, MAX_SPACES};
 use crate::machine::{DeviceEntry, DeviceTable, ExecMode, Runtime, Shared, SharedParts};
@@ -358,17 +358,17 @@ impl RuntimeBuilder {
             .or_else(|| self.pool_limit(&device.to_string()));
         let name = SpaceName::new(id, &spec.name);
         let device_memory = match &spec.memory {
-            SpaceMemory::Device(memory) => Some(memory.clone()),
+            SpaceBacking::Device(memory) => Some(memory.clone()),
             _ => None,
         };
         let pool = match spec.memory {
-            SpaceMemory::Reserve => {
+            SpaceBacking::Reserve => {
                 Pool::new(&name, limit.unwrap_or(spec.pool_bytes), self.granule)?
             }
-            SpaceMemory::Mapped(memory) => {
+            SpaceBacking::Mapped(memory) => {
                 Pool::over_backend(&name, Region::Mapped(memory), self.granule)?
             }
-            SpaceMemory::Device(memory) => {
+            SpaceBacking::Device(memory) => {
                 Pool::over_backend(&name, Region::Device(memory), self.granule)?
             }
         };
@@ -412,7 +412,7 @@ impl RuntimeBuilder {
         &mut self,
         spaces: Vec<SpaceEntry<RawBuffer>>,
         devices: &[DeviceEntry],
-    ) -> Result<Memory> {
+    ) -> Result<BufferMemorySystem> {
         let trace = match self.trace {
             Some(on) => on,
             None => {

@@ -9,7 +9,7 @@ use super::space::GpuSpace;
 use super::stream::GpuStream;
 use super::{cuda_error, probe, probe_detailed, Probe, Unusable};
 use crate::apis;
-use crate::backend::{Backend, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
 use crate::hal::{ArgForm, Device};
 use crate::hal::{DevSlice, DevSliceMut};
@@ -112,7 +112,7 @@ impl Backend for GpuBackend {
             simulate: false,
             fail_copies: false,
             host_mapped: false,
-            memory: SpaceMemory::Device(self.space.clone()),
+            memory: SpaceBacking::Device(self.space.clone()),
         })
     }
 

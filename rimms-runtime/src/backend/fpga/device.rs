@@ -10,7 +10,7 @@ use super::emulator::{Emulator, EmulatorLayout};
 use super::timing::TimingModel;
 use super::udmabuf::CacheMode;
 use crate::apis;
-use crate::backend::{Backend, SpaceMemory, SpaceSpec};
+use crate::backend::{Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
 use crate::hal::FpgaFault;
 use crate::hal::MappedMemory;
@@ -185,7 +185,7 @@ impl Backend for FpgaDevice {
             simulate: link.is_some(),
             fail_copies: false,
             host_mapped: true,
-            memory: SpaceMemory::Mapped(MappedMemory {
+            memory: SpaceBacking::Mapped(MappedMemory {
                 // SAFETY: `Board::pool_range` starts at offset 0 of the mapping and ends inside
                 // it, so the offset stays inside the mapping's one allocation.
                 base: unsafe { memory.base().add(range.start) },

@@ -11,7 +11,7 @@ mod device_memory;
 mod fft;
 mod staged;
 
-use super::{host_kernels, Backend, BackendError, SpaceMemory, SpaceSpec};
+use super::{host_kernels, Backend, BackendError, SpaceBacking, SpaceSpec};
 use crate::hal::{ArgForm, Device};
 use crate::space::LinkModel;
 use device_memory::SimDeviceMemory;
@@ -116,12 +116,12 @@ impl Backend for SimBackend {
             fail_copies: self.state.config.fail_copies,
             host_mapped: self.state.config.host_mapped,
             memory: if self.state.config.device_memory {
-                SpaceMemory::Device(Arc::new(SimDeviceMemory::new(
+                SpaceBacking::Device(Arc::new(SimDeviceMemory::new(
                     self.index,
                     self.state.config.pool_bytes,
                 )))
             } else {
-                SpaceMemory::Reserve
+                SpaceBacking::Reserve
             },
         })
     }
