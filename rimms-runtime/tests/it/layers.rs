@@ -564,3 +564,61 @@ fn the_scan_resolves_paths_the_way_rust_does() {
         "a test module in its own file hides nothing after its declaration"
     );
 }
+
+/// The `crate::…` paths of non-test code whose first segment is no module of the crate (a
+/// root re-export such as `crate::Error`): import paths are written one way, through the
+/// module that defines the item, so the graph above is exact.
+fn root_reexport_paths(lib: &str, sources: &[(ModPath, String)]) -> Vec<String> {
+    let modules: Vec<String> = code_of(lib)
+        .split(';')
+        .filter_map(|s| {
+            let s = without_attributes(s);
+            s.strip_prefix("pub mod ")
+                .or_else(|| s.strip_prefix("mod "))
+                .map(|m| ident_at(m).to_string())
+        })
+        .collect();
+    let mut found = Vec::new();
+    for (module, text) in sources {
+        if module.is_empty() {
+            continue; // the crate root declares the re-exports
+        }
+        for first in crate_paths(&code_of(text)) {
+            if !modules.contains(&first) && first != "__private" {
+                found.push(format!("{} names crate::{first}", show(module)));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn import_paths_name_the_module_that_defines_the_item() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let sources: Vec<(ModPath, String)> = files
+        .iter()
+        .map(|file| {
+            (
+                module_of(&src, file),
+                fs::read_to_string(file).expect("read"),
+            )
+        })
+        .collect();
+    let found = root_reexport_paths(&lib, &sources);
+    assert!(
+        found.is_empty(),
+        "paths through the crate root's re-exports:\n  {}",
+        found.join("\n  ")
+    );
+    // And the check sees one.
+    let injected = [(vec!["kernel".to_string()], "use crate::Error;".to_string())];
+    assert_eq!(
+        root_reexport_paths("mod hal;\npub use hal::Error;", &injected),
+        ["kernel names crate::Error"]
+    );
+}
