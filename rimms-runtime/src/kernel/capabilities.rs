@@ -23,7 +23,7 @@ pub const FFT_PROBE_MAX_LOG2: u32 = 24;
 /// limit worth reporting (it splits longer calls itself).
 pub const ZIP_PROBE_MAX: usize = 1 << 30;
 
-/// What one device can run. [`Runtime::capabilities`] gives one per device.
+/// What one device can run. [`Runtime::capabilities`](crate::Runtime::capabilities) gives one per device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// The device.
