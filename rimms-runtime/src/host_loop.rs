@@ -18,7 +18,7 @@
 
 use crate::coherence::Access;
 use crate::data::{HeteData, HeteSlice, HeteSliceMut, HostWrite};
-use crate::error::{Error, Result};
+use crate::hal::{Error, Result};
 use bytemuck::Pod;
 use std::cmp::Ordering;
 use std::marker::PhantomData;
@@ -820,7 +820,7 @@ mod tests {
             .build()
             .expect("runtime");
         let mut y = HeteData::from_slice(&rt, &[3u32; 8]).expect("y");
-        y.prefetch(crate::Device::Sim(0)).expect("on sim0 too");
+        y.prefetch(crate::hal::Device::Sim(0)).expect("on sim0 too");
         let mut loop_mut = y.__rimms_loop_write("y", true, &(0..8)).expect("write");
         loop_mut.part(0..8).fill(9);
         drop(loop_mut);

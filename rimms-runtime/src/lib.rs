@@ -11,14 +11,15 @@
 extern crate self as rimms_runtime;
 
 pub mod alloc;
+pub mod apis;
 pub mod backend;
 pub mod coherence;
 mod data;
-mod device;
-mod error;
+mod hal;
 mod host_loop;
 pub mod input_file;
 pub mod kernel;
+mod machine;
 mod runtime;
 mod sched;
 mod scope;
@@ -28,13 +29,15 @@ pub mod stats;
 #[cfg(feature = "fpga")]
 pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
-pub use backend::BackendError;
 pub use coherence::{Access, FragmentState};
 pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
-pub use error::{Error, Result};
+pub use hal::BackendError;
+pub use hal::{
+    DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx, KernelValue, Refusal, ZipOp,
+};
+pub use hal::{Error, Result};
 pub use kernel::{
-    apis, Api, ApiDecl, Capabilities, DevSlice, DevSliceMut, DeviceCtx, FftDirection, HostArg,
-    Joins, KernelArg, KernelCtx, KernelValue, MergeRule, MergedArgs, Refusal, ZipOp, ZipSupport,
+    Api, ApiDecl, Capabilities, HostArg, Joins, KernelArg, MergeRule, MergedArgs, ZipSupport,
 };
 pub use rimms_macros::{api, kernel, parallel_for};
 
@@ -42,15 +45,16 @@ pub use rimms_macros::{api, kernel, parallel_for};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::coherence::Access;
-    pub use crate::device::{ArgForm, DeviceKind};
+    pub use crate::hal::assert_kernel_value;
+    pub use crate::hal::{ArgForm, DeviceKind};
     pub use crate::host_loop::{
         check_loop_bounds, loop_range, loop_range_inclusive, run_loop, run_reduce, Collect,
         Completed, Extreme, Fold, LoopMut, LoopParts, LoopRead, LoopWrite, Reduction, Sum,
         LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        arg_elements, assert_kernel_value, call_registered, check_as, downcast, ApiDecl,
-        ApiRegistration, ApiSpec, DevArg, KernelImpl, PlacedArgs,
+        arg_elements, call_registered, check_as, downcast, ApiDecl, ApiRegistration, ApiSpec,
+        DevArg, KernelImpl, PlacedArgs,
     };
     pub use inventory;
 
@@ -59,10 +63,10 @@ pub mod __private {
         i < modes.len() && modes[i] as u8 == mode as u8
     }
 }
-pub use device::{Device, Target};
+pub use hal::{Device, SpaceId, SpaceName, SpaceSet, Target};
 pub use num_complex::Complex32;
 pub use runtime::{ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy};
 pub use scope::Scope;
-pub use space::{LinkModel, SpaceId, SpaceName, SpaceSet};
+pub use space::LinkModel;
 pub use stats::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};

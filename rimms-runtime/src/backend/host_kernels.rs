@@ -30,7 +30,7 @@ use num_complex::Complex32 as C32;
 use rayon::prelude::*;
 use rustfft::{Fft, FftPlanner};
 
-use crate::kernel::{FftDirection, ZipOp};
+use crate::hal::{FftDirection, ZipOp};
 
 /// Elements per rayon task for element-wise kernels, `fftshift` and `transpose`; calls with no
 /// more elements than this run on the caller's thread. 32 Ki complex elements are 256 KiB, which
@@ -51,7 +51,8 @@ const GEMM_GRAIN_MACS: usize = 1 << 15;
 /// side, so the source and destination tiles both sit in L1 while it is copied.
 const TRANSPOSE_TILE: usize = 32;
 
-/// Cached rustfft plans, one per (size, direction), shared by all threads of a runtime.
+/// Cached rustfft plans, one per (size, direction), shared by all threads of a device: the
+/// CPU's and each sim's backend owns one and hands it to its kernels as (part of) its handle.
 pub struct FftPlans {
     cache: Mutex<PlanCache>,
 }

@@ -9,15 +9,16 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub mod error;
 #[cfg(feature = "fpga")]
 pub mod fpga;
 pub mod host_kernels;
 pub mod sim;
 
-use crate::device::{ArgForm, Device};
-use crate::space::{LinkModel, MappedMemory, SharedDeviceMemory};
-pub use error::BackendError;
+/// What backends report when they fail; its home is the vocabulary, `hal`.
+pub use crate::hal::backend_error as error;
+pub use crate::hal::BackendError;
+use crate::hal::{ArgForm, Device, MappedMemory, SharedDeviceMemory};
+use crate::space::LinkModel;
 use std::any::Any;
 
 /// A memory space a backend brings with it.
@@ -32,7 +33,7 @@ pub(crate) struct SpaceSpec {
     /// Fault injection: every copy to or from this space fails.
     pub fail_copies: bool,
     /// Where the space's bytes are. Devices whose specs name the same space share it.
-    pub memory: SpaceMemory,
+    pub memory: SpaceBacking,
     /// The CPU can read and write this memory in place (a u-dma-buf region, the shared DRAM of
     /// an integrated GPU), so host access to data valid here needs no copy.
     pub host_mapped: bool,
@@ -40,7 +41,7 @@ pub(crate) struct SpaceSpec {
 
 /// Where a backend's space gets its bytes.
 #[derive(Clone)]
-pub(crate) enum SpaceMemory {
+pub(crate) enum SpaceBacking {
     /// An anonymous host region of the spec's `pool_bytes`, reserved by the runtime.
     Reserve,
     /// Memory the backend mapped into the host (a u-dma-buf region).
@@ -52,12 +53,12 @@ pub(crate) enum SpaceMemory {
     Device(SharedDeviceMemory),
 }
 
-impl std::fmt::Debug for SpaceMemory {
+impl std::fmt::Debug for SpaceBacking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SpaceMemory::Reserve => f.write_str("Reserve"),
-            SpaceMemory::Mapped(m) => f.debug_tuple("Mapped").field(m).finish(),
-            SpaceMemory::Device(d) => f
+            SpaceBacking::Reserve => f.write_str("Reserve"),
+            SpaceBacking::Mapped(m) => f.debug_tuple("Mapped").field(m).finish(),
+            SpaceBacking::Device(d) => f
                 .debug_struct("Device")
                 .field("base", &format_args!("{:#x}", d.base()))
                 .field("capacity", &d.capacity())

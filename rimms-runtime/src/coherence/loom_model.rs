@@ -8,7 +8,7 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p rimms-runtime --lib loom_model --release`.
 
 use super::{resident, Access, FragmentSpan, FragmentTable, Published, WithTable};
-use crate::space::{SpaceId, SpaceSet};
+use crate::hal::{SpaceId, SpaceSet};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;

@@ -25,26 +25,9 @@ mod tests;
 
 pub(crate) use published::{Locked, Published, WithTable};
 
-use crate::space::{SpaceId, SpaceSet, MAX_SPACES};
+pub use crate::hal::Access;
+use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
 use std::ops::Range;
-
-/// How a kernel (or a host view) uses an argument.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// Reads the bytes; leaves them unchanged.
-    Read,
-    /// Reads and then changes the bytes.
-    ReadWrite,
-    /// Overwrites every byte without reading any (write-discard): nothing is copied in.
-    Write,
-}
-
-impl Access {
-    /// Whether the access changes the bytes.
-    pub fn writes(self) -> bool {
-        !matches!(self, Access::Read)
-    }
-}
 
 /// The coherence state of one fragment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,14 +4,15 @@
 use super::evict::{self, Pressure};
 use super::lease::{Held, Lease, Leases};
 use super::window::Window;
-use super::Memory;
-use crate::backend::BackendError;
+use super::BufferMemorySystem;
 use crate::coherence::{
     self, Access, AcquirePlan, EvictPlan, FragmentSpan, FragmentState, FragmentTable, Published,
     WithTable,
 };
-use crate::error::{Error, Result};
-use crate::space::{Pending, SpaceId, SpaceSet, MAX_SPACES};
+use crate::hal::BackendError;
+use crate::hal::{Error, Result};
+use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
+use crate::space::Pending;
 use crate::stats::{trace_eviction, Reason};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 
 pub(crate) struct RawBuffer {
     /// The memory system of the runtime it was made in: its blocks' pools, the copy engine.
-    memory: Arc<Memory>,
+    memory: Arc<BufferMemorySystem>,
     /// Creation order in its runtime: the key of the eviction registries.
     id: u64,
     /// Itself, for the eviction registry of a space it gets a block in.
@@ -72,7 +73,11 @@ impl WithTable for Inner {
 }
 
 impl RawBuffer {
-    pub(crate) fn new(memory: Arc<Memory>, bytes: usize, frag_shift: u32) -> Arc<RawBuffer> {
+    pub(crate) fn new(
+        memory: Arc<BufferMemorySystem>,
+        bytes: usize,
+        frag_shift: u32,
+    ) -> Arc<RawBuffer> {
         let count = bytes.div_ceil(1 << frag_shift);
         let id = memory.next_holder_id();
         Arc::new_cyclic(|me| RawBuffer {
@@ -99,12 +104,12 @@ impl RawBuffer {
 
     /// Whether the buffer was made in the runtime whose memory system is `memory`.
     #[inline(always)]
-    pub(crate) fn belongs_to(&self, memory: &Arc<Memory>) -> bool {
+    pub(crate) fn belongs_to(&self, memory: &Arc<BufferMemorySystem>) -> bool {
         Arc::ptr_eq(&self.memory, memory)
     }
 
     /// The memory system the buffer lives in.
-    pub(crate) fn memory(&self) -> &Memory {
+    pub(crate) fn memory(&self) -> &BufferMemorySystem {
         &self.memory
     }
 
@@ -839,7 +844,7 @@ impl RawBuffer {
 
 /// A plan named a source that holds no block: the table and the blocks disagree, which only a
 /// runtime bug can cause; reported as a failed copy rather than a panic.
-fn missing_block(memory: &Memory, from: SpaceId, to: SpaceId) -> Error {
+fn missing_block(memory: &BufferMemorySystem, from: SpaceId, to: SpaceId) -> Error {
     Error::Transfer {
         from: memory.named(from),
         to: memory.named(to),

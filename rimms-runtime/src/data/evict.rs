@@ -22,9 +22,10 @@
 //! buffer's lock and evict from each other's never deadlock; a busy buffer is skipped like a
 //! leased one.
 
-use super::{Memory, RawBuffer};
-use crate::error::{Error, Result};
-use crate::space::{Block, SpaceId};
+use super::{BufferMemorySystem, RawBuffer};
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
+use crate::space::Block;
 use std::sync::Arc;
 
 /// Why a block was evicted, for the trace: the allocation that did not fit.
@@ -39,7 +40,7 @@ pub(crate) struct Pressure {
 /// write-backs go. Fails, saying how much was needed and how much could have been freed, when
 /// even evicting every block not in use would not make room.
 pub(crate) fn alloc(
-    memory: &Memory,
+    memory: &BufferMemorySystem,
     space: SpaceId,
     bytes: usize,
     requester: u64,
@@ -103,7 +104,7 @@ pub(crate) fn alloc(
 /// The error for `needed` bytes that do not fit in `space` now; `evictable`: what evicting
 /// could free on top of what is free.
 pub(crate) fn does_not_fit(
-    memory: &Memory,
+    memory: &BufferMemorySystem,
     space: SpaceId,
     needed: usize,
     evictable: usize,
@@ -114,7 +115,7 @@ pub(crate) fn does_not_fit(
 
 /// `free`: the bytes free and the longest free run.
 fn does_not_fit_with(
-    memory: &Memory,
+    memory: &BufferMemorySystem,
     space: SpaceId,
     needed: usize,
     free: (usize, usize),

@@ -27,7 +27,7 @@
 //! [`Leases`] word and the real summary lock.
 
 use crate::coherence::sync::{handshake_fence, AtomicU64, Ordering};
-use crate::space::SpaceId;
+use crate::hal::SpaceId;
 
 /// The low half counts leases; bit `HOST_VIEWS_SHIFT + s` says a host view may point into
 /// space `s`.

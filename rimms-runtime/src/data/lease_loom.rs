@@ -9,7 +9,7 @@
 
 use super::lease::{Held, Lease, Leases};
 use crate::coherence::{resident, Access, FragmentSpan, FragmentTable, Published, WithTable};
-use crate::space::SpaceId;
+use crate::hal::SpaceId;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 

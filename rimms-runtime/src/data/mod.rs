@@ -17,13 +17,12 @@ pub(crate) use buffer::RawBuffer;
 pub(crate) use lease::{Held, Lease};
 
 /// The memory system buffers live in: its spaces' holders are buffers.
-pub(crate) type Memory = crate::space::MemorySystem<RawBuffer>;
+pub(crate) type BufferMemorySystem = crate::space::MemorySystem<RawBuffer>;
 
 use crate::coherence::{Access, FragmentState};
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::runtime::Runtime;
-use crate::space::SpaceId;
+use crate::hal::Device;
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
 use crate::stats::Reason;
 use bytemuck::Pod;
 use std::any::type_name;
@@ -157,15 +156,11 @@ fn resolve(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)>
 }
 
 impl<T: Pod> HeteData<T> {
-    /// A buffer of `len` zeros. No memory is touched until a space uses it, and reading zeros
-    /// anywhere costs a fill there, never a transfer. An empty buffer (`len` 0) is valid: it
-    /// is never allocated anywhere, and every operation on it is a no-op.
-    ///
-    /// RIMMS: `hete_Malloc`.
-    #[doc(alias = "hete_Malloc")]
-    pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
+    /// A buffer of `len` zeros in `memory`: what `HeteData::alloc` (in `runtime/buffers.rs`,
+    /// beside the handle it takes) makes.
+    pub(crate) fn alloc_in(memory: &Arc<BufferMemorySystem>, len: usize) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
-        check_element::<T>(rt.shared().memory().granule())?;
+        check_element::<T>(memory.granule())?;
         let bytes = len
             .checked_mul(size)
             .filter(|&b| b <= isize::MAX as usize)
@@ -176,20 +171,10 @@ impl<T: Pod> HeteData<T> {
             })?;
         let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
         Ok(HeteData {
-            raw: RawBuffer::new(rt.shared().memory().clone(), bytes, shift),
+            raw: RawBuffer::new(memory.clone(), bytes, shift),
             len,
             _elem: PhantomData,
         })
-    }
-
-    /// A buffer holding a copy of `values`, written on the host.
-    ///
-    /// RIMMS: `hete_Malloc`, then writing the values on the host.
-    #[doc(alias = "hete_Malloc")]
-    pub fn from_slice(rt: &Runtime, values: &[T]) -> Result<HeteData<T>> {
-        let mut data = HeteData::alloc(rt, values.len())?;
-        data.host_write()?.copy_from_slice(values);
-        Ok(data)
     }
 
     /// The buffer, borrowed mutably: no host view of it can be alive, so host views no longer
@@ -371,12 +356,18 @@ impl<T: Pod> HeteData<T> {
         self.raw_mut().reset();
     }
 
-    /// Places the buffer in `device`'s memory: host code and CPU kernels that write it write
-    /// it there when the CPU can reach that memory (an FPGA's u-dma-buf), so the device then
-    /// reads it without a copy. Without a hint a buffer lives where it is first written.
-    pub fn place(&self, device: Device) -> Result<()> {
+    /// Makes `device`'s memory the buffer's home: host code and CPU kernels that write it
+    /// write it there when the CPU can reach that memory (an FPGA's u-dma-buf), so the device
+    /// then reads it without a copy. Without a home set, a buffer lives where it is first
+    /// written.
+    pub fn set_home(&self, device: Device) -> Result<()> {
         self.raw.set_home(self.raw.memory().device_space(device)?);
         Ok(())
+    }
+
+    /// [`HeteData::set_home`], under its earlier name: the buffer's placement hint.
+    pub fn place(&self, device: Device) -> Result<()> {
+        self.set_home(device)
     }
 
     /// Brings the newest bytes into `device`'s memory ahead of use.
@@ -854,6 +845,7 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 mod tests {
     use super::*;
     use crate::backend::sim::SimConfig;
+    use crate::Runtime;
     use num_complex::Complex32;
 
     /// The host write in `HeteSliceMut::reset` (under Miri in CI): a view with both ends

@@ -56,7 +56,8 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::space::{Pool, SpaceId, SpaceName};
+    use crate::hal::{SpaceId, SpaceName};
+    use crate::space::Pool;
 
     /// Byte `o` of the buffer sits at `o - start` in the block, through the published base.
     #[test]
@@ -86,7 +87,7 @@ mod tests {
     #[test]
     fn a_window_made_grown_and_retired_keeps_every_value() {
         use crate::backend::sim::SimConfig;
-        use crate::device::Device;
+        use crate::hal::Device;
         use crate::runtime::Runtime;
         use crate::HeteData;
         use num_complex::Complex32;

@@ -9,12 +9,12 @@
 //! reports the built-ins' limits by asking the same checks, so the report cannot drift from
 //! what calls do.
 
-use super::ctx::{DeviceCtx, Refusal};
 use super::dispatch::KernelArg;
 use super::registry::{registry, Registered};
-use crate::device::Device;
-use crate::error::Error;
-use crate::runtime::DeviceEntry;
+use crate::hal::Device;
+use crate::hal::Error;
+use crate::hal::{DeviceCtx, Refusal};
+use crate::machine::DeviceEntry;
 use bytemuck::Pod;
 use std::any::Any;
 

@@ -7,7 +7,7 @@
 //! other way still says which argument it was.
 
 use super::dispatch::KernelArg;
-use crate::error::Error;
+use crate::hal::Error;
 
 /// How many arguments a call may have; dispatch asserts it at compile time.
 pub(crate) const MAX_ARGS: usize = 32;

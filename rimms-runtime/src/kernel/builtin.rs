@@ -3,119 +3,17 @@
 //! check shapes first; device limits are their implementations' `accepts` checks, which the
 //! call asks as any API's, so a bad call is refused before anything moves.
 //!
-//! Its part of `impl Runtime`: the typed built-in API methods (`fft`, `zip`, …) and their checks.
+//! The typed methods that call them (`Runtime::fft`, `Runtime::zip`, …) live with the handle,
+//! in `runtime/builtins.rs`; their shape checks and device checks are here, shared with the
+//! scope's versions of the calls.
 
 use super::accepts::{self, check_as};
-use super::{Api, ApiSpec, FftDirection, KernelCtx, ZipOp};
-use crate::data::{Input, Output};
-use crate::device::Device;
-use crate::device::Target;
-use crate::error::{Error, Result};
-use crate::runtime::Runtime;
-use num_complex::Complex32 as C32;
-
-/// The built-in API declarations. Call them through the [`Runtime`] methods, which check
-/// shapes; implement them for a new device kind with
-/// `#[rimms::kernel(api = rimms::apis::fft, device = …)]`. Every one takes the kernel context
-/// (device drivers reach their hardware through it) and can fail (devices report faults).
-pub mod apis {
-    use super::*;
-
-    /// Batched FFT over rows of `points`; inverse scaled by 1/N.
-    #[rimms_macros::api]
-    pub fn fft(
-        ctx: &KernelCtx,
-        dir: FftDirection,
-        points: usize,
-        input: &[C32],
-        #[out] output: &mut [C32],
-    ) -> Result<()>;
-
-    /// Batched FFT over rows of `points`, in place.
-    #[rimms_macros::api]
-    pub fn fft_in_place(
-        ctx: &KernelCtx,
-        dir: FftDirection,
-        points: usize,
-        data: &mut [C32],
-    ) -> Result<()>;
-
-    /// Element-wise `out = a op b`.
-    #[rimms_macros::api]
-    pub fn zip(
-        ctx: &KernelCtx,
-        op: ZipOp,
-        a: &[C32],
-        b: &[C32],
-        #[out] out: &mut [C32],
-    ) -> Result<()>;
-
-    /// `out = conj(input)`.
-    #[rimms_macros::api]
-    pub fn conj(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [C32]) -> Result<()>;
-
-    /// `out = |input|`.
-    #[rimms_macros::api]
-    pub fn magnitude(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()>;
-
-    /// `out = |input|²`.
-    #[rimms_macros::api]
-    pub fn power(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()>;
-
-    /// `out[r·L + j] = input[r·L + j] · window[j]`, `L = window.len()`.
-    #[rimms_macros::api]
-    pub fn window(
-        ctx: &KernelCtx,
-        input: &[C32],
-        window: &[f32],
-        #[out] out: &mut [C32],
-    ) -> Result<()>;
-
-    /// `out[r·L + j] = a[r·L + j] op row[j]`, `L = row.len()`.
-    #[rimms_macros::api]
-    pub fn zip_rows(
-        ctx: &KernelCtx,
-        op: ZipOp,
-        a: &[C32],
-        row: &[C32],
-        #[out] out: &mut [C32],
-    ) -> Result<()>;
-
-    /// Swap of the halves of every row of `row_len`.
-    #[rimms_macros::api]
-    pub fn fftshift(
-        ctx: &KernelCtx,
-        row_len: usize,
-        input: &[C32],
-        #[out] out: &mut [C32],
-    ) -> Result<()>;
-
-    /// `out` (cols × rows) = transpose of `input` (rows × cols).
-    #[rimms_macros::api]
-    pub fn transpose(
-        ctx: &KernelCtx,
-        rows: usize,
-        cols: usize,
-        input: &[C32],
-        #[out] out: &mut [C32],
-    ) -> Result<()>;
-
-    /// `data *= factor`.
-    #[rimms_macros::api]
-    pub fn scale(ctx: &KernelCtx, factor: C32, data: &mut [C32]) -> Result<()>;
-
-    /// `c` (m × n) = `a` (m × k) · `b` (k × n).
-    #[rimms_macros::api]
-    pub fn gemm(
-        ctx: &KernelCtx,
-        m: usize,
-        k: usize,
-        n: usize,
-        a: &[C32],
-        b: &[C32],
-        #[out] c: &mut [C32],
-    ) -> Result<()>;
-}
+use super::{Api, ApiSpec, FftDirection, ZipOp};
+use crate::apis;
+use crate::hal::Device;
+use crate::hal::Target;
+use crate::hal::{Error, Result};
+use crate::machine::Shared;
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.
 pub(crate) fn shape(
@@ -150,7 +48,7 @@ pub(crate) fn same_len(
 }
 
 /// The short equivalent of a ZIP operation a device lacks, for its error.
-fn equivalent(op: ZipOp) -> &'static str {
+pub(crate) fn equivalent(op: ZipOp) -> &'static str {
     match op {
         ZipOp::MulConj => "; the same result in two calls: conjugate `b` once where `conj` runs (`rt.conj(Device::Cpu, &b, &mut b_conj)`), then `rt.zip(device, ZipOp::Mul, &a, &b_conj, &mut out)` here",
         ZipOp::Div => "; `rimms devices` lists the devices that divide",
@@ -171,330 +69,48 @@ pub(crate) fn whole_rows(
     })
 }
 
-impl Runtime {
-    /// Refuses an FFT whose shape does not fit: `points` a power of two of at least 2, and
-    /// `len` a whole number of rows of it.
-    fn check_fft_shape(&self, target: Target, points: usize, len: usize) -> Result<()> {
-        shape(
-            "fft",
-            target,
-            points.is_power_of_two() && points >= 2,
-            || format!("the transform size must be a power of two of at least 2, got {points}"),
-        )?;
-        shape("fft", target, len % points == 0, || {
-            format!("{len} elements are not a whole number of {points}-point rows")
-        })
-    }
+/// Refuses an FFT whose shape does not fit: `points` a power of two of at least 2, and
+/// `len` a whole number of rows of it.
+pub(crate) fn check_fft_shape(target: Target, points: usize, len: usize) -> Result<()> {
+    shape(
+        "fft",
+        target,
+        points.is_power_of_two() && points >= 2,
+        || format!("the transform size must be a power of two of at least 2, got {points}"),
+    )?;
+    shape("fft", target, len % points == 0, || {
+        format!("{len} elements are not a whole number of {points}-point rows")
+    })
+}
 
-    /// Refuses an FFT of `len` elements in rows of `points` that does not fit its shape or
-    /// that `device`'s implementation does not accept: a scope's check at submission, as the
-    /// call itself would check it.
-    pub(crate) fn check_fft_on(
-        &self,
-        device: Device,
-        dir: FftDirection,
-        points: usize,
-        len: usize,
-    ) -> Result<()> {
-        self.check_fft_shape(device.into(), points, len)?;
-        let entry = self.shared().device(device)?;
-        accepts::ask(entry, Api::of(apis::fft::DECL).index(), |dev, check| {
-            check_as::<<apis::fft as ApiSpec>::Accepts>(check)?(dev, dir, points, len, len)
-        })
-        .map_err(|why| accepts::refused("fft", device, why))
-    }
+/// Refuses an FFT of `len` elements in rows of `points` that does not fit its shape or
+/// that `device`'s implementation does not accept: a scope's check at submission, as the
+/// call itself would check it.
+pub(crate) fn check_fft_on(
+    shared: &Shared,
+    device: Device,
+    dir: FftDirection,
+    points: usize,
+    len: usize,
+) -> Result<()> {
+    check_fft_shape(device.into(), points, len)?;
+    let entry = shared.device(device)?;
+    accepts::ask(entry, Api::of(apis::fft::DECL).index(), |dev, check| {
+        check_as::<<apis::fft as ApiSpec>::Accepts>(check)?(dev, dir, points, len, len)
+    })
+    .map_err(|why| accepts::refused("fft", device, why))
+}
 
-    /// FFT of every row of `points` elements of `input` into `output` (inverse scaled by 1/N).
-    pub fn fft(
-        &self,
-        device: impl Into<Target>,
-        dir: FftDirection,
-        points: usize,
-        input: &impl Input<C32>,
-        output: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (input, mut output) = (input.input(), output.output());
-        let target = device.into();
-        same_len(
-            "fft",
-            target,
-            ["input", "output"],
-            [input.len(), output.len()],
-        )?;
-        self.check_fft_shape(target, points, input.len())?;
-        apis::fft(self, target, dir, points, &input, &mut output)
-    }
-
-    /// FFT of every row of `points` elements of `data`, in place.
-    pub fn fft_in_place(
-        &self,
-        device: impl Into<Target>,
-        dir: FftDirection,
-        points: usize,
-        data: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let mut data = data.output();
-        let target = device.into();
-        self.check_fft_shape(target, points, data.len())?;
-        apis::fft_in_place(self, target, dir, points, &mut data)
-    }
-
-    /// `out = a op b`, element-wise.
-    pub fn zip(
-        &self,
-        device: impl Into<Target>,
-        op: ZipOp,
-        a: &impl Input<C32>,
-        b: &impl Input<C32>,
-        out: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (a, b, mut out) = (a.input(), b.input(), out.output());
-        let target = device.into();
-        same_len("zip", target, ["a", "b"], [a.len(), b.len()])?;
-        same_len("zip", target, ["a", "out"], [a.len(), out.len()])?;
-        // The call asks a named device's check before anything moves (the scheduler asks each
-        // candidate itself); a refusal gains what would do instead.
-        apis::zip(self, target, op, &a, &b, &mut out).map_err(|e| match e {
-            Error::Unsupported {
-                api: "zip",
-                device,
-                why,
-            } => Error::Unsupported {
-                api: "zip",
-                device,
-                why: format!("{why}{}", equivalent(op)),
-            },
-            e => e,
-        })
-    }
-
-    /// Refuses a ZIP of `len` elements that `device`'s implementation does not accept, saying
-    /// what would.
-    pub(crate) fn check_zip_on(&self, device: Device, op: ZipOp, len: usize) -> Result<()> {
-        let entry = self.shared().device(device)?;
-        accepts::ask(entry, Api::of(apis::zip::DECL).index(), |dev, check| {
-            check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(dev, op, len, len, len)
-        })
-        .map_err(|why| Error::Unsupported {
-            api: "zip",
-            device,
-            why: format!("{why}{}", equivalent(op)),
-        })
-    }
-
-    /// `out = conj(input)`.
-    pub fn conj(
-        &self,
-        device: impl Into<Target>,
-        input: &impl Input<C32>,
-        out: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len("conj", device, ["input", "out"], [input.len(), out.len()])?;
-        apis::conj(self, device, &input, &mut out)
-    }
-
-    /// `out = |input|`.
-    pub fn magnitude(
-        &self,
-        device: impl Into<Target>,
-        input: &impl Input<C32>,
-        out: &mut impl Output<f32>,
-    ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len(
-            "magnitude",
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        apis::magnitude(self, device, &input, &mut out)
-    }
-
-    /// `out = |input|²`, element-wise: the power of each sample ([`Runtime::magnitude`]
-    /// gives `|input|`).
-    ///
-    /// ```
-    /// # fn main() -> rimms_runtime::Result<()> {
-    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig};
-    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
-    /// let x = HeteData::from_slice(&rt, &[Complex32::new(3.0, 4.0), Complex32::new(0.0, -2.0)])?;
-    /// let mut p = HeteData::<f32>::alloc(&rt, 2)?;
-    /// rt.power(Device::Sim(0), &x, &mut p)?;
-    /// assert_eq!(p.host()?, &[25.0, 4.0]);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn power(
-        &self,
-        device: impl Into<Target>,
-        input: &impl Input<C32>,
-        out: &mut impl Output<f32>,
-    ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len("power", device, ["input", "out"], [input.len(), out.len()])?;
-        apis::power(self, device, &input, &mut out)
-    }
-
-    /// Multiplies every row of `input` by a real `window` (a Hann taper before a Doppler FFT,
-    /// or any per-element real scale): `out[r·L + j] = input[r·L + j] · window[j]` with
-    /// `L = window.len()`. A window as long as `input` scales each element by its own factor.
-    ///
-    /// ```
-    /// # fn main() -> rimms_runtime::Result<()> {
-    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig};
-    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
-    /// // Two rows of three samples, each row tapered by the same window.
-    /// let x = HeteData::from_slice(&rt, &[Complex32::new(2.0, 2.0); 6])?;
-    /// let w = HeteData::from_slice(&rt, &[0.0f32, 1.0, 0.5])?;
-    /// let mut y = HeteData::<Complex32>::alloc(&rt, 6)?;
-    /// rt.window(Device::Sim(0), &x, &w, &mut y)?;
-    /// let y = y.host()?;
-    /// assert_eq!(y[1], Complex32::new(2.0, 2.0));
-    /// assert_eq!(y[5], Complex32::new(1.0, 1.0));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn window(
-        &self,
-        device: impl Into<Target>,
-        input: &impl Input<C32>,
-        window: &impl Input<f32>,
-        out: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (input, window, mut out) = (input.input(), window.input(), out.output());
-        let device: Target = device.into();
-        same_len("window", device, ["input", "out"], [input.len(), out.len()])?;
-        whole_rows("window", device, "window", window.len(), input.len())?;
-        apis::window(self, device, &input, &window, &mut out)
-    }
-
-    /// `out = a op row` with `row` broadcast over every row of `a`:
-    /// `out[r·L + j] = a[r·L + j] op row[j]`, `L = row.len()`. One call applies a matched
-    /// filter's spectrum (or any per-column factor) to every pulse of a matrix.
-    ///
-    /// ```
-    /// # fn main() -> rimms_runtime::Result<()> {
-    /// use rimms_runtime::{Complex32, Device, HeteData, Runtime, SimConfig, ZipOp};
-    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
-    /// let a = HeteData::from_slice(&rt, &[Complex32::new(1.0, 0.0); 4])?; // 2 × 2
-    /// let row = HeteData::from_slice(&rt, &[Complex32::new(0.0, 1.0), Complex32::new(2.0, 0.0)])?;
-    /// let mut out = HeteData::<Complex32>::alloc(&rt, 4)?;
-    /// rt.zip_rows(Device::Sim(0), ZipOp::MulConj, &a, &row, &mut out)?;
-    /// let out = out.host()?;
-    /// assert_eq!(out[0], Complex32::new(0.0, -1.0)); // 1 · conj(i)
-    /// assert_eq!(out[3], Complex32::new(2.0, 0.0));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn zip_rows(
-        &self,
-        device: impl Into<Target>,
-        op: ZipOp,
-        a: &impl Input<C32>,
-        row: &impl Input<C32>,
-        out: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (a, row, mut out) = (a.input(), row.input(), out.output());
-        let device: Target = device.into();
-        same_len("zip_rows", device, ["a", "out"], [a.len(), out.len()])?;
-        whole_rows("zip_rows", device, "row", row.len(), a.len())?;
-        apis::zip_rows(self, device, op, &a, &row, &mut out)
-    }
-
-    /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).
-    pub fn fftshift(
-        &self,
-        device: impl Into<Target>,
-        row_len: usize,
-        input: &impl Input<C32>,
-        out: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len(
-            "fftshift",
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        shape(
-            "fftshift",
-            device,
-            row_len > 0 && input.len() % row_len == 0,
-            || {
-                format!(
-                    "{} elements are not a whole number of rows of {row_len}",
-                    input.len()
-                )
-            },
-        )?;
-        apis::fftshift(self, device, row_len, &input, &mut out)
-    }
-
-    /// `out` (cols × rows) = transpose of `input` (rows × cols), both row-major.
-    pub fn transpose(
-        &self,
-        device: impl Into<Target>,
-        rows: usize,
-        cols: usize,
-        input: &impl Input<C32>,
-        out: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len(
-            "transpose",
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        shape(
-            "transpose",
-            device,
-            rows.checked_mul(cols) == Some(input.len()),
-            || format!("{rows} × {cols} does not match {} elements", input.len()),
-        )?;
-        apis::transpose(self, device, rows, cols, &input, &mut out)
-    }
-
-    /// `data *= factor`, in place.
-    pub fn scale(
-        &self,
-        device: impl Into<Target>,
-        factor: C32,
-        data: &mut impl Output<C32>,
-    ) -> Result<()> {
-        apis::scale(self, device, factor, &mut data.output())
-    }
-
-    /// `c` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm(
-        &self,
-        device: impl Into<Target>,
-        m: usize,
-        k: usize,
-        n: usize,
-        a: &impl Input<C32>,
-        b: &impl Input<C32>,
-        c: &mut impl Output<C32>,
-    ) -> Result<()> {
-        let (a, b, mut c) = (a.input(), b.input(), c.output());
-        let device: Target = device.into();
-        let fits = |x: usize, y: usize, len: usize| x.checked_mul(y) == Some(len);
-        shape("gemm", device, fits(m, k, a.len()), || {
-            format!("`a` has {} elements, not {m} × {k}", a.len())
-        })?;
-        shape("gemm", device, fits(k, n, b.len()), || {
-            format!("`b` has {} elements, not {k} × {n}", b.len())
-        })?;
-        shape("gemm", device, fits(m, n, c.len()), || {
-            format!("`c` has {} elements, not {m} × {n}", c.len())
-        })?;
-        apis::gemm(self, device, m, k, n, &a, &b, &mut c)
-    }
+/// Refuses a ZIP of `len` elements that `device`'s implementation does not accept, saying
+/// what would.
+pub(crate) fn check_zip_on(shared: &Shared, device: Device, op: ZipOp, len: usize) -> Result<()> {
+    let entry = shared.device(device)?;
+    accepts::ask(entry, Api::of(apis::zip::DECL).index(), |dev, check| {
+        check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(dev, op, len, len, len)
+    })
+    .map_err(|why| Error::Unsupported {
+        api: "zip",
+        device,
+        why: format!("{why}{}", equivalent(op)),
+    })
 }

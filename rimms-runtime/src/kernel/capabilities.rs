@@ -1,7 +1,7 @@
 //! What each device of a runtime can run: which APIs have an implementation for it, which
 //! FFT sizes it transforms and which ZIP operations it does, up to what length.
 //!
-//! Its part of `impl Runtime`: `capabilities`, that report.
+//! `of_devices` makes that report for `Runtime::capabilities`.
 //!
 //! Nothing here is a second description of the devices: APIs come from the kernel registry
 //! (the same lookup a call makes), and limits from the `accepts` checks of the device's `fft`,
@@ -12,8 +12,8 @@
 use super::accepts::{self, check_as};
 use super::registry::registry;
 use super::{apis, Api, ApiSpec, FftDirection, Refusal, ZipOp};
-use crate::device::Device;
-use crate::runtime::{DeviceEntry, Runtime};
+use crate::hal::Device;
+use crate::machine::{DeviceEntry, Shared};
 use std::fmt;
 
 /// The largest FFT size probed: 2^24 points.
@@ -23,7 +23,7 @@ pub const FFT_PROBE_MAX_LOG2: u32 = 24;
 /// limit worth reporting (it splits longer calls itself).
 pub const ZIP_PROBE_MAX: usize = 1 << 30;
 
-/// What one device can run. [`Runtime::capabilities`] gives one per device.
+/// What one device can run. [`Runtime::capabilities`](crate::Runtime::capabilities) gives one per device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// The device.
@@ -58,94 +58,77 @@ impl Capabilities {
     }
 }
 
-impl Runtime {
-    /// What each device of this runtime can run, in [`Runtime::devices`] order: the table
-    /// `rimms devices` prints.
-    ///
-    /// ```
-    /// # fn main() -> rimms_runtime::Result<()> {
-    /// use rimms_runtime::{Device, Runtime, SimConfig};
-    /// let sim = SimConfig { max_fft_points: Some(1024), ..SimConfig::default() };
-    /// let rt = Runtime::builder().sim(sim).build()?;
-    /// let caps = rt.capabilities();
-    /// let sim0 = caps.iter().find(|c| c.device == Device::Sim(0)).expect("sim0");
-    /// assert!(sim0.has("fft") && sim0.has("power"));
-    /// assert_eq!(sim0.fft_points.last(), Some(&1024));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn capabilities(&self) -> Vec<Capabilities> {
-        let shared = self.shared();
-        let reg = registry();
-        shared
-            .device_entries()
-            .iter()
-            .map(|entry| {
-                let (kind, form) = (entry.device().kind(), entry.form());
-                let mut apis: Vec<&'static str> = reg
-                    .apis()
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| reg.implementation(*i, kind, form).is_some())
-                    .map(|(_, a)| a.name())
-                    .collect();
-                apis.sort_unstable();
-                let fft_points = if apis.contains(&"fft") {
-                    fft_sizes_taken(entry, apis::fft::DECL, |dev, check, n| {
-                        let fits = check_as::<<apis::fft as ApiSpec>::Accepts>(check)?;
-                        fits(dev, FftDirection::Forward, n, n, n)
+/// What each device of `shared` can run: `Runtime::capabilities`.
+pub(crate) fn of_devices(shared: &Shared) -> Vec<Capabilities> {
+    let reg = registry();
+    shared
+        .device_entries()
+        .iter()
+        .map(|entry| {
+            let (kind, form) = (entry.device().kind(), entry.form());
+            let mut apis: Vec<&'static str> = reg
+                .apis()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| reg.implementation(*i, kind, form).is_some())
+                .map(|(_, a)| a.name())
+                .collect();
+            apis.sort_unstable();
+            let fft_points = if apis.contains(&"fft") {
+                fft_sizes_taken(entry, apis::fft::DECL, |dev, check, n| {
+                    let fits = check_as::<<apis::fft as ApiSpec>::Accepts>(check)?;
+                    fits(dev, FftDirection::Forward, n, n, n)
+                })
+            } else {
+                Vec::new()
+            };
+            let in_place_points = if apis.contains(&"fft_in_place") {
+                fft_sizes_taken(entry, apis::fft_in_place::DECL, |dev, check, n| {
+                    let fits = check_as::<<apis::fft_in_place as ApiSpec>::Accepts>(check)?;
+                    fits(dev, FftDirection::Forward, n, n)
+                })
+            } else {
+                Vec::new()
+            };
+            let zip_index = Api::of(apis::zip::DECL).index();
+            let mut zip = if apis.contains(&"zip") {
+                ZipOp::ALL
+                    .into_iter()
+                    .map(|op| {
+                        let support = zip_support(|n| {
+                            accepts::ask(entry, zip_index, |dev, check| {
+                                check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(
+                                    dev, op, n, n, n,
+                                )
+                            })
+                        });
+                        (op, support)
                     })
-                } else {
-                    Vec::new()
-                };
-                let in_place_points = if apis.contains(&"fft_in_place") {
-                    fft_sizes_taken(entry, apis::fft_in_place::DECL, |dev, check, n| {
-                        let fits = check_as::<<apis::fft_in_place as ApiSpec>::Accepts>(check)?;
-                        fits(dev, FftDirection::Forward, n, n)
-                    })
-                } else {
-                    Vec::new()
-                };
-                let zip_index = Api::of(apis::zip::DECL).index();
-                let mut zip = if apis.contains(&"zip") {
-                    ZipOp::ALL
-                        .into_iter()
-                        .map(|op| {
-                            let support = zip_support(|n| {
-                                accepts::ask(entry, zip_index, |dev, check| {
-                                    check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(
-                                        dev, op, n, n, n,
-                                    )
-                                })
-                            });
-                            (op, support)
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                // An implementation the device's checks refuse whatever the size or
-                // operation (an FPGA's FFT core asked for a ZIP) does not run there.
-                if fft_points.is_empty() {
-                    apis.retain(|a| *a != "fft");
-                }
-                if in_place_points.is_empty() {
-                    apis.retain(|a| *a != "fft_in_place");
-                }
-                if !zip.iter().any(|(_, s)| matches!(s, ZipSupport::Yes { .. })) {
-                    apis.retain(|a| *a != "zip");
-                    zip.clear();
-                }
-                Capabilities {
-                    device: entry.device(),
-                    space: self.space_name(entry.space()).to_string(),
-                    apis,
-                    fft_points,
-                    zip,
-                }
-            })
-            .collect()
-    }
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            // An implementation the device's checks refuse whatever the size or
+            // operation (an FPGA's FFT core asked for a ZIP) does not run there.
+            if fft_points.is_empty() {
+                apis.retain(|a| *a != "fft");
+            }
+            if in_place_points.is_empty() {
+                apis.retain(|a| *a != "fft_in_place");
+            }
+            if !zip.iter().any(|(_, s)| matches!(s, ZipSupport::Yes { .. })) {
+                apis.retain(|a| *a != "zip");
+                zip.clear();
+            }
+            Capabilities {
+                device: entry.device(),
+                space: shared.memory().space_name(entry.space()).to_string(),
+                apis,
+                fft_points,
+                zip,
+            }
+        })
+        .collect()
 }
 
 /// The FFT sizes (powers of two up to 2^[`FFT_PROBE_MAX_LOG2`]) that the `accepts` check of

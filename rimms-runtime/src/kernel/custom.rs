@@ -2,22 +2,23 @@
 //! generated code uses — `Runtime::launch_host` for a one-off body and [`call_registered`] for
 //! an API whose implementation is looked up per device kind.
 //!
-//! Its part of `impl Runtime`: `launch_host`, a kernel call with a hand-written body.
+//! `launch_host` is a kernel call with a hand-written body (`Runtime::launch_host`).
 
 use super::accepts::{self, Check};
+use super::choose::choose_device;
 use super::device_args::{DevArg, PlacedArgs};
-use super::dispatch::KernelArg;
+use super::dispatch::{launch, KernelArg};
 use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl};
 use super::{Api, DeviceCtx, KernelCtx, Refusal};
-use crate::backend::BackendError;
 use crate::coherence::Access;
 use crate::data::{Input, Output};
-use crate::device::Target;
-use crate::device::{ArgForm, Device};
-use crate::error::{Error, Result};
-use crate::runtime::Runtime;
-use crate::space::SpaceId;
+use crate::hal::BackendError;
+use crate::hal::SpaceId;
+use crate::hal::Target;
+use crate::hal::{ArgForm, Device};
+use crate::hal::{Error, Result};
+use crate::machine::Runtime;
 use bytemuck::Pod;
 use std::any::Any;
 
@@ -32,7 +33,7 @@ impl<'a> KernelArg<'a> {
             start,
             len,
             access: Access::Read,
-            place: None,
+            at: None,
         }
     }
 
@@ -41,7 +42,7 @@ impl<'a> KernelArg<'a> {
     /// this says which. The data is brought into `space` if it is not valid there. A space the
     /// device cannot reach fails the call, naming the argument, before anything moves.
     pub fn at(mut self, space: SpaceId) -> KernelArg<'a> {
-        self.place = Some(space);
+        self.at = Some(space);
         self
     }
 
@@ -68,53 +69,29 @@ impl<'a> KernelArg<'a> {
             start,
             len,
             access,
-            place: None,
+            at: None,
         }
     }
 }
 
-impl Runtime {
-    /// Runs `body` on `device` as a kernel of `api`, with `args` acquired in the device's
-    /// memory first and written arguments marked after, exactly as registered APIs do. The
-    /// body gets the arguments in order, borrowed for the call ([`HostArg::into_slice`],
-    /// [`HostArg::into_slice_mut`]). A device whose memory the CPU cannot address (a GPU)
-    /// cannot run a host body: that is refused before anything moves.
-    ///
-    /// ```
-    /// use rimms_runtime::{ApiDecl, Device, HeteData, KernelArg, Runtime};
-    ///
-    /// static DOUBLE: ApiDecl = ApiDecl::new("double");
-    /// # fn main() -> rimms_runtime::Result<()> {
-    /// let rt = Runtime::new()?;
-    /// let mut x = HeteData::from_slice(&rt, &[1u32, 2, 3])?;
-    /// rt.launch_host(Device::Cpu, &DOUBLE, [KernelArg::read_write("x", &mut x)], |[x]| {
-    ///     for v in x.into_slice_mut::<u32>()? {
-    ///         *v *= 2;
-    ///     }
-    ///     Ok(())
-    /// })?;
-    /// assert_eq!(x.host()?, &[2, 4, 6]);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn launch_host<const N: usize>(
-        &self,
-        device: Device,
-        api: &'static ApiDecl,
-        args: [KernelArg<'_>; N],
-        body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
-    ) -> Result<()> {
-        let entry = self.shared().device(device)?;
-        if entry.form() == ArgForm::Device {
-            return Err(host_body_on_device(api, device));
-        }
-        self.launch(entry, Api::of(api), &args, |_, ptrs| {
-            // SAFETY: `launch` acquired every argument for this call in a space of a
-            // host-executor device (checked just above), and the buffers stay borrowed through
-            // `args` for the call; see `host_args` for why written ones are exclusive.
-            body(unsafe { host_args(ptrs) })
-        })
+/// A kernel call with a hand-written host body: `Runtime::launch_host`.
+pub(crate) fn launch_host<const N: usize>(
+    rt: &Runtime,
+    device: Device,
+    api: &'static ApiDecl,
+    args: [KernelArg<'_>; N],
+    body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
+) -> Result<()> {
+    let entry = rt.shared().device(device)?;
+    if entry.form() == ArgForm::Device {
+        return Err(host_body_on_device(api, device));
     }
+    launch(rt.shared(), entry, Api::of(api), &args, |_, ptrs| {
+        // SAFETY: `launch` acquired every argument for this call in a space of a
+        // host-executor device (checked just above), and the buffers stay borrowed through
+        // `args` for the call; see `host_args` for why written ones are exclusive.
+        body(unsafe { host_args(ptrs) })
+    })
 }
 
 #[cold]
@@ -142,13 +119,14 @@ pub fn call_registered<const N: usize>(
     run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<'_, N>) -> Result<()>,
 ) -> Result<()> {
     let index = api.index();
-    let (device, placed) = rt.place(
+    let (entry, chosen) = choose_device(
+        rt.shared(),
         target,
         Api::of(api),
         || &args,
         |entry| accepts::ask(entry, index, |dev, check| accepts(dev, check, &args)).is_ok(),
     )?;
-    let entry = rt.shared().device(device)?;
+    let device = entry.device();
     let Some(registered) = registry().registered(index, device.kind(), entry.form()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
@@ -157,15 +135,14 @@ pub fn call_registered<const N: usize>(
         });
     };
     // A device the scheduler picked has passed the check; one the caller named is asked now.
-    if let (None, Some(check)) = (&placed, registered.accepts) {
+    if let (None, Some(check)) = (&chosen, registered.accepts) {
         accepts(&DeviceCtx::of(entry), check, &args)
             .map_err(|why| accepts::refused(api.name(), device, why))?;
     }
     let implementation = registered.func;
-    rt.launch(entry, Api::of(api), &args, |dev, ptrs| {
+    launch(rt.shared(), entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
-            fft: rt.shared().fft(),
             handle: dev.backend().handle(),
             memory: dev.memory().map(|m| &**m),
         };

@@ -11,73 +11,8 @@
 use super::arg_names::by_position;
 use super::dispatch::ArgPtr;
 use super::HostArg;
-use crate::error::{Error, Result};
-use std::fmt;
+use crate::hal::{DevSlice, DevSliceMut, Error, Result};
 use std::marker::PhantomData;
-
-/// A read-only argument in device memory: `len` elements of `T` at device address `addr`.
-#[derive(Clone, Copy)]
-pub struct DevSlice<'k, T> {
-    addr: usize,
-    len: usize,
-    _elem: PhantomData<&'k [T]>,
-}
-
-/// A written argument in device memory; no other argument of the call overlaps it.
-pub struct DevSliceMut<'k, T> {
-    addr: usize,
-    len: usize,
-    _elem: PhantomData<&'k mut [T]>,
-}
-
-macro_rules! accessors {
-    ($ty:ident) => {
-        impl<T> $ty<'_, T> {
-            /// Device address of the first element.
-            pub fn addr(&self) -> usize {
-                self.addr
-            }
-
-            /// Number of elements.
-            pub fn len(&self) -> usize {
-                self.len
-            }
-
-            /// Whether it has no elements (never, for a managed argument).
-            pub fn is_empty(&self) -> bool {
-                self.len == 0
-            }
-
-            /// Length in bytes.
-            pub fn bytes(&self) -> usize {
-                self.len * std::mem::size_of::<T>()
-            }
-        }
-
-        impl<T> fmt::Debug for $ty<'_, T> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($ty))
-                    .field("addr", &format_args!("{:#x}", self.addr))
-                    .field("len", &self.len)
-                    .finish()
-            }
-        }
-    };
-}
-
-accessors!(DevSlice);
-accessors!(DevSliceMut);
-
-impl<'k, T> DevSliceMut<'k, T> {
-    /// The same argument, read-only (for a driver call that reads what the kernel wrote).
-    pub fn as_dev_slice(&self) -> DevSlice<'_, T> {
-        DevSlice {
-            addr: self.addr,
-            len: self.len,
-            _elem: PhantomData,
-        }
-    }
-}
 
 /// Where a device kernel finds one argument, for the length of the call; what generated code
 /// turns into a [`DevSlice`] or [`DevSliceMut`]. Not `Copy`: one argument becomes one slice.
@@ -114,11 +49,7 @@ impl<'k> DevArg<'k> {
 
     /// The argument as a read-only device slice.
     pub fn into_dev_slice<T>(self) -> Result<DevSlice<'k, T>> {
-        Ok(DevSlice {
-            addr: self.arg.ptr.addr(),
-            len: self.elements::<T>()?,
-            _elem: PhantomData,
-        })
+        Ok(DevSlice::new(self.arg.ptr.addr(), self.elements::<T>()?))
     }
 
     /// The argument as a written device slice; an error for an argument the call only reads.
@@ -130,11 +61,7 @@ impl<'k> DevArg<'k> {
                 why: "the call only reads it, so it cannot be taken as a written device slice",
             });
         }
-        Ok(DevSliceMut {
-            addr: self.arg.ptr.addr(),
-            len: self.elements::<T>()?,
-            _elem: PhantomData,
-        })
+        Ok(DevSliceMut::new(self.arg.ptr.addr(), self.elements::<T>()?))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The dispatch core: pick the device, acquire, run, mark, count.
 //!
-//! Its part of `impl Runtime`: `launch`, the one call every kernel call ends in.
+//! `launch` is the one call every kernel call ends in.
 //!
 //! The whole path for arguments that are already where the kernel runs is: per argument one
 //! ownership compare and one summary check (load, AND or compare, branch), then the kernel,
@@ -9,11 +9,12 @@
 
 use crate::coherence::Access;
 use crate::data::{Held, RawBuffer};
-use crate::error::{Error, Result};
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
 use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
-use crate::runtime::{DeviceEntry, ExecMode, Runtime, Shared};
-use crate::space::{Block, Pool, SpaceId};
+use crate::machine::{DeviceEntry, ExecMode, Shared};
+use crate::space::{Block, Pool};
 use crate::stats::{Reason, Timeline};
 
 /// One managed argument of a kernel call: a byte range of a buffer and how the kernel uses
@@ -27,7 +28,7 @@ pub struct KernelArg<'a> {
     pub(crate) len: usize,
     pub(crate) access: Access,
     /// The space the call should use it in (`KernelArg::at`), if it says.
-    pub(crate) place: Option<SpaceId>,
+    pub(crate) at: Option<SpaceId>,
 }
 
 /// Where the kernel finds an argument: `len` bytes at `ptr` in the space it was acquired in (a
@@ -42,34 +43,34 @@ pub(crate) struct ArgPtr {
     pub position: u8,
 }
 
-impl Runtime {
-    /// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
-    /// the device entry and where each argument sits. The caller keeps `args` (and so the
-    /// borrows of its views) for the call; taking the array by value cost a `memcpy` per call.
-    pub(crate) fn launch<const N: usize>(
-        &self,
-        entry: &DeviceEntry,
-        api: Api,
-        args: &[KernelArg<'_>; N],
-        body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
-    ) -> Result<()> {
-        let shared = self.shared();
-        let memory = shared.memory();
-        for arg in args {
-            if !arg.raw.belongs_to(memory) {
-                return Err(Error::ForeignBuffer {
-                    api: api.name(),
-                    arg: arg.name,
-                });
-            }
+/// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
+/// the device entry and where each argument sits. The caller keeps `args` (and so the
+/// borrows of its views) for the call; taking the array by value cost a `memcpy` per call.
+/// Inlined into its two callers, as it was when it was a method: called, it costs the fast
+/// path about 30 instructions of argument passing per call (callgrind, `benches/fastpath.rs`).
+#[inline(always)]
+pub(crate) fn launch<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let memory = shared.memory();
+    for arg in args {
+        if !arg.raw.belongs_to(memory) {
+            return Err(Error::ForeignBuffer {
+                api: api.name(),
+                arg: arg.name,
+            });
         }
-        match shared.mode() {
-            ExecMode::Tracked => tracked(shared, entry, api, args, body),
-            ExecMode::Baseline if entry.space() == SpaceId::HOST => {
-                tracked(shared, entry, api, args, body)
-            }
-            ExecMode::Baseline => baseline(shared, entry, api, args, body),
+    }
+    match shared.mode() {
+        ExecMode::Tracked => tracked(shared, entry, api, args, body),
+        ExecMode::Baseline if entry.space() == SpaceId::HOST => {
+            tracked(shared, entry, api, args, body)
         }
+        ExecMode::Baseline => baseline(shared, entry, api, args, body),
     }
 }
 
@@ -100,13 +101,13 @@ fn tracked<const N: usize>(
         (0..N).for_each(|i| pins.pin(i));
     }
     for (i, a) in args.iter().enumerate() {
-        if let Some(place) = a.place {
-            spaces[i] = placed(shared, entry, api, a, place)?;
-            if evictable.contains(place) {
+        if let Some(at) = a.at {
+            spaces[i] = space_at(shared, entry, api, a, at)?;
+            if evictable.contains(at) {
                 pins.pin(i);
             }
-            if a.raw.resident(place, a.access) {
-                a.raw.touch(place);
+            if a.raw.resident(at, a.access) {
+                a.raw.touch(at);
             } else {
                 missing |= 1 << i;
             }
@@ -170,18 +171,18 @@ fn tracked<const N: usize>(
     outcome
 }
 
-/// The space an argument placed by `KernelArg::at` is used in: its place, if the device
-/// reaches it.
+/// The space an argument that names one (`KernelArg::at`) is used in: that space, if the
+/// device reaches it.
 #[cold]
-fn placed(
+fn space_at(
     shared: &Shared,
     entry: &DeviceEntry,
     api: Api,
     arg: &KernelArg<'_>,
-    place: SpaceId,
+    at: SpaceId,
 ) -> Result<SpaceId> {
-    if place == entry.space() || entry.reaches().contains(place) {
-        return Ok(place);
+    if at == entry.space() || entry.reaches().contains(at) {
+        return Ok(at);
     }
     Err(Error::Unsupported {
         api: api.name(),
@@ -189,7 +190,7 @@ fn placed(
         why: format!(
             "argument {} is placed in space {}, which {} cannot reach",
             arg.name,
-            shared.memory().space_name(place),
+            shared.memory().space_name(at),
             entry.device()
         ),
     })

@@ -8,7 +8,7 @@
 
 use super::arg_names::by_position;
 use super::dispatch::ArgPtr;
-use crate::error::{Error, Result};
+use crate::hal::{Error, Result};
 use bytemuck::{Pod, PodCastError};
 use std::any::type_name;
 

@@ -59,9 +59,9 @@ use super::registry::{registry, ApiDecl};
 use super::{apis, FftDirection, KernelArg, ZipOp};
 use crate::coherence::Access;
 use crate::data::{check_element, HeteSlice, HeteSliceMut};
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::runtime::{DeviceEntry, Runtime};
+use crate::hal::Device;
+use crate::hal::{Error, Result};
+use crate::machine::{DeviceEntry, Runtime};
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
 
@@ -367,7 +367,7 @@ fn continues(
     }
     for (((joins, a), f), l) in joins.iter().zip(args).zip(first).zip(last) {
         // A placement hint (`KernelArg::at`) must agree too: the merged call has one.
-        let same_buffer = std::ptr::eq(a.raw, f.raw) && a.access == f.access && a.place == f.place;
+        let same_buffer = std::ptr::eq(a.raw, f.raw) && a.access == f.access && a.at == f.at;
         let fits = match joins {
             Joins::Concat => same_buffer && a.start == l.start + l.len,
             Joins::Same => {
@@ -421,7 +421,7 @@ fn merged_args<'a>(
                     Joins::Same => f.len,
                 },
                 access: f.access,
-                place: f.place,
+                at: f.at,
             }
         })
         .collect()
@@ -584,7 +584,7 @@ mod tests {
             start,
             len,
             access,
-            place: None,
+            at: None,
         }
     }
 
@@ -626,7 +626,7 @@ mod tests {
         assert!(group.join(rules::FFT, [0, 64], rw).is_err());
         // Nor a call whose placement hint differs from the group's.
         let mut placed = call(2);
-        placed[0].place = Some(crate::space::SpaceId(0));
+        placed[0].at = Some(crate::hal::SpaceId(0));
         assert!(group.join(rules::FFT, [0, 64], placed).is_err());
         assert_eq!(group.len(), 2);
         assert!(group.join(rules::FFT, [0, 64], call(2)).is_ok());

@@ -11,32 +11,34 @@ mod api;
 mod arg_names;
 mod builtin;
 mod capabilities;
-mod ctx;
+mod choose;
 mod custom;
 mod device_args;
 mod dispatch;
 mod host_args;
 pub mod merge;
 
-/// The built-ins' shape checks, for the scope's versions of their calls.
+/// The built-ins' shape and device checks, for the typed methods of the handle and of scopes.
 pub(crate) mod builtin_checks {
-    pub(crate) use super::builtin::{same_len, shape, whole_rows};
+    pub(crate) use crate::kernel::builtin::{
+        check_fft_on, check_fft_shape, check_zip_on, equivalent, same_len, shape, whole_rows,
+    };
 }
-mod ops;
-pub(crate) mod registry;
-mod value;
+pub(crate) use crate::hal::registry;
 
-pub use crate::device::ArgForm;
+pub use crate::apis;
+pub use crate::hal::{
+    assert_kernel_value, ArgForm, DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx,
+    KernelValue, Refusal, ZipOp,
+};
+pub use crate::hal::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
 pub use accepts::{arg_elements, check_as, Check};
 pub use api::Api;
-pub use builtin::apis;
+pub(crate) use capabilities::of_devices as capabilities_of;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
-pub use ctx::{DeviceCtx, KernelCtx, Refusal};
+pub(crate) use custom::launch_host;
 pub use custom::{call_registered, downcast};
-pub use device_args::{DevArg, DevSlice, DevSliceMut, PlacedArgs};
+pub use device_args::{DevArg, PlacedArgs};
 pub use dispatch::KernelArg;
 pub use host_args::HostArg;
 pub use merge::{rules as merge_rules, Joins, MergeRule, MergedArgs, Params, UNMERGED_GROUP};
-pub use ops::{FftDirection, ZipOp};
-pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
-pub use value::{assert_kernel_value, KernelValue};

@@ -11,9 +11,9 @@
 //! It runs once, when the runtime is built, before any buffer exists; its copies are not
 //! counted in the stats, though its one pool block per device is.
 
-use crate::data::Memory;
-use crate::error::{Error, Result};
-use crate::space::{LinkModel, SpaceId};
+use crate::hal::SpaceId;
+use crate::hal::{Error, Result};
+use crate::space::{LinkModel, MemorySystem};
 use std::time::{Duration, Instant};
 
 /// Tries per size and direction; the fastest counts.
@@ -22,7 +22,7 @@ const TRIES: usize = 5;
 const LARGE_BYTES: usize = 1 << 20;
 
 /// Measures the link of every space of `memory` that has one and records the fitted model.
-pub(crate) fn calibrate_links(memory: &Memory) -> Result<()> {
+pub(crate) fn calibrate_links<B>(memory: &MemorySystem<B>) -> Result<()> {
     for index in 1..memory.space_count() {
         let space = SpaceId(index as u8);
         let Some((configured, simulated)) = memory.configured_link(space) else {
@@ -60,8 +60,8 @@ pub(crate) fn calibrate_links(memory: &Memory) -> Result<()> {
 }
 
 /// The fastest of [`TRIES`] copies of `bytes` from `src` in `from` to `dst` in `to`.
-fn fastest_copy(
-    memory: &Memory,
+fn fastest_copy<B>(
+    memory: &MemorySystem<B>,
     from: SpaceId,
     to: SpaceId,
     src: *mut u8,

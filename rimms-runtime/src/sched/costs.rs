@@ -11,7 +11,7 @@
 //! one CPU call is running need not wait for it — an earliest-finish-time scheduler that forgot
 //! this would send work over a link to a card while CPU workers sat idle.
 
-use crate::device::Device;
+use crate::hal::Device;
 use crate::space::LinkModel;
 use std::time::Duration;
 

@@ -11,17 +11,16 @@
 //! Everything here is off the resident fast path: a call that names its device never touches
 //! the scheduler.
 //!
-//! Its part of `impl Runtime`: `place` (the device a call runs on) and `policy`.
+//! The scheduler is policy alone: it is handed the candidates and asks the caller what each
+//! would cost to move data to (`kernel::choose` hands it the device table and the call's
+//! arguments), so it imports neither the runtime nor the kernels nor the buffers.
 
 pub(crate) mod calibrate;
 mod costs;
 
 pub use costs::CostTable;
 
-use crate::device::{Device, Target};
-use crate::kernel::registry::registry;
-use crate::kernel::{Api, KernelArg};
-use crate::runtime::DeviceEntry;
+use crate::hal::Device;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -139,51 +138,37 @@ impl Scheduler {
         &self.policy
     }
 
-    /// Picks the device for a call of `api` on `args` among `devices` that implement it and
-    /// that `fits` accepts (a device limit such as an FFT core's largest size).
+    /// Picks the device (its position in `devices`) for a call of the API named `api` on `bytes` bytes of arguments among
+    /// the `devices` (the runtime's device table, in order) that `takes` (those that implement
+    /// the API and whose check accepts the call, a device limit such as an FFT core's largest
+    /// size); `transfer_ns` is what moving the call's data to a device would cost.
     ///
-    /// `fits` runs users' `accepts` checks, which may call the runtime (a `Target::Auto`
+    /// `takes` runs users' `accepts` checks, which may call the runtime (a `Target::Auto`
     /// call of their own included), so every device is asked before the lock is taken: held
     /// around them, the lock would be waited for by the thread that holds it.
-    pub(crate) fn place<'s>(
+    pub(crate) fn choose<'s, E>(
         &'s self,
-        devices: &[DeviceEntry],
-        api: Api,
-        args: &[KernelArg<'_>],
-        fits: impl Fn(&DeviceEntry) -> bool,
-    ) -> Result<(Device, Ticket<'s>), NoCandidate> {
-        let index = api.index();
-        let takes: Vec<usize> = (0..devices.len())
-            .filter(|&i| {
-                let entry = &devices[i];
-                registry()
-                    .implementation(index, entry.device().kind(), entry.form())
-                    .is_some()
-                    && fits(entry)
-            })
-            .collect();
+        devices: &[E],
+        device_of: impl Fn(&E) -> Device,
+        api: &str,
+        bytes: usize,
+        takes: impl Fn(&E) -> bool,
+        transfer_ns: impl Fn(&E) -> u64,
+    ) -> Result<(usize, Ticket<'s>), NoCandidate> {
+        let takes: Vec<usize> = (0..devices.len()).filter(|&i| takes(&devices[i])).collect();
         // Nothing inside can leave the unit value half-changed, so a poisoned lock is fine.
         let _one_at_a_time = self.placing.lock().unwrap_or_else(|e| e.into_inner());
         let candidates = || takes.iter().copied();
-        let bytes: usize = args.iter().map(|a| a.len).sum();
-        let run_ns = |i: usize| self.costs.estimate(api.name(), devices[i].device(), bytes);
+        let run_ns = |i: usize| self.costs.estimate(api, device_of(&devices[i]), bytes);
         let wait = |i: usize| self.queues[i].wait_ns();
-        let transfer_ns = |i: usize| -> u64 {
-            let entry = &devices[i];
-            args.iter()
-                .map(|a| {
-                    a.raw
-                        .transfer_ns(a.start, a.len, entry.space(), entry.reaches(), a.access)
-                })
-                .sum()
-        };
+        let transfer_ns = |i: usize| transfer_ns(&devices[i]);
         let pick = match &self.policy {
             Policy::Fixed { default, per_api } => {
                 let wanted = per_api
                     .iter()
-                    .find(|(name, _)| name == api.name())
+                    .find(|(name, _)| name == api)
                     .map_or(*default, |(_, device)| *device);
-                candidates().find(|&i| devices[i].device() == wanted)
+                candidates().find(|&i| device_of(&devices[i]) == wanted)
             }
             Policy::RoundRobin => {
                 let count = candidates().count().max(1);
@@ -198,7 +183,7 @@ impl Scheduler {
         let queue = &self.queues[pick];
         queue.ns.fetch_add(estimate, Ordering::Relaxed);
         queue.calls.fetch_add(1, Ordering::Relaxed);
-        Ok((devices[pick].device(), Ticket { queue, estimate }))
+        Ok((pick, Ticket { queue, estimate }))
     }
 }
 
@@ -225,43 +210,4 @@ fn cheapest(
         }
     }
     best.map(|(i, _)| i)
-}
-
-impl crate::runtime::Runtime {
-    /// The device a call of `api` runs on: the one `target` names, or the scheduler's pick for
-    /// `Target::Auto` among devices `fits` accepts (`args` is only built then). The ticket, if
-    /// any, must live until the call has finished.
-    pub(crate) fn place<'a, A: AsRef<[KernelArg<'a>]>>(
-        &self,
-        target: Target,
-        api: Api,
-        args: impl FnOnce() -> A,
-        fits: impl Fn(&DeviceEntry) -> bool,
-    ) -> crate::Result<(Device, Option<Ticket<'_>>)> {
-        let device = match target {
-            Target::On(device) => return Ok((device, None)),
-            Target::Auto => {
-                let shared = &**self.shared();
-                shared
-                    .scheduler()
-                    .place(shared.device_entries(), api, args().as_ref(), fits)
-            }
-        };
-        match device {
-            Ok((device, ticket)) => Ok((device, Some(ticket))),
-            Err(NoCandidate) => Err(crate::Error::NoImplementation {
-                api: api.name(),
-                device: Target::Auto,
-                available: format!(
-                    "{}, none of whose devices here takes this call",
-                    registry().describe(api.index())
-                ),
-            }),
-        }
-    }
-
-    /// How this runtime places `Target::Auto` calls.
-    pub fn policy(&self) -> &Policy {
-        self.shared().scheduler().policy()
-    }
 }

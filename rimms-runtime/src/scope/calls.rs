@@ -5,11 +5,12 @@
 
 use super::{lock, Scope};
 use crate::data::{Input, Output};
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::hal::Device;
+use crate::hal::{Error, Result};
+use crate::hal::{FftDirection, ZipOp};
 use crate::kernel::builtin_checks as check;
 use crate::kernel::merge::{rules, Group};
-use crate::kernel::{FftDirection, KernelArg, MergeRule, Params, ZipOp, UNMERGED_GROUP};
+use crate::kernel::{KernelArg, MergeRule, Params, UNMERGED_GROUP};
 use num_complex::Complex32 as C32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -245,7 +246,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if len != out_len {
             check::same_len("fft", device.into(), ["input", "output"], [len, out_len])?;
         }
-        let device_checks = || self.rt.check_fft_on(device, dir, points, len);
+        let device_checks = || check::check_fft_on(self.rt.shared(), device, dir, points, len);
         if !(points.is_power_of_two() && len & (points - 1) == 0) {
             // The one check of the call's own shape among them (the rest depend on the device
             // and the transform size only), which a call that joins a group must not skip.
@@ -275,7 +276,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             check::same_len("zip", device.into(), ["a", "b"], [lens[0], lens[1]])?;
             check::same_len("zip", device.into(), ["a", "out"], [lens[0], lens[2]])?;
         }
-        self.rt.check_zip_on(device, op, lens[0])?;
+        check::check_zip_on(self.rt.shared(), device, op, lens[0])?;
         let args = [
             KernelArg::read("a", a),
             KernelArg::read("b", b),

@@ -24,12 +24,10 @@
 //! itself. No runtime lock is held while a job runs, beyond the device's turn.
 
 mod calls;
-pub(crate) mod queues;
 
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::runtime::Runtime;
-use queues::Job;
+use crate::hal::{Device, Error, Result};
+use crate::machine::queues::{self, Job};
+use crate::machine::Runtime;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -211,54 +209,32 @@ const MIN_NAP: Duration = Duration::from_micros(50);
 /// The longest a turn holder's naps grow to while nothing is queued on its devices.
 const MAX_TURN_NAP: Duration = Duration::from_millis(1);
 
-impl Runtime {
-    /// Runs `f`, whose submitted calls run concurrently, and returns once all have finished:
-    /// `Ok` with `f`'s value, or the first error a job returned. A panic in a job is resumed
-    /// here after the others finished.
-    ///
-    /// ```
-    /// # use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
-    /// # fn main() -> rimms_runtime::Result<()> {
-    /// let rt = Runtime::builder().sim(SimConfig::default()).build()?;
-    /// let signal = HeteData::from_slice(&rt, &vec![Complex32::new(1.0, 0.0); 4 * 1024])?;
-    /// let mut spectrum = HeteData::<Complex32>::alloc(&rt, 4 * 1024)?;
-    /// let (rows_in, mut rows_out) = (signal.rows(1024)?, spectrum.rows_mut(1024)?);
-    /// rt.scope(|s| {
-    ///     for (k, (row, out)) in rows_in.iter().zip(rows_out.iter_mut()).enumerate() {
-    ///         let device = if k % 2 == 0 { Device::Cpu } else { Device::Sim(0) };
-    ///         s.spawn(move |rt| rt.fft(device, FftDirection::Forward, 1024, row, out));
-    ///     }
-    /// })?;
-    /// assert_eq!(spectrum.host()?[3 * 1024].re, 1024.0);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn scope<'env, F, T>(&'env self, f: F) -> Result<T>
-    where
-        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
-    {
-        let scope = Scope {
-            rt: self,
-            state: Arc::new(ScopeState::default()),
-            calls: Mutex::default(),
-            scope: PhantomData,
-            env: PhantomData,
-        };
-        let outcome = catch_unwind(AssertUnwindSafe(|| f(&scope)));
-        // Calls the body submitted and the scope still holds go to their queues now (they
-        // were accepted, and their borrows end with the scope like the jobs').
-        scope.close_calls();
-        // Whatever `f` did, no job may outlive the borrows it holds.
-        scope.state.wait();
-        if let Some(payload) = lock(&scope.state.panic).take() {
-            resume_unwind(payload);
-        }
-        let value = outcome.unwrap_or_else(|payload| resume_unwind(payload));
-        let error = lock(&scope.state.error).take();
-        match error {
-            Some(error) => Err(error),
-            None => Ok(value),
-        }
+/// Runs `f` in a new scope on `rt`: `Runtime::scope`.
+pub(crate) fn run<'env, F, T>(rt: &'env Runtime, f: F) -> Result<T>
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
+{
+    let scope = Scope {
+        rt,
+        state: Arc::new(ScopeState::default()),
+        calls: Mutex::default(),
+        scope: PhantomData,
+        env: PhantomData,
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| f(&scope)));
+    // Calls the body submitted and the scope still holds go to their queues now (they
+    // were accepted, and their borrows end with the scope like the jobs').
+    scope.close_calls();
+    // Whatever `f` did, no job may outlive the borrows it holds.
+    scope.state.wait();
+    if let Some(payload) = lock(&scope.state.panic).take() {
+        resume_unwind(payload);
+    }
+    let value = outcome.unwrap_or_else(|payload| resume_unwind(payload));
+    let error = lock(&scope.state.error).take();
+    match error {
+        Some(error) => Err(error),
+        None => Ok(value),
     }
 }
 

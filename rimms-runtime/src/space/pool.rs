@@ -4,7 +4,7 @@
 use super::region::Region;
 use super::SpaceName;
 use crate::alloc::{NfAllocator, UnitAllocator};
-use crate::error::{Error, Result};
+use crate::hal::{Error, Result};
 use std::sync::Mutex;
 
 /// A run of granules handed out by a pool.

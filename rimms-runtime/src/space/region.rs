@@ -5,40 +5,10 @@
 //! the hot path. An anonymous mapping is lazily committed by the kernel, so a large
 //! reservation costs only the pages that are touched.
 
-use super::device_memory::SharedDeviceMemory;
-use super::SpaceName;
-use crate::error::{Error, Result};
+use crate::hal::{Error, Result};
+use crate::hal::{MappedMemory, SharedDeviceMemory, SpaceName};
 use memmap2::MmapMut;
-use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::Arc;
-
-/// Host-addressable memory that a backend maps and keeps alive: `len` bytes at `base`, valid
-/// while `owner` lives.
-#[derive(Clone)]
-pub struct MappedMemory {
-    /// First byte.
-    pub base: NonNull<u8>,
-    /// Bytes available to the pool.
-    pub len: usize,
-    /// Keeps the mapping alive as long as any pool uses it.
-    pub owner: Arc<dyn Any + Send + Sync>,
-}
-
-impl std::fmt::Debug for MappedMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MappedMemory")
-            .field("base", &self.base)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-// SAFETY: the memory is a shared mapping owned by `owner` (Send + Sync); who reads and writes
-// which bytes is governed by the pool and the buffers, as for an anonymous mapping.
-unsafe impl Send for MappedMemory {}
-// SAFETY: as for `Send`: `&MappedMemory` gives out only the address, never the bytes.
-unsafe impl Sync for MappedMemory {}
 
 // SAFETY: `base` points into `map`, which the region owns; the pointer itself is only an
 // address, and access to the bytes is governed by the pool and the buffers.

@@ -16,9 +16,9 @@ use super::{
     LinkModel, Occupancy, Pending, Pool, SharedDeviceMemory, SpaceId, SpaceName, SpaceSet,
     MAX_SPACES,
 };
-use crate::backend::error::BackendError;
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::hal::BackendError;
+use crate::hal::Device;
+use crate::hal::{Error, Result};
 use crate::stats::{trace_transfer, Counters, LinkStats, Reason, SpaceStats, Timeline};
 use std::collections::BTreeMap;
 use std::ops::Range;

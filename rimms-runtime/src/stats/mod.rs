@@ -16,8 +16,8 @@ pub(crate) use trace::{
     enabled_from_env as trace_enabled_from_env, trace_eviction, trace_transfer,
 };
 
-use crate::error::{Error, Result};
-use crate::space::{SpaceId, MAX_SPACES};
+use crate::hal::{Error, Result};
+use crate::hal::{SpaceId, MAX_SPACES};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -372,7 +372,7 @@ impl Stats {
         if let Some(a) = self.apis.iter().find(|a| a.name == name) {
             return Ok(a.clone());
         }
-        let declared = crate::kernel::registry::registry().apis();
+        let declared = crate::hal::registry::registry().apis();
         match declared.iter().find(|a| a.name() == name) {
             Some(a) => Ok(ApiStats {
                 name: a.name(),

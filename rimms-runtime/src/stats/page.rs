@@ -51,9 +51,9 @@
 //! before it trusts anything, and retries a read that overlapped an update.
 
 use super::{LinkStats, SpaceStats, Stats};
-use crate::error::{Error, Result};
+use crate::hal::MAX_SPACES;
+use crate::hal::{Error, Result};
 use crate::input_file::{open_regular, InputFileError};
-use crate::space::MAX_SPACES;
 use memmap2::{Mmap, MmapMut, MmapOptions};
 use std::fs::OpenOptions;
 use std::io;

@@ -5,9 +5,21 @@
 pub use super::host_kernels as kernels;
 
 use super::{Backend, BackendError, SpaceSpec};
-use crate::device::{ArgForm, Device};
+use crate::hal::{ArgForm, Device};
+use std::any::Any;
 
-pub(crate) struct CpuBackend;
+pub(crate) struct CpuBackend {
+    /// Its FFT kernels' plans, reached through its handle.
+    plans: kernels::FftPlans,
+}
+
+impl CpuBackend {
+    pub(crate) fn new() -> CpuBackend {
+        CpuBackend {
+            plans: kernels::FftPlans::new(),
+        }
+    }
+}
 
 impl Backend for CpuBackend {
     fn device(&self) -> Device {
@@ -22,6 +34,11 @@ impl Backend for CpuBackend {
         ArgForm::Host
     }
 
+    /// Its FFT plans, which its FFT kernels reach through their context.
+    fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
+        Some(&self.plans)
+    }
+
     fn completion(&self) -> Result<(), BackendError> {
         // Host kernels validate their shapes before they run and cannot fail after.
         Ok(())
@@ -32,10 +49,20 @@ impl Backend for CpuBackend {
 /// (which run the CPU's kernels on their own memory); the FFTs are the CPU's alone, since a
 /// sim's may have a limit (`backend::sim` registers its own, with its check).
 mod implementations {
+    use crate::apis;
     use crate::backend::host_kernels as kernels;
-    use crate::error::Result;
-    use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
+    use crate::hal::{BackendError, Error, FftDirection, KernelCtx, Result, ZipOp};
     use num_complex::Complex32 as C32;
+
+    /// The CPU backend's FFT plans, which it hands its kernels as its handle.
+    fn plans<'c>(ctx: &'c KernelCtx, api: &'static str) -> Result<&'c kernels::FftPlans> {
+        ctx.device_handle::<kernels::FftPlans>()
+            .ok_or_else(|| Error::Kernel {
+                api,
+                device: ctx.device(),
+                source: BackendError::Invalid("the device has no FFT plans".to_string()),
+            })
+    }
 
     #[rimms_macros::kernel(api = apis::fft, device = cpu)]
     fn fft(
@@ -45,7 +72,7 @@ mod implementations {
         input: &[C32],
         #[out] output: &mut [C32],
     ) -> Result<()> {
-        kernels::fft_rows(ctx.fft_plans(), dir, points, input, output);
+        kernels::fft_rows(plans(ctx, "fft")?, dir, points, input, output);
         Ok(())
     }
 
@@ -56,7 +83,7 @@ mod implementations {
         points: usize,
         data: &mut [C32],
     ) -> Result<()> {
-        kernels::fft_rows_in_place(ctx.fft_plans(), dir, points, data);
+        kernels::fft_rows_in_place(plans(ctx, "fft_in_place")?, dir, points, data);
         Ok(())
     }
 

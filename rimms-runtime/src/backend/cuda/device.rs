@@ -8,12 +8,14 @@ use super::kernels::Arg;
 use super::space::GpuSpace;
 use super::stream::GpuStream;
 use super::{cuda_error, probe, probe_detailed, Probe, Unusable};
-use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
-use crate::device::{ArgForm, Device};
-use crate::error::{Error, Result};
-use crate::kernel::{apis, DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
+use crate::apis;
+use crate::backend::{Backend, SpaceBacking, SpaceSpec};
+use crate::hal::BackendError;
+use crate::hal::{ArgForm, Device};
+use crate::hal::{DevSlice, DevSliceMut};
+use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
+use crate::hal::{Error, Result};
 use crate::space::LinkModel;
-use crate::{DevSlice, DevSliceMut};
 use cudarc::driver::CudaContext;
 use num_complex::Complex32 as C32;
 use std::any::Any;
@@ -88,7 +90,7 @@ impl GpuBackend {
             device.total_memory >> 20,
             device.compute_capability.0,
             device.compute_capability.1,
-            crate::space::DeviceMemory::capacity(&space) >> 20
+            crate::hal::DeviceMemory::capacity(&space) >> 20
         );
         Ok(Ok(GpuBackend {
             index: n,
@@ -105,12 +107,12 @@ impl Backend for GpuBackend {
     fn own_space(&self) -> Option<SpaceSpec> {
         Some(SpaceSpec {
             name: self.space.device().to_string(),
-            pool_bytes: crate::space::DeviceMemory::capacity(&*self.space),
+            pool_bytes: crate::hal::DeviceMemory::capacity(&*self.space),
             link: PCIE_GEN5,
             simulate: false,
             fail_copies: false,
             host_mapped: false,
-            memory: SpaceMemory::Device(self.space.clone()),
+            memory: SpaceBacking::Device(self.space.clone()),
         })
     }
 

@@ -12,7 +12,7 @@
 
 use super::cuda_error;
 use super::stream::GpuStream;
-use crate::error::{Error, Result};
+use crate::hal::{Error, Result};
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -19,9 +19,9 @@
 use super::fft::{FftPlan, FftPlans};
 use super::stream::GpuStream;
 use super::{cuda_error, Unusable};
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::kernel::{FftDirection, ZipOp};
+use crate::hal::Device;
+use crate::hal::{Error, Result};
+use crate::hal::{FftDirection, ZipOp};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use num_complex::Complex32;

@@ -38,7 +38,7 @@ pub use probe::{
     GpuDevice, GpuInfo, Libraries, Probe, MIN_DRIVER_VERSION, NO_GPU_ENV,
 };
 
-use crate::error::Error;
+use crate::hal::Error;
 
 /// Why a CUDA library, device or compilation cannot be used, in words for the user: what
 /// [`Error::NoGpu`] and [`Error::Cuda`] show. A type of its own so that the reasons the probe,

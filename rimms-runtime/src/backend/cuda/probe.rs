@@ -20,7 +20,7 @@
 //! unwinding into the caller.
 
 use super::Unusable;
-use crate::error::Result;
+use crate::hal::Result;
 use cudarc::driver::{result, sys, DriverError};
 use std::sync::OnceLock;
 

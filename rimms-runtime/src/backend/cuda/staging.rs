@@ -15,8 +15,8 @@
 
 use super::cuda_error;
 use super::stream::GpuEvent;
-use crate::device::Device;
-use crate::error::Result;
+use crate::hal::Device;
+use crate::hal::Result;
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -9,8 +9,8 @@
 //! asynchronous layer needs, would order the same work with much more code to get wrong.)
 
 use super::cuda_error;
-use crate::device::Device;
-use crate::error::Result;
+use crate::hal::Device;
+use crate::hal::Result;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::Arc;
 

@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use super::fault::{rejected, FpgaFault};
 use super::regs::RegisterPage;
-pub use crate::backend::error::{Channel, DmaErrorBit};
-use crate::Result;
+pub use crate::hal::backend_error::{Channel, DmaErrorBit};
+use crate::hal::Result;
 
 /// MM2S control register.
 pub const MM2S_DMACR: usize = 0x00;
@@ -431,7 +431,7 @@ impl AxiDma {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Error;
+    use crate::hal::Error;
 
     fn page() -> (tempfile::TempDir, AxiDma) {
         let dir = tempfile::tempdir().unwrap();

@@ -47,7 +47,7 @@ use super::fft_ip::{FftIp, DEFAULT_CONFIG_OFFSET, POINT_BYTES};
 use super::regs::RegisterPage;
 use super::udmabuf::Udmabuf;
 use super::zip_ip::{ZipCoreOp, ZipIp};
-use crate::{Error, FftDirection, Result, ZipOp};
+use crate::hal::{Error, FftDirection, Result, ZipOp};
 
 /// Staging areas are whole 4 KiB pages.
 const STAGING_ALIGN: usize = 4096;

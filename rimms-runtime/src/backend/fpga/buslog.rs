@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::fault::{file_error, FpgaFault};
-use crate::Result;
+use crate::hal::Result;
 
 /// Entries the log holds before writers wait.
 pub const LOG_SLOTS: usize = 4096;

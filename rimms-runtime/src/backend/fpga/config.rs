@@ -43,8 +43,8 @@ use super::axi_dma::{DmaLimits, S2MM_LENGTH};
 use super::fft_ip::{FFT_MAX_POINTS, FFT_MIN_POINTS};
 use super::udmabuf::{CacheMode, SyncMethod};
 use super::zip_ip::{ZIP_DEFAULT_MAX_FLOATS, ZIP_OP_REG};
+use crate::hal::{Error, Result};
 use crate::input_file::{read_text_capped, InputFileError};
-use crate::{Error, Result};
 
 /// The most bytes a board file may have: 4 MiB, a thousand times the commented example of
 /// a 2-FFT + 2-ZIP board (`docs/board-example.toml`, 4 KiB), so that a board of hundreds of

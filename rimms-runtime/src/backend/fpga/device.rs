@@ -9,12 +9,15 @@ use super::config::BoardConfig;
 use super::emulator::{Emulator, EmulatorLayout};
 use super::timing::TimingModel;
 use super::udmabuf::CacheMode;
-use crate::backend::error::FpgaFault;
-use crate::backend::{Backend, BackendError, SpaceMemory, SpaceSpec};
-use crate::device::{ArgForm, Device};
-use crate::error::{Error, Result};
-use crate::kernel::{apis, DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
-use crate::space::{LinkModel, MappedMemory};
+use crate::apis;
+use crate::backend::{Backend, SpaceBacking, SpaceSpec};
+use crate::hal::BackendError;
+use crate::hal::FpgaFault;
+use crate::hal::MappedMemory;
+use crate::hal::{ArgForm, Device};
+use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
+use crate::hal::{Error, Result};
+use crate::space::LinkModel;
 use num_complex::Complex32 as C32;
 use std::any::Any;
 use std::path::PathBuf;
@@ -182,7 +185,7 @@ impl Backend for FpgaDevice {
             simulate: link.is_some(),
             fail_copies: false,
             host_mapped: true,
-            memory: SpaceMemory::Mapped(MappedMemory {
+            memory: SpaceBacking::Mapped(MappedMemory {
                 // SAFETY: `Board::pool_range` starts at offset 0 of the mapping and ends inside
                 // it, so the offset stays inside the mapping's one allocation.
                 base: unsafe { memory.base().add(range.start) },

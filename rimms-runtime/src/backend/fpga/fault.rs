@@ -2,14 +2,14 @@
 //!
 //! The runtime needs to tell a refused request (nothing happened, fall back or report) from a
 //! device fault (a DMA error bit, a transfer that never ended, a short packet), and a test needs
-//! to assert which one it got, so faults are an enum (defined with the backends' errors in [`crate::backend::error`])
+//! to assert which one it got, so faults are an enum (defined with the backends' errors in the vocabulary, [`crate::backend::error`])
 //! carried by [`crate::Error::Fpga`] rather than
 //! a string.
 
 use std::path::PathBuf;
 
-pub use crate::backend::error::FpgaFault;
-use crate::Error;
+use crate::hal::Error;
+pub use crate::hal::FpgaFault;
 
 impl FpgaFault {
     /// Wraps the fault into the crate's error for `device`.

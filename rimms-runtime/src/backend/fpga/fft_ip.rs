@@ -30,7 +30,7 @@ use super::axi_dma::{AxiDma, Channel};
 use super::config::FftConfigPath;
 use super::fault::FpgaFault;
 use super::regs::RegisterPage;
-use crate::{FftDirection, Result};
+use crate::hal::{FftDirection, Result};
 
 /// Smallest transform the core does.
 pub const FFT_MIN_POINTS: usize = 8;

@@ -28,7 +28,7 @@ use nix::fcntl::OFlag;
 use super::buslog::{BusLog, BusWrite};
 use super::config::RegisterBlock;
 use super::fault::{file_error, FpgaFault};
-use crate::Result;
+use crate::hal::Result;
 
 /// A mapped register page.
 #[derive(Debug)]
@@ -202,7 +202,7 @@ fn spin_for(d: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Error;
+    use crate::hal::Error;
 
     #[test]
     fn offsets_are_checked_and_values_land_in_the_file() {

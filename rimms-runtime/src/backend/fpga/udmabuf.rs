@@ -54,7 +54,8 @@ use serde::{Deserialize, Serialize};
 
 use super::config::UdmabufConfig;
 use super::fault::{file_error, rejected};
-use crate::{Complex32, Result};
+use crate::hal::Result;
+use num_complex::Complex32;
 
 /// Whether the CPU maps the buffer cached (explicit maintenance) or uncached (`O_SYNC`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@
 use super::axi_dma::{AxiDma, Channel};
 use super::fault::FpgaFault;
 use super::regs::RegisterPage;
-use crate::{Result, ZipOp};
+use crate::hal::{Result, ZipOp};
 
 /// The size register.
 pub const ZIP_SIZE_REG: usize = 0x10;

@@ -4,8 +4,8 @@
 //! dereferenced a device address would fault rather than quietly work; the bytes live in a
 //! host allocation that only this interface reads and writes.
 
-use crate::backend::BackendError;
-use crate::space::DeviceMemory;
+use crate::hal::BackendError;
+use crate::hal::DeviceMemory;
 use std::any::Any;
 use std::sync::Mutex;
 

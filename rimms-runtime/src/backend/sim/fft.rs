@@ -2,17 +2,29 @@
 //! that both forms of its FFT implementations carry: the CPU's transforms, refused beyond the
 //! size the sim plays (an FPGA core's 2,048 points, say).
 
-use super::SimConfig;
+use super::SimState;
+use crate::apis;
 use crate::backend::host_kernels as kernels;
-use crate::error::Result;
-use crate::kernel::{apis, DeviceCtx, FftDirection, KernelCtx, Refusal};
+use crate::hal::{BackendError, Error, Result};
+use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal};
 use num_complex::Complex32 as C32;
+
+/// The sim's FFT plans, which it hands its kernels in its handle.
+pub(super) fn plans<'c>(ctx: &'c KernelCtx, api: &'static str) -> Result<&'c kernels::FftPlans> {
+    ctx.device_handle::<SimState>()
+        .map(|s| &s.plans)
+        .ok_or_else(|| Error::Kernel {
+            api,
+            device: ctx.device(),
+            source: BackendError::Invalid("the device has no FFT plans".to_string()),
+        })
+}
 
 /// Refuses FFTs over the sim's limit, read from its configuration (its handle).
 fn points_fit(dev: &DeviceCtx<'_>, points: usize) -> std::result::Result<(), Refusal> {
     match dev
-        .device_handle::<SimConfig>()
-        .and_then(|c| c.max_fft_points)
+        .device_handle::<SimState>()
+        .and_then(|s| s.config.max_fft_points)
     {
         Some(max) if points > max => Err(Refusal::new(format!(
             "{points}-point FFT exceeds this device's limit of {max} points"
@@ -50,12 +62,12 @@ fn fft(
     input: &[C32],
     #[out] output: &mut [C32],
 ) -> Result<()> {
-    kernels::fft_rows(ctx.fft_plans(), dir, points, input, output);
+    kernels::fft_rows(plans(ctx, "fft")?, dir, points, input, output);
     Ok(())
 }
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = sim, accepts = fits_in_place)]
 fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
-    kernels::fft_rows_in_place(ctx.fft_plans(), dir, points, data);
+    kernels::fft_rows_in_place(plans(ctx, "fft_in_place")?, dir, points, data);
     Ok(())
 }

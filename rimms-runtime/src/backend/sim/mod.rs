@@ -11,8 +11,8 @@ mod device_memory;
 mod fft;
 mod staged;
 
-use super::{Backend, BackendError, SpaceMemory, SpaceSpec};
-use crate::device::{ArgForm, Device};
+use super::{host_kernels, Backend, BackendError, SpaceBacking, SpaceSpec};
+use crate::hal::{ArgForm, Device};
 use crate::space::LinkModel;
 use device_memory::SimDeviceMemory;
 use std::any::Any;
@@ -79,8 +79,27 @@ impl Default for SimConfig {
 }
 
 pub(crate) struct SimBackend {
-    pub index: u8,
-    pub config: SimConfig,
+    index: u8,
+    state: SimState,
+}
+
+/// What a sim's kernels and checks reach through its handle: its configuration (the FFT
+/// limit) and the plans of its FFTs, which run the CPU's.
+pub(crate) struct SimState {
+    pub(crate) config: SimConfig,
+    pub(crate) plans: host_kernels::FftPlans,
+}
+
+impl SimBackend {
+    pub(crate) fn new(index: u8, config: SimConfig) -> SimBackend {
+        SimBackend {
+            index,
+            state: SimState {
+                config,
+                plans: host_kernels::FftPlans::new(),
+            },
+        }
+    }
 }
 
 impl Backend for SimBackend {
@@ -91,37 +110,38 @@ impl Backend for SimBackend {
     fn own_space(&self) -> Option<SpaceSpec> {
         Some(SpaceSpec {
             name: format!("sim{}", self.index),
-            pool_bytes: self.config.pool_bytes,
-            link: self.config.link,
-            simulate: self.config.simulate_link,
-            fail_copies: self.config.fail_copies,
-            host_mapped: self.config.host_mapped,
-            memory: if self.config.device_memory {
-                SpaceMemory::Device(Arc::new(SimDeviceMemory::new(
+            pool_bytes: self.state.config.pool_bytes,
+            link: self.state.config.link,
+            simulate: self.state.config.simulate_link,
+            fail_copies: self.state.config.fail_copies,
+            host_mapped: self.state.config.host_mapped,
+            memory: if self.state.config.device_memory {
+                SpaceBacking::Device(Arc::new(SimDeviceMemory::new(
                     self.index,
-                    self.config.pool_bytes,
+                    self.state.config.pool_bytes,
                 )))
             } else {
-                SpaceMemory::Reserve
+                SpaceBacking::Reserve
             },
         })
     }
 
     fn arg_form(&self) -> ArgForm {
-        if self.config.device_memory {
+        if self.state.config.device_memory {
             ArgForm::Device
         } else {
             ArgForm::Host
         }
     }
 
-    /// Its configuration, where its FFT implementations' checks read its limit.
+    /// Its configuration, where its FFT implementations' checks read its limit, and its FFT
+    /// plans.
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
-        Some(&self.config)
+        Some(&self.state)
     }
 
     fn completion(&self) -> Result<(), BackendError> {
-        if self.config.fail_kernels {
+        if self.state.config.fail_kernels {
             Err(BackendError::InjectedFault("kernel"))
         } else {
             Ok(())

@@ -7,10 +7,11 @@
 //! addresses in the pool, copies and fills through the backend, implementations that take
 //! `DevSlice`s — on any machine, checked against the same CPU reference.
 
+use crate::apis;
 use crate::backend::host_kernels as kernels;
-use crate::error::Result;
-use crate::kernel::{apis, FftDirection, KernelCtx, ZipOp};
-use crate::{DevSlice, DevSliceMut};
+use crate::hal::Result;
+use crate::hal::{DevSlice, DevSliceMut};
+use crate::hal::{FftDirection, KernelCtx, ZipOp};
 use bytemuck::Pod;
 use num_complex::Complex32 as C32;
 
@@ -50,8 +51,9 @@ fn fft(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
+    let plans = super::fft::plans(ctx, "fft")?;
     map(ctx, input, output, |i, o| {
-        kernels::fft_rows(ctx.fft_plans(), dir, points, i, o)
+        kernels::fft_rows(plans, dir, points, i, o)
     })
 }
 
@@ -62,8 +64,9 @@ fn fft_in_place(
     points: usize,
     data: DevSliceMut<C32>,
 ) -> Result<()> {
+    let plans = super::fft::plans(ctx, "fft_in_place")?;
     update(ctx, data, |d| {
-        kernels::fft_rows_in_place(ctx.fft_plans(), dir, points, d)
+        kernels::fft_rows_in_place(plans, dir, points, d)
     })
 }
 

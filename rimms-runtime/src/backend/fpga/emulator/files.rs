@@ -14,7 +14,7 @@ use crate::backend::fpga::config::{
     AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig,
 };
 use crate::backend::fpga::udmabuf::CLASS_DIRS;
-use crate::{Error, Result};
+use crate::hal::{Error, Result};
 
 /// The generated board configuration's file name.
 pub(crate) const CONFIG_FILE: &str = "board.toml";

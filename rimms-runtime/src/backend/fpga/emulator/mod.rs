@@ -79,7 +79,7 @@ use serde::{Deserialize, Serialize};
 use super::axi_dma::{Channel, DmaErrorBit};
 use super::config::{AccelKind, BoardConfig, FftConfigPath};
 use super::udmabuf::{CacheMode, SyncDirection, SyncFor, SyncMethod};
-use crate::{Error, Result};
+use crate::hal::{Error, Result};
 
 fn default_timeout_ms() -> u64 {
     200

@@ -24,7 +24,7 @@
 //! first and then waited for the turn would hold that job out of reach of the one thread that
 //! can run it.
 
-use crate::device::Device;
+use crate::hal::Device;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};

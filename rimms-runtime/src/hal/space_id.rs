@@ -2,7 +2,7 @@
 //! and, where a person will read it, by that position together with its name
 //! ([`SpaceName`]).
 //!
-//! This module is a leaf, like `device.rs`: errors name spaces with these types, and every
+//! Part of the vocabulary (`hal`), a leaf: errors name spaces with these types, and every
 //! layer that fails may build an error, so nothing here may import the rest of the crate.
 
 use std::fmt;

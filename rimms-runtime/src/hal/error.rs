@@ -4,9 +4,9 @@
 //! last valid copy, pools their allocations, stats their figures. Messages name what was wrong
 //! and where, so they can be shown to a user as they are.
 
-use crate::backend::error::{BackendError, FpgaFault};
-use crate::device::{Device, Target};
-use crate::space::SpaceName;
+use crate::hal::SpaceName;
+use crate::hal::{BackendError, FpgaFault};
+use crate::hal::{Device, Target};
 use std::fmt;
 use std::io;
 

@@ -6,14 +6,14 @@
 //! arrays indexed by API and device kind, so a call finds its implementation (and the
 //! implementation's `accepts` check, if it has one) with two loads.
 
-use crate::coherence::Access;
-use crate::device::ArgForm;
+use super::access::Access;
+use crate::hal::ArgForm;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::device::DeviceKind;
+use crate::hal::DeviceKind;
 
 /// A declared API: its name and, once registered, its index in the per-API counters.
 pub struct ApiDecl {

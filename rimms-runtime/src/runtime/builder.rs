@@ -1,52 +1,21 @@
-//! The runtime: its device table, the handle programs hold, and the builder that opens the
-//! devices and puts them together with the memory system.
-//!
-//! What the runtime's handles share ([`Shared`]) is the device table (what dispatch needs of
-//! each device, copied out of its backend once), the memory system (`space::MemorySystem`:
-//! spaces, pools, links, the copy engine and its counters) and what places and runs calls.
-//! `Runtime` is a cheap handle (an `Arc`); buffers hold the memory system, so pools outlive
-//! every block carved from them whatever order things are dropped in.
-//!
-//! `impl Runtime` is spread by topic: here, building and the handle's own questions (devices,
-//! spaces, stats, fault injection); `kernel::dispatch` runs a call, `kernel::builtin` the
-//! typed built-in APIs, `kernel::custom` hand-written and generated calls,
-//! `kernel::capabilities` what each device can do, `sched` where `Target::Auto` calls go, and
-//! `scope` scoped jobs.
+//! The builder: its settings, and `build`, which opens the devices and puts them together
+//! with the memory system into a runtime's [`Shared`] state.
 
 use crate::backend::cpu::CpuBackend;
 #[cfg(feature = "fpga")]
 use crate::backend::fpga::{FpgaParts, FpgaSource};
-use crate::backend::host_kernels::FftPlans;
 use crate::backend::sim::{SimBackend, SimConfig};
-use crate::backend::{Backend, SpaceMemory, SpaceSpec};
-use crate::data::{Memory, RawBuffer};
-use crate::device::{ArgForm, Device, DeviceKind};
-use crate::error::{Error, Result};
-use crate::kernel::registry::registry;
-use crate::sched::calibrate;
+use crate::backend::{Backend, SpaceBacking, SpaceSpec};
+use crate::data::{BufferMemorySystem, RawBuffer};
+use crate::hal::registry::registry;
+use crate::hal::{Device, Error, Result, SpaceId, SpaceName, MAX_SPACES};
+use crate::machine::{DeviceEntry, DeviceTable, ExecMode, Runtime, Shared, SharedParts};
 use crate::sched::{CostTable, Policy, Scheduler};
-use crate::scope::queues::DeviceQueues;
-use crate::space::{
-    LinkModel, MemorySystem, Pool, Region, SharedDeviceMemory, SpaceEntry, SpaceId, SpaceName,
-    SpaceSet, MAX_SPACES,
-};
+use crate::space::{MemorySystem, Pool, Region, SpaceEntry};
 use crate::stats::page::Publisher;
-use crate::stats::{ApiCounters, ApiStats, Stats, Timeline, TRACE_FILE_ENV};
-use std::fmt;
+use crate::stats::{ApiCounters, Timeline, TRACE_FILE_ENV};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// How kernel calls treat their arguments.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ExecMode {
-    /// RIMMS: data moves only when a kernel in another space needs it.
-    #[default]
-    Tracked,
-    /// CEDR's behaviour, the measured baseline: data lives on the host; every call on a device
-    /// with its own memory allocates device memory, copies every input in and every output
-    /// out, and frees it again.
-    Baseline,
-}
 
 /// Builds a [`Runtime`]: the CPU always, plus sim devices, an FPGA board and GPUs as asked.
 #[derive(Clone, Debug)]
@@ -220,7 +189,7 @@ impl RuntimeBuilder {
 
     /// Measure every device link when the runtime starts — a few timed copies of a small and
     /// a large block each way — and rank copies and scheduler candidates by what was measured
-    /// instead of the configured [`LinkModel`]s (see [`Runtime::link_model`]). Off by default:
+    /// instead of the configured [`LinkModel`](crate::space::LinkModel)s (see [`Runtime::link_model`]). Off by default:
     /// it takes a few milliseconds per device and one block of each device's pool while it
     /// runs. A simulated link's copies still take their configured time.
     pub fn calibrate_links(mut self, on: bool) -> Self {
@@ -261,19 +230,17 @@ impl RuntimeBuilder {
         let memory = Arc::new(self.memory_system(spaces, &devices)?);
         let stats_page = Publisher::create(self.stats_page.take(), memory.space_names())?;
         let devices = DeviceTable::new(devices, memory.host_mapped());
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(SharedParts {
             scheduler: Scheduler::new(self.policy, self.costs, devices.devices()),
-            queues: DeviceQueues::new(devices.entries.len()),
             mode: self.mode,
             merge_calls: self.merge_calls && self.mode == ExecMode::Tracked,
             devices,
             memory,
             calls: ApiCounters::new(registry().api_count()),
-            fft: FftPlans::new(),
             stats_page,
             #[cfg(feature = "fpga")]
-            _fpga: fpga,
-        });
+            fpga,
+        }));
         Runtime::start(shared, self.calibrate_links)
     }
 
@@ -313,13 +280,10 @@ impl RuntimeBuilder {
 
     /// The CPU, then the sim devices in the order they were added.
     fn host_and_sim_backends(&mut self) -> Vec<Box<dyn Backend>> {
-        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+        let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend::new())];
         for (index, config) in std::mem::take(&mut self.sims).into_iter().enumerate() {
             // At most MAX_SPACES - 1 sims (checked first), so the index fits in a u8.
-            backends.push(Box::new(SimBackend {
-                index: index as u8,
-                config,
-            }));
+            backends.push(Box::new(SimBackend::new(index as u8, config)));
         }
         backends
     }
@@ -394,17 +358,17 @@ impl RuntimeBuilder {
             .or_else(|| self.pool_limit(&device.to_string()));
         let name = SpaceName::new(id, &spec.name);
         let device_memory = match &spec.memory {
-            SpaceMemory::Device(memory) => Some(memory.clone()),
+            SpaceBacking::Device(memory) => Some(memory.clone()),
             _ => None,
         };
         let pool = match spec.memory {
-            SpaceMemory::Reserve => {
+            SpaceBacking::Reserve => {
                 Pool::new(&name, limit.unwrap_or(spec.pool_bytes), self.granule)?
             }
-            SpaceMemory::Mapped(memory) => {
+            SpaceBacking::Mapped(memory) => {
                 Pool::over_backend(&name, Region::Mapped(memory), self.granule)?
             }
-            SpaceMemory::Device(memory) => {
+            SpaceBacking::Device(memory) => {
                 Pool::over_backend(&name, Region::Device(memory), self.granule)?
             }
         };
@@ -427,7 +391,7 @@ impl RuntimeBuilder {
     ) -> Result<()> {
         let Some((name, _)) = self.pool_limits.iter().find(|(n, _)| {
             !spaces.iter().any(|s| s.name() == n)
-                && !devices.iter().any(|d| &d.device.to_string() == n)
+                && !devices.iter().any(|d| &d.device().to_string() == n)
         }) else {
             return Ok(());
         };
@@ -448,7 +412,7 @@ impl RuntimeBuilder {
         &mut self,
         spaces: Vec<SpaceEntry<RawBuffer>>,
         devices: &[DeviceEntry],
-    ) -> Result<Memory> {
+    ) -> Result<BufferMemorySystem> {
         let trace = match self.trace {
             Some(on) => on,
             None => {
@@ -472,7 +436,7 @@ impl RuntimeBuilder {
         // Baseline mode keeps data on the host and stages through temporary blocks: there is
         // nothing of a buffer's to evict, and no placement to choose.
         Ok(MemorySystem::new(spaces, self.granule)
-            .serving(devices.iter().map(|d| (d.device, d.space)))
+            .serving(devices.iter().map(|d| (d.device(), d.space())))
             .evicting(tracked)
             .zero_copy(self.zero_copy && tracked)
             .traced(trace, timeline))
@@ -503,305 +467,5 @@ fn open_gpus(request: &GpuRequest, _pool: usize, _granule: usize) -> Result<Vec<
             why: "this build of rimms has no `cuda` feature".to_string(),
         }),
         _ => Ok(Vec::new()),
-    }
-}
-
-/// A RIMMS runtime. Cloning it is cheap and shares everything.
-#[derive(Clone)]
-pub struct Runtime {
-    shared: Arc<Shared>,
-}
-
-/// A device as dispatch sees it: what the hot path needs is copied out of the backend once,
-/// so a call makes no virtual call before its kernel.
-pub(crate) struct DeviceEntry {
-    device: Device,
-    /// Where data moves when this device needs it.
-    space: SpaceId,
-    /// Other spaces its kernels can use in place when the data is already valid there: for
-    /// the CPU, every host-mapped space.
-    reaches: SpaceSet,
-    form: ArgForm,
-    /// Its space's memory where the CPU cannot address it, for its kernels' context.
-    memory: Option<SharedDeviceMemory>,
-    backend: Box<dyn Backend>,
-}
-
-impl DeviceEntry {
-    fn new(backend: Box<dyn Backend>, space: SpaceId, memory: Option<SharedDeviceMemory>) -> Self {
-        DeviceEntry {
-            device: backend.device(),
-            space,
-            reaches: SpaceSet::EMPTY,
-            form: backend.arg_form(),
-            memory,
-            backend,
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn device(&self) -> Device {
-        self.device
-    }
-
-    /// The space data moves to when this device needs it.
-    #[inline(always)]
-    pub(crate) fn space(&self) -> SpaceId {
-        self.space
-    }
-
-    /// The other spaces its kernels use in place when the data is valid there.
-    #[inline(always)]
-    pub(crate) fn reaches(&self) -> SpaceSet {
-        self.reaches
-    }
-
-    /// How its kernels take their arguments.
-    #[inline(always)]
-    pub(crate) fn form(&self) -> ArgForm {
-        self.form
-    }
-
-    /// Its space's memory where the CPU cannot address it.
-    pub(crate) fn memory(&self) -> Option<&SharedDeviceMemory> {
-        self.memory.as_ref()
-    }
-
-    #[inline(always)]
-    pub(crate) fn backend(&self) -> &dyn Backend {
-        &*self.backend
-    }
-}
-
-/// The devices, stored kind by kind in `Device` order, so that finding one is an index.
-struct DeviceTable {
-    entries: Vec<DeviceEntry>,
-    /// Position in `entries` of the first device of each kind (cpu, sim, fpga, gpu).
-    first_of_kind: [usize; DeviceKind::COUNT],
-}
-
-impl DeviceTable {
-    /// The table of `entries`; devices whose own space is the host also reach `host_mapped`.
-    fn new(mut entries: Vec<DeviceEntry>, host_mapped: SpaceSet) -> Self {
-        for d in entries.iter_mut().filter(|d| d.space == SpaceId::HOST) {
-            d.reaches = host_mapped;
-        }
-        let mut first_of_kind = [entries.len(); DeviceKind::COUNT];
-        for (position, d) in entries.iter().enumerate().rev() {
-            first_of_kind[d.device.kind().index()] = position;
-        }
-        DeviceTable {
-            entries,
-            first_of_kind,
-        }
-    }
-
-    fn devices(&self) -> impl Iterator<Item = Device> + '_ {
-        self.entries.iter().map(|d| d.device)
-    }
-
-    /// Where `device` sits in the table.
-    #[inline]
-    fn position(&self, device: Device) -> Result<usize> {
-        // Devices are stored kind by kind in `Device` order, so an instance is its kind's
-        // first position plus its number.
-        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
-        match self.entries.get(position) {
-            Some(entry) if entry.device == device => Ok(position),
-            _ => Err(Error::NoDevice {
-                device,
-                available: self.devices().collect(),
-            }),
-        }
-    }
-}
-
-/// What a runtime's handles share: the device table, the memory system, and what places and
-/// runs calls (scheduler, scope queues, FFT plans, call counters).
-pub(crate) struct Shared {
-    mode: ExecMode,
-    /// Whether scopes merge the calls submitted to them (`RuntimeBuilder::merge_calls`).
-    merge_calls: bool,
-    devices: DeviceTable,
-    /// Spaces, pools, links, copies and their counters; every buffer holds it too.
-    memory: Arc<Memory>,
-    /// Calls, hits and merges per API.
-    calls: ApiCounters,
-    fft: FftPlans,
-    /// Places `Target::Auto` calls.
-    scheduler: Scheduler,
-    /// The workers of scoped calls.
-    queues: DeviceQueues,
-    /// The `rimms memstat` page, if published; dropping it stops its thread.
-    stats_page: Option<Publisher>,
-    /// The FPGA board (and emulator) behind `fpga(n)` devices, dropped with the runtime; the
-    /// u-dma-buf its space's pool carves is kept mapped by the pool's region.
-    #[cfg(feature = "fpga")]
-    _fpga: Option<FpgaParts>,
-}
-
-impl Shared {
-    /// Tracked or baseline.
-    #[inline(always)]
-    pub(crate) fn mode(&self) -> ExecMode {
-        self.mode
-    }
-
-    /// Whether scopes merge the calls submitted to them.
-    pub(crate) fn merges_calls(&self) -> bool {
-        self.merge_calls
-    }
-
-    /// The memory system: spaces, pools, links, the copy engine.
-    #[inline(always)]
-    pub(crate) fn memory(&self) -> &Arc<Memory> {
-        &self.memory
-    }
-
-    /// The per-API call counters.
-    #[inline(always)]
-    pub(crate) fn calls(&self) -> &ApiCounters {
-        &self.calls
-    }
-
-    /// The rustfft plans the host kernels share.
-    pub(crate) fn fft(&self) -> &FftPlans {
-        &self.fft
-    }
-
-    pub(crate) fn scheduler(&self) -> &Scheduler {
-        &self.scheduler
-    }
-
-    pub(crate) fn queues(&self) -> &DeviceQueues {
-        &self.queues
-    }
-
-    #[inline]
-    pub(crate) fn device(&self, device: Device) -> Result<&DeviceEntry> {
-        self.position(device).map(|i| &self.devices.entries[i])
-    }
-
-    /// Every device, in the order `Runtime::devices` lists them.
-    pub(crate) fn device_entries(&self) -> &[DeviceEntry] {
-        &self.devices.entries
-    }
-
-    /// Where `device` sits in the device table.
-    #[inline]
-    pub(crate) fn position(&self, device: Device) -> Result<usize> {
-        self.devices.position(device)
-    }
-
-    pub(crate) fn device_space(&self, device: Device) -> Result<SpaceId> {
-        Ok(self.device(device)?.space)
-    }
-}
-
-impl Runtime {
-    /// A builder; `Runtime::builder().sim(SimConfig::default()).build()`.
-    pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder::default()
-    }
-
-    /// A runtime with the CPU only.
-    pub fn new() -> Result<Runtime> {
-        RuntimeBuilder::default().build()
-    }
-
-    /// The last step of building: measures the links if asked, and starts the stats page's
-    /// publisher, which holds the runtime only weakly.
-    fn start(shared: Arc<Shared>, calibrate_links: bool) -> Result<Runtime> {
-        if calibrate_links {
-            calibrate::calibrate_links(&shared.memory)?;
-        }
-        if let Some(page) = &shared.stats_page {
-            // A weak handle: the page must not keep the runtime alive.
-            let weak = Arc::downgrade(&shared);
-            page.start(move || weak.upgrade().map(|shared| Runtime { shared }.stats()))?;
-        }
-        Ok(Runtime { shared })
-    }
-
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
-    /// The devices, CPU first.
-    pub fn devices(&self) -> Vec<Device> {
-        self.shared.devices.devices().collect()
-    }
-
-    /// Tracked or baseline.
-    pub fn mode(&self) -> ExecMode {
-        self.shared.mode
-    }
-
-    /// The memory space `device`'s kernels use.
-    pub fn space_of(&self, device: Device) -> Result<SpaceId> {
-        self.shared.device_space(device)
-    }
-
-    /// The name of `space` ("host", "sim0", …), as stats report it.
-    pub fn space_name(&self, space: SpaceId) -> &str {
-        self.shared.memory.space_name(space)
-    }
-
-    /// The model copies between `space` and the host are ranked by (by the copy planner and
-    /// the data-aware scheduler): the measured one if the runtime calibrated its links (see
-    /// [`RuntimeBuilder::calibrate_links`]), else the configured one; `None` for the host
-    /// and for an unknown space.
-    pub fn link_model(&self, space: SpaceId) -> Option<LinkModel> {
-        self.shared.memory.link_model(space)
-    }
-
-    /// A snapshot of the counters.
-    pub fn stats(&self) -> Stats {
-        let s = &*self.shared;
-        let apis = registry()
-            .apis()
-            .iter()
-            .enumerate()
-            .filter_map(|(index, api)| {
-                let (calls, hits) = s.calls.api(index);
-                let (merged, merged_into) = s.calls.merges(index);
-                (calls > 0 || merged > 0).then_some(ApiStats {
-                    name: api.name(),
-                    calls,
-                    hits,
-                    misses: calls - hits,
-                    merged,
-                    merged_into,
-                })
-            })
-            .collect();
-        Stats {
-            links: s.memory.link_stats(),
-            spaces: s.memory.space_stats(),
-            apis,
-        }
-    }
-
-    /// Makes every copy to and from `space` fail (`on`), or succeed again: fault injection,
-    /// as `SimConfig::fail_copies` sets from the start, for testing what a program does when
-    /// a transfer fails part-way (a kernel's input, a write-back on eviction).
-    pub fn inject_copy_faults(&self, space: SpaceId, on: bool) -> Result<()> {
-        self.shared.memory.inject_copy_faults(space, on)
-    }
-
-    /// Zeroes the link, fill and API counters and sets each high-water mark to the current
-    /// use, so that one phase of a program can be measured alone.
-    pub fn reset_stats(&self) {
-        self.shared.memory.reset_stats();
-        self.shared.calls.clear();
-    }
-}
-
-impl fmt::Debug for Runtime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Runtime")
-            .field("devices", &self.devices())
-            .field("mode", &self.shared.mode)
-            .finish()
     }
 }

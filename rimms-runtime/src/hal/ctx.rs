@@ -8,23 +8,20 @@
 //! one of those handles, so a device kernel can neither touch another buffer's block nor write
 //! an argument the call only reads.
 
-use super::device_args::{DevSlice, DevSliceMut};
-use crate::backend::host_kernels::FftPlans;
-use crate::backend::BackendError;
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::space::DeviceMemory;
+use super::dev_slice::{DevSlice, DevSliceMut};
+use crate::hal::BackendError;
+use crate::hal::Device;
+use crate::hal::DeviceMemory;
+use crate::hal::{Error, Result};
 use bytemuck::Pod;
 use std::any::Any;
 
 /// Handed to implementations that declare a `ctx: &KernelCtx` first parameter: the device the
-/// call runs on, the runtime's shared caches (FFT plans), and the way into device memory for
-/// the call's own arguments.
+/// call runs on, its backend's handle (a driver, or the host backends' FFT plans), and the way
+/// into device memory for the call's own arguments. It names no backend's type: what a
+/// backend keeps for its kernels it hands them through the handle.
 pub struct KernelCtx<'a> {
     pub(crate) device: Device,
-    pub(crate) fft: &'a FftPlans,
-    // Only the FPGA and CUDA built-ins reach a driver handle.
-    #[cfg_attr(not(any(feature = "fpga", feature = "cuda")), allow(dead_code))]
     pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
     /// The device's memory, where the CPU cannot address it.
     pub(crate) memory: Option<&'a dyn DeviceMemory>,
@@ -38,15 +35,9 @@ impl KernelCtx<'_> {
 
     /// The device's driver handle, if its backend offers one of type `T`. Only the built-in
     /// implementations use it: a driver reaches all of its device's memory, which a user's
-    /// kernel must not.
-    #[cfg_attr(not(any(feature = "fpga", feature = "cuda")), allow(dead_code))]
+    /// kernel must not. The host backends hand their FFT plans this way.
     pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
         self.handle.and_then(|h| h.downcast_ref::<T>())
-    }
-
-    /// The runtime's FFT plan cache.
-    pub fn fft_plans(&self) -> &FftPlans {
-        self.fft
     }
 
     fn memory(&self) -> Result<&dyn DeviceMemory> {

@@ -12,21 +12,22 @@
 //! the value it last knew there: if the driver has stored something newer, the swap fails and
 //! that newer write, already on its way through the log, is handled first.
 
+mod mapped;
+
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read};
+use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::MmapOptions;
 use nix::fcntl::OFlag;
 use rustfft::FftPlanner;
 
 use super::super::timing::TimingModel;
-use super::{cores, Block, Control, EmulatorLayout, InjectedFault, Rule, SyncRecord};
+use super::{cores, Block, Control, EmulatorLayout, InjectedFault, Rule};
 use crate::backend::fpga::axi_dma::{
     Channel, DmaErrorBit, DMACR_RESET, DMACR_RS, DMASR_ERR_IRQ, DMASR_ERR_MASK, DMASR_HALTED,
     DMASR_IDLE, DMASR_IOC_IRQ, DMASR_IRQ_MASK,
@@ -37,11 +38,10 @@ use crate::backend::fpga::fft_ip::{
     CONFIG_FORWARD, CONFIG_NFFT_MASK, FFT_MAX_POINTS, FFT_MIN_POINTS, GPIO_DATA1, GPIO_DATA2,
     GPIO_TRI1, GPIO_TRI2, POWER_ON_CONFIG,
 };
-use crate::backend::fpga::udmabuf::{
-    decode_packed, parse_number, SyncDirection, SyncFor, CLASS_DIRS,
-};
+use crate::backend::fpga::udmabuf::{SyncFor, CLASS_DIRS};
 use crate::backend::fpga::zip_ip::{ZIP_OP_REG, ZIP_SIZE_REG};
-use crate::{Error, Result};
+use crate::hal::Result;
+use mapped::{drain_syncs, io, Cache, Mem, Page};
 
 /// Idle polls that spin before the loop starts sleeping.
 const SPIN_POLLS: u32 = 64;
@@ -49,194 +49,6 @@ const SPIN_POLLS: u32 = 64;
 const IDLE_SLEEP: Duration = Duration::from_micros(20);
 /// DMACR after reset (PG021): IRQThreshold = 1 in bits 23:16, bit 1 reads 1.
 pub(crate) const DMACR_RESET_VALUE: u32 = 0x0001_0002;
-/// Words per modelled cache line (64 bytes, the A53's).
-const LINE_WORDS: usize = 16;
-
-fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::Config(format!("emulator: cannot {what} {}: {e}", path.display()))
-}
-
-/// A mapped register page, seen as atomics, with the value the model last knew in each word.
-struct Page {
-    map: MmapRaw,
-    shown: Vec<u32>,
-}
-
-impl Page {
-    fn open(path: &Path) -> Result<Self> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| io("open", path, e))?;
-        let map = MmapOptions::new()
-            .len(super::files::PAGE_BYTES)
-            .map_raw(&f)
-            .map_err(|e| io("map", path, e))?;
-        let mut page = Self {
-            map,
-            shown: vec![0; super::files::PAGE_BYTES / 4],
-        };
-        for i in 0..page.shown.len() {
-            page.shown[i] = page.reg(i * 4).load(Ordering::SeqCst);
-        }
-        Ok(page)
-    }
-
-    fn reg(&self, off: usize) -> &AtomicU32 {
-        // Offsets are the blocks' constants or a validated config offset; anything else reads
-        // word 0 rather than leave the page.
-        let off = if off % 4 == 0 && off + 4 <= self.map.len() {
-            off
-        } else {
-            0
-        };
-        // SAFETY: `off + 4` is inside the mapping, which is page aligned, so the pointer is
-        // valid and 4-byte aligned for as long as `self` lives; the page is only ever accessed
-        // with 32-bit atomic or volatile operations (by the driver).
-        unsafe { AtomicU32::from_ptr(self.map.as_mut_ptr().add(off).cast::<u32>()) }
-    }
-
-    /// A driver write to `off` was handled: the page holds `v` there (or something newer).
-    fn saw(&mut self, off: usize, v: u32) {
-        if let Some(s) = self.shown.get_mut(off / 4) {
-            *s = v;
-        }
-    }
-
-    /// Shows `v` at `off` unless the driver has stored something newer.
-    fn publish(&mut self, off: usize, v: u32) {
-        let Some(&old) = self.shown.get(off / 4) else {
-            return;
-        };
-        if self
-            .reg(off)
-            .compare_exchange(old, v, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            self.shown[off / 4] = v;
-        }
-    }
-}
-
-/// The cache model of a cached u-dma-buf: what DRAM holds, and what the CPU's view held when
-/// it was last handed over (a word that differs from it now is a dirty line).
-struct Cache {
-    dram: Vec<u32>,
-    clean: Vec<u32>,
-}
-
-/// One emulated u-dma-buf.
-struct Mem {
-    name: String,
-    phys: u64,
-    /// The CPU's view: the device file the driver maps.
-    map: MmapRaw,
-    words: usize,
-    cache: Option<Cache>,
-    class_dir: PathBuf,
-    fifos: Vec<(SyncFor, File, Vec<u8>)>,
-    /// `[requested, done]` sync counters the driver waits on.
-    ack: MmapRaw,
-}
-
-impl Mem {
-    fn cpu(&self, word: usize) -> &AtomicU32 {
-        debug_assert!(word < self.words);
-        // SAFETY: callers pass `word < self.words`, so the 4 bytes lie inside the mapping of
-        // `words * 4` bytes, which is page aligned. The driver side accesses the same memory only
-        // through 32-bit atomics (`Udmabuf`'s helpers) or, for the runtime's views, under the
-        // ownership protocol that keeps it off a range the device or the cache maintenance owns.
-        unsafe { AtomicU32::from_ptr(self.map.as_mut_ptr().add(word * 4).cast::<u32>()) }
-    }
-
-    fn done(&self) -> &AtomicU64 {
-        // SAFETY: the ack file is 16 bytes, mapped page aligned; word 1 is bytes 8..16.
-        unsafe { AtomicU64::from_ptr(self.ack.as_mut_ptr().add(8).cast::<u64>()) }
-    }
-
-    /// The word range of `len` bytes at physical `phys`, if they lie in this buffer and are
-    /// whole words.
-    fn words_at(&self, phys: u64, len: usize) -> Option<std::ops::Range<usize>> {
-        let off = usize::try_from(phys.checked_sub(self.phys)?).ok()?;
-        if off % 4 != 0 || len % 4 != 0 {
-            return None;
-        }
-        let end = off.checked_add(len)?;
-        (end <= self.words * 4).then_some(off / 4..end / 4)
-    }
-
-    /// What the DMA reads: DRAM (behind the CPU's cache) or, uncached, the mapping itself.
-    /// Also counts the words the CPU has written and not cleaned (a missing sync_for_device).
-    fn dma_read(&self, r: std::ops::Range<usize>) -> (Vec<u8>, usize) {
-        let mut out = Vec::with_capacity(r.len() * 4);
-        let mut dirty = 0;
-        for i in r {
-            let v = match &self.cache {
-                Some(c) => {
-                    if self.cpu(i).load(Ordering::Relaxed) != c.clean[i] {
-                        dirty += 1;
-                    }
-                    c.dram[i]
-                }
-                None => self.cpu(i).load(Ordering::Relaxed),
-            };
-            out.extend_from_slice(&v.to_ne_bytes());
-        }
-        (out, dirty)
-    }
-
-    fn dma_write(&mut self, start: usize, data: &[u8]) {
-        for (k, c) in data.chunks_exact(4).enumerate() {
-            let v = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
-            match &mut self.cache {
-                Some(cache) => cache.dram[start + k] = v,
-                None => self.cpu(start + k).store(v, Ordering::Relaxed),
-            }
-        }
-    }
-
-    /// Cache maintenance for the bytes `offset..offset+size`, widened to whole words. Returns
-    /// the dirty words a `sync_for_cpu` threw away (CPU writes never cleaned).
-    fn maintain(&mut self, which: SyncFor, offset: u64, size: u64) -> usize {
-        let Some(mut cache) = self.cache.take() else {
-            return 0;
-        };
-        let start = (offset / 4) as usize;
-        let end = (offset.saturating_add(size).div_ceil(4) as usize).min(self.words);
-        let mut lost = 0;
-        for i in start..end.max(start) {
-            let cpu = self.cpu(i).load(Ordering::Relaxed);
-            let dirty = cpu != cache.clean[i];
-            match which {
-                SyncFor::Device => {
-                    // Clean: dirty lines reach DRAM; clean ones stay as DRAM has them.
-                    if dirty {
-                        cache.dram[i] = cpu;
-                        cache.clean[i] = cpu;
-                    }
-                }
-                SyncFor::Cpu => {
-                    // Invalidate. Lines only partly inside the range are cleaned first (as
-                    // arm64's dcache_inval_poc does); a dirty line wholly inside is dropped.
-                    let line = i / LINE_WORDS;
-                    let edge = line == start / LINE_WORDS || line == (end - 1) / LINE_WORDS;
-                    if dirty {
-                        if edge {
-                            cache.dram[i] = cpu;
-                        } else {
-                            lost += 1;
-                        }
-                    }
-                    self.cpu(i).store(cache.dram[i], Ordering::Relaxed);
-                    cache.clean[i] = cache.dram[i];
-                }
-            }
-        }
-        self.cache = Some(cache);
-        lost
-    }
-}
 
 /// What the model keeps per DMA channel.
 #[derive(Debug)]
@@ -1051,81 +863,6 @@ fn zip_packet(z: &ZipCore, input: &[u8], notes: &mut Vec<(Rule, String)>) -> Vec
     cores::zip(z.size, z.op, &input[..8 * size])
         .into_iter()
         .collect()
-}
-
-/// Reads every sync FIFO; each newline-terminated write becomes one [`SyncRecord`], is applied
-/// to the cache model, and is acknowledged.
-fn drain_syncs(mems: &mut [Mem], ctl: &Control) -> bool {
-    let mut any = false;
-    for m in mems.iter_mut() {
-        let mut lines = Vec::new();
-        for (which, file, buf) in &mut m.fifos {
-            let mut chunk = [0u8; 512];
-            loop {
-                match file.read(&mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
-            }
-            while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=pos).collect();
-                lines.push((*which, String::from_utf8_lossy(&line).trim().to_owned()));
-            }
-        }
-        for (which, text) in lines {
-            any = true;
-            match record(&m.name, &m.class_dir, which, &text) {
-                Some(r) => {
-                    let lost = m.maintain(r.which, r.offset, r.size);
-                    if lost > 0 {
-                        ctl.violate(
-                            None,
-                            Rule::CpuWritesDiscarded,
-                            format!("sync_for_cpu of {}+{:#x} in {} dropped {lost} words the CPU had written and never cleaned", r.offset, r.size, m.name),
-                        );
-                    }
-                    ctl.log_sync(r);
-                }
-                None => {
-                    tracing::warn!(memory = %m.name, write = %text, "emulator: unparsable sync write")
-                }
-            }
-            m.done().fetch_add(1, Ordering::AcqRel);
-        }
-    }
-    any
-}
-
-fn record(memory: &str, class_dir: &Path, which: SyncFor, text: &str) -> Option<SyncRecord> {
-    let value = parse_number(text)?;
-    if value == 1 {
-        // The attribute method: the driver holds its lock and waits for the acknowledgement,
-        // so the attributes still hold this request's range.
-        let attr = |name: &str| {
-            std::fs::read_to_string(class_dir.join(name))
-                .ok()
-                .and_then(|t| parse_number(&t))
-        };
-        return Some(SyncRecord {
-            memory: memory.to_owned(),
-            which,
-            offset: attr("sync_offset").unwrap_or(0),
-            size: attr("sync_size").unwrap_or(0),
-            direction: attr("sync_direction").and_then(SyncDirection::from_number),
-            packed: false,
-        });
-    }
-    let (offset, size, direction) = decode_packed(value)?;
-    Some(SyncRecord {
-        memory: memory.to_owned(),
-        which,
-        offset,
-        size,
-        direction: Some(direction),
-        packed: true,
-    })
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! [`DeviceMemory`]: copies in and out, zero fills, and the read-back that `validate` compares.
 //! Kernels get them as [`crate::DevSlice`]s, which a device implementation hands to its driver.
 
-use crate::backend::BackendError;
+use super::backend_error::BackendError;
 use std::any::Any;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// A device's memory that only its backend can read and write. Device implementations reach
@@ -43,3 +44,30 @@ pub trait DeviceMemory: Send + Sync {
 
 /// A space's device memory, shared by its pool's region and the runtime's copy paths.
 pub(crate) type SharedDeviceMemory = Arc<dyn DeviceMemory>;
+
+/// Host-addressable memory that a backend maps and keeps alive: `len` bytes at `base`, valid
+/// while `owner` lives.
+#[derive(Clone)]
+pub struct MappedMemory {
+    /// First byte.
+    pub base: NonNull<u8>,
+    /// Bytes available to the pool.
+    pub len: usize,
+    /// Keeps the mapping alive as long as any pool uses it.
+    pub owner: Arc<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for MappedMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedMemory")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+// SAFETY: the memory is a shared mapping owned by `owner` (Send + Sync); who reads and writes
+// which bytes is governed by the pool and the buffers, as for an anonymous mapping.
+unsafe impl Send for MappedMemory {}
+// SAFETY: as for `Send`: `&MappedMemory` gives out only the address, never the bytes.
+unsafe impl Sync for MappedMemory {}

@@ -2,9 +2,9 @@
 //! `Backend` and [`crate::space::DeviceMemory`] and carried as the `source`
 //! of the crate's [`crate::Error`], and [`FpgaFault`], the FPGA driver stack's faults.
 //!
-//! A leaf: it imports nothing of the crate, so the crate's error can carry backend faults
-//! while the backends (the FPGA drivers among them) return the crate's error, without the two
-//! importing each other, and so the FPGA faults exist in builds without the `fpga` feature.
+//! Part of the vocabulary (`hal`): it imports nothing of the crate, so the crate's error can
+//! carry backend faults without importing a backend, and the FPGA faults exist in builds
+//! without the `fpga` feature.
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,0 +1,30 @@
+//! The buffer constructors that take a runtime: they live beside the handle, so that the
+//! buffers (`data`) reach the memory system they are carved from without importing the
+//! runtime.
+
+use super::Runtime;
+use crate::data::HeteData;
+use crate::hal::Result;
+use bytemuck::Pod;
+
+impl<T: Pod> HeteData<T> {
+    /// A buffer of `len` zeros. No memory is touched until a space uses it, and reading zeros
+    /// anywhere costs a fill there, never a transfer. An empty buffer (`len` 0) is valid: it
+    /// is never allocated anywhere, and every operation on it is a no-op.
+    ///
+    /// RIMMS: `hete_Malloc`.
+    #[doc(alias = "hete_Malloc")]
+    pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
+        HeteData::alloc_in(rt.shared().memory(), len)
+    }
+
+    /// A buffer holding a copy of `values`, written on the host.
+    ///
+    /// RIMMS: `hete_Malloc`, then writing the values on the host.
+    #[doc(alias = "hete_Malloc")]
+    pub fn from_slice(rt: &Runtime, values: &[T]) -> Result<HeteData<T>> {
+        let mut data = HeteData::alloc(rt, values.len())?;
+        data.host_write()?.copy_from_slice(values);
+        Ok(data)
+    }
+}
