@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{program, run_rank, Op, Outcome};
+use common::{drifting_program, program, run_rank, Outcome};
 use proptest::prelude::*;
 use rimms_dist::{Distribution, Envelope, InProcess, Rank, Transport, TransportError};
 use std::time::Duration;
@@ -57,25 +57,8 @@ proptest! {
 /// where its table differs, and so does every other rank, naming that call.
 #[test]
 fn a_rank_that_drifts_fails_every_rank_naming_the_call() {
-    let ops = vec![
-        Op::Write {
-            rows: 0..6,
-            seed: 1,
-        },
-        Op::Write {
-            rows: 4..8,
-            seed: 2,
-        },
-        Op::Read {
-            reader: 0,
-            rows: 0..8,
-        },
-    ];
-    let mut swapped = ops.clone();
-    swapped.swap(0, 1);
     let outcomes = job(3, Duration::from_secs(10), |t| {
-        let mine = if t.rank() == Rank(1) { &swapped } else { &ops };
-        run_rank(t, Distribution::BlockRows, 8, mine)
+        run_rank(t, Distribution::BlockRows, 8, &drifting_program(t.rank()))
     });
     for (rank, outcome) in outcomes.into_iter().enumerate() {
         match outcome {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{corner_turn, program, run_rank, Op};
+use common::{corner_turn, drifting_program, program, run_rank};
 use rimms_dist::{Distribution, Mpi, Rank, Transport, TransportError};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -73,20 +73,7 @@ fn rank_main() -> ExitCode {
         }),
     );
     if ranks > 1 {
-        let ops = vec![
-            Op::Write {
-                rows: 0..6,
-                seed: 1,
-            },
-            Op::Write {
-                rows: 4..8,
-                seed: 2,
-            },
-        ];
-        let mut mine = ops.clone();
-        if transport.rank() == Rank(1) {
-            mine.swap(0, 1);
-        }
+        let mine = drifting_program(transport.rank());
         let outcome = run_rank(&transport, Distribution::BlockCyclic { block: 1 }, 8, &mine);
         check(
             "a drifting rank 1",

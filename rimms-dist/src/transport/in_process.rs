@@ -232,22 +232,11 @@ impl Transport for InProcess {
             word.copy_from_slice(&bytes[..8.min(bytes.len())]);
             u64::from_le_bytes(word)
         };
-        // Every rank compares with rank 0's, so every rank names the same ranks.
-        let (first, first_call) = (digest_of(&received[0].0), &received[0].1);
-        let drifted: Vec<Rank> = received
+        let seen: Vec<(u64, &str)> = received
             .iter()
-            .enumerate()
-            .filter(|(_, (bytes, peer_call))| digest_of(bytes) != first || peer_call != first_call)
-            .map(|(i, _)| Rank(i as u16))
+            .map(|(bytes, peer_call)| (digest_of(bytes), peer_call.as_str()))
             .collect();
-        if drifted.is_empty() {
-            Ok(())
-        } else {
-            Err(TransportError::Drift {
-                call: call.to_string(),
-                ranks: drifted,
-            })
-        }
+        super::verdict(call, &seen)
     }
 
     fn sent_bytes(&self) -> Vec<u64> {

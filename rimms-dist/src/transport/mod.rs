@@ -115,6 +115,26 @@ pub trait Transport {
     fn sent_bytes(&self) -> Vec<u64>;
 }
 
+/// The outcome of an agreement after `call`, from what every rank reported (its digest and its
+/// call), in rank order: the ranks whose report differs from rank 0's drifted. Every rank
+/// compares with rank 0's, so every rank names the same ranks.
+pub(crate) fn verdict<T: PartialEq>(call: &str, reports: &[T]) -> Result<(), TransportError> {
+    let drifted: Vec<Rank> = reports
+        .iter()
+        .enumerate()
+        .filter(|(_, report)| Some(*report) != reports.first())
+        .map(|(i, _)| Rank(i as u16))
+        .collect();
+    if drifted.is_empty() {
+        Ok(())
+    } else {
+        Err(TransportError::Drift {
+            call: call.to_string(),
+            ranks: drifted,
+        })
+    }
+}
+
 /// Carries out `exchange` on this rank: posts the sends it is the source of (reading each run
 /// of fragments from `block`), then receives the runs it reads into `block`. `frag_bytes` is the
 /// fragment size; a buffer's last fragment may be short.

@@ -17,6 +17,7 @@ use crate::Rank;
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
 use std::collections::HashMap;
@@ -175,20 +176,7 @@ impl Transport for Mpi {
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         let words = [digest, name_hash(call)];
         let all = self.ask(|done| Command::Agree { words, done })?;
-        let drifted: Vec<Rank> = all
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| **w != all[0])
-            .map(|(i, _)| Rank(i as u16))
-            .collect();
-        if drifted.is_empty() {
-            Ok(())
-        } else {
-            Err(TransportError::Drift {
-                call: call.to_string(),
-                ranks: drifted,
-            })
-        }
+        super::verdict(call, &all)
     }
 
     fn sent_bytes(&self) -> Vec<u64> {
@@ -264,18 +252,10 @@ impl Comm {
         message.extend_from_slice(bytes);
         let (world, early) = (&self.world, &mut self.early);
         mpi::request::scope(|scope| {
-            let mut request = world
+            let request = world
                 .process_at_rank(i32::from(to.0))
                 .immediate_send_with_tag(scope, &message[..], TAG);
-            loop {
-                match request.test() {
-                    Ok(_) => break,
-                    Err(pending) => {
-                        request = pending;
-                        drain(world, early);
-                    }
-                }
-            }
+            complete(request, world, early, None);
         });
         self.count(usize::from(to.0), bytes.len());
     }
@@ -308,19 +288,9 @@ impl Comm {
             let mut into =
                 PartitionMut::new(&mut received[..], &their_counts[..], &recv_displs[..]);
             mpi::request::scope(|scope| {
-                let mut request =
+                let request =
                     world.immediate_all_to_all_varcount_into(scope, &partition, &mut into);
-                loop {
-                    match request.test() {
-                        Ok(_) => break,
-                        Err(pending) if Instant::now() < deadline => {
-                            request = pending;
-                            drain(world, early);
-                            std::thread::sleep(Duration::from_micros(100));
-                        }
-                        Err(_) => abort(world, "an all-to-all"),
-                    }
-                }
+                complete(request, world, early, Some((deadline, "an all-to-all")));
             });
         }
         let me = self.world.rank() as usize;
@@ -341,20 +311,35 @@ impl Comm {
         let mut all = vec![0u64; 2 * ranks];
         let (world, early) = (&self.world, &mut self.early);
         mpi::request::scope(|scope| {
-            let mut request = world.immediate_all_gather_into(scope, &words[..], &mut all[..]);
-            loop {
-                match request.test() {
-                    Ok(_) => break,
-                    Err(pending) if Instant::now() < deadline => {
-                        request = pending;
-                        drain(world, early);
-                        std::thread::sleep(Duration::from_micros(100));
-                    }
-                    Err(_) => abort(world, "the agreement of the ranks' tables"),
-                }
-            }
+            let request = world.immediate_all_gather_into(scope, &words[..], &mut all[..]);
+            let what = "the agreement of the ranks' tables";
+            complete(request, world, early, Some((deadline, what)));
         });
         all.chunks_exact(2).map(|w| [w[0], w[1]]).collect()
+    }
+}
+
+/// Drives `request` to completion, taking every point-to-point message that arrives meanwhile
+/// (so a peer sending to this rank at the same time completes too). A collective has a
+/// `deadline`, and what it is, for the abort that ends a wait no one will answer.
+fn complete<'a, D: ?Sized, S: Scope<'a>>(
+    mut request: Request<'a, D, S>,
+    world: &SimpleCommunicator,
+    early: &mut HashMap<(Rank, Envelope), Vec<u8>>,
+    deadline: Option<(Instant, &str)>,
+) {
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => request = pending,
+        }
+        if let Some((until, what)) = deadline {
+            if Instant::now() >= until {
+                abort(world, what);
+            }
+        }
+        drain(world, early);
+        std::thread::yield_now();
     }
 }
 

@@ -188,3 +188,26 @@ pub fn corner_turn(t: &dyn Transport, rows: usize, cols: usize) -> Result<Outcom
         planned: corner_turn_bytes(rows, cols, 4, ranks)[usize::from(me.0)].clone(),
     })
 }
+
+/// Two overlapping writes and a read, with the writes in the other order on rank 1: the
+/// tables part after the first call, which every rank's agreement must report.
+pub fn drifting_program(rank: Rank) -> Vec<Op> {
+    let mut ops = vec![
+        Op::Write {
+            rows: 0..6,
+            seed: 1,
+        },
+        Op::Write {
+            rows: 4..8,
+            seed: 2,
+        },
+        Op::Read {
+            reader: 0,
+            rows: 0..8,
+        },
+    ];
+    if rank == Rank(1) {
+        ops.swap(0, 1);
+    }
+    ops
+}
