@@ -6,6 +6,7 @@
 //! reports. Without `mpirun` on PATH it says it skipped and why.
 
 mod common;
+mod netns;
 
 use common::{corner_turn, drifting_program, program, run_rank};
 use rimms_dist::{Distribution, Mpi, Rank, Transport, TransportError};
@@ -128,6 +129,13 @@ fn launch() -> ExitCode {
             runs.push((format!("np {np} over {name}"), run));
         }
     }
+    // Two virtual hosts where this machine allows network namespaces (root, iproute2).
+    let hosts = netns::Hosts::make();
+    let mut skipped = Vec::new();
+    match &hosts {
+        Ok(hosts) => runs.push(("np 2 on two network namespaces".into(), hosts.mpirun(&exe))),
+        Err(why) => skipped.push(format!("np 2 on two network namespaces: {why}")),
+    }
     let (mut passed, mut failed) = (0, 0);
     for (name, mut run) in runs {
         run.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -153,7 +161,29 @@ fn launch() -> ExitCode {
             failed += 1;
         }
     }
-    println!("{passed} passed, {failed} failed");
+    if let Ok(hosts) = &hosts {
+        // The namespaces' run must have put its traffic on the wire between them.
+        match hosts.bytes_sent() {
+            Some(bytes) if bytes > 0 => {
+                println!("network namespaces: {bytes} bytes left the first host through its veth")
+            }
+            other => {
+                eprintln!("network namespaces: no traffic seen on the veth ({other:?})");
+                failed += 1;
+            }
+        }
+    }
+    for why in &skipped {
+        println!("test mpi_ranks::{} ... skipped", why.replace(' ', "_"));
+    }
+    if skipped.is_empty() {
+        println!("{passed} passed, {failed} failed");
+    } else {
+        println!(
+            "{passed} passed, {failed} failed, {} skipped",
+            skipped.len()
+        );
+    }
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
