@@ -87,14 +87,35 @@ fn bench_legend() -> String {
   rimms run sar --map auto --json              SAR with every call placed by the scheduler, as JSON
   rimms bench --app sar --frames 20 --plot bench.svg
   rimms devices                                what each device runs: APIs, FFT sizes, ZIP ops
+  rimms completions bash > ~/.local/share/bash-completion/completions/rimms
   RIMMS_TRACE_FILE=trace.json rimms run pulse-doppler --map fpga   (open trace.json in ui.perfetto.dev)
   RIMMS_STATS_PAGE=1 rimms run fzf --frames 100000 & rimms memstat --pid $! --watch 1
 
 `rimms <command> --help` tells more about each command."
 )]
 struct Cli {
+    /// Print only errors (no warnings, no summary of transfers on stderr). `RUST_LOG` overrides.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// More detail on stderr: once for each transfer and eviction, twice for debugging, three
+    /// times for everything. `RUST_LOG` overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// The log filter `-q` / `-v` ask for, when `RUST_LOG` does not say.
+    fn log_filter(&self) -> &'static str {
+        match (self.quiet, self.verbose) {
+            (true, _) => "error",
+            (false, 0) => "warn,rimms::transfer=info",
+            (false, 1) => "info",
+            (false, 2) => "debug",
+            (false, _) => "trace",
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -155,6 +176,14 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         watch: Option<f64>,
     },
+    /// Print a completion script for SHELL (e.g. `rimms completions bash >
+    /// /etc/bash_completion.d/rimms`).
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (`rimms man > rimms.1; man ./rimms.1`).
+    Man,
 }
 
 #[derive(clap::Args)]
@@ -451,16 +480,17 @@ fn colour() -> bool {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = cli.log_filter();
     tracing_subscriber::fmt()
         .with_ansi(colour())
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,rimms::transfer=info")
-            }),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let command = Cli::parse().command;
+    let command = cli.command;
     if matches!(command, Command::Run(_) | Command::Bench { .. }) {
         if let Err(e) = rimms_cli::interrupt::install() {
             // Without it a signal still ends the run, only as it always did.
@@ -479,6 +509,8 @@ fn main() -> ExitCode {
                 .map_err(|e| Failure::Error(e.to_string())),
         ),
         Command::Devices => ("devices", devices_cmd()),
+        Command::Completions { shell } => ("completions", completions_cmd(shell)),
+        Command::Man => ("man", man_cmd()),
         Command::Memstat { pid, page, watch } => ("memstat", memstat_cmd(pid, page, watch)),
         Command::Bench {
             frames,
@@ -499,6 +531,24 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Writes `shell`'s completion script for `rimms` to standard output.
+fn completions_cmd(shell: clap_complete::Shell) -> Result<(), Failure> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "rimms", &mut out);
+    Ok(output::print(&String::from_utf8_lossy(&out))?)
+}
+
+/// Writes the man page of `rimms` (roff) to standard output.
+fn man_cmd() -> Result<(), Failure> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .map_err(|e| Failure::Error(format!("the man page could not be rendered: {e}")))?;
+    Ok(output::print(&String::from_utf8_lossy(&out))?)
 }
 
 #[cfg(test)]

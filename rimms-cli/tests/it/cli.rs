@@ -442,3 +442,69 @@ fn a_fifo_or_dev_zero_as_an_input_or_board_file_fails_without_blocking() {
         }
     }
 }
+
+/// Completion scripts and the man page come from the command's own definition, so they name
+/// every subcommand; an unknown shell is a usage error.
+#[test]
+fn completions_and_the_man_page_name_every_subcommand() {
+    let subcommands = ["run", "bench", "devices", "memstat", "fpga-emu"];
+    let (ok, bash, stderr) = rimms(&["completions", "bash"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        bash.contains("_rimms()") && bash.contains("complete -F _rimms"),
+        "{bash}"
+    );
+    let (ok, zsh, _) = rimms(&["completions", "zsh"]);
+    assert!(ok && zsh.starts_with("#compdef rimms"), "{zsh}");
+    let (ok, man, stderr) = rimms(&["man"]);
+    assert!(ok, "{stderr}");
+    assert!(man.contains(".TH rimms 1"), "{man}");
+    for sub in subcommands {
+        assert!(bash.contains(sub), "bash completion lacks {sub}");
+        // roff escapes a hyphen.
+        let roff = format!("rimms\\-{}", sub.replace('-', "\\-"));
+        assert!(man.contains(&roff), "the man page lacks {roff}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(["completions", "cmd.exe"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+}
+
+/// A run under pressure that succeeds warns on stderr; `-q` keeps only errors, so it prints
+/// nothing there and the result is the same. `-q` and `-v` together are a usage error.
+#[test]
+fn quiet_keeps_a_successful_run_silent_on_stderr() {
+    let args = [
+        "run",
+        "sar",
+        "--map",
+        "sim",
+        "--frames",
+        "1",
+        "--pool",
+        "sim0=2MiB",
+    ];
+    let (ok, loud_out, loud_err) = rimms(&args);
+    assert!(ok, "{loud_err}");
+    assert!(
+        loud_err.contains("WARN"),
+        "the pressure run warns: {loud_err}"
+    );
+    let quiet: Vec<&str> = std::iter::once("-q").chain(args).collect();
+    let (ok, quiet_out, quiet_err) = rimms(&quiet);
+    assert!(ok, "{quiet_err}");
+    assert_eq!(quiet_err, "", "nothing but errors on stderr");
+    let checksum = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("checksum"))
+            .map(str::to_owned)
+    };
+    assert_eq!(checksum(&quiet_out), checksum(&loud_out), "the same result");
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(["-q", "-v", "devices"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+}
