@@ -23,8 +23,9 @@
 //! sees the lease and leaves the block; otherwise (1) comes before (a) and so before (b), and
 //! the holder reads the withdrawn summary or one published after the move, neither of which
 //! says resident: it takes the slow path, waits for the lock, and finds the block where the
-//! move left it. `loom_model_leases` (in `coherence::loom_model`) checks this on the real
-//! [`Leases`] word and the real summary lock.
+//! move left it. The loom models in `data::lease_loom` check this on the real [`Leases`] word
+//! and the real summary lock (with `coherence::sync::handshake_fence` standing in, under loom
+//! only, for the total order loom does not model for SeqCst accesses).
 
 use crate::coherence::sync::{handshake_fence, AtomicU64, Ordering};
 use crate::hal::SpaceId;
