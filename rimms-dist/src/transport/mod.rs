@@ -1,5 +1,5 @@
 //! How ranks exchange bytes: the [`Transport`] trait, [`InProcess`] (threads as ranks) and,
-//! with the feature `mpi`, [`Mpi`] (processes under `mpirun`).
+//! with the feature `mpi`, `Mpi` (processes under `mpirun`).
 //!
 //! The runtime's network space carries out a [`RankTable`](crate::RankTable)'s plans over a
 //! transport. MPI is what real runs use (behind a feature, next step); `InProcess` is the test
