@@ -31,6 +31,23 @@ fn frames_arg(text: &str) -> Result<usize, String> {
     }
 }
 
+/// A whole number given as an option, or the range it allows in the error (for a negative
+/// number too, which clap would otherwise take for an unknown option).
+fn whole_arg<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.parse::<T>().map_err(|_| {
+        let max = std::any::type_name::<T>();
+        format!("a whole number from 0 up to {max}::MAX")
+    })
+}
+
+/// `--watch SECONDS`: a positive, finite number of seconds.
+fn seconds_arg(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err("a number of seconds above 0, such as 1 or 0.5".to_string()),
+    }
+}
+
 /// `--pool SPACE=SIZE`: a space name and a size such as `2MiB`, `512KiB` or `65536`.
 fn pool_arg(text: &str) -> Result<(String, usize), String> {
     let (space, size) = text
@@ -132,7 +149,7 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Stop after this many seconds (default: when `<dir>/stop` appears).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true, value_parser = whole_arg::<u64>)]
         seconds: Option<u64>,
     },
     /// Apps on every mapping available here: baseline (CEDR), rimms (merging calls and not) and
@@ -141,7 +158,7 @@ enum Command {
     Bench {
         /// Timed frames per cell (median, fastest and slowest are reported; the modes of a row
         /// run interleaved, after 2 untimed warm-up frames each), 1 … 1000000.
-        #[arg(long, default_value_t = 20, value_parser = frames_arg)]
+        #[arg(long, default_value_t = 20, value_parser = frames_arg, allow_negative_numbers = true)]
         frames: usize,
         /// Only these apps (default: all six, the radar apps included).
         #[arg(long, value_enum)]
@@ -167,13 +184,13 @@ enum Command {
     /// runtime publishes when started with RIMMS_STATS_PAGE=1.
     Memstat {
         /// The program's process id.
-        #[arg(long, required_unless_present = "page")]
+        #[arg(long, required_unless_present = "page", allow_negative_numbers = true, value_parser = whole_arg::<u32>)]
         pid: Option<u32>,
         /// Read the page at this path instead (one given to `RuntimeBuilder::stats_page`).
         #[arg(long, conflicts_with = "pid")]
         page: Option<PathBuf>,
         /// Print again every SECONDS until the program ends.
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = seconds_arg)]
         watch: Option<f64>,
     },
     /// Print a completion script for SHELL (e.g. `rimms completions bash >
@@ -205,7 +222,7 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "scoped")]
     submit: Submit,
     /// Frames to run, 1 … 1000000; the median frame time is reported.
-    #[arg(long, default_value_t = 10, value_parser = frames_arg)]
+    #[arg(long, default_value_t = 10, value_parser = frames_arg, allow_negative_numbers = true)]
     frames: usize,
     /// Read CEDR's input files from this folder instead of generating input.
     #[arg(long)]
@@ -217,10 +234,10 @@ struct RunArgs {
     #[arg(long)]
     json: bool,
     /// Seed of the generated noise.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole_arg::<u64>)]
     seed: u64,
     /// Generated input: the injected delay in samples (correlator, pulse-doppler).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole_arg::<usize>)]
     delay: Option<usize>,
     /// Generated input: the target's Doppler bin offset, -64 … 63 (pulse-doppler).
     #[arg(long, allow_negative_numbers = true)]

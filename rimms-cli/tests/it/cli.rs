@@ -508,3 +508,37 @@ fn quiet_keeps_a_successful_run_silent_on_stderr() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A negative number is a value out of range, named with the range, not an unknown option;
+/// each is a usage error.
+#[test]
+fn negative_numbers_get_the_allowed_range() {
+    for (args, range) in [
+        (vec!["run", "fzf", "--frames", "-1"], "1 … 1000000"),
+        (vec!["run", "fzf", "--seed", "-5"], "from 0 up to u64::MAX"),
+        (
+            vec!["run", "correlator", "--delay", "-3"],
+            "from 0 up to usize::MAX",
+        ),
+        (vec!["memstat", "--pid", "-1"], "from 0 up to u32::MAX"),
+        (
+            vec!["memstat", "--page", "p", "--watch", "-1"],
+            "seconds above 0",
+        ),
+        (
+            vec!["fpga-emu", "--dir", "d", "--seconds", "-1"],
+            "from 0 up to u64::MAX",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+            .args(&args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(range) && !stderr.contains("unexpected argument"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
