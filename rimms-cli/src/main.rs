@@ -476,17 +476,49 @@ fn memstat_cmd(pid: Option<u32>, page: Option<PathBuf>, watch: Option<f64>) -> R
 }
 
 fn devices_cmd() -> Result<(), Failure> {
-    let fpga = rimms::FpgaSource::from_env().map_err(|e| format!("the FPGA board: {e}"))?;
-    let builder = rimms::Runtime::builder()
-        .sim(SimConfig::default())
-        .fpga(fpga);
-    // A machine without a usable GPU lists the others.
-    let with_gpu = rimms::Runtime::builder().gpu(0).build().is_ok();
-    let builder = if with_gpu { builder.gpu(0) } else { builder };
+    // Where each device comes from, said after the list; a broken one is said too, and the
+    // rest are still listed.
+    let mut origins = Vec::new();
+    let mut broken = None;
+    let mut builder = rimms::Runtime::builder().sim(SimConfig::default());
+    match rimms::FpgaSource::from_env() {
+        Ok(fpga) => {
+            origins.push(
+                match (&fpga, std::env::var_os(rimms::drivers::fpga::BOARD_ENV)) {
+                    (rimms::FpgaSource::Board(_), Some(path)) => format!(
+                        "fpga: the board {} names ({})",
+                        rimms::drivers::fpga::BOARD_ENV,
+                        std::path::Path::new(&path).display()
+                    ),
+                    _ => format!(
+                    "fpga: the embedded register-level emulator ({}=board.toml names a real board)",
+                    rimms::drivers::fpga::BOARD_ENV
+                ),
+                },
+            );
+            builder = builder.fpga(fpga);
+        }
+        Err(e) => {
+            origins.push(format!("fpga: not listed, its board is broken: {e}"));
+            broken = Some(format!("the FPGA board: {e}"));
+        }
+    }
+    match rimms::Runtime::builder().gpu(0).build() {
+        Ok(_) => builder = builder.gpu(0),
+        Err(e) => origins.push(format!("gpu: none here ({e})")),
+    }
     let rt = builder.build().map_err(|e| e.to_string())?;
-    let text: String = rt.capabilities().iter().map(|c| c.to_string()).collect();
+    let mut text: String = rt.capabilities().iter().map(|c| c.to_string()).collect();
+    text.push('\n');
+    for origin in origins {
+        text.push_str(&origin);
+        text.push('\n');
+    }
     output::print(&text)?;
-    Ok(())
+    match broken {
+        Some(why) => Err(Failure::Error(why)),
+        None => Ok(()),
+    }
 }
 
 /// Whether log lines may carry colour codes: only on a terminal, and never with `NO_COLOR`

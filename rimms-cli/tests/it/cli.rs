@@ -542,3 +542,47 @@ fn negative_numbers_get_the_allowed_range() {
         );
     }
 }
+
+/// `rimms devices` says where the FPGA comes from and why there is no GPU; a broken board is
+/// reported as broken while the other devices are still listed, and the command fails.
+#[test]
+fn devices_say_where_each_device_comes_from_and_list_the_rest_past_a_broken_one() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .arg("devices")
+        .env_remove("RIMMS_FPGA_BOARD")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("fpga: the embedded register-level emulator"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("gpu0 (") || stdout.contains("gpu: none here ("),
+        "a GPU, or why there is none: {stdout}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .arg("devices")
+        .env("RIMMS_FPGA_BOARD", "/nonexistent/board.toml")
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stdout.contains("cpu (") && stdout.contains("sim0 ("),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("fpga: not listed, its board is broken"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("/nonexistent/board.toml"), "{stderr}");
+}
