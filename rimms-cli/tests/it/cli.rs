@@ -6,16 +6,22 @@ use crate::common;
 use serde_json::Value;
 use std::process::Command;
 
-fn rimms(args: &[&str]) -> (bool, String, String) {
+/// `rimms ARGS`: its exit code, standard output and standard error.
+fn rimms_exit(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
         .args(args)
         .output()
         .expect("the rimms binary runs");
     (
-        out.status.success(),
+        out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn rimms(args: &[&str]) -> (bool, String, String) {
+    let (code, stdout, stderr) = rimms_exit(args);
+    (code == Some(0), stdout, stderr)
 }
 
 fn json(args: &[&str]) -> Value {
@@ -465,11 +471,8 @@ fn completions_and_the_man_page_name_every_subcommand() {
         let roff = format!("rimms\\-{}", sub.replace('-', "\\-"));
         assert!(man.contains(&roff), "the man page lacks {roff}");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
-        .args(["completions", "cmd.exe"])
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let (code, _, _) = rimms_exit(&["completions", "cmd.exe"]);
+    assert_eq!(code, Some(2), "a usage error");
 }
 
 /// A run under pressure that succeeds warns on stderr; `-q` keeps only errors, so it prints
@@ -502,11 +505,8 @@ fn quiet_keeps_a_successful_run_silent_on_stderr() {
             .map(str::to_owned)
     };
     assert_eq!(checksum(&quiet_out), checksum(&loud_out), "the same result");
-    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
-        .args(["-q", "-v", "devices"])
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(2));
+    let (code, _, _) = rimms_exit(&["-q", "-v", "devices"]);
+    assert_eq!(code, Some(2));
 }
 
 /// A negative number is a value out of range, named with the range, not an unknown option;
@@ -530,12 +530,8 @@ fn negative_numbers_get_the_allowed_range() {
             "from 0 up to u64::MAX",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
-            .args(&args)
-            .output()
-            .expect("runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let (code, _, stderr) = rimms_exit(&args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(
             stderr.contains(range) && !stderr.contains("unexpected argument"),
             "{args:?}: {stderr}"
