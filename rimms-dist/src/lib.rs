@@ -21,10 +21,12 @@
 //! Everything but the transport is a pure function of its inputs: the same calls in the same
 //! order give the same plans on every rank.
 
+pub mod cluster;
 mod distribution;
 mod table;
 pub mod transport;
 
+pub use cluster::{Cluster, ClusterError, DistData};
 pub use distribution::{corner_turn_bytes, owner_computes, Distribution, Span};
 pub use table::{Exchange, RankTable, Send};
 #[cfg(feature = "mpi")]

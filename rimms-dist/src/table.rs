@@ -180,6 +180,18 @@ impl RankTable {
         Ok(())
     }
 
+    /// Forgets `rank`'s copies of `frags` (a received copy used once, with the receive cache
+    /// off), except where `rank` holds the only newest bytes: nothing is ever lost.
+    pub fn forget(&mut self, rank: Rank, frags: Range<usize>) {
+        let end = frags.end.min(self.frags.len());
+        for state in &mut self.frags[frags.start.min(end)..end] {
+            let without = RankSet(state.valid.0 & !RankSet::only(rank).0);
+            if without != RankSet::EMPTY {
+                state.valid = without;
+            }
+        }
+    }
+
     /// Forgets every copy but the owners' (StarPU-MPI's cache flush): later reads send again.
     /// Fragments the owner does not hold are left as they are, so nothing is lost.
     pub fn flush(&mut self) {

@@ -2,14 +2,16 @@
 //! (2, 3 and 4 ranks, over Open MPI's shared-memory transport and over TCP on loopback) and a
 //! singleton (no `mpirun`, one rank), and, as each rank, runs the same programs the in-process
 //! tests run: random distributed programs against the sequential model with bytes per peer
-//! equal to the plans, a corner turn of the analytic bytes, and a drifting rank that every rank
-//! reports. Without `mpirun` on PATH it says it skipped and why.
+//! equal to the plans, a corner turn of the analytic bytes, a drifting rank that every rank
+//! reports, and the distributed programs on real runtimes (`scenarios/`). Without `mpirun` on PATH it says it skipped and why.
 
 mod common;
 mod netns;
+mod scenarios;
 
 use common::{corner_turn, drifting_program, program, run_rank};
-use rimms_dist::{Distribution, Mpi, Rank, Transport, TransportError};
+use rimms_dist::{Cluster, Distribution, Mpi, Rank, Transport, TransportError};
+use rimms_runtime::Runtime;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
@@ -84,6 +86,13 @@ fn rank_main() -> ExitCode {
                 Ok(_) => Err("the drift went unseen".into()),
             },
         );
+    }
+    // The distributed programs on real runtimes, one cluster each over the one MPI handle.
+    for (name, program) in scenarios::PROGRAMS {
+        let outcome = Runtime::new()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| program(&Cluster::new(rt, &transport)));
+        check(&format!("cluster program {name}"), outcome);
     }
     if failures == 0 {
         ExitCode::SUCCESS

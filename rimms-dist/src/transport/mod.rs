@@ -115,6 +115,31 @@ pub trait Transport {
     fn sent_bytes(&self) -> Vec<u64>;
 }
 
+/// A borrowed transport is one: a [`crate::Cluster`] per program on one MPI handle.
+impl<T: Transport + ?Sized> Transport for &T {
+    fn rank(&self) -> Rank {
+        (**self).rank()
+    }
+    fn ranks(&self) -> usize {
+        (**self).ranks()
+    }
+    fn send(&self, to: Rank, envelope: Envelope, bytes: &[u8]) -> Result<(), TransportError> {
+        (**self).send(to, envelope, bytes)
+    }
+    fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError> {
+        (**self).recv(from, envelope, into)
+    }
+    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError> {
+        (**self).all_to_all(blocks)
+    }
+    fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
+        (**self).agree(digest, call)
+    }
+    fn sent_bytes(&self) -> Vec<u64> {
+        (**self).sent_bytes()
+    }
+}
+
 /// The outcome of an agreement after `call`, from what every rank reported (its digest and its
 /// call), in rank order: the ranks whose report differs from rank 0's drifted. Every rank
 /// compares with rank 0's, so every rank names the same ranks.

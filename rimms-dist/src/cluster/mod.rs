@@ -1,0 +1,509 @@
+//! A rank's runtime joined to its job: distributed buffers whose rows live on the ranks that
+//! own them, calls that run where their written rows live, reads that move the fewest bytes,
+//! and the corner turn as one collective.
+//!
+//! Each rank has its own [`Runtime`] (its devices, spaces, fragments, eviction: all local, all
+//! free to depend on timing) and one [`Cluster`] around it. A [`DistData`] is a buffer of rows
+//! spread over the ranks by a [`Distribution`]; every rank keeps a local [`HeteData`] of the
+//! whole buffer, of which only the fragments the replicated [`RankTable`] says it holds are
+//! meaningful, and every rank keeps the same table. The cluster's methods are SPMD: every rank
+//! calls them in the same order with the same arguments, and each rank does its own part:
+//!
+//! - [`Cluster::compute`]: owner computes. The call runs on the ranks that own the rows it
+//!   writes, on their local runtime (which moves data between its own devices as ever);
+//!   afterwards, every rank's table says those rows are valid on their owners alone.
+//! - [`Cluster::fetch`]: each rank names the rows it will read; every rank plans the same
+//!   exchange from the table (one message per run of fragments a reader lacks, from the owner)
+//!   and does its sends and receives. With the cache on (the default), a second fetch of
+//!   unchanged rows sends nothing; with it off, received rows are forgotten after the next call
+//!   that uses them, as StarPU-MPI's `insert_task_recv_cache` test expects.
+//! - [`Cluster::here`]: the rows a rank may read, refused where the table says this rank does
+//!   not hold them, so a missing fetch is an error, never stale bytes.
+//! - [`Cluster::corner_turn`]: the distributed transpose, one block per destination and one
+//!   all-to-all, never fragment moves (`corner_turn.rs`).
+//!
+//! After each call the ranks compare digests of the table it changed (always at allocation; in
+//! debug builds, or with [`Cluster::check_drift`], after every call): ranks whose call order
+//! drifted fail together, naming the call, instead of hanging or computing a wrong image.
+//!
+//! The network is this layer's own space: its bytes are counted by the transport
+//! ([`Cluster::net_bytes`], per peer) and planned by the table, beside the local runtime's
+//! spaces rather than among them (so its 16-space summary word and fast path stay as they are).
+
+mod corner_turn;
+
+use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Transport};
+use crate::{RankSet, TransportError};
+use bytemuck::Pod;
+use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Runtime};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::Range;
+use std::rc::{Rc, Weak};
+
+/// The most bytes of one cross-rank fragment: the unit the table tracks and the planner
+/// coalesces, as the runtime's fragments are inside a rank.
+pub const NET_FRAGMENT_BYTES: usize = 4096;
+
+/// What a distributed call can fail with; every rank reports the same error for a bad call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The distribution or the call does not fit the job (more ranks than rows, a write
+    /// across ranks that cannot be split, a range outside the buffer).
+    #[error("{call}: {source}")]
+    Dist {
+        /// The call, as drift errors name it.
+        call: String,
+        /// What is wrong.
+        source: DistError,
+    },
+    /// Ranks could not exchange what the call needs, or drifted apart.
+    #[error("{call}: {source}")]
+    Transport {
+        /// The call.
+        call: String,
+        /// What went wrong between ranks.
+        source: TransportError,
+    },
+    /// The local runtime failed the call on this rank.
+    #[error("{call} on {rank}: {source}")]
+    Runtime {
+        /// The call.
+        call: String,
+        /// This rank.
+        rank: Rank,
+        /// The runtime's error (boxed, so that every distributed result stays small).
+        source: Box<rimms_runtime::Error>,
+    },
+    /// Rows read on a rank whose table says it does not hold them: fetch them first.
+    #[error("rows {rows:?} of distributed buffer {buffer} are not on {rank}: fetch them before reading (the owners hold them)")]
+    NotHere {
+        /// The buffer.
+        buffer: u64,
+        /// The rows asked for.
+        rows: Range<usize>,
+        /// This rank.
+        rank: Rank,
+    },
+    /// Two buffers that do not fit the call (a corner turn between non-transposed shapes).
+    #[error("{call}: {what}")]
+    Shape {
+        /// The call.
+        call: String,
+        /// What does not fit.
+        what: String,
+    },
+}
+
+/// The result of a distributed call.
+pub type Result<T> = std::result::Result<T, ClusterError>;
+
+/// The replicated state of one distributed buffer: its table and write epoch.
+struct Entry {
+    table: RankTable,
+    epoch: u64,
+}
+
+/// Fragments a rank received, to forget once used when the receive cache is off.
+struct Received {
+    entry: Weak<RefCell<Entry>>,
+    rank: Rank,
+    frags: Range<usize>,
+}
+
+/// One rank of a job: its runtime, its transport, and the order of distributed calls.
+pub struct Cluster<'t> {
+    rt: Runtime,
+    transport: Box<dyn Transport + 't>,
+    next_id: Cell<u64>,
+    calls: Cell<u64>,
+    check_drift: Cell<bool>,
+    cache: Cell<bool>,
+    /// Received rows to forget after the next call that uses them (cache off).
+    uncached: RefCell<Vec<Received>>,
+}
+
+impl fmt::Debug for Cluster<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("rank", &self.rank())
+            .field("ranks", &self.ranks())
+            .field("calls", &self.calls.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A buffer of `rows` rows of `row_len` elements spread over the ranks of a job.
+pub struct DistData<T: Pod> {
+    id: u64,
+    rows: usize,
+    row_len: usize,
+    dist: Distribution,
+    frag_elems: usize,
+    entry: Rc<RefCell<Entry>>,
+    local: HeteData<T>,
+}
+
+impl<T: Pod> fmt::Debug for DistData<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DistData")
+            .field("id", &self.id)
+            .field("rows", &self.rows)
+            .field("row_len", &self.row_len)
+            .field("dist", &self.dist)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Pod> DistData<T> {
+    /// Its id, the same on every rank (allocation order).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Elements per row.
+    pub fn row_len(&self) -> usize {
+        self.row_len
+    }
+    /// How its rows are spread.
+    pub fn distribution(&self) -> Distribution {
+        self.dist
+    }
+    /// The ranks holding each row's newest bytes, as every rank's table says.
+    pub fn valid_on(&self, row: usize) -> Option<RankSet> {
+        self.entry
+            .borrow()
+            .table
+            .valid(row * self.row_len / self.frag_elems)
+    }
+    fn frags(&self, rows: &Range<usize>) -> Range<usize> {
+        let per_row = self.row_len / self.frag_elems;
+        rows.start * per_row..rows.end * per_row
+    }
+    fn elems(&self, rows: &Range<usize>) -> Range<usize> {
+        rows.start * self.row_len..rows.end * self.row_len
+    }
+}
+
+/// The cross-rank fragment of rows of `row_len` elements of `size` bytes: the longest divisor
+/// of the row that fits [`NET_FRAGMENT_BYTES`], or the whole row where the divisors are so
+/// short (a prime row length) that fragments would cost more in messages than they save.
+fn fragment_elems(row_len: usize, size: usize) -> usize {
+    let most = (NET_FRAGMENT_BYTES / size.max(1)).max(1);
+    if row_len <= most {
+        return row_len.max(1);
+    }
+    let divisor = (1..=most).rev().find(|d| row_len % d == 0).unwrap_or(1);
+    if divisor * 4 < most {
+        row_len
+    } else {
+        divisor
+    }
+}
+
+impl<'t> Cluster<'t> {
+    /// This rank of the job `transport` joins (owned, or borrowed: `&transport`), running its
+    /// calls on `rt`. Drift is checked after every call in debug builds or where
+    /// `RIMMS_DIST_CHECK=1`; the receive cache is on.
+    pub fn new(rt: Runtime, transport: impl Transport + 't) -> Cluster<'t> {
+        let check =
+            cfg!(debug_assertions) || std::env::var("RIMMS_DIST_CHECK").is_ok_and(|v| v == "1");
+        Cluster {
+            rt,
+            transport: Box::new(transport),
+            next_id: Cell::new(0),
+            calls: Cell::new(0),
+            check_drift: Cell::new(check),
+            cache: Cell::new(true),
+            uncached: RefCell::default(),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.transport.rank()
+    }
+    /// Ranks in the job.
+    pub fn ranks(&self) -> usize {
+        self.transport.ranks()
+    }
+    /// This rank's runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+    /// Compare table digests after every call (on), or only at allocation (off). Every rank
+    /// must choose the same.
+    pub fn check_drift(&self, on: bool) {
+        self.check_drift.set(on);
+    }
+    /// Keep received rows valid until they are written again (on, the default), or forget
+    /// them after the next call, so that every read sends again. Every rank must choose the
+    /// same.
+    pub fn cache(&self, on: bool) {
+        self.cache.set(on);
+    }
+    /// Data bytes this rank has sent each peer: the traffic on the network.
+    pub fn net_bytes(&self) -> Vec<u64> {
+        self.transport.sent_bytes()
+    }
+
+    /// The next call's name, as errors and drift reports give it.
+    fn call(&self, what: fmt::Arguments<'_>) -> String {
+        let n = self.calls.get();
+        self.calls.set(n + 1);
+        format!("distributed call {n} ({what})")
+    }
+
+    /// Compares the digest of `entry` (and the call's place in the order) across ranks.
+    fn agree(&self, call: &str, entry: &Entry, always: bool) -> Result<()> {
+        if !always && !self.check_drift.get() {
+            return Ok(());
+        }
+        let mut hasher = DefaultHasher::new();
+        (entry.table.digest(), entry.epoch, self.calls.get()).hash(&mut hasher);
+        self.transport
+            .agree(hasher.finish(), call)
+            .map_err(|source| ClusterError::Transport {
+                call: call.into(),
+                source,
+            })
+    }
+
+    /// A fresh distributed buffer of zeros, `rows` rows of `row_len` elements spread by `dist`.
+    /// Every rank must allocate it, in the same order: an allocation on only some ranks is an
+    /// error on every rank (the digests compared here differ or never come).
+    pub fn alloc<T: Pod>(
+        &self,
+        rows: usize,
+        row_len: usize,
+        dist: Distribution,
+    ) -> Result<DistData<T>> {
+        let id = self.next_id.get();
+        let call = self.call(format_args!(
+            "alloc buffer {id}: {rows} rows of {row_len}, {dist:?}"
+        ));
+        let frag_elems = fragment_elems(row_len, size_of::<T>());
+        let table = RankTable::fresh(&dist, rows, row_len / frag_elems, self.ranks()).map_err(
+            |source| ClusterError::Dist {
+                call: call.clone(),
+                source,
+            },
+        )?;
+        let local = rows
+            .checked_mul(row_len)
+            .ok_or_else(|| ClusterError::Shape {
+                call: call.clone(),
+                what: format!("{rows} rows of {row_len} elements overflow"),
+            })
+            .and_then(|len| {
+                HeteData::alloc(&self.rt, len).map_err(|source| self.runtime_error(&call, source))
+            })?;
+        self.next_id.set(id + 1);
+        let entry = Entry { table, epoch: 0 };
+        let mut hasher = DefaultHasher::new();
+        (id, rows, row_len, format!("{dist:?}")).hash(&mut hasher);
+        let shape = Entry {
+            table: entry.table.clone(),
+            epoch: hasher.finish(),
+        };
+        self.agree(&call, &shape, true)?;
+        Ok(DistData {
+            id,
+            rows,
+            row_len,
+            dist,
+            frag_elems,
+            entry: Rc::new(RefCell::new(entry)),
+            local,
+        })
+    }
+
+    fn runtime_error(&self, call: &str, source: rimms_runtime::Error) -> ClusterError {
+        ClusterError::Runtime {
+            call: call.into(),
+            rank: self.rank(),
+            source: Box::new(source),
+        }
+    }
+
+    /// Owner computes: `kernel` runs on this rank for each run of `rows` of `out` it owns, with
+    /// the local runtime and a view of those rows; then every rank records them valid on their
+    /// owners alone. A call over rows of several owners is split at the owners' edges where
+    /// `row_wise` (the API works row by row), and refused naming the ranks otherwise.
+    ///
+    /// A kernel that fails here fails this call on every rank: this rank reports the kernel's
+    /// error, the others a drift at this call naming it.
+    pub fn compute<T: Pod>(
+        &self,
+        out: &mut DistData<T>,
+        rows: Range<usize>,
+        row_wise: bool,
+        name: &str,
+        mut kernel: impl FnMut(&Runtime, Range<usize>, HeteSliceMut<'_, T>) -> rimms_runtime::Result<()>,
+    ) -> Result<()> {
+        let call = self.call(format_args!("{name} on rows {rows:?} of buffer {}", out.id));
+        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise).map_err(
+            |source| ClusterError::Dist {
+                call: call.clone(),
+                source,
+            },
+        )?;
+        let me = self.rank();
+        let mut failed = None;
+        for span in spans.iter().filter(|s| s.ranks.contains(me)) {
+            let elems = out.elems(&span.rows);
+            let run = out
+                .local
+                .slice_mut(elems)
+                .and_then(|view| kernel(&self.rt, span.rows.clone(), view));
+            if let Err(error) = run {
+                failed = Some(self.runtime_error(&call, error));
+                break;
+            }
+        }
+        self.forget_uncached();
+        let mut entry = out.entry.borrow_mut();
+        for span in &spans {
+            let frags = out.frags(&span.rows);
+            entry
+                .table
+                .mark_written(span.ranks, frags)
+                .map_err(|source| ClusterError::Dist {
+                    call: call.clone(),
+                    source,
+                })?;
+        }
+        entry.epoch += 1;
+        if let Some(error) = failed {
+            // The others must not wait for an agreement this rank will not reach in step:
+            // a digest no table has makes them fail at this call.
+            let poisoned = Entry {
+                table: entry.table.clone(),
+                epoch: u64::MAX,
+            };
+            let _ = self.agree(&call, &poisoned, true);
+            return Err(error);
+        }
+        self.agree(&call, &entry, false)
+    }
+
+    /// Moves to each rank the rows `needs(rank)` that it lacks: every rank plans the same
+    /// exchange from the table, one message per run of fragments, from the owner where it
+    /// holds the newest bytes, and does its own sends and receives. Rows a rank already holds
+    /// (and, with the cache on, rows it received earlier and nobody wrote since) move nothing.
+    pub fn fetch<T: Pod>(
+        &self,
+        buf: &mut DistData<T>,
+        needs: impl Fn(Rank) -> Range<usize>,
+    ) -> Result<()> {
+        let call = self.call(format_args!("fetch rows of buffer {}", buf.id));
+        let mut exchange = Exchange::default();
+        {
+            let entry = buf.entry.borrow();
+            for rank in (0..self.ranks()).map(|r| Rank(r as u16)) {
+                let rows = needs(rank);
+                let plan = entry
+                    .table
+                    .plan_read(rank, buf.frags(&rows))
+                    .map_err(|source| ClusterError::Dist {
+                        call: call.clone(),
+                        source,
+                    })?;
+                exchange.sends.extend(plan.sends);
+            }
+        }
+        let me = self.rank();
+        if exchange.sends.iter().any(|s| s.from == me || s.to == me) {
+            let epoch = buf.entry.borrow().epoch;
+            let frag_bytes = buf.frag_elems * size_of::<T>();
+            let block = buf
+                .local
+                .host_mut()
+                .map_err(|e| self.runtime_error(&call, e))?;
+            crate::execute(
+                &*self.transport,
+                &exchange,
+                buf.id,
+                epoch,
+                frag_bytes,
+                bytemuck::cast_slice_mut(block),
+            )
+            .map_err(|source| ClusterError::Transport {
+                call: call.clone(),
+                source,
+            })?;
+        }
+        let mut entry = buf.entry.borrow_mut();
+        entry.table.commit(&exchange);
+        if !self.cache.get() {
+            let mut uncached = self.uncached.borrow_mut();
+            for send in &exchange.sends {
+                uncached.push(Received {
+                    entry: Rc::downgrade(&buf.entry),
+                    rank: send.to,
+                    frags: send.frags.clone(),
+                });
+            }
+        }
+        self.agree(&call, &entry, false)
+    }
+
+    /// Forgets received rows once a call has used them (cache off): the readers no longer
+    /// hold them, in every rank's table.
+    fn forget_uncached(&self) {
+        for received in self.uncached.borrow_mut().drain(..) {
+            if let Some(entry) = received.entry.upgrade() {
+                entry
+                    .borrow_mut()
+                    .table
+                    .forget(received.rank, received.frags);
+            }
+        }
+    }
+
+    /// Moves the whole buffer to `to`.
+    pub fn gather<T: Pod>(&self, buf: &mut DistData<T>, to: Rank) -> Result<()> {
+        let rows = buf.rows;
+        self.fetch(buf, |rank| if rank == to { 0..rows } else { 0..0 })
+    }
+
+    /// Forgets every copy but the owners' (StarPU-MPI's cache flush): the next reads send
+    /// again.
+    pub fn flush<T: Pod>(&self, buf: &mut DistData<T>) -> Result<()> {
+        let call = self.call(format_args!("flush buffer {}", buf.id));
+        let mut entry = buf.entry.borrow_mut();
+        entry.table.flush();
+        self.agree(&call, &entry, false)
+    }
+
+    /// The rows `rows` of `buf` as this rank holds them, refused unless the table says this
+    /// rank holds their newest bytes.
+    pub fn here<'a, T: Pod>(
+        &self,
+        buf: &'a DistData<T>,
+        rows: Range<usize>,
+    ) -> Result<HeteSlice<'a, T>> {
+        let me = self.rank();
+        let frags = buf.frags(&rows);
+        let entry = buf.entry.borrow();
+        let held = rows.end <= buf.rows
+            && frags
+                .clone()
+                .all(|f| entry.table.valid(f).is_some_and(|v| v.contains(me)));
+        if !held {
+            return Err(ClusterError::NotHere {
+                buffer: buf.id,
+                rows,
+                rank: me,
+            });
+        }
+        buf.local
+            .slice(buf.elems(&rows))
+            .map_err(|e| self.runtime_error("reading a distributed buffer", e))
+    }
+}

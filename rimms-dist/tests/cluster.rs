@@ -1,0 +1,135 @@
+//! Distributed buffers on real runtimes, ranks as threads: the programs every transport runs
+//! (`scenarios/`), at 1 to 4 ranks, and the bad calls that only a job of threads can stage
+//! cheaply (a rank skipping an allocation leaves its collectives out of step), each an error
+//! on every rank within a bounded time.
+
+mod scenarios;
+
+use rimms_dist::{Cluster, ClusterError, DistError, Distribution, InProcess, Rank, TransportError};
+use rimms_runtime::Runtime;
+use std::time::Duration;
+
+/// Runs `work` as every rank of a job of `ranks` threads, each with its own CPU runtime.
+fn job<T: Send>(
+    ranks: usize,
+    timeout: Duration,
+    work: impl Fn(&Cluster<'_>) -> Result<T, ClusterError> + Sync,
+) -> Vec<Result<T, ClusterError>> {
+    let world = InProcess::world(ranks);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = world
+            .into_iter()
+            .map(|t| {
+                let work = &work;
+                s.spawn(move || {
+                    let rt = Runtime::new().expect("a CPU runtime");
+                    work(&Cluster::new(rt, t.with_timeout(timeout)))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank"))
+            .collect()
+    })
+}
+
+#[test]
+fn every_program_holds_at_one_to_four_ranks() {
+    let mut failures = Vec::new();
+    for ranks in 1..=4 {
+        for (name, program) in scenarios::PROGRAMS {
+            let outcomes = job(ranks, Duration::from_secs(60), |cl| Ok(program(cl)));
+            for (rank, outcome) in outcomes.into_iter().enumerate() {
+                if let Ok(Err(why)) | Err(why) = outcome.map_err(|e| e.to_string()) {
+                    failures.push(format!("{name}, rank {rank} of {ranks}: {why}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn rows_a_rank_does_not_hold_are_an_error_not_stale_bytes() {
+    let outcomes = job(2, Duration::from_secs(30), |cl| {
+        let mut a = cl.alloc::<f32>(4, 8, Distribution::BlockRows)?;
+        cl.compute(&mut a, 0..4, true, "fill", |_, _, mut view| {
+            view.host_write()?.fill(1.0);
+            Ok(())
+        })?;
+        let theirs = if cl.rank() == Rank(0) { 2..4 } else { 0..2 };
+        cl.here(&a, theirs).map(|_| ())
+    });
+    for (rank, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Err(ClusterError::NotHere { rank: r, .. }) => assert_eq!(r, Rank(rank as u16)),
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_buffer_allocated_on_only_some_ranks_fails_every_rank() {
+    let outcomes = job(3, Duration::from_secs(10), |cl| {
+        cl.alloc::<f32>(6, 4, Distribution::BlockRows)?;
+        if cl.rank() != Rank(2) {
+            cl.alloc::<f32>(6, 8, Distribution::BlockRows)?;
+        }
+        cl.alloc::<f32>(6, 4, Distribution::Replicated).map(|_| ())
+    });
+    for (rank, outcome) in outcomes.into_iter().enumerate() {
+        let err = outcome.expect_err("every rank fails");
+        assert!(
+            matches!(
+                err,
+                ClusterError::Transport {
+                    source: TransportError::Drift { .. },
+                    ..
+                }
+            ),
+            "rank {rank}: {err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("distributed call 1 (alloc buffer 1"),
+            "rank {rank}: {err}"
+        );
+    }
+}
+
+fn ok<T>(outcomes: Vec<Result<T, ClusterError>>) -> Vec<T> {
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(rank, o)| o.unwrap_or_else(|e| panic!("rank {rank}: {e}")))
+        .collect()
+}
+
+#[test]
+fn more_ranks_than_rows_and_writes_across_owners_are_refused_on_every_rank() {
+    let outcomes = job(4, Duration::from_secs(10), |cl| {
+        let short = cl.alloc::<f32>(3, 4, Distribution::BlockRows).map(|_| ());
+        let mut a = cl.alloc::<f32>(8, 4, Distribution::BlockRows)?;
+        let across = cl.compute(&mut a, 1..5, false, "gemm", |_, _, _| Ok(()));
+        Ok((short, across))
+    });
+    for (rank, outcome) in ok(outcomes).into_iter().enumerate() {
+        match outcome {
+            (
+                Err(ClusterError::Dist {
+                    source: DistError::MoreRanksThanRows { ranks: 4, rows: 3 },
+                    ..
+                }),
+                Err(ClusterError::Dist {
+                    source: DistError::SpansRanks { ranks },
+                    call,
+                }),
+            ) => {
+                assert_eq!(ranks, vec![Rank(0), Rank(1), Rank(2)], "rank {rank}");
+                assert!(call.contains("gemm on rows 1..5"), "rank {rank}: {call}");
+            }
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+}
