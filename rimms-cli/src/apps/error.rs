@@ -15,6 +15,10 @@ pub enum AppError {
     #[error(transparent)]
     Runtime(#[from] rimms::Error),
 
+    /// A distributed call failed or was refused, the same on every rank.
+    #[error(transparent)]
+    Distributed(#[from] rimms_dist::ClusterError),
+
     /// The board file `RIMMS_FPGA_BOARD` names cannot be read or does not describe a
     /// usable board.
     #[error("{source}\n  (the FPGA board file {} comes from RIMMS_FPGA_BOARD; fix it, or unset the variable to use the built-in emulator)", .path.display())]

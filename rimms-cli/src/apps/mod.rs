@@ -14,6 +14,7 @@
 //! ([`Run`]); the `rimms` command prints them.
 
 pub mod correlator;
+pub mod distributed;
 mod error;
 pub mod fzf;
 pub mod input;

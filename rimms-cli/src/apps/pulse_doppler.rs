@@ -168,7 +168,36 @@ pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
             params.doppler_bin
         )));
     }
-    let pulse: Vec<Complex32> = (0..N)
+    let (pulses, pulse, (z, x)) = simulate(M, N, params)?;
+    let truth = Truth {
+        params: *params,
+        simulated_doppler_hz: f64::from(params.doppler_bin) / (M as f64 * PRI),
+        expected: Output::from_bins(z, x),
+    };
+    Ok((Input { pulses, pulse }, truth))
+}
+
+/// `m` pulses of `n` samples carrying a target at `params.delay` and `params.doppler_bin` in
+/// seeded noise, the transmitted pulse, and the (Doppler, range) bins where the range-Doppler
+/// map must peak: any size, for workloads larger than CEDR's (the distributed runs).
+pub fn simulate(
+    m: usize,
+    n: usize,
+    params: &Params,
+) -> Result<(Vec<Complex32>, Vec<Complex32>, (usize, usize)), AppError> {
+    let half = i32::try_from(m / 2).unwrap_or(i32::MAX);
+    if m < 2
+        || n < GENERATED_PULSE
+        || params.delay > n - GENERATED_PULSE
+        || !(-half..half).contains(&params.doppler_bin)
+    {
+        return Err(AppError::Param(format!(
+            "pulse Doppler simulates at least 2 pulses of at least {GENERATED_PULSE} samples, delays of 0 … n − {GENERATED_PULSE} samples and Doppler bins of −m/2 … m/2 − 1; got {m} pulses of {n} samples, delay {} and bin {}",
+            params.delay,
+            params.doppler_bin
+        )));
+    }
+    let pulse: Vec<Complex32> = (0..n)
         .map(|j| {
             if j < GENERATED_PULSE {
                 cis(PI * (j * j) as f64 / GENERATED_PULSE as f64)
@@ -178,10 +207,10 @@ pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
         })
         .collect();
     let mut rng = Rng::new(params.seed);
-    let mut pulses = Vec::with_capacity(M * N);
-    for k in 0..M {
-        let doppler = cis(2.0 * PI * f64::from(params.doppler_bin) * k as f64 / M as f64);
-        for j in 0..N {
+    let mut pulses = Vec::with_capacity(m * n);
+    for k in 0..m {
+        let doppler = cis(2.0 * PI * f64::from(params.doppler_bin) * k as f64 / m as f64);
+        for j in 0..n {
             let echo = j
                 .checked_sub(params.delay)
                 .map_or(Complex32::new(0.0, 0.0), |i| pulse[i] * doppler);
@@ -191,13 +220,8 @@ pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
     }
     // Both indices are in range: delay ≤ n − 16 and the bin offset is within ±m/2.
     let z = (half + params.doppler_bin) as usize;
-    let x = N - 1 + params.delay;
-    let truth = Truth {
-        params: *params,
-        simulated_doppler_hz: f64::from(params.doppler_bin) / (M as f64 * PRI),
-        expected: Output::from_bins(z, x),
-    };
-    Ok((Input { pulses, pulse }, truth))
+    let x = n - 1 + params.delay;
+    Ok((pulses, pulse, (z, x)))
 }
 
 /// Runs pulse Doppler.

@@ -3,10 +3,10 @@
 //! where the build found no data; failed where `RIMMS_CEDR_DATA` names a wrong folder.
 
 use crate::common::{
-    assert_close, cedr_dir, cedr_dir_from, dft, fftshift, read_cedr, rms, CEDR_FILES,
+    across_ranks, assert_close, cedr_dir, cedr_dir_from, dft, fftshift, read_cedr, rms, CEDR_FILES,
 };
 use num_complex::Complex64;
-use rimms_cli::apps::{pulse_doppler, sar, AppError, Mapping, Mode, Options};
+use rimms_cli::apps::{distributed, pulse_doppler, sar, AppError, Mapping, Mode, Options};
 use std::f64::consts::PI;
 
 /// Pulse Doppler in f64: (Doppler bin, range bin) of the maximum of |fftshift(FFT across
@@ -68,6 +68,44 @@ fn pulse_doppler_on_cedr_data_finds_the_reference_bins() {
         assert_eq!((out.doppler_bin, out.range_bin), (z, x), "{mapping:?}");
         assert_eq!(out.doppler_shift_hz, doppler);
         assert_eq!(out.time_delay_s, delay);
+    }
+}
+
+/// The same bins and CEDR figures across 1 to 4 ranks as the reference finds on one.
+#[test]
+#[cfg_attr(
+    not(cedr_data),
+    ignore = "no CEDR data: set RIMMS_CEDR_DATA to the folder of CEDR's input files"
+)]
+fn pulse_doppler_across_ranks_on_cedr_data_finds_the_reference_bins() {
+    let dir = cedr_dir();
+    let pulses = read_cedr(&dir.join("pulse_doppler_pulses.txt"));
+    let pulse = read_cedr(&dir.join("pulse_doppler_pulse.txt")).remove(0);
+    let (z, x) = pulse_doppler_reference(&pulses, &pulse);
+    let input = pulse_doppler::Input::load(&dir).expect("CEDR files");
+    let single = pulse_doppler::run(&input, &Options::new(Mode::Rimms, Mapping::Cpu))
+        .expect("run")
+        .result;
+    for ranks in 1..=4 {
+        let found = across_ranks(ranks, |cl| {
+            distributed::pulse_doppler(
+                cl,
+                rimms::Device::Cpu,
+                &input.pulses,
+                &input.pulse,
+                pulse_doppler::M,
+                false,
+            )
+        });
+        for (rank, detection) in found.into_iter().enumerate() {
+            let detection = detection.unwrap_or_else(|e| panic!("np {ranks} rank {rank}: {e}"));
+            assert_eq!(
+                (detection.doppler_bin, detection.range_bin),
+                (z, x),
+                "np {ranks} rank {rank}"
+            );
+            assert_eq!(detection.cedr_output(), single, "np {ranks} rank {rank}");
+        }
     }
 }
 

@@ -8,6 +8,7 @@ mod common;
 
 mod cedr;
 mod cli;
+mod distributed;
 mod fpga_emu;
 mod fpga_mappings;
 mod generated;

@@ -337,7 +337,8 @@ impl<'t> Cluster<'t> {
     /// `row_wise` (the API works row by row), and refused naming the ranks otherwise.
     ///
     /// A kernel that fails here fails this call on every rank: this rank reports the kernel's
-    /// error, the others a drift at this call naming it.
+    /// error, the others a drift at this call naming it (where drift checks are on; otherwise
+    /// at their next agreement).
     pub fn compute<T: Pod>(
         &self,
         out: &mut DistData<T>,
@@ -347,22 +348,70 @@ impl<'t> Cluster<'t> {
         mut kernel: impl FnMut(&Runtime, Range<usize>, HeteSliceMut<'_, T>) -> rimms_runtime::Result<()>,
     ) -> Result<()> {
         let call = self.call(format_args!("{name} on rows {rows:?} of buffer {}", out.id));
-        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise).map_err(
-            |source| ClusterError::Dist {
-                call: call.clone(),
-                source,
-            },
-        )?;
+        self.owner_computes(out, rows, row_wise, &call, |rows, view| {
+            kernel(&self.rt, rows, view).map_err(|e| self.runtime_error(&call, e))
+        })
+    }
+
+    /// Owner computes from another buffer's same rows: `kernel` gets this rank's rows of `src`
+    /// (which must be here: the owners of `out`'s rows hold them when both are distributed
+    /// alike, or after a fetch) and the same rows of `out`. A map from one distributed buffer
+    /// to another, as the stages of a pipeline are.
+    pub fn compute_from<S: Pod, T: Pod>(
+        &self,
+        src: &DistData<S>,
+        out: &mut DistData<T>,
+        rows: Range<usize>,
+        name: &str,
+        mut kernel: impl FnMut(
+            &Runtime,
+            Range<usize>,
+            HeteSlice<'_, S>,
+            HeteSliceMut<'_, T>,
+        ) -> rimms_runtime::Result<()>,
+    ) -> Result<()> {
+        let call = self.call(format_args!(
+            "{name} on rows {rows:?} of buffer {} from buffer {}",
+            out.id, src.id
+        ));
+        if src.rows != out.rows {
+            return Err(ClusterError::Shape {
+                call,
+                what: format!("{} rows in, {} rows out", src.rows, out.rows),
+            });
+        }
+        self.owner_computes(out, rows, true, &call, |rows, view| {
+            let input = self.here(src, rows.clone())?;
+            kernel(&self.rt, rows, input, view).map_err(|e| self.runtime_error(&call, e))
+        })
+    }
+
+    /// What `compute` and `compute_from` share: run the kernel on this rank's spans, record
+    /// every span's write on every rank, agree.
+    fn owner_computes<T: Pod>(
+        &self,
+        out: &mut DistData<T>,
+        rows: Range<usize>,
+        row_wise: bool,
+        call: &str,
+        mut kernel: impl FnMut(Range<usize>, HeteSliceMut<'_, T>) -> Result<()>,
+    ) -> Result<()> {
+        let dist_error = |source| ClusterError::Dist {
+            call: call.into(),
+            source,
+        };
+        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise)
+            .map_err(dist_error)?;
         let me = self.rank();
         let mut failed = None;
         for span in spans.iter().filter(|s| s.ranks.contains(me)) {
             let elems = out.elems(&span.rows);
-            let run = out
-                .local
-                .slice_mut(elems)
-                .and_then(|view| kernel(&self.rt, span.rows.clone(), view));
+            let run = match out.local.slice_mut(elems) {
+                Ok(view) => kernel(span.rows.clone(), view),
+                Err(e) => Err(self.runtime_error(call, e)),
+            };
             if let Err(error) = run {
-                failed = Some(self.runtime_error(&call, error));
+                failed = Some(error);
                 break;
             }
         }
@@ -373,10 +422,7 @@ impl<'t> Cluster<'t> {
             entry
                 .table
                 .mark_written(span.ranks, frags)
-                .map_err(|source| ClusterError::Dist {
-                    call: call.clone(),
-                    source,
-                })?;
+                .map_err(dist_error)?;
         }
         entry.epoch += 1;
         if let Some(error) = failed {
@@ -386,10 +432,10 @@ impl<'t> Cluster<'t> {
                 table: entry.table.clone(),
                 epoch: u64::MAX,
             };
-            let _ = self.agree(&call, &poisoned, true);
+            let _ = self.agree(call, &poisoned, true);
             return Err(error);
         }
-        self.agree(&call, &entry, false)
+        self.agree(call, &entry, false)
     }
 
     /// Moves to each rank the rows `needs(rank)` that it lacks: every rank plans the same
