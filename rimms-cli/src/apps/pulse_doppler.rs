@@ -168,7 +168,11 @@ pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
             params.doppler_bin
         )));
     }
-    let (pulses, pulse, (z, x)) = simulate(M, N, params)?;
+    let Simulated {
+        pulses,
+        pulse,
+        bins: (z, x),
+    } = simulate(M, N, params)?;
     let truth = Truth {
         params: *params,
         simulated_doppler_hz: f64::from(params.doppler_bin) / (M as f64 * PRI),
@@ -177,14 +181,20 @@ pub fn generate(params: &Params) -> Result<(Input, Truth), AppError> {
     Ok((Input { pulses, pulse }, truth))
 }
 
+/// A simulated burst of any size.
+#[derive(Clone, Debug)]
+pub struct Simulated {
+    /// `m` pulses of `n` samples, pulse-major.
+    pub pulses: Vec<Complex32>,
+    /// The transmitted pulse, `n` samples.
+    pub pulse: Vec<Complex32>,
+    /// The (Doppler, range) bins where the range-Doppler map must peak.
+    pub bins: (usize, usize),
+}
+
 /// `m` pulses of `n` samples carrying a target at `params.delay` and `params.doppler_bin` in
-/// seeded noise, the transmitted pulse, and the (Doppler, range) bins where the range-Doppler
-/// map must peak: any size, for workloads larger than CEDR's (the distributed runs).
-pub fn simulate(
-    m: usize,
-    n: usize,
-    params: &Params,
-) -> Result<(Vec<Complex32>, Vec<Complex32>, (usize, usize)), AppError> {
+/// seeded noise: any size, for workloads larger than CEDR's (the distributed runs).
+pub fn simulate(m: usize, n: usize, params: &Params) -> Result<Simulated, AppError> {
     let half = i32::try_from(m / 2).unwrap_or(i32::MAX);
     if m < 2
         || n < GENERATED_PULSE
@@ -221,7 +231,11 @@ pub fn simulate(
     // Both indices are in range: delay ≤ n − 16 and the bin offset is within ±m/2.
     let z = (half + params.doppler_bin) as usize;
     let x = n - 1 + params.delay;
-    Ok((pulses, pulse, (z, x)))
+    Ok(Simulated {
+        pulses,
+        pulse,
+        bins: (z, x),
+    })
 }
 
 /// Runs pulse Doppler.

@@ -15,11 +15,12 @@ fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
         doppler_bin: -37,
         seed: 7,
     };
-    let (pulses, pulse, truth) = pulse_doppler::simulate(m, n, &params).expect("simulate");
+    let burst = pulse_doppler::simulate(m, n, &params).expect("simulate");
+    let (pulses, pulse, truth) = (&burst.pulses, &burst.pulse, burst.bins);
     let mut reference: Option<Vec<f32>> = None;
     for ranks in 1..=4 {
         let found = across_ranks(ranks, |cl| {
-            let detection = distributed::pulse_doppler(cl, Device::Cpu, &pulses, &pulse, m, false);
+            let detection = distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, false);
             (detection, cl.net_bytes())
         });
         let turn = corner_turn_bytes(m, 2 * n, 8, ranks);
@@ -38,7 +39,7 @@ fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
             assert_eq!(sent, minimum, "np {ranks} rank {rank}");
         }
         let maps = across_ranks(ranks, |cl| {
-            distributed::pulse_doppler(cl, Device::Cpu, &pulses, &pulse, m, true)
+            distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, true)
                 .expect("run")
                 .map
         });
