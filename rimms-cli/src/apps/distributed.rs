@@ -1,17 +1,23 @@
-//! Pulse Doppler across ranks: the app of `pulse_doppler.rs` at any size, its pulses in block
-//! rows over the ranks of a job (`rimms_dist::Cluster`).
+//! Pulse Doppler and SAR across ranks: the apps of `pulse_doppler.rs` and `sar.rs` at any
+//! size, their pulses in block rows over the ranks of a job (`rimms_dist::Cluster`).
 //!
+//! Pulse Doppler:
 //! Every rank reads the same input (SPMD) and computes the transmitted pulse's spectrum itself
 //! (replicated by construction: no bytes on the network). Each rank matched-filters the pulses
 //! it owns on its own runtime; one corner turn makes range bins the rows, again in block rows;
 //! each rank takes the Doppler FFT, shift and magnitude of its range bins and its local peak;
 //! the peaks (three numbers per rank) go to every rank, which all name the same detection. On
 //! the network: the corner turn's (n−1)/n of the matrix, and 24 bytes per pair of ranks.
+//!
+//! SAR: range compression on each rank's pulses, a corner turn, azimuth compression on each
+//! rank's range bins, a corner turn back, the magnitude and the same peak exchange: two
+//! corner turns' bytes and the peaks.
 
 use super::pulse_doppler::Output;
+use super::sar::Size;
 use super::{pad_into, AppError};
 use rimms::{Complex32, Device, FftDirection, HeteData, ZipOp};
-use rimms_dist::{Cluster, Distribution, Rank};
+use rimms_dist::{Cluster, DistData, Distribution, Rank};
 
 /// What the distributed app finds, the same on every rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,14 +110,132 @@ pub fn pulse_doppler(
         },
     )?;
 
-    // This rank's peak and floor, then everyone's.
-    let (ranks, me) = (cl.ranks(), cl.rank());
-    let (mut peak, mut at, mut floor) = (f32::NEG_INFINITY, 0usize, f32::INFINITY);
-    for run in Distribution::BlockRows.rows_of(me, l, ranks) {
-        let values = cl.here(&magnitude, run.clone())?.host()?;
+    let peak = peak(cl, &mut magnitude, keep_map)?;
+    Ok(Detection {
+        doppler_bin: peak.index % m,
+        range_bin: peak.index / m,
+        target: peak.value > peak.floor,
+        map: peak.map,
+    })
+}
+
+/// A SAR image formed across ranks, the same on every rank but for the image itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SarImage {
+    /// Row of the brightest pixel (slow time).
+    pub peak_row: usize,
+    /// Column of the brightest pixel (fast time).
+    pub peak_col: usize,
+    /// Its magnitude.
+    pub peak: f32,
+    /// The whole `slow × fast` magnitude image, row-major, on rank 0 when asked for.
+    pub image: Option<Vec<f32>>,
+}
+
+/// SAR image formation (`sar.rs`'s range-Doppler algorithm) of `raw`, `size.slow` pulses of
+/// `size.fast` samples, with the azimuth filter `h`, as this rank of `cl`'s job: pulses in
+/// block rows for range compression, one corner turn to range bins in block rows for azimuth
+/// compression, one corner turn back, the magnitude and the peak.
+pub fn sar(
+    cl: &Cluster<'_>,
+    device: Device,
+    raw: &[Complex32],
+    size: Size,
+    h: &[Complex32],
+    keep_image: bool,
+) -> Result<SarImage, AppError> {
+    let Size { slow, fast } = size;
+    if raw.len() != slow * fast || h.len() != slow {
+        return Err(AppError::Param(format!(
+            "SAR takes {slow} × {fast} raw samples and a {slow}-sample azimuth filter, got {} and {}",
+            raw.len(),
+            h.len()
+        )));
+    }
+    let rt = cl.runtime();
+    let g = HeteData::from_slice(rt, &size.range_chirp())?;
+    let mut g_spectrum = HeteData::alloc(rt, fast)?;
+    rt.fft(device, FftDirection::Forward, fast, &g, &mut g_spectrum)?;
+    let h = HeteData::from_slice(rt, h)?;
+    let mut scratch = HeteData::<Complex32>::alloc(rt, slow * fast)?;
+
+    let mut pulses = cl.alloc::<Complex32>(slow, fast, Distribution::BlockRows)?;
+    cl.compute(
+        &mut pulses,
+        0..slow,
+        true,
+        "range compression",
+        |rt, rows, mut mine| {
+            mine.host_write()?
+                .copy_from_slice(&raw[rows.start * fast..rows.end * fast]);
+            let mut t = scratch.slice_mut(0..rows.len() * fast)?;
+            rt.fft(device, FftDirection::Forward, fast, &mine, &mut t)?;
+            rt.fftshift(device, fast, &t, &mut mine)?;
+            rt.zip_rows(device, ZipOp::Mul, &mine, &g_spectrum, &mut t)?;
+            rt.fft(device, FftDirection::Inverse, fast, &t, &mut mine)
+        },
+    )?;
+    let mut bins = cl.alloc::<Complex32>(fast, slow, Distribution::BlockRows)?;
+    cl.corner_turn(&mut pulses, &mut bins)?;
+    cl.compute(
+        &mut bins,
+        0..fast,
+        true,
+        "azimuth compression",
+        |rt, rows, mut mine| {
+            let mut t = scratch.slice_mut(0..rows.len() * slow)?;
+            rt.fft_in_place(device, FftDirection::Forward, slow, &mut mine)?;
+            rt.fftshift(device, slow, &mine, &mut t)?;
+            rt.zip_rows(device, ZipOp::Mul, &t, &h, &mut mine)?;
+            rt.fft_in_place(device, FftDirection::Inverse, slow, &mut mine)
+        },
+    )?;
+    let mut shifted = cl.alloc::<Complex32>(fast, slow, Distribution::BlockRows)?;
+    cl.compute_from(
+        &bins,
+        &mut shifted,
+        0..fast,
+        "fftshift",
+        |rt, _, mine, mut out| rt.fftshift(device, slow, &mine, &mut out),
+    )?;
+    cl.corner_turn(&mut shifted, &mut pulses)?;
+    let mut image = cl.alloc::<f32>(slow, fast, Distribution::BlockRows)?;
+    cl.compute_from(
+        &pulses,
+        &mut image,
+        0..slow,
+        "magnitude",
+        |rt, _, mine, mut out| rt.magnitude(device, &mine, &mut out),
+    )?;
+    let peak = peak(cl, &mut image, keep_image)?;
+    Ok(SarImage {
+        peak_row: peak.index / fast,
+        peak_col: peak.index % fast,
+        peak: peak.value as f32,
+        image: peak.map,
+    })
+}
+
+/// The first maximum of a distributed map in row-major order, its minimum, and the map itself
+/// on rank 0 if asked for.
+struct Peak {
+    index: usize,
+    value: f64,
+    floor: f64,
+    map: Option<Vec<f32>>,
+}
+
+/// Each rank scans its rows; the three numbers of each rank (24 bytes) go to every other, and
+/// every rank picks the same peak: ranks hold ascending runs of rows, so the lowest rank wins a
+/// tie, as a single-rank scan's first maximum would.
+fn peak(cl: &Cluster<'_>, map: &mut DistData<f32>, keep: bool) -> Result<Peak, AppError> {
+    let (ranks, me, rows, row_len) = (cl.ranks(), cl.rank(), map.rows(), map.row_len());
+    let (mut value, mut index, mut floor) = (f32::NEG_INFINITY, 0usize, f32::INFINITY);
+    for run in map.distribution().rows_of(me, rows, ranks) {
+        let values = cl.here(map, run.clone())?.host()?;
         for (i, &v) in values.iter().enumerate() {
-            if v > peak {
-                (peak, at) = (v, run.start * m + i);
+            if v > value {
+                (value, index) = (v, run.start * row_len + i);
             }
             floor = floor.min(v);
         }
@@ -124,35 +248,29 @@ pub fn pulse_doppler(
         "local peak",
         |_, _, mut mine| {
             mine.host_write()?
-                .copy_from_slice(&[f64::from(peak), at as f64, f64::from(floor)]);
+                .copy_from_slice(&[f64::from(value), index as f64, f64::from(floor)]);
             Ok(())
         },
     )?;
     cl.fetch(&mut peaks, |_| 0..ranks)?;
     let all = cl.here(&peaks, 0..ranks)?.host()?.to_vec();
-    // The first maximum in range-major order, as the single-rank app scans: ranks hold
-    // ascending runs of range bins, so the lowest rank wins a tie.
-    let (mut best, mut index, mut lowest) = (f64::NEG_INFINITY, 0usize, f64::INFINITY);
-    for rank in all.chunks_exact(3) {
-        if rank[0] > best {
-            (best, index) = (rank[0], rank[1] as usize);
-        }
-        lowest = lowest.min(rank[2]);
-    }
-    let map = if keep_map {
-        cl.gather(&mut magnitude, Rank(0))?;
-        if me == Rank(0) {
-            Some(cl.here(&magnitude, 0..l)?.host()?.to_vec())
-        } else {
-            None
-        }
-    } else {
-        None
+    let mut best = Peak {
+        index: 0,
+        value: f64::NEG_INFINITY,
+        floor: f64::INFINITY,
+        map: None,
     };
-    Ok(Detection {
-        doppler_bin: index % m,
-        range_bin: index / m,
-        target: best > lowest,
-        map,
-    })
+    for rank in all.chunks_exact(3) {
+        if rank[0] > best.value {
+            (best.value, best.index) = (rank[0], rank[1] as usize);
+        }
+        best.floor = best.floor.min(rank[2]);
+    }
+    if keep {
+        cl.gather(map, Rank(0))?;
+        if me == Rank(0) {
+            best.map = Some(cl.here(map, 0..rows)?.host()?.to_vec());
+        }
+    }
+    Ok(best)
 }

@@ -90,42 +90,113 @@ fn span() -> f64 {
 
 /// Fast time of sample j, from the start of the window.
 pub fn fast_time(j: usize) -> f64 {
-    j as f64 * span() / (NFAST - 1) as f64
+    Size::CEDR.fast_time(j)
 }
 
 /// Slow time of row i.
 pub fn slow_time(i: usize) -> f64 {
-    i as f64 * (XMAX - XMIN) / V / (NSLOW - 1) as f64
+    Size::CEDR.slow_time(i)
+}
+
+/// The raw matrix's shape. A scene larger than CEDR's keeps CEDR's range sampling and grows
+/// the window past the far edge (a wider swath: sampling CEDR's window more densely would
+/// break the formulation, whose fftshift before ×G moves the spectrum by half the sampling
+/// rate, which matches the chirp's band only near CEDR's rate), and flies CEDR's 50 m path
+/// with more pulses (a higher PRF: a longer path would add range migration that nothing in
+/// this formulation corrects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Size {
+    /// Slow-time rows (pulses).
+    pub slow: usize,
+    /// Fast-time samples per row.
+    pub fast: usize,
+}
+
+impl Size {
+    /// CEDR's 256 × 512.
+    pub const CEDR: Size = Size {
+        slow: NSLOW,
+        fast: NFAST,
+    };
+
+    /// Fast time of sample j, from the start of the window, at CEDR's spacing.
+    pub fn fast_time(self, j: usize) -> f64 {
+        j as f64 * span() / (NFAST - 1) as f64
+    }
+
+    /// Slow time of row i: `slow` pulses over CEDR's path.
+    pub fn slow_time(self, i: usize) -> f64 {
+        i as f64 * (XMAX - XMIN) / V / (self.slow - 1) as f64
+    }
+
+    /// The range chirp g (`fast` samples).
+    pub fn range_chirp(self) -> Vec<Complex32> {
+        (0..self.fast)
+            .map(|j| {
+                let t = self.fast_time(j);
+                if t.abs() < TR / 2.0 {
+                    cis(-PI * KR * t * t)
+                } else {
+                    Complex32::new(0.0, 0.0)
+                }
+            })
+            .collect()
+    }
+
+    /// CEDR's azimuth filter H (`slow` samples).
+    pub fn azimuth_filter(self) -> Vec<Complex32> {
+        let ka = 2.0 * V * V / LAMBDA / r0();
+        let limit = (TR / 2.0) * (XMAX - XMIN) / V / span();
+        (0..self.slow)
+            .map(|i| {
+                let t = self.slow_time(i);
+                if t.abs() < limit {
+                    cis(PI * ka * t * t)
+                } else {
+                    Complex32::new(0.0, 0.0)
+                }
+            })
+            .collect()
+    }
+
+    /// The echoes of `scene`'s scatterers, computed in f64, `slow` rows of `fast` samples.
+    pub fn echoes(self, scene: &Scene) -> Vec<Complex32> {
+        let (rmin, _) = range_limits();
+        let mut raw = vec![Complex32::new(0.0, 0.0); self.slow * self.fast];
+        for s in &scene.scatterers {
+            for (i, row) in raw.chunks_exact_mut(self.fast).enumerate() {
+                let r = (V * self.slow_time(i) - s.x).hypot(s.y.hypot(H));
+                let tau = 2.0 * (r - rmin) / C + TR / 2.0;
+                let phase = -4.0 * PI * r / LAMBDA;
+                for (j, v) in row.iter_mut().enumerate() {
+                    let t = self.fast_time(j) - tau;
+                    if t.abs() < TR / 2.0 {
+                        *v += cis(PI * KR * t * t + phase) * s.amplitude as f32;
+                    }
+                }
+            }
+        }
+        raw
+    }
+
+    /// The column a scatterer's range focuses at: the echo centre in samples plus the
+    /// fftshift's half-band delay, 1/(2·Kr·dt²) samples.
+    pub fn expected_column(self, scatterer: &Scatterer) -> f64 {
+        let (rmin, _) = range_limits();
+        let dt = self.fast_time(1);
+        let tau = 2.0 * (scatterer.y.hypot(H) - rmin) / C + TR / 2.0;
+        tau / dt + 1.0 / (2.0 * KR * dt * dt)
+    }
 }
 
 /// The range chirp g (NFAST samples).
 pub fn range_chirp() -> Vec<Complex32> {
-    (0..NFAST)
-        .map(|j| {
-            let t = fast_time(j);
-            if t.abs() < TR / 2.0 {
-                cis(-PI * KR * t * t)
-            } else {
-                Complex32::new(0.0, 0.0)
-            }
-        })
-        .collect()
+    Size::CEDR.range_chirp()
 }
 
 /// The azimuth filter H (NSLOW samples).
 pub fn azimuth_filter() -> Vec<Complex32> {
-    let ka = 2.0 * V * V / LAMBDA / r0();
-    let limit = (TR / 2.0) * (XMAX - XMIN) / V / span();
-    (0..NSLOW)
-        .map(|i| {
-            let t = slow_time(i);
-            if t.abs() < limit {
-                cis(PI * ka * t * t)
-            } else {
-                Complex32::new(0.0, 0.0)
-            }
-        })
-        .collect()
+    Size::CEDR.azimuth_filter()
 }
 
 /// Which filter the azimuth stage multiplies by.
@@ -222,23 +293,8 @@ impl Input {
 
     /// The echoes of `scene`'s scatterers, computed in f64.
     pub fn simulate(scene: &Scene) -> Input {
-        let (rmin, _) = range_limits();
-        let mut raw = vec![Complex32::new(0.0, 0.0); NSLOW * NFAST];
-        for s in &scene.scatterers {
-            for (i, row) in raw.chunks_exact_mut(NFAST).enumerate() {
-                let r = (V * slow_time(i) - s.x).hypot(s.y.hypot(H));
-                let tau = 2.0 * (r - rmin) / C + TR / 2.0;
-                let phase = -4.0 * PI * r / LAMBDA;
-                for (j, v) in row.iter_mut().enumerate() {
-                    let t = fast_time(j) - tau;
-                    if t.abs() < TR / 2.0 {
-                        *v += cis(PI * KR * t * t + phase) * s.amplitude as f32;
-                    }
-                }
-            }
-        }
         Input {
-            raw,
+            raw: Size::CEDR.echoes(scene),
             azimuth: Azimuth::Cedr,
         }
     }
@@ -259,10 +315,7 @@ impl Scatterer {
     /// The image column its range focuses at: the echo centre in samples plus the fftshift's
     /// half-band delay, 1/(2·Kr·dt²) samples.
     pub fn expected_column(&self) -> f64 {
-        let (rmin, _) = range_limits();
-        let dt = fast_time(1);
-        let tau = 2.0 * (self.y.hypot(H) - rmin) / C + TR / 2.0;
-        tau / dt + 1.0 / (2.0 * KR * dt * dt)
+        Size::CEDR.expected_column(self)
     }
 
     /// The row of its closest approach (where a focusing azimuth stage would put it).

@@ -195,6 +195,48 @@ fn sar_on_cedr_data_matches_an_f64_reference_pixel_by_pixel() {
     }
 }
 
+/// The same image across 1 to 4 ranks as the f64 reference on one, pixel by pixel.
+#[test]
+#[cfg_attr(
+    not(cedr_data),
+    ignore = "no CEDR data: set RIMMS_CEDR_DATA to the folder of CEDR's input files"
+)]
+fn sar_across_ranks_on_cedr_data_matches_an_f64_reference_pixel_by_pixel() {
+    let dir = cedr_dir();
+    let (want, range_rms) = sar_reference(&read_cedr(&dir.join("SAR_rawdata_rda.txt")));
+    let flat: Vec<f64> = want.iter().flatten().copied().collect();
+    let peak = flat.iter().fold(0.0f64, |a, &b| a.max(b));
+    let at = flat.iter().position(|&v| v == peak).expect("a peak");
+    const PASSES: u32 = 2 * 9 + 2 * 8;
+    let input = sar::Input::load(&dir).expect("CEDR file");
+    let h = sar::azimuth_filter();
+    for ranks in 1..=4 {
+        let images = across_ranks(ranks, |cl| {
+            distributed::sar(
+                cl,
+                rimms::Device::Cpu,
+                &input.raw,
+                sar::Size::CEDR,
+                &h,
+                true,
+            )
+        });
+        for (rank, image) in images.into_iter().enumerate() {
+            let image = image.unwrap_or_else(|e| panic!("np {ranks} rank {rank}: {e}"));
+            let what = format!("SAR at np {ranks}, rank {rank}");
+            assert_eq!(
+                (image.peak_row, image.peak_col),
+                (at / 512, at % 512),
+                "{what}"
+            );
+            assert_close(&[image.peak], &[peak], PASSES, range_rms, &what);
+            if let Some(pixels) = image.image {
+                assert_close(&pixels, &flat, PASSES, range_rms, &what);
+            }
+        }
+    }
+}
+
 fn scratch_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("rimms-cedr-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

@@ -4,8 +4,8 @@
 
 use crate::common::across_ranks;
 use rimms::Device;
-use rimms_cli::apps::{distributed, pulse_doppler};
-use rimms_dist::corner_turn_bytes;
+use rimms_cli::apps::{distributed, pulse_doppler, sar};
+use rimms_dist::{corner_turn_bytes, Distribution, Rank};
 
 #[test]
 fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
@@ -56,6 +56,76 @@ fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
                     assert!(
                         (a - b).abs() <= 1e-4 * scale,
                         "np {ranks} cell {i}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A 2048 × 2048 scene across 1, 2 and 4 ranks: the brightest pixel at a scatterer's range,
+/// the image at 2 and 4 ranks the image at one, and on the network exactly two corner turns,
+/// the peaks, and the image's rows gathered on rank 0.
+#[test]
+fn sar_across_ranks_of_a_2048_scene_focuses_the_ranges_with_the_fewest_bytes() {
+    let size = sar::Size {
+        slow: 2048,
+        fast: 2048,
+    };
+    let scene = sar::Scene::default();
+    let raw = size.echoes(&scene);
+    let h = size.azimuth_filter();
+    let columns: Vec<f64> = scene
+        .scatterers
+        .iter()
+        .map(|s| size.expected_column(s))
+        .collect();
+    let mut reference: Option<Vec<f32>> = None;
+    for ranks in [1, 2, 4] {
+        let found = across_ranks(ranks, |cl| {
+            let image = distributed::sar(cl, Device::Cpu, &raw, size, &h, true);
+            (image, cl.net_bytes())
+        });
+        let turn = corner_turn_bytes(size.slow, size.fast, 8, ranks);
+        let back = corner_turn_bytes(size.fast, size.slow, 8, ranks);
+        let mut image = None;
+        for (rank, (found, sent)) in found.into_iter().enumerate() {
+            let found = found.unwrap_or_else(|e| panic!("np {ranks} rank {rank}: {e}"));
+            assert!(
+                columns
+                    .iter()
+                    .any(|c| (found.peak_col as f64 - c).abs() <= 1.5),
+                "np {ranks} rank {rank}: the brightest pixel (column {}) is at none of {columns:?}",
+                found.peak_col
+            );
+            let my_rows = Distribution::BlockRows
+                .rows_of(Rank(rank as u16), size.slow, ranks)
+                .iter()
+                .map(|r| r.len())
+                .sum::<usize>();
+            let minimum: Vec<u64> = (0..ranks)
+                .map(|to| {
+                    let peaks = if to == rank { 0 } else { 24 };
+                    let gathered = if to == 0 && rank != 0 {
+                        (my_rows * size.fast * 4) as u64
+                    } else {
+                        0
+                    };
+                    turn[rank][to] + back[rank][to] + peaks + gathered
+                })
+                .collect();
+            assert_eq!(sent, minimum, "np {ranks} rank {rank}");
+            image = image.or(found.image);
+        }
+        let image = image.expect("rank 0 has the image");
+        match &reference {
+            None => reference = Some(image),
+            Some(one) => {
+                let scale = one.iter().copied().fold(0.0f32, f32::max);
+                for (i, (a, b)) in image.iter().zip(one).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * scale,
+                        "np {ranks} pixel {i}: {a} vs {b}"
                     );
                 }
             }
