@@ -12,4 +12,5 @@ pub mod memstat;
 pub mod out_file;
 pub mod output;
 pub mod plot;
+pub mod ranks;
 pub mod sched_bench;

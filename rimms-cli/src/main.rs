@@ -255,6 +255,92 @@ struct RunArgs {
     /// into one batched call (rimms mode; baseline never merges).
     #[arg(long)]
     no_merge: bool,
+    /// Run pulse-doppler or sar across this many ranks, as threads of this process (each
+    /// with its own runtime), 1 … 64. Under `mpirun` the ranks are its processes instead
+    /// (a build with the feature `mpi`), and this may be left out.
+    #[arg(long, allow_negative_numbers = true, value_parser = whole_arg::<usize>)]
+    ranks: Option<usize>,
+    /// Generated input across ranks: pulses × samples (pulse-doppler: 1024x4096; sar:
+    /// 2048x2048); default CEDR's sizes.
+    #[arg(long, value_name = "PULSESxSAMPLES", value_parser = shape_arg)]
+    size: Option<(usize, usize)>,
+}
+
+/// `--size`: two whole numbers joined by an x.
+fn shape_arg(text: &str) -> Result<(usize, usize), String> {
+    let parsed = text
+        .split_once(['x', 'X', '×'])
+        .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+    match parsed {
+        Some((a, b)) if a > 0 && b > 0 && a <= 1 << 16 && b <= 1 << 16 => Ok((a, b)),
+        _ => Err(
+            "pulses × samples as two whole numbers 1 … 65536 joined by x, e.g. 1024x4096".into(),
+        ),
+    }
+}
+
+/// `rimms run … --ranks N`, or any `rimms run` under `mpirun`: the app across ranks.
+fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
+    let unsupported = [
+        ("--mode", args.mode != Mode::Rimms),
+        ("--map", args.map != Mapping::Cpu),
+        ("--pool", !args.pool.is_empty()),
+        ("--no-merge", args.no_merge),
+        (
+            "--azimuth",
+            args.azimuth != rimms_cli::apps::sar::Azimuth::Cedr,
+        ),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        return Err(Failure::Usage(format!(
+            "{flag} is not taken across ranks yet: each rank runs its steps on its CPU in rimms mode"
+        )));
+    }
+    if args.out.is_some() && args.app != App::Sar {
+        return Err(Failure::Usage(
+            "--out writes SAR's image; other apps have none".into(),
+        ));
+    }
+    let out = args
+        .out
+        .as_deref()
+        .map(|path| OutFile::check("--out", path))
+        .transpose()?;
+    let defaults = apps::pulse_doppler::Params::default();
+    let run = rimms_cli::ranks::DistRun {
+        app: args.app,
+        ranks: args.ranks,
+        size: args.size,
+        input: args.input.clone(),
+        params: apps::pulse_doppler::Params {
+            delay: args.delay.unwrap_or(defaults.delay),
+            doppler_bin: args.doppler_bin.unwrap_or(defaults.doppler_bin),
+            seed: args.seed,
+        },
+        frames: args.frames,
+        keep_image: out.is_some(),
+    };
+    let (report, printing) = rimms_cli::ranks::run(&run).map_err(app_failure)?;
+    if !printing {
+        return Ok(());
+    }
+    if let (Some(out), Some(image)) = (&out, &report.image) {
+        let fast = report.size.1;
+        out.write(|w| {
+            for row in image.chunks(fast) {
+                let line: Vec<String> = row.iter().map(|v| v.to_string()).collect();
+                writeln!(w, "{}", line.join(" "))?;
+            }
+            Ok(())
+        })?;
+    }
+    if args.json {
+        let json = serde_json::to_string(&report).map_err(|e| Failure::Error(e.to_string()))?;
+        output::print(&format!("{json}\n"))?;
+    } else {
+        output::print(&report.describe())?;
+    }
+    Ok(())
 }
 
 /// An app's error as the command reports it: asking for what an app, mode or mapping does
@@ -263,6 +349,8 @@ struct RunArgs {
 fn app_failure(e: AppError) -> Failure {
     let usage = match &e {
         AppError::Param(_) | AppError::Unsupported(_) => true,
+        // A distribution the job cannot take (more ranks than rows) comes from --ranks.
+        AppError::Distributed(rimms_dist::ClusterError::Dist { .. }) => true,
         // The runtime reports every configuration it cannot build as `Config`, an unwritable
         // trace file among them; of those only a pool for a space the mapping lacks comes
         // from the command line, and only the message tells it apart.
@@ -279,6 +367,10 @@ fn app_failure(e: AppError) -> Failure {
 }
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
+    let under_mpirun = std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some();
+    if args.ranks.is_some() || args.size.is_some() || under_mpirun {
+        return run_across_ranks(args);
+    }
     if args.out.is_some() && args.app != App::Sar {
         return Err(Failure::Usage(
             "--out writes SAR's image; other apps have none".to_string(),

@@ -132,3 +132,142 @@ fn sar_across_ranks_of_a_2048_scene_focuses_the_ranges_with_the_fewest_bytes() {
         }
     }
 }
+
+/// `rimms ARGS` with `env`: its exit code, standard output and standard error.
+fn rimms(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the rimms binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn rimms_run_across_ranks_reports_the_target_and_bytes_at_the_minimum() {
+    let (code, stdout, stderr) = rimms(
+        &[
+            "run",
+            "pulse-doppler",
+            "--ranks",
+            "3",
+            "--size",
+            "256x128",
+            "--frames",
+            "2",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    let burst =
+        pulse_doppler::simulate(256, 128, &pulse_doppler::Params::default()).expect("simulate");
+    let (z, x) = burst.bins;
+    assert_eq!(
+        report["result"],
+        format!("Doppler bin {z}, range bin {x}"),
+        "{report}"
+    );
+    let turn = corner_turn_bytes(256, 256, 8, 3);
+    let minimum: Vec<Vec<u64>> = (0..3)
+        .map(|from| {
+            (0..3)
+                .map(|to| turn[from][to] + if from == to { 0 } else { 24 })
+                .collect()
+        })
+        .collect();
+    let sent: Vec<Vec<u64>> = serde_json::from_value(report["sent"].clone()).expect("sent");
+    assert_eq!(sent, minimum);
+    assert_eq!(report["ranks"], 3);
+    assert_eq!(report["job"], "threads");
+}
+
+#[test]
+fn sar_across_ranks_writes_the_image_a_single_rank_run_writes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (one, four) = (dir.path().join("one.txt"), dir.path().join("four.txt"));
+    let args = |out: &std::path::Path| {
+        vec![
+            "run".to_string(),
+            "sar".into(),
+            "--frames".into(),
+            "1".into(),
+            "--out".into(),
+            out.display().to_string(),
+        ]
+    };
+    let single = args(&one);
+    let (code, _, stderr) = rimms(&single.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let mut across = args(&four);
+    across.extend(["--ranks".to_string(), "4".into()]);
+    let (code, stdout, stderr) = rimms(&across.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("across 4 ranks"), "{stdout}");
+    let read = |path: &std::path::Path| -> Vec<f32> {
+        std::fs::read_to_string(path)
+            .expect("image file")
+            .split_whitespace()
+            .map(|v| v.parse().expect("a number"))
+            .collect()
+    };
+    let (a, b) = (read(&one), read(&four));
+    assert_eq!(a.len(), 256 * 512);
+    assert_eq!(b.len(), a.len());
+    let scale = a.iter().copied().fold(0.0f32, f32::max);
+    for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+        assert!((p - q).abs() <= 1e-4 * scale, "pixel {i}: {p} vs {q}");
+    }
+}
+
+#[test]
+fn runs_across_ranks_refuse_what_they_cannot_do_by_name() {
+    for (args, says) in [
+        (
+            vec!["run", "fzf", "--ranks", "2"],
+            "fzf does not run across ranks",
+        ),
+        (
+            vec!["run", "sar", "--ranks", "2", "--map", "sim"],
+            "--map is not taken across ranks",
+        ),
+        (vec!["run", "sar", "--ranks", "65"], "--ranks takes 1 … 64"),
+        (
+            vec!["run", "pulse-doppler", "--ranks", "4", "--size", "2x64"],
+            "simulates at least 2 pulses",
+        ),
+        (
+            vec![
+                "run",
+                "pulse-doppler",
+                "--ranks",
+                "4",
+                "--size",
+                "3x64",
+                "--doppler-bin",
+                "0",
+            ],
+            "4 ranks for 3 rows",
+        ),
+    ] {
+        let (code, _, stderr) = rimms(&args, &[]);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+/// A build without the feature `mpi` started by `mpirun` says so, instead of running one
+/// copy of the whole job per process.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_under_mpirun_says_how_to_get_one() {
+    let (code, _, stderr) = rimms(&["run", "sar"], &[("OMPI_COMM_WORLD_SIZE", "2")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("built without MPI"), "{stderr}");
+    assert!(stderr.contains("--features mpi"), "{stderr}");
+}
