@@ -31,7 +31,7 @@ pub use distribution::{corner_turn_bytes, owner_computes, Distribution, Span};
 pub use table::{Exchange, RankTable, Send};
 #[cfg(feature = "mpi")]
 pub use transport::Mpi;
-pub use transport::{execute, Envelope, InProcess, Transport, TransportError};
+pub use transport::{execute, Envelope, InProcess, Packed, Transport, TransportError};
 
 use std::fmt;
 

@@ -111,18 +111,3 @@ fn messages_that_arrive_early_wait_for_their_receive() {
         "{err}"
     );
 }
-
-/// A corner turn as one all-to-all: each rank packs, per destination, its rows' elements in
-/// that destination's columns; the result is the transpose, and the bytes are the analytic
-/// minimum.
-#[test]
-fn a_corner_turn_is_one_all_to_all_of_the_minimum_bytes() {
-    for ranks in 1..=4 {
-        for outcome in job(ranks, Duration::from_secs(30), |t| {
-            common::corner_turn(t, 10, 7)
-        }) {
-            let outcome = outcome.expect("rank");
-            assert_eq!(outcome.sent, outcome.planned, "{ranks} ranks");
-        }
-    }
-}

@@ -9,7 +9,7 @@ mod common;
 mod netns;
 mod scenarios;
 
-use common::{corner_turn, drifting_program, program, run_rank};
+use common::{drifting_program, program, run_rank};
 use rimms_dist::{Cluster, Distribution, Mpi, Rank, Transport, TransportError};
 use rimms_runtime::Runtime;
 use std::process::{Command, ExitCode};
@@ -66,15 +66,6 @@ fn rank_main() -> ExitCode {
             }),
         );
     }
-    let turn = corner_turn(&transport, 10, 7).map_err(|e| e.to_string());
-    check(
-        "corner turn",
-        turn.and_then(|o| {
-            (o.sent == o.planned)
-                .then_some(())
-                .ok_or(format!("sent {:?}, the minimum is {:?}", o.sent, o.planned))
-        }),
-    );
     if ranks > 1 {
         let mine = drifting_program(transport.rank());
         let outcome = run_rank(&transport, Distribution::BlockCyclic { block: 1 }, 8, &mine);

@@ -8,9 +8,29 @@
 //! transpose. The bytes are `corner_turn_bytes`'s minimum: the diagonal blocks stay home.
 
 use super::{Cluster, ClusterError, DistData, Result};
-use crate::{Distribution, Rank, RankSet};
+use crate::{Distribution, Packed, Rank, RankSet};
 use bytemuck::Pod;
 use std::ops::Range;
+
+/// Columns `cols` of `rows` (rows of `row_len` elements), transposed: `out` gets column after
+/// column, each as long as `rows` has rows. In tiles, so that reads and writes both stay in
+/// cache however long the rows are.
+fn transpose_into<T: Copy>(rows: &[T], row_len: usize, cols: Range<usize>, out: &mut [T]) {
+    const TILE: usize = 32;
+    let n = rows.len() / row_len.max(1);
+    for c0 in cols.clone().step_by(TILE) {
+        let c1 = (c0 + TILE).min(cols.end);
+        for r0 in (0..n).step_by(TILE) {
+            let r1 = (r0 + TILE).min(n);
+            for c in c0..c1 {
+                let column = &mut out[(c - cols.start) * n..];
+                for r in r0..r1 {
+                    column[r] = rows[r * row_len + c];
+                }
+            }
+        }
+    }
+}
 
 /// The one run of rows a block-rows distribution gives `rank`.
 fn block(rows: usize, ranks: usize, rank: usize) -> Range<usize> {
@@ -47,48 +67,57 @@ impl Cluster<'_> {
         }
         self.fetch(src, |rank| block(rows, ranks, usize::from(rank.0)))?;
         let me = usize::from(self.rank().0);
-        let mine = block(rows, ranks, me);
-        let local = src.local.host().map_err(|e| self.runtime_error(&call, e))?;
-        let blocks: Vec<Vec<u8>> = (0..ranks)
-            .map(|to| {
-                let theirs = block(cols, ranks, to);
-                let mut packed = Vec::with_capacity(theirs.len() * mine.len());
-                for c in theirs {
-                    packed.extend(mine.clone().map(|r| local[r * cols + c]));
-                }
-                bytemuck::cast_slice(&packed).to_vec()
-            })
+        let (mine, my_cols) = (block(rows, ranks, me), block(cols, ranks, me));
+        let size = size_of::<T>();
+        let send_counts = (0..ranks)
+            .map(|to| block(cols, ranks, to).len() * mine.len() * size)
             .collect();
-        let received =
-            self.transport
-                .all_to_all(blocks)
-                .map_err(|source| ClusterError::Transport {
-                    call: call.clone(),
-                    source,
-                })?;
-        let my_cols = block(cols, ranks, me);
+        let recv_counts = (0..ranks)
+            .map(|from| block(rows, ranks, from).len() * my_cols.len() * size)
+            .collect();
+        let misaligned = || {
+            ClusterError::Shape {
+            call: call.clone(),
+            what: format!(
+                "elements of {} bytes aligned to {}: a corner turn packs elements aligned to at most 8",
+                size,
+                align_of::<T>()
+            ),
+        }
+        };
+        let mut send = Packed::zeroed(send_counts);
+        {
+            let local = src.local.host().map_err(|e| self.runtime_error(&call, e))?;
+            let offsets: Vec<usize> = (0..ranks).map(|to| send.offset(to) / size).collect();
+            let packed = send.elements_mut::<T>().ok_or_else(misaligned)?;
+            for (to, &at) in offsets.iter().enumerate() {
+                let theirs = block(cols, ranks, to);
+                transpose_into(
+                    &local[mine.start * cols..mine.end * cols],
+                    cols,
+                    theirs,
+                    &mut packed[at..at + block(cols, ranks, to).len() * mine.len()],
+                );
+            }
+        }
+        let received = self
+            .transport
+            .all_to_all(send, recv_counts)
+            .map_err(|source| ClusterError::Transport {
+                call: call.clone(),
+                source,
+            })?;
+        let values = received.elements::<T>().ok_or_else(misaligned)?;
         let out = dst
             .local
             .host_mut()
             .map_err(|e| self.runtime_error(&call, e))?;
-        for (from, bytes) in received.iter().enumerate() {
+        for from in 0..ranks {
             let theirs = block(rows, ranks, from);
-            let expected = theirs.len() * my_cols.len() * size_of::<T>();
-            if bytes.len() != expected {
-                return Err(ClusterError::Shape {
-                    call,
-                    what: format!(
-                        "rank {from} sent {} bytes, not the {expected} of its block",
-                        bytes.len()
-                    ),
-                });
-            }
-            // Copied out rather than cast in place: a received block need not be aligned for T.
-            let mut values = vec![T::zeroed(); theirs.len() * my_cols.len()];
-            bytemuck::cast_slice_mut::<T, u8>(&mut values).copy_from_slice(bytes);
+            let at = received.offset(from) / size;
             for (i, c) in my_cols.clone().enumerate() {
                 let row = &mut out[c * rows + theirs.start..c * rows + theirs.end];
-                row.copy_from_slice(&values[i * theirs.len()..(i + 1) * theirs.len()]);
+                row.copy_from_slice(&values[at + i * theirs.len()..at + (i + 1) * theirs.len()]);
             }
         }
         self.forget_uncached();

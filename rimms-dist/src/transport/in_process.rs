@@ -1,6 +1,6 @@
 //! [`InProcess`]: a job whose ranks are threads of this process, each with a channel.
 
-use super::{Envelope, Transport, TransportError};
+use super::{Envelope, Packed, Transport, TransportError};
 use crate::Rank;
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -217,10 +217,23 @@ impl Transport for InProcess {
         Ok(())
     }
 
-    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError> {
+    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
         let n = self.next_collective(true);
+        let blocks = send.blocks().map(<[u8]>::to_vec).collect();
         let received = self.exchange_all(n, true, "", blocks)?;
-        Ok(received.into_iter().map(|(bytes, _)| bytes).collect())
+        let mut into = Packed::zeroed(recv_counts);
+        for (from, (bytes, _)) in received.iter().enumerate() {
+            let (at, expected) = (into.offset(from), into.counts()[from]);
+            if bytes.len() != expected {
+                return Err(TransportError::BlockLength {
+                    from: Rank(from as u16),
+                    expected,
+                    got: bytes.len(),
+                });
+            }
+            into.bytes_mut()[at..at + expected].copy_from_slice(bytes);
+        }
+        Ok(into)
     }
 
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {

@@ -55,6 +55,15 @@ pub enum TransportError {
         /// The ranks whose table differs from the lowest rank's.
         ranks: Vec<Rank>,
     },
+    /// A block of an all-to-all of another length than the rank expects.
+    BlockLength {
+        /// The rank that sent it.
+        from: Rank,
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes received.
+        got: usize,
+    },
     /// A message of another length than the receive expects.
     Length {
         /// What was received.
@@ -79,6 +88,14 @@ impl fmt::Display for TransportError {
                     names.join(", ")
                 )
             }
+            TransportError::BlockLength {
+                from,
+                expected,
+                got,
+            } => write!(
+                f,
+                "{from}'s block of an all-to-all has {got} bytes, not the {expected} its distribution gives"
+            ),
             TransportError::Length {
                 envelope,
                 expected,
@@ -104,15 +121,80 @@ pub trait Transport {
     fn send(&self, to: Rank, envelope: Envelope, bytes: &[u8]) -> Result<(), TransportError>;
     /// Receives the message `envelope` from `from` into `into`; it may have arrived first.
     fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError>;
-    /// Sends block `i` of `blocks` to rank `i` and returns the blocks received, by source
-    /// (one's own block stays home).
-    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError>;
+    /// One all-to-all: block `i` of `send` goes to rank `i` (one's own block stays home), and
+    /// the blocks received come back in rank order, `recv_counts[j]` bytes from rank `j`.
+    /// Every rank knows what it will receive (from the distribution), so no sizes are
+    /// exchanged first; a block of another size is an error.
+    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError>;
     /// Checks that every rank holds the same `digest` after `call`: the same error on every
     /// rank where one differs.
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError>;
     /// Data bytes this rank has sent each peer, point-to-point and all-to-all (agreements,
     /// a check, are not counted).
     fn sent_bytes(&self) -> Vec<u64>;
+}
+
+/// One rank's side of an all-to-all: a block per rank, back to back in rank order, in a buffer
+/// aligned for elements of up to 8 bytes, so that a corner turn packs its elements straight
+/// into it and unpacks them straight out of what it receives, with no copy through bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packed {
+    words: Vec<u64>,
+    counts: Vec<usize>,
+    len: usize,
+}
+
+impl Packed {
+    /// Zeroed blocks of `counts[i]` bytes.
+    pub fn zeroed(counts: Vec<usize>) -> Packed {
+        let len: usize = counts.iter().sum();
+        Packed {
+            words: vec![0; len.div_ceil(8)],
+            counts,
+            len,
+        }
+    }
+
+    /// The blocks' sizes, bytes, in rank order.
+    pub fn counts(&self) -> &[usize] {
+        &self.counts
+    }
+
+    /// Where block `rank` starts, bytes.
+    pub fn offset(&self, rank: usize) -> usize {
+        self.counts[..rank.min(self.counts.len())].iter().sum()
+    }
+
+    /// All blocks, as bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    /// All blocks, as bytes to write.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+
+    /// All blocks as elements of `T`; `None` where `T` needs an alignment over 8 bytes or the
+    /// bytes are no whole number of elements.
+    pub fn elements<T: bytemuck::Pod>(&self) -> Option<&[T]> {
+        bytemuck::try_cast_slice(self.bytes()).ok()
+    }
+
+    /// All blocks as elements of `T` to write; `None` as for [`Self::elements`].
+    pub fn elements_mut<T: bytemuck::Pod>(&mut self) -> Option<&mut [T]> {
+        bytemuck::try_cast_slice_mut(self.bytes_mut()).ok()
+    }
+
+    /// Each block as its own bytes.
+    pub fn blocks(&self) -> impl Iterator<Item = &[u8]> {
+        let bytes = self.bytes();
+        self.counts.iter().scan(0, move |at, &n| {
+            let block = &bytes[*at..*at + n];
+            *at += n;
+            Some(block)
+        })
+    }
 }
 
 /// A borrowed transport is one: a [`crate::Cluster`] per program on one MPI handle.
@@ -129,8 +211,8 @@ impl<T: Transport + ?Sized> Transport for &T {
     fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError> {
         (**self).recv(from, envelope, into)
     }
-    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError> {
-        (**self).all_to_all(blocks)
+    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
+        (**self).all_to_all(send, recv_counts)
     }
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         (**self).agree(digest, call)

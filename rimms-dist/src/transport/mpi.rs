@@ -12,7 +12,7 @@
 //! not complete in time aborts the job (MPI's own answer to a lost rank), after printing what it
 //! waited for.
 
-use super::{Envelope, Transport, TransportError};
+use super::{Envelope, Packed, Transport, TransportError};
 use crate::Rank;
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::{Partition, PartitionMut};
@@ -44,8 +44,9 @@ enum Command {
         done: Reply<Vec<u8>>,
     },
     AllToAll {
-        blocks: Vec<Vec<u8>>,
-        done: Reply<Vec<Vec<u8>>>,
+        send: Packed,
+        recv_counts: Vec<usize>,
+        done: Reply<Packed>,
     },
     Agree {
         /// The digest and a hash of the call's name.
@@ -169,8 +170,12 @@ impl Transport for Mpi {
         Ok(())
     }
 
-    fn all_to_all(&self, blocks: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, TransportError> {
-        self.ask(|done| Command::AllToAll { blocks, done })
+    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
+        self.ask(|done| Command::AllToAll {
+            send,
+            recv_counts,
+            done,
+        })
     }
 
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
@@ -262,14 +267,23 @@ impl Comm {
 
     fn all_to_all(
         &mut self,
-        blocks: Vec<Vec<u8>>,
+        send: Packed,
+        recv_counts: Vec<usize>,
         deadline: Instant,
-    ) -> Result<Vec<Vec<u8>>, TransportError> {
-        let ranks = self.world.size() as usize;
-        let counts: Vec<i32> = blocks.iter().map(|b| b.len() as i32).collect();
-        let mut their_counts = vec![0i32; ranks];
-        self.world
-            .all_to_all_into(&counts[..], &mut their_counts[..]);
+    ) -> Result<Packed, TransportError> {
+        // MPI counts blocks in `int`s: a block of 2 GiB or more is refused, not truncated.
+        let ints = |counts: &[usize]| -> Result<Vec<i32>, TransportError> {
+            counts
+                .iter()
+                .map(|&n| {
+                    i32::try_from(n).map_err(|_| TransportError::BlockLength {
+                        from: Rank(self.world.rank() as u16),
+                        expected: i32::MAX as usize,
+                        got: n,
+                    })
+                })
+                .collect()
+        };
         let displs = |c: &[i32]| -> Vec<i32> {
             c.iter()
                 .scan(0, |at, &n| {
@@ -279,14 +293,14 @@ impl Comm {
                 })
                 .collect()
         };
-        let send: Vec<u8> = blocks.concat();
-        let mut received = vec![0u8; their_counts.iter().map(|&n| n as usize).sum()];
+        let (counts, their_counts) = (ints(send.counts())?, ints(&recv_counts)?);
         let (send_displs, recv_displs) = (displs(&counts), displs(&their_counts));
+        let mut received = Packed::zeroed(recv_counts);
         let (world, early) = (&self.world, &mut self.early);
         {
-            let partition = Partition::new(&send[..], &counts[..], &send_displs[..]);
+            let partition = Partition::new(send.bytes(), &counts[..], &send_displs[..]);
             let mut into =
-                PartitionMut::new(&mut received[..], &their_counts[..], &recv_displs[..]);
+                PartitionMut::new(received.bytes_mut(), &their_counts[..], &recv_displs[..]);
             mpi::request::scope(|scope| {
                 let request =
                     world.immediate_all_to_all_varcount_into(scope, &partition, &mut into);
@@ -294,16 +308,12 @@ impl Comm {
             });
         }
         let me = self.world.rank() as usize;
-        for (to, &n) in counts.iter().enumerate() {
+        for (to, &n) in send.counts().iter().enumerate() {
             if to != me {
-                self.count(to, n as usize);
+                self.count(to, n);
             }
         }
-        Ok(their_counts
-            .iter()
-            .zip(&recv_displs)
-            .map(|(&n, &at)| received[at as usize..(at + n) as usize].to_vec())
-            .collect())
+        Ok(received)
     }
 
     fn agree(&mut self, words: [u64; 2], deadline: Instant) -> Vec<[u64; 2]> {
@@ -415,8 +425,12 @@ fn comm_thread(
                 envelope,
                 done,
             } => waiting.push((from, envelope, done, Instant::now() + timeout)),
-            Command::AllToAll { blocks, done } => {
-                let _ = done.send(comm.all_to_all(blocks, Instant::now() + timeout));
+            Command::AllToAll {
+                send,
+                recv_counts,
+                done,
+            } => {
+                let _ = done.send(comm.all_to_all(send, recv_counts, Instant::now() + timeout));
             }
             Command::Agree { words, done } => {
                 let _ = done.send(Ok(comm.agree(words, Instant::now() + timeout)));

@@ -5,8 +5,7 @@
 use proptest::prelude::Rng as _;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use rimms_dist::{
-    corner_turn_bytes, execute, owner_computes, Distribution, Rank, RankTable, Transport,
-    TransportError,
+    execute, owner_computes, Distribution, Rank, RankTable, Transport, TransportError,
 };
 
 #[derive(Clone, Debug)]
@@ -136,56 +135,6 @@ pub fn run_rank(
             .map(|(after, before)| after - before)
             .collect(),
         planned,
-    })
-}
-
-/// A corner turn of a `rows` × `cols` matrix as one all-to-all, run as one rank: each rank
-/// packs, per destination, its rows' elements in that destination's columns, checks the rows of
-/// the transpose it receives, and reports the bytes it sent beside the analytic minimum.
-pub fn corner_turn(t: &dyn Transport, rows: usize, cols: usize) -> Result<Outcome, TransportError> {
-    let m = |r: usize, c: usize| (r * 100 + c) as u32;
-    let (me, ranks) = (t.rank(), t.ranks());
-    let block_rows =
-        |rank: usize, n: usize| Distribution::BlockRows.rows_of(Rank(rank as u16), n, ranks);
-    let mine = block_rows(usize::from(me.0), rows);
-    let blocks: Vec<Vec<u8>> = (0..ranks)
-        .map(|to| {
-            let mut block = Vec::new();
-            for c in block_rows(to, cols).into_iter().flatten() {
-                for r in mine.iter().cloned().flatten() {
-                    block.extend_from_slice(&m(r, c).to_le_bytes());
-                }
-            }
-            block
-        })
-        .collect();
-    let before = t.sent_bytes();
-    let received = t.all_to_all(blocks)?;
-    let my_cols = block_rows(usize::from(me.0), cols);
-    let first_col = my_cols.first().map_or(0, |r| r.start);
-    for c in my_cols.into_iter().flatten() {
-        let mut row = Vec::new();
-        for (from, block) in received.iter().enumerate() {
-            let n: usize = block_rows(from, rows).iter().map(|r| r.len()).sum();
-            let at = (c - first_col) * n;
-            for k in 0..n {
-                let i = (at + k) * 4;
-                row.push(u32::from_le_bytes(
-                    block[i..i + 4].try_into().expect("4 bytes"),
-                ));
-            }
-        }
-        let expected: Vec<u32> = (0..rows).map(|r| m(r, c)).collect();
-        assert_eq!(row, expected, "{me}, column {c} of the transpose");
-    }
-    Ok(Outcome {
-        sent: t
-            .sent_bytes()
-            .iter()
-            .zip(&before)
-            .map(|(after, before)| after - before)
-            .collect(),
-        planned: corner_turn_bytes(rows, cols, 4, ranks)[usize::from(me.0)].clone(),
     })
 }
 
