@@ -209,7 +209,7 @@ fn rank_main(rows: usize, cols: usize, reps: usize) -> ExitCode {
         );
         println!(
             "np {ranks}, {rows} × {cols} complex ({} MiB): bare all-to-all {b:.2} ms, by hand {h:.2} ms, rimms {r:.2} ms, one message per row {p:.2} ms; rimms / bare {:.2}x, rimms / by hand {:.2}x, per row / by hand {:.2}x",
-            rows * cols * size >> 20,
+            (rows * cols * size) >> 20,
             r / b,
             r / h,
             p / h
