@@ -38,7 +38,9 @@
 //!
 //! Nothing else changes: the registry collects the declaration and its implementations, the
 //! capability report lists it for the devices that implement it, the scheduler and the cost
-//! tables know it by its name, and merging, scope submission and dispatch are generic.
+//! tables know it by its name, and merging, scope submission and dispatch are generic. The
+//! unit test `tests.rs` of this folder adds such a built-in (`toy`) the same way and checks its
+//! results, direct and merged in a scope, against a reference computed on the host.
 
 use super::merge::{MergeRule, Params};
 use super::{ApiDecl, KernelArg};
@@ -57,6 +59,9 @@ pub(crate) mod transpose;
 pub(crate) mod window;
 pub(crate) mod zip;
 pub(crate) mod zip_rows;
+
+#[cfg(test)]
+mod tests;
 
 /// One call of a built-in API, as its typed method got it: the scalars and the views.
 pub(crate) trait Builtin: Sized {
