@@ -5,6 +5,10 @@
 //!
 //! A module of its own, beside the vocabulary: backends register their implementations
 //! against these declarations and import nothing else of `kernel`.
+//!
+//! Only the declarations are here; everything else the runtime knows of a built-in (the
+//! description of its call, its shape check, its merge rules, its capability probe) is in its
+//! home, `kernel/builtins/<name>.rs`. They cannot move there: a backend may not import `kernel`.
 
 use crate::hal::{FftDirection, KernelCtx, Result, ZipOp};
 use num_complex::Complex32 as C32;

@@ -1,7 +1,9 @@
 //! What each device of a runtime can run: which APIs have an implementation for it, which
 //! FFT sizes it transforms and which ZIP operations it does, up to what length.
 //!
-//! `of_devices` makes that report for `Runtime::capabilities`.
+//! `of_devices` makes that report for `Runtime::capabilities`: it walks the devices and the
+//! registry; each built-in's limits come from the probe in its home (`builtins::fft`,
+//! `builtins::fft_in_place`, `builtins::zip`).
 //!
 //! Nothing here is a second description of the devices: APIs come from the kernel registry
 //! (the same lookup a call makes), and limits from the `accepts` checks of the device's `fft`,
@@ -9,11 +11,11 @@
 //! moves), probed over the sizes a call could ask for. So the report cannot drift from what
 //! calls do, which a test checks.
 
-use super::accepts::{self, check_as};
+use super::builtins;
 use super::registry::registry;
-use super::{apis, Api, ApiSpec, FftDirection, Refusal, ZipOp};
+use super::{Refusal, ZipOp};
 use crate::hal::Device;
-use crate::machine::{DeviceEntry, Shared};
+use crate::machine::Shared;
 use std::fmt;
 
 /// The largest FFT size probed: 2^24 points.
@@ -74,40 +76,10 @@ pub(crate) fn of_devices(shared: &Shared) -> Vec<Capabilities> {
                 .map(|(_, a)| a.name())
                 .collect();
             apis.sort_unstable();
-            let fft_points = if apis.contains(&"fft") {
-                fft_sizes_taken(entry, apis::fft::DECL, |dev, check, n| {
-                    let fits = check_as::<<apis::fft as ApiSpec>::Accepts>(check)?;
-                    fits(dev, FftDirection::Forward, n, n, n)
-                })
-            } else {
-                Vec::new()
-            };
-            let in_place_points = if apis.contains(&"fft_in_place") {
-                fft_sizes_taken(entry, apis::fft_in_place::DECL, |dev, check, n| {
-                    let fits = check_as::<<apis::fft_in_place as ApiSpec>::Accepts>(check)?;
-                    fits(dev, FftDirection::Forward, n, n)
-                })
-            } else {
-                Vec::new()
-            };
-            let zip_index = Api::of(apis::zip::DECL).index();
-            let mut zip = if apis.contains(&"zip") {
-                ZipOp::ALL
-                    .into_iter()
-                    .map(|op| {
-                        let support = zip_support(|n| {
-                            accepts::ask(entry, zip_index, |dev, check| {
-                                check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(
-                                    dev, op, n, n, n,
-                                )
-                            })
-                        });
-                        (op, support)
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            // Each built-in's home probes its own limits.
+            let fft_points = builtins::fft::sizes_taken(entry, &apis);
+            let in_place_points = builtins::fft_in_place::sizes_taken(entry, &apis);
+            let mut zip = builtins::zip::support(entry, &apis);
             // An implementation the device's checks refuse whatever the size or
             // operation (an FPGA's FFT core asked for a ZIP) does not run there.
             if fft_points.is_empty() {
@@ -131,23 +103,9 @@ pub(crate) fn of_devices(shared: &Shared) -> Vec<Capabilities> {
         .collect()
 }
 
-/// The FFT sizes (powers of two up to 2^[`FFT_PROBE_MAX_LOG2`]) that the `accepts` check of
-/// `entry`'s implementation of the FFT API `decl` takes; `ask` calls the check for one size.
-fn fft_sizes_taken(
-    entry: &DeviceEntry,
-    decl: &'static super::ApiDecl,
-    ask: impl Fn(&super::DeviceCtx<'_>, accepts::Check, usize) -> Result<(), Refusal>,
-) -> Vec<usize> {
-    let index = Api::of(decl).index();
-    (1..=FFT_PROBE_MAX_LOG2)
-        .map(|log2| 1usize << log2)
-        .filter(|&n| accepts::ask(entry, index, |dev, check| ask(dev, check, n)).is_ok())
-        .collect()
-}
-
 /// The support a `check` of lengths reports: refused at one element, or the longest length
 /// it takes (found by bisection, since every check accepts all lengths up to its limit).
-fn zip_support(check: impl Fn(usize) -> Result<(), Refusal>) -> ZipSupport {
+pub(crate) fn zip_support(check: impl Fn(usize) -> Result<(), Refusal>) -> ZipSupport {
     if let Err(why) = check(1) {
         return ZipSupport::No(why.to_string());
     }

@@ -12,7 +12,7 @@ use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl};
 use super::{Api, DeviceCtx, KernelCtx, Refusal};
 use crate::coherence::Access;
-use crate::data::{Input, Output};
+use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
 use crate::hal::BackendError;
 use crate::hal::SpaceId;
 use crate::hal::Target;
@@ -25,7 +25,11 @@ use std::any::Any;
 impl<'a> KernelArg<'a> {
     /// An argument the kernel only reads.
     pub fn read<T: Pod>(name: &'static str, view: &'a impl Input<T>) -> KernelArg<'a> {
-        let view = view.input();
+        Self::reads(name, view.input())
+    }
+
+    /// [`KernelArg::read`] of a view held by value (a built-in's call description).
+    pub(crate) fn reads<T: Pod>(name: &'static str, view: HeteSlice<'a, T>) -> KernelArg<'a> {
         let (start, len) = view.byte_range();
         KernelArg {
             name,
@@ -61,7 +65,19 @@ impl<'a> KernelArg<'a> {
         view: &'a mut impl Output<T>,
         access: Access,
     ) -> KernelArg<'a> {
-        let view = view.output();
+        Self::written_view(name, view.output(), access)
+    }
+
+    /// [`KernelArg::write`] of a view held by value (a built-in's call description).
+    pub(crate) fn writes<T: Pod>(name: &'static str, view: HeteSliceMut<'a, T>) -> KernelArg<'a> {
+        Self::written_view(name, view, Access::Write)
+    }
+
+    fn written_view<T: Pod>(
+        name: &'static str,
+        view: HeteSliceMut<'a, T>,
+        access: Access,
+    ) -> KernelArg<'a> {
         let (start, len) = view.as_slice().byte_range();
         KernelArg {
             name,

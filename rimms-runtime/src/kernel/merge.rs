@@ -56,14 +56,13 @@
 //! `tracing` event (target `rimms::merge`) with the API, device and member count.
 
 use super::registry::{registry, ApiDecl};
-use super::{apis, FftDirection, KernelArg, ZipOp};
+use super::KernelArg;
 use crate::coherence::Access;
 use crate::data::{check_element, HeteSlice, HeteSliceMut};
 use crate::hal::Device;
 use crate::hal::{Error, Result};
 use crate::machine::{DeviceEntry, Runtime};
 use bytemuck::Pod;
-use num_complex::Complex32 as C32;
 
 /// How one managed argument of consecutive calls combines into the merged call's argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -427,144 +426,17 @@ fn merged_args<'a>(
         .collect()
 }
 
-/// The built-in APIs' rules.
+/// The built-in APIs' rules, under the names they had here; each is defined in its built-in's
+/// home (`kernel/builtins/<name>.rs`), beside the call it merges.
 pub mod rules {
-    use super::*;
-    use Joins::{Concat, Same};
-
-    pub(crate) fn fft_params(dir: FftDirection, points: usize) -> Params {
-        [dir as u64, points as u64]
-    }
-
-    fn direction(code: u64) -> FftDirection {
-        if code == FftDirection::Forward as u64 {
-            FftDirection::Forward
-        } else {
-            FftDirection::Inverse
-        }
-    }
-
-    pub(crate) fn zip_params(op: ZipOp) -> Params {
-        [op as u64, 0]
-    }
-
-    fn zip_op(code: u64) -> ZipOp {
-        // Codes come from `zip_params`, so one of them matches; `Add` is never reached.
-        ZipOp::ALL
-            .into_iter()
-            .find(|&op| op as u64 == code)
-            .unwrap_or(ZipOp::Add)
-    }
-
-    /// `fft`: input and output rows follow one another (the batch dimension; every call's
-    /// length is a multiple of the transform size, so their union is too).
-    pub static FFT: &[&MergeRule] = &[&MergeRule {
-        api: apis::fft::DECL,
-        runs_as: apis::fft::DECL,
-        joins: &[Concat, Concat],
-        run: |rt, device, p, a| {
-            let input = a.input::<C32>(0)?;
-            let mut output = a.output::<C32>(1)?;
-            apis::fft(
-                rt,
-                device,
-                direction(p[0]),
-                p[1] as usize,
-                &input,
-                &mut output,
-            )
-        },
-    }];
-
-    fn zip_run(rt: &Runtime, device: Device, p: Params, a: &mut MergedArgs<'_>) -> Result<()> {
-        let (x, y) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
-        apis::zip(rt, device, zip_op(p[0]), &x, &y, &mut a.output::<C32>(2)?)
-    }
-
-    fn zip_rows_run(rt: &Runtime, device: Device, p: Params, a: &mut MergedArgs<'_>) -> Result<()> {
-        let (x, row) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
-        apis::zip_rows(rt, device, zip_op(p[0]), &x, &row, &mut a.output::<C32>(2)?)
-    }
-
-    /// `zip`: all three follow one another; or, where `b` is the same view in every call
-    /// (a filter applied to every row), the merged call is one `zip_rows`.
-    pub static ZIP: &[&MergeRule] = &[
-        &MergeRule {
-            api: apis::zip::DECL,
-            runs_as: apis::zip::DECL,
-            joins: &[Concat, Concat, Concat],
-            run: zip_run,
-        },
-        &MergeRule {
-            api: apis::zip::DECL,
-            runs_as: apis::zip_rows::DECL,
-            joins: &[Concat, Same, Concat],
-            run: zip_rows_run,
-        },
-    ];
-
-    /// `zip_rows`: the matrix and the result follow one another, the row is shared.
-    pub static ZIP_ROWS: &[&MergeRule] = &[&MergeRule {
-        api: apis::zip_rows::DECL,
-        runs_as: apis::zip_rows::DECL,
-        joins: &[Concat, Same, Concat],
-        run: zip_rows_run,
-    }];
-
-    /// `window`: input and output follow one another, the window is shared.
-    pub static WINDOW: &[&MergeRule] = &[&MergeRule {
-        api: apis::window::DECL,
-        runs_as: apis::window::DECL,
-        joins: &[Concat, Same, Concat],
-        run: |rt, device, _, a| {
-            let (x, w) = (a.input::<C32>(0)?, a.input::<f32>(1)?);
-            apis::window(rt, device, &x, &w, &mut a.output::<C32>(2)?)
-        },
-    }];
-
-    /// `fftshift`: rows follow one another (the row length is a parameter).
-    pub static FFTSHIFT: &[&MergeRule] = &[&MergeRule {
-        api: apis::fftshift::DECL,
-        runs_as: apis::fftshift::DECL,
-        joins: &[Concat, Concat],
-        run: |rt, device, p, a| {
-            let x = a.input::<C32>(0)?;
-            apis::fftshift(rt, device, p[0] as usize, &x, &mut a.output::<C32>(1)?)
-        },
-    }];
-
-    /// `conj`: element-wise, input and output follow one another.
-    pub static CONJ: &[&MergeRule] = &[&MergeRule {
-        api: apis::conj::DECL,
-        runs_as: apis::conj::DECL,
-        joins: &[Concat, Concat],
-        run: |rt, device, _, a| {
-            let x = a.input::<C32>(0)?;
-            apis::conj(rt, device, &x, &mut a.output::<C32>(1)?)
-        },
-    }];
-
-    /// `magnitude`: element-wise, input and output follow one another.
-    pub static MAGNITUDE: &[&MergeRule] = &[&MergeRule {
-        api: apis::magnitude::DECL,
-        runs_as: apis::magnitude::DECL,
-        joins: &[Concat, Concat],
-        run: |rt, device, _, a| {
-            let x = a.input::<C32>(0)?;
-            apis::magnitude(rt, device, &x, &mut a.output::<f32>(1)?)
-        },
-    }];
-
-    /// `power`: element-wise, input and output follow one another.
-    pub static POWER: &[&MergeRule] = &[&MergeRule {
-        api: apis::power::DECL,
-        runs_as: apis::power::DECL,
-        joins: &[Concat, Concat],
-        run: |rt, device, _, a| {
-            let x = a.input::<C32>(0)?;
-            apis::power(rt, device, &x, &mut a.output::<f32>(1)?)
-        },
-    }];
+    pub use crate::kernel::builtins::conj::RULES as CONJ;
+    pub use crate::kernel::builtins::fft::RULES as FFT;
+    pub use crate::kernel::builtins::fftshift::RULES as FFTSHIFT;
+    pub use crate::kernel::builtins::magnitude::RULES as MAGNITUDE;
+    pub use crate::kernel::builtins::power::RULES as POWER;
+    pub use crate::kernel::builtins::window::RULES as WINDOW;
+    pub use crate::kernel::builtins::zip::RULES as ZIP;
+    pub use crate::kernel::builtins::zip_rows::RULES as ZIP_ROWS;
 }
 
 #[cfg(test)]

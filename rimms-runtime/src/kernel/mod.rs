@@ -1,4 +1,5 @@
-//! Kernels: the API registry, the dispatch core and the built-in APIs.
+//! Kernels: the API registry, the dispatch core and the built-in APIs (one home each, in
+//! `builtins/`).
 //!
 //! An API is a typed operation with one implementation per device kind. A call names its
 //! device; dispatch then acquires every argument in that device's space with the access mode
@@ -9,7 +10,7 @@
 pub(crate) mod accepts;
 mod api;
 mod arg_names;
-mod builtin;
+pub(crate) mod builtins;
 mod capabilities;
 mod choose;
 mod custom;
@@ -18,12 +19,6 @@ mod dispatch;
 mod host_args;
 pub mod merge;
 
-/// The built-ins' shape and device checks, for the typed methods of the handle and of scopes.
-pub(crate) mod builtin_checks {
-    pub(crate) use crate::kernel::builtin::{
-        check_fft_on, check_fft_shape, check_zip_on, equivalent, same_len, shape, whole_rows,
-    };
-}
 pub(crate) use crate::hal::registry;
 
 pub use crate::apis;

@@ -1,12 +1,16 @@
-//! The built-in APIs as typed methods of the handle (`fft`, `zip`, …): each checks its
-//! shapes (`kernel::builtin_checks`) and calls the API's declaration (`apis`), which finds the
-//! implementation for the device and runs the call.
+//! The built-in APIs as typed methods of the handle (`fft`, `zip`, …): each builds its call's
+//! description and forwards it to `kernel::builtins::call`, which checks its shapes and calls
+//! the API's declaration (`apis`), which finds the implementation for the device and runs the
+//! call. Each built-in's checks and call live in its home, `kernel/builtins/<name>.rs`.
 
 use super::Runtime;
-use crate::apis;
 use crate::data::{Input, Output};
-use crate::hal::{Error, FftDirection, Result, Target, ZipOp};
-use crate::kernel::builtin_checks::{check_fft_shape, equivalent, same_len, shape, whole_rows};
+use crate::hal::{FftDirection, Result, Target, ZipOp};
+use crate::kernel::builtins::{
+    call, conj::Conj, fft::Fft, fft_in_place::FftInPlace, fftshift::Fftshift, gemm::Gemm,
+    magnitude::Magnitude, power::Power, scale::Scale, transpose::Transpose, window::Window,
+    zip::Zip, zip_rows::ZipRows,
+};
 use num_complex::Complex32 as C32;
 
 impl Runtime {
@@ -19,16 +23,17 @@ impl Runtime {
         input: &impl Input<C32>,
         output: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, mut output) = (input.input(), output.output());
-        let target = device.into();
-        same_len(
-            "fft",
-            target,
-            ["input", "output"],
-            [input.len(), output.len()],
-        )?;
-        check_fft_shape(target, points, input.len())?;
-        apis::fft(self, target, dir, points, &input, &mut output)
+        let (input, output) = (input.input(), output.output());
+        call(
+            self,
+            device.into(),
+            Fft {
+                dir,
+                points,
+                input,
+                output,
+            },
+        )
     }
 
     /// FFT of every row of `points` elements of `data`, in place.
@@ -39,10 +44,8 @@ impl Runtime {
         points: usize,
         data: &mut impl Output<C32>,
     ) -> Result<()> {
-        let mut data = data.output();
-        let target = device.into();
-        check_fft_shape(target, points, data.len())?;
-        apis::fft_in_place(self, target, dir, points, &mut data)
+        let data = data.output();
+        call(self, device.into(), FftInPlace { dir, points, data })
     }
 
     /// `out = a op b`, element-wise.
@@ -54,24 +57,8 @@ impl Runtime {
         b: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (a, b, mut out) = (a.input(), b.input(), out.output());
-        let target = device.into();
-        same_len("zip", target, ["a", "b"], [a.len(), b.len()])?;
-        same_len("zip", target, ["a", "out"], [a.len(), out.len()])?;
-        // The call asks a named device's check before anything moves (the scheduler asks each
-        // candidate itself); a refusal gains what would do instead.
-        apis::zip(self, target, op, &a, &b, &mut out).map_err(|e| match e {
-            Error::Unsupported {
-                api: "zip",
-                device,
-                why,
-            } => Error::Unsupported {
-                api: "zip",
-                device,
-                why: format!("{why}{}", equivalent(op)),
-            },
-            e => e,
-        })
+        let (a, b, out) = (a.input(), b.input(), out.output());
+        call(self, device.into(), Zip { op, a, b, out })
     }
 
     /// `out = conj(input)`.
@@ -81,10 +68,8 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len("conj", device, ["input", "out"], [input.len(), out.len()])?;
-        apis::conj(self, device, &input, &mut out)
+        let (input, out) = (input.input(), out.output());
+        call(self, device.into(), Conj { input, out })
     }
 
     /// `out = |input|`.
@@ -94,15 +79,8 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<f32>,
     ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len(
-            "magnitude",
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        apis::magnitude(self, device, &input, &mut out)
+        let (input, out) = (input.input(), out.output());
+        call(self, device.into(), Magnitude { input, out })
     }
 
     /// `out = |input|²`, element-wise: the power of each sample ([`Runtime::magnitude`]
@@ -125,10 +103,8 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<f32>,
     ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len("power", device, ["input", "out"], [input.len(), out.len()])?;
-        apis::power(self, device, &input, &mut out)
+        let (input, out) = (input.input(), out.output());
+        call(self, device.into(), Power { input, out })
     }
 
     /// Multiplies every row of `input` by a real `window` (a Hann taper before a Doppler FFT,
@@ -157,11 +133,8 @@ impl Runtime {
         window: &impl Input<f32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, window, mut out) = (input.input(), window.input(), out.output());
-        let device: Target = device.into();
-        same_len("window", device, ["input", "out"], [input.len(), out.len()])?;
-        whole_rows("window", device, "window", window.len(), input.len())?;
-        apis::window(self, device, &input, &window, &mut out)
+        let (input, window, out) = (input.input(), window.input(), out.output());
+        call(self, device.into(), Window { input, window, out })
     }
 
     /// `out = a op row` with `row` broadcast over every row of `a`:
@@ -190,11 +163,8 @@ impl Runtime {
         row: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (a, row, mut out) = (a.input(), row.input(), out.output());
-        let device: Target = device.into();
-        same_len("zip_rows", device, ["a", "out"], [a.len(), out.len()])?;
-        whole_rows("zip_rows", device, "row", row.len(), a.len())?;
-        apis::zip_rows(self, device, op, &a, &row, &mut out)
+        let (a, row, out) = (a.input(), row.input(), out.output());
+        call(self, device.into(), ZipRows { op, a, row, out })
     }
 
     /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).
@@ -205,26 +175,16 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len(
-            "fftshift",
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        shape(
-            "fftshift",
-            device,
-            row_len > 0 && input.len() % row_len == 0,
-            || {
-                format!(
-                    "{} elements are not a whole number of rows of {row_len}",
-                    input.len()
-                )
+        let (input, out) = (input.input(), out.output());
+        call(
+            self,
+            device.into(),
+            Fftshift {
+                row_len,
+                input,
+                out,
             },
-        )?;
-        apis::fftshift(self, device, row_len, &input, &mut out)
+        )
     }
 
     /// `out` (cols × rows) = transpose of `input` (rows × cols), both row-major.
@@ -236,21 +196,17 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, mut out) = (input.input(), out.output());
-        let device: Target = device.into();
-        same_len(
-            "transpose",
-            device,
-            ["input", "out"],
-            [input.len(), out.len()],
-        )?;
-        shape(
-            "transpose",
-            device,
-            rows.checked_mul(cols) == Some(input.len()),
-            || format!("{rows} × {cols} does not match {} elements", input.len()),
-        )?;
-        apis::transpose(self, device, rows, cols, &input, &mut out)
+        let (input, out) = (input.input(), out.output());
+        call(
+            self,
+            device.into(),
+            Transpose {
+                rows,
+                cols,
+                input,
+                out,
+            },
+        )
     }
 
     /// `data *= factor`, in place.
@@ -260,7 +216,8 @@ impl Runtime {
         factor: C32,
         data: &mut impl Output<C32>,
     ) -> Result<()> {
-        apis::scale(self, device, factor, &mut data.output())
+        let data = data.output();
+        call(self, device.into(), Scale { factor, data })
     }
 
     /// `c` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
@@ -275,18 +232,7 @@ impl Runtime {
         b: &impl Input<C32>,
         c: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (a, b, mut c) = (a.input(), b.input(), c.output());
-        let device: Target = device.into();
-        let fits = |x: usize, y: usize, len: usize| x.checked_mul(y) == Some(len);
-        shape("gemm", device, fits(m, k, a.len()), || {
-            format!("`a` has {} elements, not {m} × {k}", a.len())
-        })?;
-        shape("gemm", device, fits(k, n, b.len()), || {
-            format!("`b` has {} elements, not {k} × {n}", b.len())
-        })?;
-        shape("gemm", device, fits(m, n, c.len()), || {
-            format!("`c` has {} elements, not {m} × {n}", c.len())
-        })?;
-        apis::gemm(self, device, m, k, n, &a, &b, &mut c)
+        let (a, b, c) = (a.input(), b.input(), c.output());
+        call(self, device.into(), Gemm { m, k, n, a, b, c })
     }
 }

@@ -8,8 +8,11 @@ use crate::data::{Input, Output};
 use crate::hal::Device;
 use crate::hal::{Error, Result};
 use crate::hal::{FftDirection, ZipOp};
-use crate::kernel::builtin_checks as check;
-use crate::kernel::merge::{rules, Group};
+use crate::kernel::builtins::{
+    conj::Conj, fft::Fft, fftshift::Fftshift, magnitude::Magnitude, power::Power, window::Window,
+    zip::Zip, zip_rows::ZipRows, ScopeCall,
+};
+use crate::kernel::merge::Group;
 use crate::kernel::{KernelArg, MergeRule, Params, UNMERGED_GROUP};
 use num_complex::Complex32 as C32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,7 +76,26 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         params: Params,
         args: [KernelArg<'scope>; N],
     ) -> Result<()> {
-        self.submit_call(device, rules, params, args, || Ok(()))
+        self.submit_call(device, rules, params, args, |_| Ok(()))
+    }
+
+    /// What every built-in's scope method does with its call's description: the shape check,
+    /// the checks the device must pass for every call, then submission as [`Scope::call`]
+    /// with the built-in's rules, parameters and arguments (and the checks a call that joins
+    /// a group skips).
+    #[inline]
+    pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
+        &'scope self,
+        device: Device,
+        call: B,
+    ) -> Result<()> {
+        call.check(device.into())?;
+        call.check_call_on(self.rt.shared(), device)?;
+        let params = call.params();
+        let shared = self.rt.shared();
+        self.submit_call(device, B::RULES, params, call.args(), |args| {
+            B::check_group_on(shared, device, params, args)
+        })
     }
 
     /// [`Scope::call`] with the checks a call must pass on `device` (`device_checks`, which
@@ -91,7 +113,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         rules: &'static [&'static MergeRule],
         params: Params,
         args: [KernelArg<'scope>; N],
-        device_checks: impl FnOnce() -> Result<()>,
+        device_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.rt.shared();
         let merge = shared.merges_calls();
@@ -111,7 +133,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
         };
         let plain = check_rules(rules, N, device)?;
-        device_checks()?;
+        device_checks(&args)?;
         let position = shared.position(device)?;
         let entry = &shared.device_entries()[position];
         for arg in &args {
@@ -241,23 +263,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         input: &'scope impl Input<C32>,
         output: &'scope mut impl Output<C32>,
     ) -> Result<()> {
-        let len = input.input().len();
-        let out_len = output.output().len();
-        if len != out_len {
-            check::same_len("fft", device.into(), ["input", "output"], [len, out_len])?;
-        }
-        let device_checks = || check::check_fft_on(self.rt.shared(), device, dir, points, len);
-        if !(points.is_power_of_two() && len & (points - 1) == 0) {
-            // The one check of the call's own shape among them (the rest depend on the device
-            // and the transform size only), which a call that joins a group must not skip.
-            device_checks()?;
-        }
-        let args = [
-            KernelArg::read("input", input),
-            KernelArg::write("output", output),
-        ];
-        let params = rules::fft_params(dir, points);
-        self.submit_call(device, rules::FFT, params, args, device_checks)
+        let (input, output) = (input.input(), output.output());
+        self.builtin(
+            device,
+            Fft {
+                dir,
+                points,
+                input,
+                output,
+            },
+        )
     }
 
     /// [`crate::Runtime::zip`] as a scope call: `out = a op b`. Consecutive calls over
@@ -271,18 +286,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         b: &'scope impl Input<C32>,
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
-        let lens = [a.input().len(), b.input().len(), out.output().len()];
-        if lens[0] != lens[1] || lens[0] != lens[2] {
-            check::same_len("zip", device.into(), ["a", "b"], [lens[0], lens[1]])?;
-            check::same_len("zip", device.into(), ["a", "out"], [lens[0], lens[2]])?;
-        }
-        check::check_zip_on(self.rt.shared(), device, op, lens[0])?;
-        let args = [
-            KernelArg::read("a", a),
-            KernelArg::read("b", b),
-            KernelArg::write("out", out),
-        ];
-        self.call(device, rules::ZIP, rules::zip_params(op), args)
+        let (a, b, out) = (a.input(), b.input(), out.output());
+        self.builtin(device, Zip { op, a, b, out })
     }
 
     /// [`crate::Runtime::zip_rows`] as a scope call.
@@ -294,15 +299,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         row: &'scope impl Input<C32>,
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
-        let lens = [a.input().len(), row.input().len(), out.output().len()];
-        check::same_len("zip_rows", device.into(), ["a", "out"], [lens[0], lens[2]])?;
-        check::whole_rows("zip_rows", device.into(), "row", lens[1], lens[0])?;
-        let args = [
-            KernelArg::read("a", a),
-            KernelArg::read("row", row),
-            KernelArg::write("out", out),
-        ];
-        self.call(device, rules::ZIP_ROWS, rules::zip_params(op), args)
+        let (a, row, out) = (a.input(), row.input(), out.output());
+        self.builtin(device, ZipRows { op, a, row, out })
     }
 
     /// [`crate::Runtime::window`] as a scope call.
@@ -313,20 +311,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         window: &'scope impl Input<f32>,
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
-        let lens = [
-            input.input().len(),
-            window.input().len(),
-            out.output().len(),
-        ];
-        let target = device.into();
-        check::same_len("window", target, ["input", "out"], [lens[0], lens[2]])?;
-        check::whole_rows("window", target, "window", lens[1], lens[0])?;
-        let args = [
-            KernelArg::read("input", input),
-            KernelArg::read("window", window),
-            KernelArg::write("out", out),
-        ];
-        self.call(device, rules::WINDOW, [0, 0], args)
+        let (input, window, out) = (input.input(), window.input(), out.output());
+        self.builtin(device, Window { input, window, out })
     }
 
     /// [`crate::Runtime::fftshift`] as a scope call.
@@ -337,25 +323,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         input: &'scope impl Input<C32>,
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
-        let lens = [input.input().len(), out.output().len()];
-        let target = device.into();
-        check::same_len("fftshift", target, ["input", "out"], lens)?;
-        check::shape(
-            "fftshift",
-            target,
-            row_len > 0 && lens[0] % row_len == 0,
-            || {
-                format!(
-                    "{} elements are not a whole number of rows of {row_len}",
-                    lens[0]
-                )
+        let (input, out) = (input.input(), out.output());
+        self.builtin(
+            device,
+            Fftshift {
+                row_len,
+                input,
+                out,
             },
-        )?;
-        let args = [
-            KernelArg::read("input", input),
-            KernelArg::write("out", out),
-        ];
-        self.call(device, rules::FFTSHIFT, [row_len as u64, 0], args)
+        )
     }
 
     /// [`crate::Runtime::conj`] as a scope call.
@@ -365,7 +341,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         input: &'scope impl Input<C32>,
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
-        self.unary("conj", rules::CONJ, device, input, out)
+        let (input, out) = (input.input(), out.output());
+        self.builtin(device, Conj { input, out })
     }
 
     /// [`crate::Runtime::magnitude`] as a scope call.
@@ -375,7 +352,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         input: &'scope impl Input<C32>,
         out: &'scope mut impl Output<f32>,
     ) -> Result<()> {
-        self.unary("magnitude", rules::MAGNITUDE, device, input, out)
+        let (input, out) = (input.input(), out.output());
+        self.builtin(device, Magnitude { input, out })
     }
 
     /// [`crate::Runtime::power`] as a scope call.
@@ -385,24 +363,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         input: &'scope impl Input<C32>,
         out: &'scope mut impl Output<f32>,
     ) -> Result<()> {
-        self.unary("power", rules::POWER, device, input, out)
-    }
-
-    fn unary<O: bytemuck::Pod>(
-        &'scope self,
-        api: &'static str,
-        rules: &'static [&'static MergeRule],
-        device: Device,
-        input: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<O>,
-    ) -> Result<()> {
-        let lens = [input.input().len(), out.output().len()];
-        check::same_len(api, device.into(), ["input", "out"], lens)?;
-        let args = [
-            KernelArg::read("input", input),
-            KernelArg::write("out", out),
-        ];
-        self.call(device, rules, [0, 0], args)
+        let (input, out) = (input.input(), out.output());
+        self.builtin(device, Power { input, out })
     }
 }
 

@@ -1,0 +1,63 @@
+//! `fftshift`: swaps the halves of every row of `row_len` elements. Its declaration is
+//! `apis::fftshift`.
+
+use super::{same_len, shape, Builtin, ScopeCall};
+use crate::apis;
+use crate::data::{HeteSlice, HeteSliceMut};
+use crate::hal::{Result, Target};
+use crate::kernel::merge::{Joins, MergeRule, Params};
+use crate::kernel::{ApiDecl, KernelArg};
+use crate::machine::Runtime;
+use num_complex::Complex32 as C32;
+
+/// A call of `fftshift`.
+pub(crate) struct Fftshift<'a> {
+    pub(crate) row_len: usize,
+    pub(crate) input: HeteSlice<'a, C32>,
+    pub(crate) out: HeteSliceMut<'a, C32>,
+}
+
+impl Builtin for Fftshift<'_> {
+    const DECL: &'static ApiDecl = apis::fftshift::DECL;
+
+    fn check(&self, target: Target) -> Result<()> {
+        let (len, row_len) = (self.input.len(), self.row_len);
+        same_len("fftshift", target, ["input", "out"], [len, self.out.len()])?;
+        shape(
+            "fftshift",
+            target,
+            row_len > 0 && len % row_len == 0,
+            || format!("{len} elements are not a whole number of rows of {row_len}"),
+        )
+    }
+
+    fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
+        apis::fftshift(rt, target, self.row_len, &self.input, &mut self.out)
+    }
+}
+
+impl<'a> ScopeCall<'a, 2> for Fftshift<'a> {
+    const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn params(&self) -> Params {
+        [self.row_len as u64, 0]
+    }
+
+    fn args(self) -> [KernelArg<'a>; 2] {
+        [
+            KernelArg::reads("input", self.input),
+            KernelArg::writes("out", self.out),
+        ]
+    }
+}
+
+/// Rows follow one another (the row length is a parameter).
+pub static RULES: &[&MergeRule] = &[&MergeRule {
+    api: apis::fftshift::DECL,
+    runs_as: apis::fftshift::DECL,
+    joins: &[Joins::Concat, Joins::Concat],
+    run: |rt, device, p, a| {
+        let x = a.input::<C32>(0)?;
+        apis::fftshift(rt, device, p[0] as usize, &x, &mut a.output::<C32>(1)?)
+    },
+}];

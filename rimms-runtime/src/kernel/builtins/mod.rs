@@ -1,0 +1,179 @@
+//! The built-in APIs, one home each: `fft.rs`, `zip.rs`, … hold everything the runtime knows
+//! of one built-in beyond its declaration and its implementations — the one description of
+//! its call (a struct of its scalars and views), its shape check, the `accepts` checks a scope
+//! asks at submission, its merge rules and, where [`crate::Capabilities`] reports one, its
+//! capability probe.
+//!
+//! What stays elsewhere, and why:
+//!
+//! - **The declaration** (`#[rimms::api] pub fn zip(…);`) stays in `apis.rs`: the backends
+//!   register their implementations against it and may import only the vocabulary (`hal`),
+//!   `apis`, `space`'s link model and `input_file`, never `kernel` (the layers test checks it).
+//!   A declaration here would make `apis` import `kernel`, which imports `apis`: a cycle.
+//! - **The public methods** (`Runtime::zip` in `runtime/builtins.rs`, `Scope::zip` in
+//!   `scope/calls.rs`) are one-line forwards: each builds the call's description and hands it
+//!   to the one generic path of its kind ([`call`] for the handle, `Scope::builtin` for a
+//!   scope), so a built-in's checks and its arguments exist once, here. They cannot live here:
+//!   `scope` imports `kernel`, and the handle's public methods are the top layer's.
+//! - **The generic machinery**: merging (`merge.rs`: [`Group`](super::merge), [`MergeRule`]),
+//!   the capability table's walk and its report (`capabilities.rs`), the cost tables (which
+//!   take any API's name) and dispatch.
+//!
+//! # Adding a built-in
+//!
+//! A built-in `negate` (`out = -input`) that the handle and scopes offer, merged in a scope:
+//!
+//! 1. its declaration in `apis.rs`:
+//!    `#[rimms_macros::api] pub fn negate(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [C32]) -> Result<()>;`
+//! 2. its home, `kernel/builtins/negate.rs` (and its `mod negate;` line below): a struct
+//!    `Negate<'a> { input: HeteSlice<'a, C32>, out: HeteSliceMut<'a, C32> }` that implements
+//!    [`Builtin`] (its declaration, its shape check, the call of `apis::negate`) and
+//!    [`ScopeCall`] (its merge rules, its parameters, its arguments as [`KernelArg`]s);
+//! 3. its public methods, one line each: `builtins::call(self, device.into(), Negate { input:
+//!    input.input(), out: out.output() })` in `runtime/builtins.rs`, and
+//!    `self.builtin(device, Negate { … })` in `scope/calls.rs`;
+//! 4. its implementations (`#[rimms::kernel(api = apis::negate, device = cpu)]` in
+//!    `backend/host_kernels.rs`, and where other kinds have one), and its row in the facade's
+//!    table of what each device runs (`src/lib.rs`).
+//!
+//! Nothing else changes: the registry collects the declaration and its implementations, the
+//! capability report lists it for the devices that implement it, the scheduler and the cost
+//! tables know it by its name, and merging, scope submission and dispatch are generic. The
+//! unit test `tests.rs` of this folder adds such a built-in (`toy`) the same way and checks its
+//! results, direct and merged in a scope, against a reference computed on the host.
+
+use super::merge::{MergeRule, Params};
+use super::{ApiDecl, KernelArg};
+use crate::hal::{Device, Error, Result, Target};
+use crate::machine::{Runtime, Shared};
+
+pub(crate) mod conj;
+pub(crate) mod fft;
+pub(crate) mod fft_in_place;
+pub(crate) mod fftshift;
+pub(crate) mod gemm;
+pub(crate) mod magnitude;
+pub(crate) mod power;
+pub(crate) mod scale;
+pub(crate) mod transpose;
+pub(crate) mod window;
+pub(crate) mod zip;
+pub(crate) mod zip_rows;
+
+#[cfg(test)]
+mod tests;
+
+/// One call of a built-in API, as its typed method got it: the scalars and the views.
+pub(crate) trait Builtin: Sized {
+    /// The API's declaration (`apis::name::DECL`), whose name the errors carry.
+    const DECL: &'static ApiDecl;
+
+    /// The API's name.
+    #[inline]
+    fn api() -> &'static str {
+        Self::DECL.name()
+    }
+
+    /// Refuses a call whose shapes do not fit, naming the API and `target`; asked before
+    /// anything else, by the handle's method and by the scope's alike.
+    fn check(&self, target: Target) -> Result<()>;
+
+    /// Runs the call through the API's declaration (`apis::name`), which finds the device's
+    /// implementation, asks its `accepts` check and dispatches.
+    fn run(self, rt: &Runtime, target: Target) -> Result<()>;
+}
+
+/// A built-in a scope offers too: how its call is held and merged.
+pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
+    /// Its merge rules, plain rule first (see [`MergeRule`]).
+    const RULES: &'static [&'static MergeRule];
+
+    /// Its scalars, encoded: calls merge only when theirs are equal.
+    fn params(&self) -> Params {
+        [0, 0]
+    }
+
+    /// Its views as the managed arguments of the rules, in their order.
+    fn args(self) -> [KernelArg<'a>; N];
+
+    /// What `device` must accept of every call, asked at submission (the handle's method asks
+    /// the same inside the call).
+    #[inline]
+    fn check_call_on(&self, _shared: &Shared, _device: Device) -> Result<()> {
+        Ok(())
+    }
+
+    /// What `device` must accept of a call that opens a group: checks that depend only on
+    /// the device, the rules and `params` (and the first argument's length, which a member
+    /// repeats), so a call that joins the group skips them.
+    #[inline]
+    fn check_group_on(
+        _shared: &Shared,
+        _device: Device,
+        _params: Params,
+        _args: &[KernelArg<'_>; N],
+    ) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A typed method of the handle: the call's shape check, then the call.
+#[inline]
+pub(crate) fn call<B: Builtin>(rt: &Runtime, target: Target, call: B) -> Result<()> {
+    call.check(target)?;
+    call.run(rt, target)
+}
+
+/// Refuses a call whose shapes do not fit, naming the API and the device.
+#[inline]
+pub(crate) fn shape(
+    api: &'static str,
+    device: Target,
+    ok: bool,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            api,
+            device,
+            what: what(),
+        })
+    }
+}
+
+/// Refuses two arguments (`names`) whose lengths (`lens`) differ.
+#[inline]
+pub(crate) fn same_len(
+    api: &'static str,
+    device: Target,
+    names: [&str; 2],
+    lens: [usize; 2],
+) -> Result<()> {
+    shape(api, device, lens[0] == lens[1], || {
+        format!(
+            "`{}` has {} elements but `{}` has {}",
+            names[0], lens[0], names[1], lens[1]
+        )
+    })
+}
+
+/// Refuses a broadcast row (`name`, `row_len` elements) that does not tile `len` elements.
+pub(crate) fn whole_rows(
+    api: &'static str,
+    device: Target,
+    name: &str,
+    row_len: usize,
+    len: usize,
+) -> Result<()> {
+    shape(api, device, row_len > 0 && len % row_len == 0, || {
+        format!("{len} elements are not a whole number of rows of `{name}`'s {row_len}")
+    })
+}
+
+/// The element count of a managed argument of `T`s (its byte length over `T`'s size).
+#[inline]
+pub(crate) fn elements<T>(arg: &KernelArg<'_>) -> usize {
+    arg.len / std::mem::size_of::<T>().max(1)
+}

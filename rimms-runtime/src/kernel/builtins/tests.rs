@@ -1,0 +1,178 @@
+//! A built-in added the way the module's documentation says, all in this one file: what a new
+//! built-in's home (`kernel/builtins/<name>.rs`) holds, its declaration (which would go to
+//! `apis.rs`), its CPU implementation (which would go to `backend/`), and its two public
+//! methods, one line each (which would go to `runtime/builtins.rs` and `scope/calls.rs`).
+//! Nothing else of the runtime changes for it: the checks, the merging and the dispatch it
+//! gets are the generic ones every built-in uses.
+
+use super::{call, same_len, Builtin, ScopeCall};
+use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
+use crate::hal::{Device, Error, KernelCtx, Result, Target};
+use crate::kernel::merge::{Joins, MergeRule, Params};
+use crate::kernel::{ApiDecl, KernelArg};
+use crate::machine::Runtime;
+use crate::scope::Scope;
+use crate::HeteData;
+
+// --- The declaration (in `apis.rs` for a real built-in). ---
+
+/// `out = gain · input + 1`.
+#[rimms_macros::api]
+pub fn toy_affine(ctx: &KernelCtx, gain: f32, input: &[f32], #[out] out: &mut [f32]) -> Result<()>;
+
+// --- Its home (`kernel/builtins/toy_affine.rs`). ---
+
+/// A call of `toy_affine`.
+struct ToyAffine<'a> {
+    gain: f32,
+    input: HeteSlice<'a, f32>,
+    out: HeteSliceMut<'a, f32>,
+}
+
+impl Builtin for ToyAffine<'_> {
+    const DECL: &'static ApiDecl = toy_affine::DECL;
+
+    fn check(&self, target: Target) -> Result<()> {
+        let lens = [self.input.len(), self.out.len()];
+        same_len(Self::api(), target, ["input", "out"], lens)
+    }
+
+    fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
+        toy_affine(rt, target, self.gain, &self.input, &mut self.out)
+    }
+}
+
+impl<'a> ScopeCall<'a, 2> for ToyAffine<'a> {
+    const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn params(&self) -> Params {
+        [u64::from(self.gain.to_bits()), 0]
+    }
+
+    fn args(self) -> [KernelArg<'a>; 2] {
+        [
+            KernelArg::reads("input", self.input),
+            KernelArg::writes("out", self.out),
+        ]
+    }
+}
+
+/// Element-wise: input and output follow one another.
+static RULES: &[&MergeRule] = &[&MergeRule {
+    api: toy_affine::DECL,
+    runs_as: toy_affine::DECL,
+    joins: &[Joins::Concat, Joins::Concat],
+    run: |rt, device, p, a| {
+        let x = a.input::<f32>(0)?;
+        toy_affine(
+            rt,
+            device,
+            f32::from_bits(p[0] as u32),
+            &x,
+            &mut a.output::<f32>(1)?,
+        )
+    },
+}];
+
+// --- Its implementation (in `backend/` for a real built-in). ---
+
+#[rimms_macros::kernel(api = toy_affine, device = cpu)]
+fn toy_affine_cpu(
+    _ctx: &KernelCtx,
+    gain: f32,
+    input: &[f32],
+    #[out] out: &mut [f32],
+) -> Result<()> {
+    for (o, i) in out.iter_mut().zip(input) {
+        *o = gain * i + 1.0;
+    }
+    Ok(())
+}
+
+// --- Its public methods, one line each (in `runtime/builtins.rs` and `scope/calls.rs`). ---
+
+impl Runtime {
+    fn toy_affine(
+        &self,
+        device: impl Into<Target>,
+        gain: f32,
+        input: &impl Input<f32>,
+        out: &mut impl Output<f32>,
+    ) -> Result<()> {
+        let (input, out) = (input.input(), out.output());
+        call(self, device.into(), ToyAffine { gain, input, out })
+    }
+}
+
+impl<'scope> Scope<'scope, '_> {
+    fn toy_affine(
+        &'scope self,
+        device: Device,
+        gain: f32,
+        input: &'scope impl Input<f32>,
+        out: &'scope mut impl Output<f32>,
+    ) -> Result<()> {
+        let (input, out) = (input.input(), out.output());
+        self.builtin(device, ToyAffine { gain, input, out })
+    }
+}
+
+// --- The checks. ---
+
+/// The reference: the same formula over plain vectors, without the runtime.
+fn reference(gain: f32, input: &[f32]) -> Vec<f32> {
+    input.iter().map(|x| gain * x + 1.0).collect()
+}
+
+#[test]
+fn a_toy_built_in_runs_direct_and_merged_in_a_scope_as_its_reference_says() {
+    let rt = Runtime::new().expect("runtime");
+    // Four rows of 1,024 (4 KiB, a fragment each, so each row is a mutable view of its own).
+    let values: Vec<f32> = (0..4096).map(|i| i as f32 * 0.25 - 7.0).collect();
+    let x = HeteData::from_slice(&rt, &values).expect("x");
+
+    // Direct: the handle's method.
+    let mut y = HeteData::<f32>::alloc(&rt, 4096).expect("y");
+    rt.toy_affine(Device::Cpu, 3.0, &x, &mut y)
+        .expect("direct call");
+    assert_eq!(y.host().expect("host"), reference(3.0, &values));
+
+    // In a scope: the rows' calls merge into one device call.
+    let mut z = HeteData::<f32>::alloc(&rt, 4096).expect("z");
+    let (rows, mut outs) = (x.rows(1024).expect("rows"), z.rows_mut(1024).expect("rows"));
+    rt.scope(|s| {
+        for (row, out) in rows.iter().zip(outs.iter_mut()) {
+            s.toy_affine(Device::Cpu, -2.0, row, out)?;
+        }
+        Ok::<(), Error>(())
+    })
+    .expect("scope")
+    .expect("scope calls");
+    drop(outs);
+    assert_eq!(z.host().expect("host"), reference(-2.0, &values));
+    let stats = rt.stats();
+    let toy = stats
+        .apis
+        .iter()
+        .find(|a| a.name == "toy_affine")
+        .expect("toy_affine ran");
+    assert_eq!((toy.merged, toy.merged_into), (4, 1));
+    assert_eq!(toy.calls, 2, "one direct call, one merged call");
+
+    // Its shape check: the handle's method and the scope's refuse alike, naming the API.
+    let short = HeteData::<f32>::alloc(&rt, 10).expect("short");
+    let mut out = HeteData::<f32>::alloc(&rt, 11).expect("out");
+    let direct = rt.toy_affine(Device::Cpu, 1.0, &short, &mut out);
+    let scoped = rt
+        .scope(|s| s.toy_affine(Device::Cpu, 1.0, &short, &mut out))
+        .expect("scope");
+    for refused in [direct, scoped] {
+        match refused {
+            Err(Error::Shape { api, what, .. }) => {
+                assert_eq!(api, "toy_affine");
+                assert_eq!(what, "`input` has 10 elements but `out` has 11");
+            }
+            other => panic!("expected a shape error, got {other:?}"),
+        }
+    }
+}

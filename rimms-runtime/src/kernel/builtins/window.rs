@@ -1,0 +1,54 @@
+//! `window`: every row of `input` times a real `window`. Its declaration is `apis::window`.
+
+use super::{same_len, whole_rows, Builtin, ScopeCall};
+use crate::apis;
+use crate::data::{HeteSlice, HeteSliceMut};
+use crate::hal::{Result, Target};
+use crate::kernel::merge::{Joins, MergeRule};
+use crate::kernel::{ApiDecl, KernelArg};
+use crate::machine::Runtime;
+use num_complex::Complex32 as C32;
+
+/// A call of `window`.
+pub(crate) struct Window<'a> {
+    pub(crate) input: HeteSlice<'a, C32>,
+    pub(crate) window: HeteSlice<'a, f32>,
+    pub(crate) out: HeteSliceMut<'a, C32>,
+}
+
+impl Builtin for Window<'_> {
+    const DECL: &'static ApiDecl = apis::window::DECL;
+
+    fn check(&self, target: Target) -> Result<()> {
+        let (input, window, out) = (self.input.len(), self.window.len(), self.out.len());
+        same_len("window", target, ["input", "out"], [input, out])?;
+        whole_rows("window", target, "window", window, input)
+    }
+
+    fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
+        apis::window(rt, target, &self.input, &self.window, &mut self.out)
+    }
+}
+
+impl<'a> ScopeCall<'a, 3> for Window<'a> {
+    const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn args(self) -> [KernelArg<'a>; 3] {
+        [
+            KernelArg::reads("input", self.input),
+            KernelArg::reads("window", self.window),
+            KernelArg::writes("out", self.out),
+        ]
+    }
+}
+
+/// Input and output follow one another, the window is shared.
+pub static RULES: &[&MergeRule] = &[&MergeRule {
+    api: apis::window::DECL,
+    runs_as: apis::window::DECL,
+    joins: &[Joins::Concat, Joins::Same, Joins::Concat],
+    run: |rt, device, _, a| {
+        let (x, w) = (a.input::<C32>(0)?, a.input::<f32>(1)?);
+        apis::window(rt, device, &x, &w, &mut a.output::<C32>(2)?)
+    },
+}];

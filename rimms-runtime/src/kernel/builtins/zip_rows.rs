@@ -1,0 +1,69 @@
+//! `zip_rows`: `out = a op row` with `row` broadcast over every row of `a`. Its declaration
+//! is `apis::zip_rows`; a merged `zip` whose `b` is shared runs as one too.
+
+use super::zip::{self, zip_op};
+use super::{same_len, whole_rows, Builtin, ScopeCall};
+use crate::apis;
+use crate::data::{HeteSlice, HeteSliceMut};
+use crate::hal::{Device, Result, Target, ZipOp};
+use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
+use crate::kernel::{ApiDecl, KernelArg};
+use crate::machine::Runtime;
+use num_complex::Complex32 as C32;
+
+/// A call of `zip_rows`.
+pub(crate) struct ZipRows<'a> {
+    pub(crate) op: ZipOp,
+    pub(crate) a: HeteSlice<'a, C32>,
+    pub(crate) row: HeteSlice<'a, C32>,
+    pub(crate) out: HeteSliceMut<'a, C32>,
+}
+
+impl Builtin for ZipRows<'_> {
+    const DECL: &'static ApiDecl = apis::zip_rows::DECL;
+
+    fn check(&self, target: Target) -> Result<()> {
+        let (a, row, out) = (self.a.len(), self.row.len(), self.out.len());
+        same_len("zip_rows", target, ["a", "out"], [a, out])?;
+        whole_rows("zip_rows", target, "row", row, a)
+    }
+
+    fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
+        apis::zip_rows(rt, target, self.op, &self.a, &self.row, &mut self.out)
+    }
+}
+
+impl<'a> ScopeCall<'a, 3> for ZipRows<'a> {
+    const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn params(&self) -> Params {
+        zip::params(self.op)
+    }
+
+    fn args(self) -> [KernelArg<'a>; 3] {
+        [
+            KernelArg::reads("a", self.a),
+            KernelArg::reads("row", self.row),
+            KernelArg::writes("out", self.out),
+        ]
+    }
+}
+
+/// Runs a merged `zip_rows` (or a `zip` whose `b` every member shares).
+pub(crate) fn run_merged(
+    rt: &Runtime,
+    device: Device,
+    p: Params,
+    a: &mut MergedArgs<'_>,
+) -> Result<()> {
+    let (x, row) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
+    apis::zip_rows(rt, device, zip_op(p[0]), &x, &row, &mut a.output::<C32>(2)?)
+}
+
+/// The matrix and the result follow one another, the row is shared.
+pub static RULES: &[&MergeRule] = &[&MergeRule {
+    api: apis::zip_rows::DECL,
+    runs_as: apis::zip_rows::DECL,
+    joins: &[Joins::Concat, Joins::Same, Joins::Concat],
+    run: run_merged,
+}];
