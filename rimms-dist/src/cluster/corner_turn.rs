@@ -12,10 +12,17 @@ use crate::{Distribution, Packed, Rank, RankSet};
 use bytemuck::Pod;
 use std::ops::Range;
 
-/// Columns `cols` of `rows` (rows of `row_len` elements), transposed: `out` gets column after
-/// column, each as long as `rows` has rows. In tiles, so that reads and writes both stay in
-/// cache however long the rows are.
-fn transpose_into<T: Copy>(rows: &[T], row_len: usize, cols: Range<usize>, out: &mut [T]) {
+/// Columns `cols` of `rows` (rows of `row_len` elements), transposed: column `c` lands in
+/// `out` from `(c − cols.start) · stride` on, as long as `rows` has rows (a packed block:
+/// `stride` is that length; rows of the transpose: `stride` is their length). In tiles, so
+/// that reads and writes both stay in cache however long the rows are.
+fn transpose_into<T: Copy>(
+    rows: &[T],
+    row_len: usize,
+    cols: Range<usize>,
+    out: &mut [T],
+    stride: usize,
+) {
     const TILE: usize = 32;
     let n = rows.len() / row_len.max(1);
     for c0 in cols.clone().step_by(TILE) {
@@ -23,7 +30,7 @@ fn transpose_into<T: Copy>(rows: &[T], row_len: usize, cols: Range<usize>, out: 
         for r0 in (0..n).step_by(TILE) {
             let r1 = (r0 + TILE).min(n);
             for c in c0..c1 {
-                let column = &mut out[(c - cols.start) * n..];
+                let column = &mut out[(c - cols.start) * stride..];
                 for r in r0..r1 {
                     column[r] = rows[r * row_len + c];
                 }
@@ -69,11 +76,15 @@ impl Cluster<'_> {
         let me = usize::from(self.rank().0);
         let (mine, my_cols) = (block(rows, ranks, me), block(cols, ranks, me));
         let size = size_of::<T>();
+        // The diagonal block stays home: transposed straight into this rank's rows of `dst`
+        // while the others are in flight.
         let send_counts = (0..ranks)
-            .map(|to| block(cols, ranks, to).len() * mine.len() * size)
+            .map(|to| (to != me) as usize * block(cols, ranks, to).len() * mine.len() * size)
             .collect();
         let recv_counts = (0..ranks)
-            .map(|from| block(rows, ranks, from).len() * my_cols.len() * size)
+            .map(|from| {
+                (from != me) as usize * block(rows, ranks, from).len() * my_cols.len() * size
+            })
             .collect();
         let misaligned = || {
             ClusterError::Shape {
@@ -85,34 +96,35 @@ impl Cluster<'_> {
             ),
         }
         };
+        let local = src.local.host().map_err(|e| self.runtime_error(&call, e))?;
+        let local = &local[mine.start * cols..mine.end * cols];
         let mut send = Packed::zeroed(send_counts);
-        {
-            let local = src.local.host().map_err(|e| self.runtime_error(&call, e))?;
-            let offsets: Vec<usize> = (0..ranks).map(|to| send.offset(to) / size).collect();
-            let packed = send.elements_mut::<T>().ok_or_else(misaligned)?;
-            for (to, &at) in offsets.iter().enumerate() {
-                let theirs = block(cols, ranks, to);
-                transpose_into(
-                    &local[mine.start * cols..mine.end * cols],
-                    cols,
-                    theirs,
-                    &mut packed[at..at + block(cols, ranks, to).len() * mine.len()],
-                );
-            }
+        let offsets: Vec<usize> = (0..ranks).map(|to| send.offset(to) / size).collect();
+        let packed = send.elements_mut::<T>().ok_or_else(misaligned)?;
+        for (to, &at) in offsets.iter().enumerate().filter(|&(to, _)| to != me) {
+            let theirs = block(cols, ranks, to);
+            let len = theirs.len() * mine.len();
+            transpose_into(local, cols, theirs, &mut packed[at..at + len], mine.len());
         }
+        let out = dst
+            .local
+            .host_mut()
+            .map_err(|e| self.runtime_error(&call, e))?;
+        let mut diagonal = || {
+            if !my_cols.is_empty() {
+                let first = my_cols.start * rows + mine.start;
+                transpose_into(local, cols, my_cols.clone(), &mut out[first..], rows);
+            }
+        };
         let received = self
             .transport
-            .all_to_all(send, recv_counts)
+            .all_to_all_overlapped(send, recv_counts, &mut diagonal)
             .map_err(|source| ClusterError::Transport {
                 call: call.clone(),
                 source,
             })?;
         let values = received.elements::<T>().ok_or_else(misaligned)?;
-        let out = dst
-            .local
-            .host_mut()
-            .map_err(|e| self.runtime_error(&call, e))?;
-        for from in 0..ranks {
+        for from in (0..ranks).filter(|&from| from != me) {
             let theirs = block(rows, ranks, from);
             let at = received.offset(from) / size;
             for (i, c) in my_cols.clone().enumerate() {

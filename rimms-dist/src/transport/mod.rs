@@ -126,6 +126,18 @@ pub trait Transport {
     /// Every rank knows what it will receive (from the distribution), so no sizes are
     /// exchanged first; a block of another size is an error.
     fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError>;
+    /// [`Self::all_to_all`], running `meanwhile` on this thread while the blocks are in flight
+    /// (a corner turn transposes its own diagonal block then). By default `meanwhile` runs
+    /// first: right for a transport whose exchange is this thread's own work.
+    fn all_to_all_overlapped(
+        &self,
+        send: Packed,
+        recv_counts: Vec<usize>,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<Packed, TransportError> {
+        meanwhile();
+        self.all_to_all(send, recv_counts)
+    }
     /// Checks that every rank holds the same `digest` after `call`: the same error on every
     /// rank where one differs.
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError>;
@@ -213,6 +225,14 @@ impl<T: Transport + ?Sized> Transport for &T {
     }
     fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
         (**self).all_to_all(send, recv_counts)
+    }
+    fn all_to_all_overlapped(
+        &self,
+        send: Packed,
+        recv_counts: Vec<usize>,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<Packed, TransportError> {
+        (**self).all_to_all_overlapped(send, recv_counts, meanwhile)
     }
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         (**self).agree(digest, call)

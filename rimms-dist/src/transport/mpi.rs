@@ -101,6 +101,15 @@ impl Mpi {
     }
 
     fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, TransportError> {
+        let reply = self.post(make)?;
+        self.answer(reply)
+    }
+
+    /// Hands the MPI thread a command; its answer comes on the returned channel.
+    fn post<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<Receiver<Result<T, TransportError>>, TransportError> {
         let (done, reply) = channel();
         let commands = self.commands.lock().unwrap_or_else(|e| e.into_inner());
         commands
@@ -108,7 +117,11 @@ impl Mpi {
             .ok_or(TransportError::PeerGone { rank: self.rank })?
             .send(make(done))
             .map_err(|_| TransportError::PeerGone { rank: self.rank })?;
-        drop(commands);
+        Ok(reply)
+    }
+
+    /// Waits for the MPI thread's answer to a posted command.
+    fn answer<T>(&self, reply: Receiver<Result<T, TransportError>>) -> Result<T, TransportError> {
         // The MPI thread answers every command; a generous bound over its own deadline.
         match reply.recv_timeout(self.timeout * 2) {
             Ok(result) => result,
@@ -171,11 +184,23 @@ impl Transport for Mpi {
     }
 
     fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
-        self.ask(|done| Command::AllToAll {
+        self.all_to_all_overlapped(send, recv_counts, &mut || {})
+    }
+
+    fn all_to_all_overlapped(
+        &self,
+        send: Packed,
+        recv_counts: Vec<usize>,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<Packed, TransportError> {
+        let reply = self.post(|done| Command::AllToAll {
             send,
             recv_counts,
             done,
-        })
+        })?;
+        // The MPI thread drives the collective while this one works.
+        meanwhile();
+        self.answer(reply)
     }
 
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
