@@ -13,4 +13,5 @@ pub mod out_file;
 pub mod output;
 pub mod plot;
 pub mod ranks;
+pub mod scaling;
 pub mod sched_bench;

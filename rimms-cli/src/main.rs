@@ -175,6 +175,20 @@ enum Command {
         /// RIMMS_FPGA_TIMING. Ignored, with a note, where RIMMS_FPGA_BOARD names a real board.
         #[arg(long, value_name = "MODEL", value_parser = fpga_timing_arg)]
         fpga_timing: Option<String>,
+        /// Instead: pulse-doppler and sar across these rank counts (1,2,4), as a table of frame
+        /// time, speedup and bytes per peer against the analytic minimum; under mpirun where
+        /// it is installed and this build has MPI, else ranks as threads.
+        #[arg(long, value_name = "N,N,…", value_delimiter = ',', value_parser = whole_arg::<usize>)]
+        ranks: Vec<usize>,
+        /// With --ranks: generated input of pulses × samples (default 1024x2048 for
+        /// pulse-doppler, 2048x2048 for sar).
+        #[arg(long, value_name = "PULSESxSAMPLES", value_parser = shape_arg)]
+        size: Option<(usize, usize)>,
+        /// With --ranks: a strong-scaling model for 10 GbE and 100 Gb/s InfiniBand from
+        /// in-process ranks (the frame's CPU time shared among the ranks, plus the busiest
+        /// rank's bytes and messages on the link), e.g. --ranks 1,2,4,8,16.
+        #[arg(long)]
+        modelled: bool,
     },
     /// What each device can run: its APIs, FFT sizes and ZIP operations. Lists the CPU, a
     /// simulated card, the FPGA (the board RIMMS_FPGA_BOARD names, else the emulator) and
@@ -470,6 +484,61 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `rimms bench --ranks …`: the apps across rank counts.
+fn scaling_cmd(
+    frames: usize,
+    app: Vec<App>,
+    json: bool,
+    counts: &[usize],
+    size: Option<(usize, usize)>,
+    modelled: bool,
+) -> Result<(), Failure> {
+    let apps = if app.is_empty() {
+        vec![App::PulseDoppler, App::Sar]
+    } else {
+        app
+    };
+    if let Some(other) = apps
+        .iter()
+        .find(|a| !matches!(a, App::PulseDoppler | App::Sar))
+    {
+        return Err(Failure::Usage(format!(
+            "{} does not run across ranks; pulse-doppler and sar do",
+            other.name()
+        )));
+    }
+    if let Some(bad) = counts.iter().find(|&&n| n == 0 || n > 64) {
+        return Err(Failure::Usage(format!(
+            "--ranks takes counts of 1 … 64, got {bad}"
+        )));
+    }
+    let mut all = Vec::new();
+    for app in apps {
+        let run = rimms_cli::ranks::DistRun {
+            app,
+            ranks: None,
+            size: size.or(Some(match app {
+                App::PulseDoppler => (1024, 2048),
+                _ => (2048, 2048),
+            })),
+            input: None,
+            params: apps::pulse_doppler::Params::default(),
+            frames,
+            keep_image: false,
+        };
+        let rows = rimms_cli::scaling::run(&run, counts, modelled).map_err(app_failure)?;
+        if !json {
+            output::print(&rimms_cli::scaling::table(app, &rows, modelled))?;
+        }
+        all.extend(rows);
+    }
+    if json {
+        let text = serde_json::to_string(&all).map_err(|e| Failure::Error(e.to_string()))?;
+        output::print(&format!("{text}\n"))?;
+    }
+    Ok(())
+}
+
 fn bench_cmd(
     frames: usize,
     app: Vec<App>,
@@ -659,7 +728,23 @@ fn main() -> ExitCode {
             json,
             plot,
             fpga_timing,
-        } => ("bench", bench_cmd(frames, app, json, plot, fpga_timing)),
+            ranks,
+            size,
+            modelled,
+        } => (
+            "bench",
+            if ranks.is_empty() {
+                if size.is_some() || modelled {
+                    Err(Failure::Usage(
+                        "--size and --modelled go with --ranks".into(),
+                    ))
+                } else {
+                    bench_cmd(frames, app, json, plot, fpga_timing)
+                }
+            } else {
+                scaling_cmd(frames, app, json, &ranks, size, modelled)
+            },
+        ),
     };
     // The runtimes are gone by now; the signal that stopped the run ends the process.
     if let Some(sig) = rimms_cli::interrupt::requested() {

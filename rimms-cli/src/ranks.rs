@@ -15,7 +15,7 @@ use crate::apps::{App, AppError};
 use crate::human::count;
 use rimms::{Complex32, Device, Runtime};
 use rimms_dist::{corner_turn_bytes, Cluster, InProcess, Rank};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,7 @@ pub struct DistRun {
 }
 
 /// How the ranks of a run were made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Job {
     /// Threads of this process, the in-process transport.
@@ -49,10 +49,10 @@ pub enum Job {
 }
 
 /// What a run across ranks found and moved, as rank 0 reports it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DistReport {
     /// The app's name.
-    pub app: &'static str,
+    pub app: String,
     /// Ranks in the job.
     pub ranks: usize,
     /// How they were made.
@@ -70,12 +70,23 @@ pub struct DistReport {
     pub sent: Vec<Vec<u64>>,
     /// The analytic minimum of the same, `[from][to]`.
     pub minimum: Vec<Vec<u64>>,
+    /// Data messages each rank sent each peer a frame (`[from][to]`), with threads; what a
+    /// modelled link charges latency for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Vec<u64>>,
+    /// The process's CPU time a frame, median, milliseconds: with threads, every rank's work.
+    pub cpu_ms: f64,
     /// SAR's image on rank 0, when kept.
     #[serde(skip)]
     pub image: Option<Vec<f32>>,
 }
 
 impl DistReport {
+    /// A report `rimms run … --json` printed.
+    pub fn from_json(json: &str) -> Option<DistReport> {
+        serde_json::from_str(json).ok()
+    }
+
     /// Whether every rank known here sent exactly the minimum.
     pub fn at_minimum(&self) -> bool {
         self.sent.iter().zip(&self.minimum).all(|(s, m)| s == m)
@@ -208,17 +219,27 @@ struct RankOutcome {
     sent: Vec<u64>,
     image: Option<Vec<f32>>,
     frames: Vec<Duration>,
+    /// The whole process's CPU time over each frame (every rank's work, with threads).
+    cpu: Vec<Duration>,
+}
+
+/// CPU time of this process so far (all its threads).
+fn process_cpu() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map_or(Duration::ZERO, Duration::from)
 }
 
 /// Runs the app's frames as this rank of `cl`'s job.
 fn rank_main(cl: &Cluster<'_>, run: &DistRun, input: &Prepared) -> Result<RankOutcome, AppError> {
     let mut frames = Vec::with_capacity(run.frames);
+    let mut cpu = Vec::with_capacity(run.frames);
     let mut last = None;
     for _ in 0..run.frames.max(1) {
         let before = cl.net_bytes();
-        let start = Instant::now();
+        let (start, cpu_start) = (Instant::now(), process_cpu());
         let found = frame(cl, run, input)?;
         frames.push(start.elapsed());
+        cpu.push(process_cpu().saturating_sub(cpu_start));
         let sent = cl
             .net_bytes()
             .iter()
@@ -234,6 +255,7 @@ fn rank_main(cl: &Cluster<'_>, run: &DistRun, input: &Prepared) -> Result<RankOu
         sent,
         image,
         frames,
+        cpu,
     })
 }
 
@@ -349,28 +371,34 @@ pub fn run(run: &DistRun) -> Result<(DistReport, bool), AppError> {
                     rimms_dist::MAX_RANKS
                 )));
             }
-            let outcomes: Vec<Result<RankOutcome, AppError>> = std::thread::scope(|s| {
-                let handles: Vec<_> = InProcess::world(ranks)
-                    .into_iter()
-                    .map(|t| {
-                        let input = &input;
-                        s.spawn(move || {
-                            let rt = Runtime::new()?;
-                            rank_main(&Cluster::new(rt, t), run, input)
+            let outcomes: Vec<Result<(RankOutcome, Vec<u64>), AppError>> =
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = InProcess::world(ranks)
+                        .into_iter()
+                        .map(|t| {
+                            let input = &input;
+                            s.spawn(move || {
+                                let rt = Runtime::new()?;
+                                let outcome = rank_main(&Cluster::new(rt, &t), run, input)?;
+                                Ok((outcome, t.sent_messages()))
+                            })
                         })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(AppError::Param("a rank panicked".into())))
-                    })
-                    .collect()
-            });
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err(AppError::Param("a rank panicked".into())))
+                        })
+                        .collect()
+                });
             let outcomes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
-            let mut report = report(run, &input, ranks, Job::Threads, &outcomes[0]);
-            report.sent = outcomes.iter().map(|o| o.sent.clone()).collect();
+            let mut report = report(run, &input, ranks, Job::Threads, &outcomes[0].0);
+            report.sent = outcomes.iter().map(|(o, _)| o.sent.clone()).collect();
+            report.messages = outcomes
+                .iter()
+                .map(|(_, m)| m.iter().map(|n| n / run.frames.max(1) as u64).collect())
+                .collect();
             Ok((report, true))
         }
     }
@@ -384,7 +412,7 @@ fn report(
     first: &RankOutcome,
 ) -> DistReport {
     DistReport {
-        app: run.app.name(),
+        app: run.app.name().to_string(),
         ranks,
         job,
         size: input.size,
@@ -393,6 +421,8 @@ fn report(
         truth: input.truth.clone(),
         sent: vec![first.sent.clone()],
         minimum: minimum(run.app, input.size, ranks, run.keep_image),
+        messages: Vec::new(),
+        cpu_ms: median(&first.cpu),
         image: first.image.clone(),
     }
 }

@@ -37,6 +37,8 @@ pub struct InProcess {
     /// Collectives this rank has entered: all-to-alls, agreements.
     collectives: Mutex<(u64, u64)>,
     sent: Mutex<Vec<u64>>,
+    /// Data messages this rank has sent each peer (what a link's latency is paid for).
+    messages: Mutex<Vec<u64>>,
     timeout: Duration,
 }
 
@@ -54,6 +56,7 @@ impl InProcess {
                 early: Mutex::default(),
                 collectives: Mutex::new((0, 0)),
                 sent: Mutex::new(vec![0; ranks]),
+                messages: Mutex::new(vec![0; ranks]),
                 timeout: Duration::from_secs(30),
             })
             .collect()
@@ -81,11 +84,22 @@ impl InProcess {
             bytes,
         })
         .map_err(|_| TransportError::PeerGone { rank: to })?;
-        if to != self.rank {
+        if to != self.rank && len > 0 {
             let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
             sent[usize::from(to.0)] += len;
+            let mut messages = self.messages.lock().unwrap_or_else(|e| e.into_inner());
+            messages[usize::from(to.0)] += 1;
         }
         Ok(())
+    }
+
+    /// Data messages this rank has sent each peer: a point-to-point message or a non-empty
+    /// all-to-all block is one (a modelled link charges its latency per message).
+    pub fn sent_messages(&self) -> Vec<u64> {
+        self.messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Waits until `take` finds what it wants among the early arrivals, filing every message
