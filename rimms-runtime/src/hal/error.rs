@@ -3,9 +3,16 @@
 //! Every fallible call returns [`Error`] and changes nothing when it fails: buffers keep their
 //! last valid copy, pools their allocations, stats their figures. Messages name what was wrong
 //! and where, so they can be shown to a user as they are.
+//!
+//! Backends do not return it: they report a [`BackendError`] (the FPGA driver's faults and the
+//! CUDA driver's failures included), and [`Error::from_backend`] is the one place that turns
+//! one into this error, with what the runtime was doing ([`During`]): a backend's "not here"
+//! ([`BackendError::Unsupported`]) becomes [`Error::Unsupported`] naming the API and the
+//! device, anything else the `source` of [`Error::Kernel`], [`Error::Transfer`],
+//! [`Error::Fill`] or [`Error::Backend`].
 
+use crate::hal::BackendError;
 use crate::hal::SpaceName;
-use crate::hal::{BackendError, FpgaFault};
 use crate::hal::{Device, Target};
 use std::fmt;
 use std::io;
@@ -324,22 +331,77 @@ pub enum Error {
         why: String,
     },
 
-    // ---- The FPGA backend (`backend::fpga`) ----
-    /// An FPGA accelerator, its AXI DMA engine or its u-dma-buf memory failed, or a request was
-    /// refused before anything started. This is the FPGA driver's own error, below the
-    /// runtime: it names the hardware part as the board describes it, not a runtime
-    /// [`Device`]; the runtime reports it as the source of an [`Error::Kernel`] or an
-    /// [`Error::Unsupported`] that names the device. `fault` says which of these it was and carries the
-    /// details (the channel and error bit, the file, the bytes received); the output range keeps
-    /// its previous contents unless the fault says otherwise.
-    #[error("{device}: {fault}")]
-    Fpga {
-        /// The accelerator instance or u-dma-buf device, as the board names it (`fft0`,
-        /// `udmabuf0`).
-        device: String,
-        /// What went wrong.
-        fault: FpgaFault,
+    /// A device's backend failed outside any call: opening, mapping or resetting its hardware
+    /// (an FPGA board's u-dma-buf or register page, a CUDA context or its memory). The message
+    /// is the backend's own, which names the part that failed (`udmabuf0: …`, `CUDA … failed:
+    /// …`).
+    #[error("{source}")]
+    Backend {
+        /// What the backend reported.
+        source: BackendError,
     },
+}
+
+/// What the runtime was doing when a backend failed: what [`Error::from_backend`] adds to the
+/// backend's own report.
+#[derive(Clone, Debug)]
+pub(crate) enum During {
+    /// Running (or checking, or completing) a call of `api` on `device`.
+    Kernel {
+        /// API name.
+        api: &'static str,
+        /// The device it ran on.
+        device: Device,
+    },
+    /// Copying `bytes` between two spaces.
+    Transfer {
+        /// Source space.
+        from: SpaceName,
+        /// Destination space.
+        to: SpaceName,
+        /// Bytes in the copy.
+        bytes: usize,
+    },
+    /// Zeroing `bytes` in a space.
+    Fill {
+        /// The space.
+        space: SpaceName,
+        /// Bytes to zero.
+        bytes: usize,
+    },
+    /// Opening, mapping or resetting a device, outside any call.
+    Setup,
+}
+
+impl Error {
+    /// The crate's error for a backend's, the one place where one becomes the other. In a call,
+    /// a request the device cannot take ([`BackendError::Unsupported`]) is
+    /// [`Error::Unsupported`] naming the call's API and device; every other report is kept as
+    /// the `source` of the error that says what was being done.
+    pub(crate) fn from_backend(during: During, source: BackendError) -> Error {
+        match (during, source) {
+            (During::Kernel { api, device }, BackendError::Unsupported { why, .. }) => {
+                Error::Unsupported { api, device, why }
+            }
+            (During::Kernel { api, device }, source) => Error::Kernel {
+                api,
+                device,
+                source,
+            },
+            (During::Transfer { from, to, bytes }, source) => Error::Transfer {
+                from,
+                to,
+                bytes,
+                source,
+            },
+            (During::Fill { space, bytes }, source) => Error::Fill {
+                space,
+                bytes,
+                source,
+            },
+            (During::Setup, source) => Error::Backend { source },
+        }
+    }
 }
 
 /// A list shown comma-separated in a message.

@@ -31,6 +31,7 @@ pub use dev_slice::{DevSlice, DevSliceMut};
 pub use device::{ArgForm, Device, DeviceKind, Target};
 pub(crate) use device_memory::SharedDeviceMemory;
 pub use device_memory::{DeviceMemory, MappedMemory};
+pub(crate) use error::During;
 pub use error::{Error, Result};
 pub use ops::{FftDirection, ZipOp};
 pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};

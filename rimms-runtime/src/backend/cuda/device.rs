@@ -131,12 +131,12 @@ impl Backend for GpuBackend {
 
 /// The GPU a device implementation runs on.
 fn space<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c GpuSpace> {
-    ctx.device_handle::<GpuSpace>()
-        .ok_or_else(|| Error::Kernel {
-            api: "gpu built-in",
-            device: ctx.device(),
-            source: BackendError::Invalid("the device is not a CUDA GPU".to_string()),
-        })
+    ctx.device_handle::<GpuSpace>().ok_or_else(|| {
+        ctx.error(
+            "gpu built-in",
+            BackendError::Invalid("the device is not a CUDA GPU".to_string()),
+        )
+    })
 }
 
 /// The GPU a device implementation runs on, and its arguments as ranges of the GPU's pool.
@@ -150,11 +150,9 @@ fn on_gpu<'c, const N: usize>(
     let gpu = space(ctx)?;
     let mut ranges = [Arg { ptr: 0, bytes: 0 }; N];
     for (range, (addr, len)) in ranges.iter_mut().zip(args) {
-        *range = gpu.arg(addr, len).map_err(|source| Error::Kernel {
-            api,
-            device: ctx.device(),
-            source,
-        })?;
+        *range = gpu
+            .arg(addr, len)
+            .map_err(|source| ctx.error(api, source))?;
     }
     Ok((gpu, ranges))
 }
