@@ -32,9 +32,18 @@ pub enum BackendError {
     #[error("injected {0} fault")]
     InjectedFault(&'static str),
 
-    /// The device's driver (CUDA, NVRTC, cuFFT) reported an error; it is the source.
+    /// The device's driver reported an error of its own type; it is the source.
     #[error(transparent)]
     Driver(Box<dyn std::error::Error + Send + Sync>),
+
+    /// A CUDA driver, NVRTC or cuFFT call failed.
+    #[error("CUDA {what} failed: {why}")]
+    Cuda {
+        /// The call and what it was for (with the device and sizes).
+        what: Box<str>,
+        /// The error CUDA reported. (Boxed strings keep every `Result<_, Error>` small.)
+        why: Box<str>,
+    },
 
     /// An FPGA accelerator, its AXI DMA or its u-dma-buf failed.
     #[error("{device}: {fault}")]
@@ -55,8 +64,9 @@ pub enum BackendError {
         /// The API (or the core's operation) asked for.
         api: &'static str,
         /// Why not, naming the part that refused where the device has several (an FPGA core,
-        /// `fft0: …`), and what it has instead.
-        why: String,
+        /// `fft0: …`), and what it has instead. (Boxed, so that every `Result<_, Error>`
+        /// stays small.)
+        why: Box<str>,
     },
 
     /// A call the backend cannot carry out as given: an argument outside the memory its
@@ -69,6 +79,14 @@ impl BackendError {
     /// A driver's error, kept as the source.
     pub fn driver(error: impl std::error::Error + Send + Sync + 'static) -> BackendError {
         BackendError::Driver(Box::new(error))
+    }
+
+    /// A request the device cannot take: `api` asked for, refused because of `why`.
+    pub fn unsupported(api: &'static str, why: impl Into<String>) -> BackendError {
+        BackendError::Unsupported {
+            api,
+            why: why.into().into_boxed_str(),
+        }
     }
 
     /// The FPGA part that failed and its fault, where this is an FPGA fault

@@ -313,21 +313,12 @@ pub enum Error {
         source: io::Error,
     },
 
-    // ---- The CUDA backend (`backend::cuda`) ----
     /// A GPU was required but none is usable: no driver library, no device, or a library the
-    /// backend needs (NVRTC, cuFFT) is missing.
+    /// backend needs (NVRTC, cuFFT) is missing. The builder's answer to `.gpu(n)`, not a
+    /// backend's fault: nothing was opened.
     #[error("no GPU: {why}")]
     NoGpu {
         /// Why there is none, as the probe found it.
-        why: String,
-    },
-
-    /// A CUDA driver, NVRTC or cuFFT call failed.
-    #[error("CUDA {what} failed: {why}")]
-    Cuda {
-        /// The call and what it was for (with the device and sizes).
-        what: String,
-        /// The error CUDA reported.
         why: String,
     },
 
@@ -370,6 +361,8 @@ pub(crate) enum During {
         bytes: usize,
     },
     /// Opening, mapping or resetting a device, outside any call.
+    // Only the CUDA and FPGA backends open hardware.
+    #[cfg_attr(not(any(feature = "cuda", feature = "fpga")), allow(dead_code))]
     Setup,
 }
 
@@ -381,7 +374,11 @@ impl Error {
     pub(crate) fn from_backend(during: During, source: BackendError) -> Error {
         match (during, source) {
             (During::Kernel { api, device }, BackendError::Unsupported { why, .. }) => {
-                Error::Unsupported { api, device, why }
+                Error::Unsupported {
+                    api,
+                    device,
+                    why: why.into(),
+                }
             }
             (During::Kernel { api, device }, source) => Error::Kernel {
                 api,

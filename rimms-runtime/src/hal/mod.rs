@@ -25,7 +25,9 @@ mod space_set;
 mod value;
 
 pub use access::Access;
-pub use backend_error::{BackendError, FpgaFault};
+pub use backend_error::BackendError;
+#[cfg(feature = "fpga")]
+pub use backend_error::FpgaFault;
 pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use dev_slice::{DevSlice, DevSliceMut};
 pub use device::{ArgForm, Device, DeviceKind, Target};

@@ -14,7 +14,7 @@ use crate::hal::BackendError;
 use crate::hal::{ArgForm, Device};
 use crate::hal::{DevSlice, DevSliceMut};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::space::LinkModel;
 use cudarc::driver::CudaContext;
 use num_complex::Complex32 as C32;
@@ -59,6 +59,7 @@ impl GpuBackend {
         if let Some(why) = probe::missing_toolkit_libraries() {
             return Ok(Err(why.into()));
         }
+        let setup = |e| Error::from_backend(During::Setup, e);
         let n = u8::try_from(index).map_err(|_| {
             Error::Config(format!(
                 "gpu{index}: a runtime names GPUs 0 to {} only",
@@ -71,18 +72,18 @@ impl GpuBackend {
         let space = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let device = Device::Gpu(n);
             let ctx = CudaContext::new(index)
-                .map_err(|e| cuda_error(format!("creating the context of {device}"), e))?;
-            let stream = Arc::new(GpuStream::new(ctx, device)?);
+                .map_err(|e| setup(cuda_error(format!("creating the context of {device}"), e)))?;
+            let stream = Arc::new(GpuStream::new(ctx, device).map_err(setup)?);
             GpuSpace::open(index, stream, pool_bytes, granule)
         }))
         .unwrap_or_else(|payload| {
-            Err(cuda_error(
+            Err(setup(cuda_error(
                 format!("opening gpu{index}"),
                 format!(
                     "cudarc panicked: {}",
                     probe::panic_message(payload.as_ref())
                 ),
-            ))
+            )))
         })?;
         tracing::info!(
             "gpu{index}: {} ({} MiB, compute {}.{}), pool {} MiB",
@@ -125,7 +126,7 @@ impl Backend for GpuBackend {
     }
 
     fn completion(&self) -> std::result::Result<(), BackendError> {
-        self.space.status().map_err(BackendError::driver)
+        self.space.status()
     }
 }
 

@@ -31,10 +31,7 @@ impl FpgaFault {
 /// A size or operation the core of `device` does not have, asked for by `api`: nothing was
 /// started, and another device may well do it. The reason names the part (`fft0: …`).
 pub(crate) fn unsupported(device: &str, api: &'static str, why: impl Display) -> BackendError {
-    BackendError::Unsupported {
-        api,
-        why: format!("{device}: {why}"),
-    }
+    BackendError::unsupported(api, format!("{device}: {why}"))
 }
 
 /// Shorthand for a [`FpgaFault::File`] error.
