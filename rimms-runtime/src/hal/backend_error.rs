@@ -1,6 +1,6 @@
 //! What a backend reports when it fails, as data: [`BackendError`], returned by every backend
 //! (`Backend`, [`crate::space::DeviceMemory`], the CUDA and FPGA drivers) and turned into the
-//! crate's [`crate::Error`] in one place, [`crate::Error::from_backend`]; and [`FpgaFault`], the
+//! crate's [`crate::Error`] in one place, `Error::from_backend`; and [`FpgaFault`], the
 //! FPGA driver stack's faults, which [`BackendError::Fpga`] carries with the part that failed.
 //! A request a device cannot take is [`BackendError::Unsupported`] on every backend, the FPGA's
 //! included, and reaches the user as [`crate::Error::Unsupported`].
