@@ -415,3 +415,50 @@ impl<T: fmt::Display> fmt::Display for Listed<'_, T> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{During, Error};
+    use crate::hal::{BackendError, Device};
+
+    fn in_call(source: BackendError) -> Error {
+        Error::from_backend(
+            During::Kernel {
+                api: "fft",
+                device: Device::Fpga(0),
+            },
+            source,
+        )
+    }
+
+    /// A backend's "not here" reaches the user as the one `Unsupported`, naming the call's API
+    /// and device and keeping the backend's reason; anything else stays the kernel's source.
+    #[test]
+    fn a_backends_unsupported_is_the_users_unsupported_and_the_rest_a_source() {
+        match in_call(BackendError::unsupported("fft", "fft0: not 4096 points")) {
+            Error::Unsupported { api, device, why } => {
+                assert_eq!((api, device), ("fft", Device::Fpga(0)));
+                assert_eq!(why, "fft0: not 4096 points");
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = in_call(BackendError::Invalid("bad".into()));
+        assert!(
+            matches!(
+                err,
+                Error::Kernel {
+                    api: "fft",
+                    device: Device::Fpga(0),
+                    source: BackendError::Invalid(_),
+                }
+            ),
+            "{err:?}"
+        );
+        // Outside a call the backend's message is shown as it is.
+        let err = Error::from_backend(
+            During::Setup,
+            BackendError::Invalid("udmabuf0: gone".into()),
+        );
+        assert_eq!(err.to_string(), "udmabuf0: gone");
+    }
+}
