@@ -6,7 +6,9 @@
 use crate::common::{self, assert_close, dft_rows, signal};
 use rimms::drivers::fpga::emulator::{config_file, run_standalone};
 use rimms::drivers::fpga::{BoardConfig, Channel, DmaErrorBit, Emulator, InjectedFault};
-use rimms::{Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp};
+use rimms::{
+    BackendError, Device, Error, ExecMode, FftDirection, FpgaSource, HeteData, Runtime, ZipOp,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -195,7 +197,16 @@ fn an_accelerator_fault_is_reported_and_the_data_keeps_its_last_valid_copy() {
         .fft_in_place(FFT0, FftDirection::Forward, N, &mut x)
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "bounded wait");
-    assert!(matches!(err, Error::Fpga { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Kernel {
+                source: BackendError::Fpga { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().to_lowercase().contains("slave"), "{err}");
     // The host copy is the last valid one: the u-dma-buf copy the failed kernel touched is no
     // longer trusted, and the data reads back unchanged.

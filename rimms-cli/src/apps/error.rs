@@ -19,6 +19,11 @@ pub enum AppError {
     #[error(transparent)]
     Distributed(#[from] rimms_dist::ClusterError),
 
+    /// The FPGA driver failed a call the native mappings make on it directly (a fault of a
+    /// core, its DMA or its u-dma-buf), as the driver reports it (`fft0: …`).
+    #[error(transparent)]
+    Driver(#[from] rimms::BackendError),
+
     /// The board file `RIMMS_FPGA_BOARD` names cannot be read or does not describe a
     /// usable board.
     #[error("{source}\n  (the FPGA board file {} comes from RIMMS_FPGA_BOARD; fix it, or unset the variable to use the built-in emulator)", .path.display())]

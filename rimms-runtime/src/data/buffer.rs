@@ -10,7 +10,7 @@ use crate::coherence::{
     WithTable,
 };
 use crate::hal::BackendError;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
 use crate::space::Pending;
 use crate::stats::{trace_eviction, Reason};
@@ -511,12 +511,14 @@ impl RawBuffer {
                 .move_bytes(space, space, old.base(), new.base(), bytes)
             {
                 self.memory.pool(space).free(new.block);
-                return Err(Error::Transfer {
-                    from: self.memory.named(space),
-                    to: self.memory.named(space),
-                    bytes: len,
+                return Err(Error::from_backend(
+                    During::Transfer {
+                        from: self.memory.named(space),
+                        to: self.memory.named(space),
+                        bytes: len,
+                    },
                     source,
-                });
+                ));
             }
         }
         self.memory.pool(space).free(old.block);
@@ -830,11 +832,15 @@ impl RawBuffer {
                 let mut bytes = vec![0u8; range.len()];
                 device
                     .copy_out(window.block.ptr().addr() + at, &mut bytes)
-                    .map_err(|source| Error::Transfer {
-                        from: self.memory.named(space),
-                        to: self.memory.named(SpaceId::HOST),
-                        bytes: range.len(),
-                        source,
+                    .map_err(|source| {
+                        Error::from_backend(
+                            During::Transfer {
+                                from: self.memory.named(space),
+                                to: self.memory.named(SpaceId::HOST),
+                                bytes: range.len(),
+                            },
+                            source,
+                        )
                     })?;
                 Ok(Cow::Owned(bytes))
             }
@@ -845,12 +851,14 @@ impl RawBuffer {
 /// A plan named a source that holds no block: the table and the blocks disagree, which only a
 /// runtime bug can cause; reported as a failed copy rather than a panic.
 fn missing_block(memory: &BufferMemorySystem, from: SpaceId, to: SpaceId) -> Error {
-    Error::Transfer {
-        from: memory.named(from),
-        to: memory.named(to),
-        bytes: 0,
-        source: BackendError::Invalid("the source space holds no block of this buffer".to_string()),
-    }
+    Error::from_backend(
+        During::Transfer {
+            from: memory.named(from),
+            to: memory.named(to),
+            bytes: 0,
+        },
+        BackendError::Invalid("the source space holds no block of this buffer".to_string()),
+    )
 }
 
 impl Drop for RawBuffer {

@@ -1,6 +1,9 @@
-//! What a backend reports when it fails, as data: [`BackendError`], returned by
-//! `Backend` and [`crate::space::DeviceMemory`] and carried as the `source`
-//! of the crate's [`crate::Error`], and [`FpgaFault`], the FPGA driver stack's faults.
+//! What a backend reports when it fails, as data: [`BackendError`], returned by every backend
+//! (`Backend`, [`crate::space::DeviceMemory`], the CUDA and FPGA drivers) and turned into the
+//! crate's [`crate::Error`] in one place, `Error::from_backend`; and [`FpgaFault`], the
+//! FPGA driver stack's faults, which [`BackendError::Fpga`] carries with the part that failed.
+//! A request a device cannot take is [`BackendError::Unsupported`] on every backend, the FPGA's
+//! included, and reaches the user as [`crate::Error::Unsupported`].
 //!
 //! Part of the vocabulary (`hal`): it imports nothing of the crate, so the crate's error can
 //! carry backend faults without importing a backend, and the FPGA faults exist in builds
@@ -29,9 +32,18 @@ pub enum BackendError {
     #[error("injected {0} fault")]
     InjectedFault(&'static str),
 
-    /// The device's driver (CUDA, NVRTC, cuFFT) reported an error; it is the source.
+    /// The device's driver reported an error of its own type; it is the source.
     #[error(transparent)]
     Driver(Box<dyn std::error::Error + Send + Sync>),
+
+    /// A CUDA driver, NVRTC or cuFFT call failed.
+    #[error("CUDA {what} failed: {why}")]
+    Cuda {
+        /// The call and what it was for (with the device and sizes).
+        what: Box<str>,
+        /// The error CUDA reported. (Boxed strings keep every `Result<_, Error>` small.)
+        why: Box<str>,
+    },
 
     /// An FPGA accelerator, its AXI DMA or its u-dma-buf failed.
     #[error("{device}: {fault}")]
@@ -43,10 +55,19 @@ pub enum BackendError {
         fault: Box<FpgaFault>,
     },
 
-    /// A request the device cannot take (an FFT size beyond its core's limit, an operation
-    /// its core lacks), refused before anything moved.
-    #[error("{0}")]
-    Unsupported(String),
+    /// A request the device cannot take (an FFT longer than its core's, an operation its core
+    /// lacks, an API sent to the other kind of core), refused before anything moved; another
+    /// device may well do it. The one way a backend says "not here": the crate reports it as
+    /// [`crate::Error::Unsupported`], naming the API and the device.
+    #[error("{api} is not supported: {why}")]
+    Unsupported {
+        /// The API (or the core's operation) asked for.
+        api: &'static str,
+        /// Why not, naming the part that refused where the device has several (an FPGA core,
+        /// `fft0: …`), and what it has instead. (Boxed, so that every `Result<_, Error>`
+        /// stays small.)
+        why: Box<str>,
+    },
 
     /// A call the backend cannot carry out as given: an argument outside the memory its
     /// driver reaches, a device handle of another kind, a buffer with no block to copy from.
@@ -59,9 +80,26 @@ impl BackendError {
     pub fn driver(error: impl std::error::Error + Send + Sync + 'static) -> BackendError {
         BackendError::Driver(Box::new(error))
     }
+
+    /// A request the device cannot take: `api` asked for, refused because of `why`.
+    pub fn unsupported(api: &'static str, why: impl Into<String>) -> BackendError {
+        BackendError::Unsupported {
+            api,
+            why: why.into().into_boxed_str(),
+        }
+    }
+
+    /// The FPGA part that failed and its fault, where this is an FPGA fault
+    /// ([`BackendError::Fpga`]): what a caller matches on to tell one fault from another.
+    pub fn fpga_fault(&self) -> Option<(&str, &FpgaFault)> {
+        match self {
+            BackendError::Fpga { device, fault } => Some((device, fault)),
+            _ => None,
+        }
+    }
 }
 
-/// One FPGA fault. Carried by [`crate::Error::Fpga`] together with the device it happened on.
+/// One FPGA fault. Carried by [`BackendError::Fpga`] together with the part it happened on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FpgaFault {
@@ -113,17 +151,6 @@ pub enum FpgaFault {
         what: String,
         /// How long it waited.
         waited: Duration,
-    },
-
-    /// An operation or size the accelerator's core does not have: an FFT longer than the
-    /// core's, a zip operation a ZIP core lacks, an API sent to the other kind of core. Nothing
-    /// was started, and another device may well do it.
-    #[error("{api} is not supported: {why}")]
-    Unsupported {
-        /// The API asked for.
-        api: &'static str,
-        /// What the core has instead.
-        why: String,
     },
 
     /// A request refused before any register was written: a misaligned or out-of-range address,

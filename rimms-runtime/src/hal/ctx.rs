@@ -12,7 +12,7 @@ use super::dev_slice::{DevSlice, DevSliceMut};
 use crate::hal::BackendError;
 use crate::hal::Device;
 use crate::hal::DeviceMemory;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use bytemuck::Pod;
 use std::any::Any;
 
@@ -48,12 +48,20 @@ impl KernelCtx<'_> {
         })
     }
 
-    fn failed(&self, source: BackendError) -> Error {
-        Error::Kernel {
-            api: "device memory access",
-            device: self.device,
+    /// The crate's error for what this device's backend reported during a call of `api`
+    /// (through [`Error::from_backend`]: a request it cannot take is [`Error::Unsupported`]).
+    pub(crate) fn error(&self, api: &'static str, source: BackendError) -> Error {
+        Error::from_backend(
+            During::Kernel {
+                api,
+                device: self.device,
+            },
             source,
-        }
+        )
+    }
+
+    fn failed(&self, source: BackendError) -> Error {
+        self.error("device memory access", source)
     }
 
     fn check_len(&self, device: usize, host: usize) -> Result<()> {
@@ -137,7 +145,12 @@ impl Refusal {
 }
 
 impl From<BackendError> for Refusal {
+    /// A backend's report as a check's refusal: a request the device cannot take says why (the
+    /// call's error names the API and the device), anything else says all it reported.
     fn from(error: BackendError) -> Refusal {
-        Refusal::new(error.to_string())
+        match error {
+            BackendError::Unsupported { why, .. } => Refusal::new(why),
+            other => Refusal::new(other.to_string()),
+        }
     }
 }

@@ -3,9 +3,16 @@
 //! Every fallible call returns [`Error`] and changes nothing when it fails: buffers keep their
 //! last valid copy, pools their allocations, stats their figures. Messages name what was wrong
 //! and where, so they can be shown to a user as they are.
+//!
+//! Backends do not return it: they report a [`BackendError`] (the FPGA driver's faults and the
+//! CUDA driver's failures included), and [`Error::from_backend`] is the one place that turns
+//! one into this error, with what the runtime was doing ([`During`]): a backend's "not here"
+//! ([`BackendError::Unsupported`]) becomes [`Error::Unsupported`] naming the API and the
+//! device, anything else the `source` of [`Error::Kernel`], [`Error::Transfer`],
+//! [`Error::Fill`] or [`Error::Backend`].
 
+use crate::hal::BackendError;
 use crate::hal::SpaceName;
-use crate::hal::{BackendError, FpgaFault};
 use crate::hal::{Device, Target};
 use std::fmt;
 use std::io;
@@ -306,40 +313,92 @@ pub enum Error {
         source: io::Error,
     },
 
-    // ---- The CUDA backend (`backend::cuda`) ----
     /// A GPU was required but none is usable: no driver library, no device, or a library the
-    /// backend needs (NVRTC, cuFFT) is missing.
+    /// backend needs (NVRTC, cuFFT) is missing. The builder's answer to `.gpu(n)`, not a
+    /// backend's fault: nothing was opened.
     #[error("no GPU: {why}")]
     NoGpu {
         /// Why there is none, as the probe found it.
         why: String,
     },
 
-    /// A CUDA driver, NVRTC or cuFFT call failed.
-    #[error("CUDA {what} failed: {why}")]
-    Cuda {
-        /// The call and what it was for (with the device and sizes).
-        what: String,
-        /// The error CUDA reported.
-        why: String,
+    /// A device's backend failed outside any call: opening, mapping or resetting its hardware
+    /// (an FPGA board's u-dma-buf or register page, a CUDA context or its memory). The message
+    /// is the backend's own, which names the part that failed (`udmabuf0: …`, `CUDA … failed:
+    /// …`).
+    #[error("{source}")]
+    Backend {
+        /// What the backend reported.
+        source: BackendError,
     },
+}
 
-    // ---- The FPGA backend (`backend::fpga`) ----
-    /// An FPGA accelerator, its AXI DMA engine or its u-dma-buf memory failed, or a request was
-    /// refused before anything started. This is the FPGA driver's own error, below the
-    /// runtime: it names the hardware part as the board describes it, not a runtime
-    /// [`Device`]; the runtime reports it as the source of an [`Error::Kernel`] or an
-    /// [`Error::Unsupported`] that names the device. `fault` says which of these it was and carries the
-    /// details (the channel and error bit, the file, the bytes received); the output range keeps
-    /// its previous contents unless the fault says otherwise.
-    #[error("{device}: {fault}")]
-    Fpga {
-        /// The accelerator instance or u-dma-buf device, as the board names it (`fft0`,
-        /// `udmabuf0`).
-        device: String,
-        /// What went wrong.
-        fault: FpgaFault,
+/// What the runtime was doing when a backend failed: what [`Error::from_backend`] adds to the
+/// backend's own report.
+#[derive(Clone, Debug)]
+pub(crate) enum During {
+    /// Running (or checking, or completing) a call of `api` on `device`.
+    Kernel {
+        /// API name.
+        api: &'static str,
+        /// The device it ran on.
+        device: Device,
     },
+    /// Copying `bytes` between two spaces.
+    Transfer {
+        /// Source space.
+        from: SpaceName,
+        /// Destination space.
+        to: SpaceName,
+        /// Bytes in the copy.
+        bytes: usize,
+    },
+    /// Zeroing `bytes` in a space.
+    Fill {
+        /// The space.
+        space: SpaceName,
+        /// Bytes to zero.
+        bytes: usize,
+    },
+    /// Opening, mapping or resetting a device, outside any call.
+    // Only the CUDA and FPGA backends open hardware.
+    #[cfg_attr(not(any(feature = "cuda", feature = "fpga")), allow(dead_code))]
+    Setup,
+}
+
+impl Error {
+    /// The crate's error for a backend's, the one place where one becomes the other. In a call,
+    /// a request the device cannot take ([`BackendError::Unsupported`]) is
+    /// [`Error::Unsupported`] naming the call's API and device; every other report is kept as
+    /// the `source` of the error that says what was being done.
+    pub(crate) fn from_backend(during: During, source: BackendError) -> Error {
+        match (during, source) {
+            (During::Kernel { api, device }, BackendError::Unsupported { why, .. }) => {
+                Error::Unsupported {
+                    api,
+                    device,
+                    why: why.into(),
+                }
+            }
+            (During::Kernel { api, device }, source) => Error::Kernel {
+                api,
+                device,
+                source,
+            },
+            (During::Transfer { from, to, bytes }, source) => Error::Transfer {
+                from,
+                to,
+                bytes,
+                source,
+            },
+            (During::Fill { space, bytes }, source) => Error::Fill {
+                space,
+                bytes,
+                source,
+            },
+            (During::Setup, source) => Error::Backend { source },
+        }
+    }
 }
 
 /// A list shown comma-separated in a message.
@@ -354,5 +413,52 @@ impl<T: fmt::Display> fmt::Display for Listed<'_, T> {
             item.fmt(f)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{During, Error};
+    use crate::hal::{BackendError, Device};
+
+    fn in_call(source: BackendError) -> Error {
+        Error::from_backend(
+            During::Kernel {
+                api: "fft",
+                device: Device::Fpga(0),
+            },
+            source,
+        )
+    }
+
+    /// A backend's "not here" reaches the user as the one `Unsupported`, naming the call's API
+    /// and device and keeping the backend's reason; anything else stays the kernel's source.
+    #[test]
+    fn a_backends_unsupported_is_the_users_unsupported_and_the_rest_a_source() {
+        match in_call(BackendError::unsupported("fft", "fft0: not 4096 points")) {
+            Error::Unsupported { api, device, why } => {
+                assert_eq!((api, device), ("fft", Device::Fpga(0)));
+                assert_eq!(why, "fft0: not 4096 points");
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = in_call(BackendError::Invalid("bad".into()));
+        assert!(
+            matches!(
+                err,
+                Error::Kernel {
+                    api: "fft",
+                    device: Device::Fpga(0),
+                    source: BackendError::Invalid(_),
+                }
+            ),
+            "{err:?}"
+        );
+        // Outside a call the backend's message is shown as it is.
+        let err = Error::from_backend(
+            During::Setup,
+            BackendError::Invalid("udmabuf0: gone".into()),
+        );
+        assert_eq!(err.to_string(), "udmabuf0: gone");
     }
 }

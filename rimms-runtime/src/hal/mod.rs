@@ -1,7 +1,7 @@
 //! The vocabulary every layer shares, and all a backend needs to know (wgpu-hal's shape):
 //! devices and where a call runs ([`Device`], [`Target`], [`ArgForm`]), what a backend
 //! reports when it fails ([`BackendError`], the FPGA faults) and the crate's [`Error`] that
-//! carries it, how spaces are named ([`SpaceId`], [`SpaceName`], [`SpaceSet`]), the memory a
+//! wraps it in one place (`Error::from_backend`), how spaces are named ([`SpaceId`], [`SpaceName`], [`SpaceSet`]), the memory a
 //! backend hands the runtime ([`DeviceMemory`], [`MappedMemory`]), what a kernel sees while it
 //! runs (its context, its values and operations, [`DevSlice`]s), and the registry that API
 //! declarations and kernel implementations enter (with each argument's [`Access`] mode).
@@ -25,12 +25,15 @@ mod space_set;
 mod value;
 
 pub use access::Access;
-pub use backend_error::{BackendError, FpgaFault};
+pub use backend_error::BackendError;
+#[cfg(feature = "fpga")]
+pub use backend_error::FpgaFault;
 pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use dev_slice::{DevSlice, DevSliceMut};
 pub use device::{ArgForm, Device, DeviceKind, Target};
 pub(crate) use device_memory::SharedDeviceMemory;
 pub use device_memory::{DeviceMemory, MappedMemory};
+pub(crate) use error::During;
 pub use error::{Error, Result};
 pub use ops::{FftDirection, ZipOp};
 pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};

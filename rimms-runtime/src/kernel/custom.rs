@@ -181,13 +181,12 @@ pub fn downcast<F: Any>(
     api: &ApiDecl,
     ctx: &KernelCtx<'_>,
 ) -> Result<&'static F> {
-    implementation
-        .downcast_ref::<F>()
-        .ok_or_else(|| Error::Kernel {
-            api: api.name(),
-            device: ctx.device(),
-            source: BackendError::Invalid(
+    implementation.downcast_ref::<F>().ok_or_else(|| {
+        ctx.error(
+            api.name(),
+            BackendError::Invalid(
                 "the registered implementation does not have the API's signature".to_string(),
             ),
-        })
+        )
+    })
 }

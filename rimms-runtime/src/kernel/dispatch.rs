@@ -10,7 +10,7 @@
 use crate::coherence::Access;
 use crate::data::{Held, RawBuffer};
 use crate::hal::SpaceId;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::kernel::arg_names::name_argument;
 use crate::kernel::Api;
 use crate::machine::{DeviceEntry, ExecMode, Shared};
@@ -545,11 +545,13 @@ fn timed(
 fn completion(entry: &DeviceEntry, api: Api) -> Result<()> {
     match entry.backend().completion() {
         Ok(()) => Ok(()),
-        Err(source) => Err(Error::Kernel {
-            api: api.name(),
-            device: entry.device(),
+        Err(source) => Err(Error::from_backend(
+            During::Kernel {
+                api: api.name(),
+                device: entry.device(),
+            },
             source,
-        }),
+        )),
     }
 }
 

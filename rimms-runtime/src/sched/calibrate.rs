@@ -12,7 +12,7 @@
 //! counted in the stats, though its one pool block per device is.
 
 use crate::hal::SpaceId;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::space::{LinkModel, MemorySystem};
 use std::time::{Duration, Instant};
 
@@ -73,11 +73,15 @@ fn fastest_copy<B>(
         let started = Instant::now();
         memory
             .move_bytes(from, to, src, dst, 0..bytes)
-            .map_err(|source| Error::Transfer {
-                from: memory.named(from),
-                to: memory.named(to),
-                bytes,
-                source,
+            .map_err(|source| {
+                Error::from_backend(
+                    During::Transfer {
+                        from: memory.named(from),
+                        to: memory.named(to),
+                        bytes,
+                    },
+                    source,
+                )
             })?;
         best = best.min(started.elapsed());
     }

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::hal::BackendError;
 use crate::hal::Device;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::stats::{trace_transfer, Counters, LinkStats, Reason, SpaceStats, Timeline};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -496,11 +496,15 @@ impl<H> MemorySystem<H> {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<Pending> {
-        let failed = |source: BackendError| Error::Transfer {
-            from: self.named(from),
-            to: self.named(to),
-            bytes: bytes.len(),
-            source,
+        let failed = |source: BackendError| {
+            Error::from_backend(
+                During::Transfer {
+                    from: self.named(from),
+                    to: self.named(to),
+                    bytes: bytes.len(),
+                },
+                source,
+            )
         };
         let faulty = |s: SpaceId| self.spaces[s.index()].fail_copies.load(Ordering::Relaxed);
         if faulty(from) || faulty(to) {
@@ -620,10 +624,14 @@ impl<H> MemorySystem<H> {
             },
             Some(device) => device
                 .fill_zero(base.addr().wrapping_add(bytes.start), bytes.len())
-                .map_err(|source| Error::Fill {
-                    space: self.named(space),
-                    bytes: bytes.len(),
-                    source,
+                .map_err(|source| {
+                    Error::from_backend(
+                        During::Fill {
+                            space: self.named(space),
+                            bytes: bytes.len(),
+                        },
+                        source,
+                    )
                 })?,
         }
         self.counters.record_fill(space.index());

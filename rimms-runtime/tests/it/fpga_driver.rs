@@ -15,7 +15,7 @@ use rimms_runtime::backend::fpga::{
     Accelerator, Channel, DmaErrorBit, Emulator, EmulatorLayout, FpgaBoard, FpgaFault,
     InjectedFault, Rule,
 };
-use rimms_runtime::{Complex32, Error, FftDirection, ZipOp};
+use rimms_runtime::{BackendError, Complex32, FftDirection, ZipOp};
 
 const TIMEOUT: Duration = Duration::from_millis(200);
 const SENTINEL: u32 = 0xA5A5_5A5A;
@@ -150,7 +150,7 @@ fn fault_case(
         .unwrap_err();
     let took = t.elapsed();
     match &err {
-        Error::Fpga { device, fault } => {
+        BackendError::Fpga { device, fault } => {
             assert_eq!(device, "fft1");
             check(fault);
         }
@@ -267,15 +267,15 @@ fn a_zip_fault_keeps_the_output_and_the_next_zip_works() {
     .unwrap();
     let e = z.zip(ZipOp::Add, n, a_off, b_off, out).unwrap_err();
     assert!(matches!(
-        e,
-        Error::Fpga {
-            fault: FpgaFault::DmaError {
+        e.fpga_fault(),
+        Some((
+            _,
+            FpgaFault::DmaError {
                 channel: Channel::S2mm,
                 bit: DmaErrorBit::Slave,
                 ..
-            },
-            ..
-        }
+            }
+        ))
     ));
     assert_eq!(sentinel_words(z, out, 8 * n), 2 * n);
     z.zip(ZipOp::Add, n, a_off, b_off, out).unwrap();
@@ -298,18 +298,12 @@ fn requests_over_the_limits_are_refused_before_any_register_write() {
     let before = pages();
     let f = acc(&board, "fft0");
     let z = acc(&board, "zip0");
-    let unsupported = |r: rimms_runtime::Result<()>| match r {
-        Err(Error::Fpga {
-            fault: FpgaFault::Unsupported { .. },
-            ..
-        }) => {}
+    let unsupported = |r: Result<(), BackendError>| match r {
+        Err(BackendError::Unsupported { .. }) => {}
         other => panic!("expected Unsupported, got {other:?}"),
     };
-    let rejected = |r: rimms_runtime::Result<()>| match r {
-        Err(Error::Fpga {
-            fault: FpgaFault::Rejected(_),
-            ..
-        }) => {}
+    let rejected = |r: Result<(), BackendError>| match r {
+        Err(BackendError::Fpga { fault, .. }) if matches!(*fault, FpgaFault::Rejected(_)) => {}
         other => panic!("expected a refusal, got {other:?}"),
     };
     unsupported(f.fft(FftDirection::Forward, 4096, 1, 0, 0x10000));
@@ -411,28 +405,34 @@ fn bad_addresses_and_small_buffers_raise_the_errors_hardware_would() {
     f.fft_ip().unwrap().write_config(0x108).unwrap(); // 256-point forward
                                                       // A source outside every u-dma-buf decodes to nothing.
     match f.dma().transfer(0x1000_0000, 2048, phys, 2048) {
-        Err(Error::Fpga {
-            fault:
-                FpgaFault::DmaError {
-                    channel: Channel::Mm2s,
-                    bit: DmaErrorBit::Decode,
-                    ..
-                },
-            ..
-        }) => {}
+        Err(e)
+            if matches!(
+                e.fpga_fault(),
+                Some((
+                    _,
+                    FpgaFault::DmaError {
+                        channel: Channel::Mm2s,
+                        bit: DmaErrorBit::Decode,
+                        ..
+                    }
+                ))
+            ) => {}
         other => panic!("{other:?}"),
     }
     // A 2 KiB frame does not fit a 1 KiB S2MM buffer.
     match f.dma().transfer(phys, 2048, phys + 0x1_0000, 1024) {
-        Err(Error::Fpga {
-            fault:
-                FpgaFault::DmaError {
-                    channel: Channel::S2mm,
-                    bit: DmaErrorBit::Internal,
-                    ..
-                },
-            ..
-        }) => {}
+        Err(e)
+            if matches!(
+                e.fpga_fault(),
+                Some((
+                    _,
+                    FpgaFault::DmaError {
+                        channel: Channel::S2mm,
+                        bit: DmaErrorBit::Internal,
+                        ..
+                    }
+                ))
+            ) => {}
         other => panic!("{other:?}"),
     }
     // And the engine comes back.

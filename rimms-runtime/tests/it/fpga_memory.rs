@@ -9,7 +9,7 @@ use rimms_runtime::backend::fpga::udmabuf::{decode_packed, parse_number};
 use rimms_runtime::backend::fpga::{
     AccelKind, BoardConfig, CacheMode, FpgaFault, SyncDirection, SyncMethod, Udmabuf, UdmabufConfig,
 };
-use rimms_runtime::Error;
+use rimms_runtime::BackendError;
 
 const SIZE: usize = 64 * 1024;
 
@@ -46,13 +46,10 @@ fn config(root: &Path, name: &str, sync: SyncMethod) -> UdmabufConfig {
     }
 }
 
-fn file_fault(e: Error) -> (PathBuf, String) {
-    match e {
-        Error::Fpga {
-            fault: FpgaFault::File { path, what },
-            ..
-        } => (path, what),
-        other => panic!("expected a file fault, got {other:?}"),
+fn file_fault(e: BackendError) -> (PathBuf, String) {
+    match e.fpga_fault() {
+        Some((_, FpgaFault::File { path, what })) => (path.clone(), what.clone()),
+        _ => panic!("expected a file fault, got {e:?}"),
     }
 }
 

@@ -51,17 +51,17 @@ impl Backend for CpuBackend {
 mod implementations {
     use crate::apis;
     use crate::backend::host_kernels as kernels;
-    use crate::hal::{BackendError, Error, FftDirection, KernelCtx, Result, ZipOp};
+    use crate::hal::{BackendError, FftDirection, KernelCtx, Result, ZipOp};
     use num_complex::Complex32 as C32;
 
     /// The CPU backend's FFT plans, which it hands its kernels as its handle.
     fn plans<'c>(ctx: &'c KernelCtx, api: &'static str) -> Result<&'c kernels::FftPlans> {
-        ctx.device_handle::<kernels::FftPlans>()
-            .ok_or_else(|| Error::Kernel {
+        ctx.device_handle::<kernels::FftPlans>().ok_or_else(|| {
+            ctx.error(
                 api,
-                device: ctx.device(),
-                source: BackendError::Invalid("the device has no FFT plans".to_string()),
-            })
+                BackendError::Invalid("the device has no FFT plans".to_string()),
+            )
+        })
     }
 
     #[rimms_macros::kernel(api = apis::fft, device = cpu)]

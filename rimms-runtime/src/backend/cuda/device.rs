@@ -14,7 +14,7 @@ use crate::hal::BackendError;
 use crate::hal::{ArgForm, Device};
 use crate::hal::{DevSlice, DevSliceMut};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::space::LinkModel;
 use cudarc::driver::CudaContext;
 use num_complex::Complex32 as C32;
@@ -59,6 +59,7 @@ impl GpuBackend {
         if let Some(why) = probe::missing_toolkit_libraries() {
             return Ok(Err(why.into()));
         }
+        let setup = |e| Error::from_backend(During::Setup, e);
         let n = u8::try_from(index).map_err(|_| {
             Error::Config(format!(
                 "gpu{index}: a runtime names GPUs 0 to {} only",
@@ -71,18 +72,18 @@ impl GpuBackend {
         let space = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let device = Device::Gpu(n);
             let ctx = CudaContext::new(index)
-                .map_err(|e| cuda_error(format!("creating the context of {device}"), e))?;
-            let stream = Arc::new(GpuStream::new(ctx, device)?);
+                .map_err(|e| setup(cuda_error(format!("creating the context of {device}"), e)))?;
+            let stream = Arc::new(GpuStream::new(ctx, device).map_err(setup)?);
             GpuSpace::open(index, stream, pool_bytes, granule)
         }))
         .unwrap_or_else(|payload| {
-            Err(cuda_error(
+            Err(setup(cuda_error(
                 format!("opening gpu{index}"),
                 format!(
                     "cudarc panicked: {}",
                     probe::panic_message(payload.as_ref())
                 ),
-            ))
+            )))
         })?;
         tracing::info!(
             "gpu{index}: {} ({} MiB, compute {}.{}), pool {} MiB",
@@ -125,18 +126,18 @@ impl Backend for GpuBackend {
     }
 
     fn completion(&self) -> std::result::Result<(), BackendError> {
-        self.space.status().map_err(BackendError::driver)
+        self.space.status()
     }
 }
 
 /// The GPU a device implementation runs on.
 fn space<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c GpuSpace> {
-    ctx.device_handle::<GpuSpace>()
-        .ok_or_else(|| Error::Kernel {
-            api: "gpu built-in",
-            device: ctx.device(),
-            source: BackendError::Invalid("the device is not a CUDA GPU".to_string()),
-        })
+    ctx.device_handle::<GpuSpace>().ok_or_else(|| {
+        ctx.error(
+            "gpu built-in",
+            BackendError::Invalid("the device is not a CUDA GPU".to_string()),
+        )
+    })
 }
 
 /// The GPU a device implementation runs on, and its arguments as ranges of the GPU's pool.
@@ -150,11 +151,9 @@ fn on_gpu<'c, const N: usize>(
     let gpu = space(ctx)?;
     let mut ranges = [Arg { ptr: 0, bytes: 0 }; N];
     for (range, (addr, len)) in ranges.iter_mut().zip(args) {
-        *range = gpu.arg(addr, len).map_err(|source| Error::Kernel {
-            api,
-            device: ctx.device(),
-            source,
-        })?;
+        *range = gpu
+            .arg(addr, len)
+            .map_err(|source| ctx.error(api, source))?;
     }
     Ok((gpu, ranges))
 }

@@ -10,9 +10,9 @@
 //! cuFFT does not scale the inverse transform; the caller ([`super::kernels`]) scales by
 //! 1/N with a kernel right after it, on the same stream.
 
-use super::cuda_error;
 use super::stream::GpuStream;
-use crate::hal::{Error, Result};
+use super::{cuda_error, Result};
+use crate::hal::BackendError;
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -65,13 +65,14 @@ impl FftPlans {
         if let Some(plan) = plans.get(&(points, batch)) {
             return Ok(plan.clone());
         }
-        let too_big = || Error::Unsupported {
-            api: "fft",
-            device: self.stream.device(),
-            why: format!(
-                "{points} points × {batch} transforms: cuFFT 1-D plans take sizes up to {}",
-                i32::MAX
-            ),
+        let too_big = || {
+            BackendError::unsupported(
+                "fft",
+                format!(
+                    "{points} points × {batch} transforms: cuFFT 1-D plans take sizes up to {}",
+                    i32::MAX
+                ),
+            )
         };
         let n = i32::try_from(points).map_err(|_| too_big())?;
         let b = i32::try_from(batch).map_err(|_| too_big())?;

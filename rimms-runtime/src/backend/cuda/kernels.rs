@@ -19,8 +19,9 @@
 use super::fft::{FftPlan, FftPlans};
 use super::stream::GpuStream;
 use super::{cuda_error, Unusable};
+use crate::hal::BackendError;
 use crate::hal::Device;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error, Result};
 use crate::hal::{FftDirection, ZipOp};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
@@ -42,14 +43,14 @@ const MAX_GRID_Y: usize = 65_535;
 
 /// Compiles [`KERNEL_SOURCE`] with NVRTC (once per process) and returns the PTX text. Needs
 /// only `libnvrtc`, no GPU: a way to check the kernels on any machine that has the library.
-pub fn kernel_ptx() -> Result<String> {
+pub fn kernel_ptx() -> super::Result<String> {
     Ok(ptx()?.to_src())
 }
 
 /// Compiles [`KERNEL_SOURCE`] for `arch` (`compute_XX` gives PTX, `sm_XX` machine code) with
 /// the NVRTC the backend found, and says which NVRTC that was: the check that every kernel
 /// compiles, without a GPU. The log of a successful compile holds its warnings.
-pub fn compile_kernels(arch: &str) -> Result<(super::Loaded, super::Compiled)> {
+pub fn compile_kernels(arch: &str) -> super::Result<(super::Loaded, super::Compiled)> {
     let what = || format!("NVRTC compilation of the built-in kernels for {arch}");
     let nvrtc = super::nvrtc::Nvrtc::get().map_err(|why| cuda_error(what(), why))?;
     let option = format!("--gpu-architecture={arch}");
@@ -64,7 +65,7 @@ const KERNEL_FILE: &str = "rimms_kernels.cu";
 
 /// PTX of [`KERNEL_SOURCE`] for NVRTC's default architecture (which every GPU the driver
 /// supports can load), compiled on first use; a compile error is kept as its message.
-fn ptx() -> Result<Ptx> {
+fn ptx() -> super::Result<Ptx> {
     static PTX: OnceLock<std::result::Result<String, Unusable>> = OnceLock::new();
     PTX.get_or_init(|| {
         let nvrtc = super::nvrtc::Nvrtc::get()?;
@@ -235,7 +236,7 @@ impl std::fmt::Debug for GpuKernels {
 
 impl GpuKernels {
     /// Compiles (once per process) and loads the kernels on `stream`'s device.
-    pub(crate) fn new(stream: Arc<GpuStream>) -> Result<Self> {
+    pub(crate) fn new(stream: Arc<GpuStream>) -> super::Result<Self> {
         let module = stream.ctx().load_module(ptx()?).map_err(|e| {
             cuda_error(
                 format!("loading the built-in kernels on {}", stream.device()),
@@ -276,11 +277,18 @@ impl GpuKernels {
     }
 
     fn unsupported(&self, api: &'static str, why: String) -> Error {
-        Error::Unsupported {
-            api,
-            device: self.device(),
-            why,
-        }
+        self.failed(api, BackendError::unsupported(api, why))
+    }
+
+    /// The crate's error for what the driver reported during a call of `api` here.
+    fn failed(&self, api: &'static str, source: BackendError) -> Error {
+        Error::from_backend(
+            During::Kernel {
+                api,
+                device: self.device(),
+            },
+            source,
+        )
     }
 
     /// [`Footprint::check`], its complaint as a shape error of `api`.
@@ -298,14 +306,21 @@ impl GpuKernels {
     }
 
     /// Enqueues on the device's stream with its context current; `enqueue` must only enqueue.
-    fn launch(&self, enqueue: impl FnOnce(&CudaStream) -> Result<()>) -> Result<()> {
-        self.stream.bind()?;
+    fn launch(
+        &self,
+        api: &'static str,
+        enqueue: impl FnOnce(&CudaStream) -> Result<()>,
+    ) -> Result<()> {
+        self.stream.bind().map_err(|e| self.failed(api, e))?;
         enqueue(self.stream.stream())
     }
 
-    fn launch_error(&self, api: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    fn launch_error(
+        &self,
+        api: &'static str,
+    ) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
         let what = format!("launching {api} on {}", self.device());
-        move |e| cuda_error(what.clone(), e)
+        move |e| self.failed(api, cuda_error(what.clone(), e))
     }
 
     /// `batch` FFTs of `points` points from `input` to `output` (the same range or disjoint);
@@ -339,8 +354,11 @@ impl GpuKernels {
                 ),
             ));
         }
-        let plan: Arc<FftPlan> = self.plans.get(points, batch)?;
-        self.launch(|stream| {
+        let plan: Arc<FftPlan> = self
+            .plans
+            .get(points, batch)
+            .map_err(|e| self.failed(API, e))?;
+        self.launch(API, |stream| {
             let dir = match direction {
                 FftDirection::Forward => cudarc::cufft::FftDirection::Forward,
                 FftDirection::Inverse => cudarc::cufft::FftDirection::Inverse,
@@ -356,9 +374,12 @@ impl GpuKernels {
                 )
             }
             .map_err(|e| {
-                cuda_error(
-                    format!("cufftExecC2C of {points} × {batch} on {}", self.device()),
-                    format!("{e:?}"),
+                self.failed(
+                    API,
+                    cuda_error(
+                        format!("cufftExecC2C of {points} × {batch} on {}", self.device()),
+                        format!("{e:?}"),
+                    ),
                 )
             })?;
             if direction == FftDirection::Inverse {
@@ -395,7 +416,7 @@ impl GpuKernels {
         if n == 0 {
             return Ok(());
         }
-        self.launch(|stream| {
+        self.launch(API, |stream| {
             let mut l = stream.launch_builder(&self.fns.zip);
             l.arg(&a).arg(&bp).arg(&o.ptr).arg(&n).arg(&code);
             // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int); every range
@@ -460,7 +481,7 @@ impl GpuKernels {
         if n == 0 {
             return Ok(());
         }
-        self.launch(|stream| {
+        self.launch(api, |stream| {
             let mut b = stream.launch_builder(f);
             b.arg(&x.ptr).arg(&o.ptr).arg(&n);
             if let Some(factor) = &factor {
@@ -483,7 +504,7 @@ impl GpuKernels {
         if r == 0 || c == 0 {
             return Ok(());
         }
-        self.launch(|stream| {
+        self.launch(API, |stream| {
             let mut b = stream.launch_builder(&self.fns.fftshift);
             b.arg(&x.ptr).arg(&o.ptr).arg(&r).arg(&c);
             // SAFETY: rimms_fftshift_rows(const float2*, float2*, u64, u64); both ranges hold
@@ -513,7 +534,7 @@ impl GpuKernels {
         if r == 0 || c == 0 {
             return Ok(());
         }
-        self.launch(|stream| {
+        self.launch(API, |stream| {
             let cfg = LaunchConfig {
                 grid_dim: (c.div_ceil(32), r.div_ceil(32), 1),
                 block_dim: (32, 8, 1),
@@ -565,7 +586,7 @@ impl GpuKernels {
             return Ok(());
         }
         let (ap, bp) = (used[0].ptr, used[1].ptr);
-        self.launch(|stream| {
+        self.launch(API, |stream| {
             let cfg = LaunchConfig {
                 grid_dim: (n32.div_ceil(16), m32.div_ceil(16), 1),
                 block_dim: (16, 16, 1),

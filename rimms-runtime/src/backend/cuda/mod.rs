@@ -38,10 +38,13 @@ pub use probe::{
     GpuDevice, GpuInfo, Libraries, Probe, MIN_DRIVER_VERSION, NO_GPU_ENV,
 };
 
-use crate::hal::Error;
+use crate::hal::BackendError;
+
+/// Result of the CUDA driver's own calls: a [`BackendError`] when they fail.
+pub(crate) type Result<T, E = BackendError> = std::result::Result<T, E>;
 
 /// Why a CUDA library, device or compilation cannot be used, in words for the user: what
-/// [`Error::NoGpu`] and [`Error::Cuda`] show. A type of its own so that the reasons the probe,
+/// [`crate::Error::NoGpu`] and [`BackendError::Cuda`] show. A type of its own so that the reasons the probe,
 /// the library search and NVRTC give are not mistaken for any other text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -59,11 +62,11 @@ impl From<&str> for Unusable {
     }
 }
 
-/// An [`Error::Cuda`] for a failed call.
-pub(crate) fn cuda_error(what: impl Into<String>, why: impl std::fmt::Display) -> Error {
-    Error::Cuda {
-        what: what.into(),
-        why: why.to_string(),
+/// A [`BackendError::Cuda`] for a failed call.
+pub(crate) fn cuda_error(what: impl Into<String>, why: impl std::fmt::Display) -> BackendError {
+    BackendError::Cuda {
+        what: what.into().into_boxed_str(),
+        why: why.to_string().into_boxed_str(),
     }
 }
 

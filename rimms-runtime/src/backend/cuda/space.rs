@@ -17,14 +17,14 @@
 //! Copies in stage through pinned buffers, so the host's memcpy of one chunk overlaps the
 //! transfer of the last.
 
-use super::cuda_error;
 use super::kernels::{Arg, GpuKernels};
 use super::staging::Staging;
 use super::stream::GpuStream;
+use super::{cuda_error, Result};
 use crate::hal::BackendError;
 use crate::hal::Device;
 use crate::hal::DeviceMemory;
-use crate::hal::{Error, Result};
+use crate::hal::{During, Error};
 use cudarc::driver::{result, sys, DriverError, PinnedHostSlice};
 use std::any::Any;
 use std::fmt::Display;
@@ -116,7 +116,8 @@ impl GpuSpace {
         stream: Arc<GpuStream>,
         pool_bytes: usize,
         granule: usize,
-    ) -> Result<GpuSpace> {
+    ) -> crate::hal::Result<GpuSpace> {
+        let setup = |e| Error::from_backend(During::Setup, e);
         let name = stream.device();
         let bad = |why: String| Err(Error::Config(format!("GPU space {name}: {why}")));
         let unit = granule.max(MIN_UNIT);
@@ -126,7 +127,7 @@ impl GpuSpace {
                 "pool_bytes = {pool_bytes} is less than one unit of {unit} bytes"
             ));
         }
-        let arena = Arena::reserve(stream.clone(), bytes)?;
+        let arena = Arena::reserve(stream.clone(), bytes).map_err(setup)?;
         let start = arena.base as usize;
         let base = start.next_multiple_of(granule);
         let capacity = bytes.saturating_sub(base - start) / granule * granule;
@@ -135,7 +136,7 @@ impl GpuSpace {
                 "gpu{index}: a pool of {bytes} bytes holds no {granule}-byte granule"
             )));
         }
-        let kernels = GpuKernels::new(stream.clone())?;
+        let kernels = GpuKernels::new(stream.clone()).map_err(setup)?;
         let to_device = Staging::new(
             stream.ctx().clone(),
             stream.device(),
@@ -287,13 +288,10 @@ impl GpuSpace {
     fn copy_within(&self, src: Arg, dst: Arg) -> Result<()> {
         let (s_end, d_end) = (src.ptr + src.bytes as u64, dst.ptr + dst.bytes as u64);
         if src.bytes != dst.bytes || (src.ptr < d_end && dst.ptr < s_end) {
-            return Err(Error::Shape {
-                api: "copy within device",
-                device: self.device().into(),
-                what: format!(
-                    "source {src:?} and destination {dst:?} must have equal lengths and not overlap"
-                ),
-            });
+            return Err(BackendError::Invalid(format!(
+                "copy within device on {}: source {src:?} and destination {dst:?} must have equal lengths and not overlap",
+                self.device()
+            )));
         }
         self.stream.bind()?;
         // SAFETY: both ranges lie in the pool and do not overlap (checked above).
@@ -369,17 +367,17 @@ impl DeviceMemory for GpuSpace {
 
     fn copy_in(&self, addr: usize, src: &[u8]) -> std::result::Result<(), BackendError> {
         let dst = self.arg(addr, src.len())?;
-        self.stage_in(dst, src).map_err(BackendError::driver)
+        self.stage_in(dst, src)
     }
 
     fn copy_out(&self, addr: usize, dst: &mut [u8]) -> std::result::Result<(), BackendError> {
         let src = self.arg(addr, dst.len())?;
-        self.read_out(src, dst).map_err(BackendError::driver)
+        self.read_out(src, dst)
     }
 
     fn fill_zero(&self, addr: usize, len: usize) -> std::result::Result<(), BackendError> {
         let dst = self.arg(addr, len)?;
-        self.zero(dst).map_err(BackendError::driver)
+        self.zero(dst)
     }
 
     /// GPU to GPU: a peer copy (through the host by the driver where the pair has no peer
@@ -395,7 +393,7 @@ impl DeviceMemory for GpuSpace {
         Some((|| {
             let from = self.arg(src, len)?;
             let to = peer.arg(dst, len)?;
-            self.peer_copy(from, peer, to).map_err(BackendError::driver)
+            self.peer_copy(from, peer, to)
         })())
     }
 
@@ -406,7 +404,7 @@ impl DeviceMemory for GpuSpace {
 
 /// A failed copy, as the CUDA call that failed: the runtime names the spaces when it reports
 /// the transfer.
-fn copy_failed(from: impl Display, to: impl Display, bytes: usize, e: DriverError) -> Error {
+fn copy_failed(from: impl Display, to: impl Display, bytes: usize, e: DriverError) -> BackendError {
     cuda_error(format!("copy of {bytes} bytes from {from} to {to}"), e)
 }
 

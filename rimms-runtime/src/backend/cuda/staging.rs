@@ -13,10 +13,9 @@
 //! that a request finding none busy (all held by other callers) gets a new one rather than
 //! waiting for something it cannot see.
 
-use super::cuda_error;
 use super::stream::GpuEvent;
+use super::{cuda_error, Result};
 use crate::hal::Device;
-use crate::hal::Result;
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};

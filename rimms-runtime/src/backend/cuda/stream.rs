@@ -8,9 +8,8 @@
 //! was submitted. (A stream per direction with a byte-range hazard tracker, as a stand-alone
 //! asynchronous layer needs, would order the same work with much more code to get wrong.)
 
-use super::cuda_error;
+use super::{cuda_error, Result};
 use crate::hal::Device;
-use crate::hal::Result;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::Arc;
 

@@ -34,10 +34,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::fault::{rejected, FpgaFault};
+use super::fault::{rejected, FpgaFault, Result};
 use super::regs::RegisterPage;
 pub use crate::hal::backend_error::{Channel, DmaErrorBit};
-use crate::hal::Result;
 
 /// MM2S control register.
 pub const MM2S_DMACR: usize = 0x00;
@@ -431,7 +430,6 @@ impl AxiDma {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hal::Error;
 
     fn page() -> (tempfile::TempDir, AxiDma) {
         let dir = tempfile::tempdir().unwrap();
@@ -443,12 +441,9 @@ mod tests {
     }
 
     fn refused(r: Result<()>) -> String {
-        match r {
-            Err(Error::Fpga {
-                fault: FpgaFault::Rejected(why),
-                ..
-            }) => why,
-            other => panic!("expected a refusal, got {other:?}"),
+        match r.as_ref().map_err(|e| e.fpga_fault()) {
+            Err(Some((_, FpgaFault::Rejected(why)))) => why.clone(),
+            _ => panic!("expected a refusal, got {r:?}"),
         }
     }
 
@@ -471,11 +466,11 @@ mod tests {
         // Nothing clears the bit in a plain file: the bounded wait must end it.
         let (_dir, dma) = page();
         let t = Instant::now();
-        match dma.reset() {
-            Err(Error::Fpga {
-                fault: FpgaFault::Timeout { what, .. },
-                ..
-            }) => assert!(what.contains("bit 2"), "{what}"),
+        match dma
+            .reset()
+            .map_err(|e| e.fpga_fault().map(|(_, f)| f.clone()))
+        {
+            Err(Some(FpgaFault::Timeout { what, .. })) => assert!(what.contains("bit 2"), "{what}"),
             other => panic!("{other:?}"),
         }
         assert!(t.elapsed() < Duration::from_secs(1));

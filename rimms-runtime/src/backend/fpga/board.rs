@@ -42,12 +42,13 @@ use std::sync::{Arc, Mutex};
 
 use super::axi_dma::{AxiDma, Channel};
 use super::config::{AccelKind, AcceleratorConfig, BoardConfig};
-use super::fault::{rejected, FpgaFault};
+use super::fault::{rejected, unsupported, Result};
 use super::fft_ip::{FftIp, DEFAULT_CONFIG_OFFSET, POINT_BYTES};
 use super::regs::RegisterPage;
 use super::udmabuf::Udmabuf;
 use super::zip_ip::{ZipCoreOp, ZipIp};
-use crate::hal::{Error, FftDirection, Result, ZipOp};
+use crate::hal::BackendError;
+use crate::hal::{During, Error, FftDirection, ZipOp};
 
 /// Staging areas are whole 4 KiB pages.
 const STAGING_ALIGN: usize = 4096;
@@ -87,13 +88,18 @@ pub struct Accelerator {
 impl FpgaBoard {
     /// Maps every u-dma-buf and register page of `cfg`, then resets and starts every engine
     /// (an FFT's core and DMA together through its reset GPIO).
-    pub fn open(cfg: &BoardConfig) -> Result<Self> {
+    ///
+    /// A configuration that does not fit the board is [`Error::Config`]; a part that cannot be
+    /// opened or reset is the driver's [`BackendError`], reported as [`Error::Backend`].
+    pub fn open(cfg: &BoardConfig) -> crate::hal::Result<Self> {
         cfg.validate("board configuration")?;
+        let setup = |e| Error::from_backend(During::Setup, e);
         let memories = cfg
             .udmabufs
             .iter()
             .map(|u| Udmabuf::open(u).map(Arc::new))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()
+            .map_err(setup)?;
         let mut pool_end: Vec<usize> = memories.iter().map(|m| m.len()).collect();
 
         // Carve the ZIP staging areas from the top of their memories.
@@ -127,15 +133,18 @@ impl FpgaBoard {
         for (index, (a, staging)) in cfg.accelerators.iter().zip(staging).enumerate() {
             let mi = memory_index(cfg, a)?;
             let memory = Arc::clone(&memories[mi]);
-            let dma_regs = RegisterPage::open_block(&format!("{} (AXI DMA)", a.name), &a.dma)?;
-            let ctrl = RegisterPage::open_block(&format!("{} (control)", a.name), &a.control)?;
+            let dma_regs = RegisterPage::open_block(&format!("{} (AXI DMA)", a.name), &a.dma)
+                .map_err(setup)?;
+            let ctrl = RegisterPage::open_block(&format!("{} (control)", a.name), &a.control)
+                .map_err(setup)?;
             let core = match a.kind {
                 AccelKind::Fft => {
                     let reset = a
                         .reset
                         .as_ref()
                         .map(|r| RegisterPage::open_block(&format!("{} (reset GPIO)", a.name), r))
-                        .transpose()?;
+                        .transpose()
+                        .map_err(setup)?;
                     if reset.is_none() {
                         tracing::warn!(accel = %a.name, "no reset GPIO configured: after a fault only the DMA is reset, and a partial frame may stay in the core");
                     }
@@ -163,7 +172,7 @@ impl FpgaBoard {
             });
         }
         for a in &accelerators {
-            a.reset()?;
+            a.reset().map_err(setup)?;
         }
         tracing::info!(
             memories = memories.len(),
@@ -211,7 +220,7 @@ impl FpgaBoard {
     }
 }
 
-fn memory_index(cfg: &BoardConfig, a: &AcceleratorConfig) -> Result<usize> {
+fn memory_index(cfg: &BoardConfig, a: &AcceleratorConfig) -> crate::hal::Result<usize> {
     cfg.udmabufs
         .iter()
         .position(|u| u.name == a.memory)
@@ -324,12 +333,12 @@ impl Accelerator {
         r
     }
 
-    fn wrong_kind(&self, api: &'static str) -> Error {
-        FpgaFault::Unsupported {
+    fn wrong_kind(&self, api: &'static str) -> BackendError {
+        unsupported(
+            &self.name,
             api,
-            why: format!("{} is a {} accelerator", self.name, self.kind),
-        }
-        .on(&self.name)
+            format!("{} is a {} accelerator", self.name, self.kind),
+        )
     }
 
     fn fft_core(&self) -> Result<&FftIp> {
@@ -346,7 +355,7 @@ impl Accelerator {
         }
     }
 
-    /// Whether an `n`-point FFT runs here ([`FpgaFault::Unsupported`] if not), without running it.
+    /// Whether an `n`-point FFT runs here ([`BackendError::Unsupported`] if not), without running it.
     pub fn check_fft(&self, n: usize) -> Result<()> {
         self.fft_core()?.check(n)
     }
@@ -354,13 +363,7 @@ impl Accelerator {
     /// Whether a complex ZIP of `n` elements runs here, without running it.
     pub fn check_zip(&self, op: ZipOp, n: usize) -> Result<()> {
         let core = self.zip_core()?;
-        let cop = ZipCoreOp::for_complex(op).map_err(|why| {
-            FpgaFault::Unsupported {
-                api: "zip",
-                why: why.to_owned(),
-            }
-            .on(&self.name)
-        })?;
+        let cop = ZipCoreOp::for_complex(op).map_err(|why| unsupported(&self.name, "zip", why))?;
         core.check(cop, n.saturating_mul(2))
     }
 
@@ -446,16 +449,10 @@ impl Accelerator {
     /// A complex ZIP of `n` elements: `out = a op b` on interleaved complex f32 at byte offsets
     /// `a`, `b`, `out` in the u-dma-buf. Add and sub run as the core's float ops on `2n`
     /// floats, mul as its complex multiply; div and mul-by-conjugate are
-    /// [`FpgaFault::Unsupported`]. See the module docs for when the inputs are staged.
+    /// [`BackendError::Unsupported`]. See the module docs for when the inputs are staged.
     pub fn zip(&self, op: ZipOp, n: usize, a: usize, b: usize, out: usize) -> Result<()> {
         self.zip_core()?;
-        let cop = ZipCoreOp::for_complex(op).map_err(|why| {
-            FpgaFault::Unsupported {
-                api: "zip",
-                why: why.to_owned(),
-            }
-            .on(&self.name)
-        })?;
+        let cop = ZipCoreOp::for_complex(op).map_err(|why| unsupported(&self.name, "zip", why))?;
         let floats = n
             .checked_mul(2)
             .ok_or_else(|| rejected(&self.name, "element count overflows"))?;

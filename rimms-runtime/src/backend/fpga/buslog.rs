@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use super::fault::{file_error, FpgaFault};
-use crate::hal::Result;
+use super::fault::{file_error, FpgaFault, Result};
 
 /// Entries the log holds before writers wait.
 pub const LOG_SLOTS: usize = 4096;

@@ -12,7 +12,6 @@ use super::udmabuf::CacheMode;
 use crate::apis;
 use crate::backend::{Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
-use crate::hal::FpgaFault;
 use crate::hal::MappedMemory;
 use crate::hal::{ArgForm, Device};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
@@ -211,22 +210,6 @@ impl Backend for FpgaDevice {
     }
 }
 
-/// A driver's refusal as a check reports it: why the device cannot take the call.
-fn refusal(error: Error) -> Refusal {
-    match error {
-        Error::Fpga {
-            device,
-            fault: FpgaFault::Unsupported { why, .. },
-        } => Refusal::new(format!("{device}: {why}")),
-        Error::Fpga { device, fault } => BackendError::Fpga {
-            device,
-            fault: Box::new(fault),
-        }
-        .into(),
-        other => Refusal::new(other.to_string()),
-    }
-}
-
 /// The accelerator a check asks about: its core and the board's configuration say what it
 /// takes.
 fn asked<'c>(dev: &'c DeviceCtx<'_>) -> std::result::Result<&'c Accelerator, Refusal> {
@@ -242,7 +225,7 @@ fn fft_fits(
     _input: usize,
     _output: usize,
 ) -> std::result::Result<(), Refusal> {
-    asked(dev)?.check_fft(points).map_err(refusal)
+    asked(dev)?.check_fft(points).map_err(Refusal::from)
 }
 
 /// The `accepts` check of `fft_in_place` on an FPGA, as `fft`'s.
@@ -266,17 +249,17 @@ fn zip_fits(
     // The kernel splits long ZIPs into pieces the core takes; check one piece.
     let acc = asked(dev)?;
     let piece = acc.max_elems().map_or(elements, |max| elements.min(max));
-    acc.check_zip(op, piece).map_err(refusal)
+    acc.check_zip(op, piece).map_err(Refusal::from)
 }
 
 /// The accelerator a kernel runs on, and the byte offset of a slice in its u-dma-buf.
 fn accelerator<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c Accelerator> {
-    ctx.device_handle::<Accelerator>()
-        .ok_or_else(|| Error::Kernel {
-            api: "fpga",
-            device: ctx.device(),
-            source: BackendError::Invalid("not an FPGA accelerator".to_string()),
-        })
+    ctx.device_handle::<Accelerator>().ok_or_else(|| {
+        ctx.error(
+            "fpga",
+            BackendError::Invalid("not an FPGA accelerator".to_string()),
+        )
+    })
 }
 
 fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> {
@@ -284,14 +267,13 @@ fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> 
     let addr = data.as_ptr() as usize;
     match addr.checked_sub(base) {
         Some(offset) if offset + std::mem::size_of_val(data) <= acc.memory().len() => Ok(offset),
-        _ => Err(Error::Kernel {
-            api: "fpga",
-            device: ctx.device(),
-            source: BackendError::Invalid(format!(
+        _ => Err(ctx.error(
+            "fpga",
+            BackendError::Invalid(format!(
                 "an argument does not lie in {}'s u-dma-buf",
                 acc.name()
             )),
-        }),
+        )),
     }
 }
 
@@ -312,6 +294,7 @@ fn fft(
         offset_of(ctx, acc, input)?,
         offset_of(ctx, acc, output)?,
     )
+    .map_err(|e| ctx.error("fft", e))
 }
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = fpga, accepts = fft_in_place_fits)]
@@ -319,6 +302,7 @@ fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C
     let acc = accelerator(ctx)?;
     let offset = offset_of(ctx, acc, data)?;
     acc.fft(dir, points, data.len() / points, offset, offset)
+        .map_err(|e| ctx.error("fft_in_place", e))
 }
 
 #[rimms_macros::kernel(api = apis::zip, device = fpga, accepts = zip_fits)]
@@ -330,4 +314,5 @@ fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32])
         offset_of(ctx, acc, out)?,
     );
     acc.zip_in_pieces(op, out.len(), a, b, o)
+        .map_err(|e| ctx.error("zip", e))
 }

@@ -2,27 +2,44 @@
 //!
 //! The runtime needs to tell a refused request (nothing happened, fall back or report) from a
 //! device fault (a DMA error bit, a transfer that never ended, a short packet), and a test needs
-//! to assert which one it got, so faults are an enum (defined with the backends' errors in the vocabulary, [`crate::backend::error`])
-//! carried by [`crate::Error::Fpga`] rather than
-//! a string.
+//! to assert which one it got, so the driver's calls return a [`BackendError`], as every
+//! backend's do: a fault is [`BackendError::Fpga`] carrying the part that failed (`fft0`,
+//! `udmabuf0`) and an [`FpgaFault`] (defined with the backends' errors in the vocabulary,
+//! `hal`) rather than a string; a size or operation a core does not have is
+//! [`BackendError::Unsupported`], its reason starting with the part's name. The runtime turns
+//! either into its own error in one place (`Error::from_backend`).
 
+use std::fmt::Display;
 use std::path::PathBuf;
 
-use crate::hal::Error;
+use crate::hal::BackendError;
 pub use crate::hal::FpgaFault;
 
+/// Result of the FPGA driver's calls: a [`BackendError`] when they fail.
+pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+
 impl FpgaFault {
-    /// Wraps the fault into the crate's error for `device`.
-    pub fn on(self, device: &str) -> Error {
-        Error::Fpga {
+    /// The fault as the error of the part `device` (as the board names it).
+    pub fn on(self, device: &str) -> BackendError {
+        BackendError::Fpga {
             device: device.to_owned(),
-            fault: self,
+            fault: Box::new(self),
         }
     }
 }
 
+/// A size or operation the core of `device` does not have, asked for by `api`: nothing was
+/// started, and another device may well do it. The reason names the part (`fft0: …`).
+pub(crate) fn unsupported(device: &str, api: &'static str, why: impl Display) -> BackendError {
+    BackendError::unsupported(api, format!("{device}: {why}"))
+}
+
 /// Shorthand for a [`FpgaFault::File`] error.
-pub(crate) fn file_error(device: &str, path: impl Into<PathBuf>, what: impl Into<String>) -> Error {
+pub(crate) fn file_error(
+    device: &str,
+    path: impl Into<PathBuf>,
+    what: impl Into<String>,
+) -> BackendError {
     FpgaFault::File {
         path: path.into(),
         what: what.into(),
@@ -31,6 +48,6 @@ pub(crate) fn file_error(device: &str, path: impl Into<PathBuf>, what: impl Into
 }
 
 /// Shorthand for a [`FpgaFault::Rejected`] error.
-pub(crate) fn rejected(device: &str, what: impl Into<String>) -> Error {
+pub(crate) fn rejected(device: &str, what: impl Into<String>) -> BackendError {
     FpgaFault::Rejected(what.into()).on(device)
 }

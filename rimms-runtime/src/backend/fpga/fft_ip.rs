@@ -28,9 +28,9 @@
 
 use super::axi_dma::{AxiDma, Channel};
 use super::config::FftConfigPath;
-use super::fault::FpgaFault;
+use super::fault::{unsupported, Result};
 use super::regs::RegisterPage;
-use crate::hal::{FftDirection, Result};
+use crate::hal::FftDirection;
 
 /// Smallest transform the core does.
 pub const FFT_MIN_POINTS: usize = 8;
@@ -170,18 +170,18 @@ impl FftIp {
         self.config_offset
     }
 
-    /// Refuses sizes the core cannot transform, as [`FpgaFault::Unsupported`] (the runtime can
+    /// Refuses sizes the core cannot transform, as [`BackendError::Unsupported`](crate::hal::BackendError::Unsupported) (the runtime can
     /// fall back to the CPU).
     pub fn check(&self, n: usize) -> Result<()> {
         if !n.is_power_of_two() || n < FFT_MIN_POINTS || n > self.max_points {
-            return Err(FpgaFault::Unsupported {
-                api: "fft",
-                why: format!(
+            return Err(unsupported(
+                &self.name,
+                "fft",
+                format!(
                     "the FFT core transforms powers of two from {FFT_MIN_POINTS} to {} points, not {n}",
                     self.max_points
                 ),
-            }
-            .on(&self.name));
+            ));
         }
         Ok(())
     }

@@ -29,7 +29,11 @@
 //!
 //! Every wait is bounded by the configured poll timeout, every DMA error bit is read and
 //! reported, and every request is checked against the hardware's limits before a register is
-//! written. Faults come back as [`crate::Error::Fpga`] with an [`FpgaFault`] that says which.
+//! written. The driver's calls return a [`BackendError`](crate::BackendError), as every
+//! backend's do: a fault is [`BackendError::Fpga`](crate::BackendError::Fpga) naming the part
+//! (`fft0`, `udmabuf0`) with an [`FpgaFault`] that says which; a size or operation a core does
+//! not have is [`BackendError::Unsupported`](crate::BackendError::Unsupported). The runtime
+//! turns them into its [`Error`](crate::Error) in one place (`Error::from_backend`).
 
 pub mod axi_dma;
 pub mod board;

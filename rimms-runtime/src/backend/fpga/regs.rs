@@ -27,8 +27,7 @@ use nix::fcntl::OFlag;
 
 use super::buslog::{BusLog, BusWrite};
 use super::config::RegisterBlock;
-use super::fault::{file_error, FpgaFault};
-use crate::hal::Result;
+use super::fault::{file_error, FpgaFault, Result};
 
 /// A mapped register page.
 #[derive(Debug)]
@@ -202,7 +201,6 @@ fn spin_for(d: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hal::Error;
 
     #[test]
     fn offsets_are_checked_and_values_land_in_the_file() {
@@ -213,11 +211,11 @@ mod tests {
         page.write32(0x58, 0xDEAD_BEEF).unwrap();
         assert_eq!(page.read32(0x58).unwrap(), 0xDEAD_BEEF);
         for bad in [0x59, 4096, 4094, usize::MAX - 1] {
-            match page.read32(bad) {
-                Err(Error::Fpga {
-                    fault: FpgaFault::Register { offset, .. },
-                    ..
-                }) => assert_eq!(offset, bad),
+            match page
+                .read32(bad)
+                .map_err(|e| e.fpga_fault().map(|(_, f)| f.clone()))
+            {
+                Err(Some(FpgaFault::Register { offset, .. })) => assert_eq!(offset, bad),
                 other => panic!("offset {bad:#x}: {other:?}"),
             }
             assert!(page.write32(bad, 1).is_err());

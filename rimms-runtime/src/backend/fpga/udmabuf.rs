@@ -53,8 +53,7 @@ use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 
 use super::config::UdmabufConfig;
-use super::fault::{file_error, rejected};
-use crate::hal::Result;
+use super::fault::{file_error, rejected, Result};
 use num_complex::Complex32;
 
 /// Whether the CPU maps the buffer cached (explicit maintenance) or uncached (`O_SYNC`).

@@ -9,7 +9,7 @@
 //!
 //! Mapping the runtime's complex `zip` onto it: add and sub are element-wise on the interleaved
 //! floats (ops 0 and 1, `size = 2n`); multiply must use op 4; complex divide and multiply by
-//! the conjugate have no operation in the core and are [`FpgaFault::Unsupported`], so the runtime
+//! the conjugate have no operation in the core and are [`BackendError::Unsupported`](crate::hal::BackendError::Unsupported), so the runtime
 //! falls back to the CPU.
 //!
 //! Limits: CEDR's core holds 4,096 floats per input (`REQUIRED_BUFFER_SIZE = 4096*3*sizeof(float)`
@@ -19,9 +19,9 @@
 //! are cut into pieces of that size by the caller.
 
 use super::axi_dma::{AxiDma, Channel};
-use super::fault::FpgaFault;
+use super::fault::{unsupported, Result};
 use super::regs::RegisterPage;
-use crate::hal::{Result, ZipOp};
+use crate::hal::ZipOp;
 
 /// The size register.
 pub const ZIP_SIZE_REG: usize = 0x10;
@@ -110,7 +110,7 @@ impl ZipIp {
         &self.ctrl
     }
 
-    /// Refuses a size the core cannot take, as [`FpgaFault::Unsupported`].
+    /// Refuses a size the core cannot take, as [`BackendError::Unsupported`](crate::hal::BackendError::Unsupported).
     pub fn check(&self, op: ZipCoreOp, size_floats: usize) -> Result<()> {
         let why = if size_floats == 0 {
             "a ZIP of 0 floats".to_owned()
@@ -125,7 +125,7 @@ impl ZipIp {
         } else {
             return Ok(());
         };
-        Err(FpgaFault::Unsupported { api: "zip", why }.on(&self.name))
+        Err(unsupported(&self.name, "zip", why))
     }
 
     /// One ZIP of `size_floats` floats: `input` is the physical address of input 0 followed

@@ -5,7 +5,7 @@
 use super::SimState;
 use crate::apis;
 use crate::backend::host_kernels as kernels;
-use crate::hal::{BackendError, Error, Result};
+use crate::hal::{BackendError, Result};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal};
 use num_complex::Complex32 as C32;
 
@@ -13,10 +13,11 @@ use num_complex::Complex32 as C32;
 pub(super) fn plans<'c>(ctx: &'c KernelCtx, api: &'static str) -> Result<&'c kernels::FftPlans> {
     ctx.device_handle::<SimState>()
         .map(|s| &s.plans)
-        .ok_or_else(|| Error::Kernel {
-            api,
-            device: ctx.device(),
-            source: BackendError::Invalid("the device has no FFT plans".to_string()),
+        .ok_or_else(|| {
+            ctx.error(
+                api,
+                BackendError::Invalid("the device has no FFT plans".to_string()),
+            )
         })
 }
 

@@ -40,7 +40,7 @@ use crate::backend::fpga::fft_ip::{
 };
 use crate::backend::fpga::udmabuf::{SyncFor, CLASS_DIRS};
 use crate::backend::fpga::zip_ip::{ZIP_OP_REG, ZIP_SIZE_REG};
-use crate::hal::Result;
+use crate::hal::{During, Error, Result};
 use mapped::{drain_syncs, io, Cache, Mem, Page};
 
 /// Idle polls that spin before the loop starts sleeping.
@@ -243,7 +243,8 @@ impl Board {
                 core,
             });
         }
-        let bus = BusLog::open("emulator", &super::files::bus_path(dir))?;
+        let bus = BusLog::open("emulator", &super::files::bus_path(dir))
+            .map_err(|e| Error::from_backend(During::Setup, e))?;
         let control = Control::new(
             accels.iter().map(|a| a.name.clone()).collect(),
             layout.strict,
