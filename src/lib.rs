@@ -137,7 +137,7 @@ pub use rimms_runtime::{BackendError, Error, Result};
 // What moved where.
 pub use rimms_runtime::stats;
 pub use rimms_runtime::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};
-// Concurrency and placement.
+// Concurrency and choosing the device a call runs on.
 pub use rimms_runtime::{CostTable, Policy, Scope, Target};
 // How calls submitted to a scope merge into one device call (`Scope::call` for your own APIs).
 pub use rimms_runtime::{Joins, MergeRule, MergedArgs};

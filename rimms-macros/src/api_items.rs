@@ -191,12 +191,12 @@ fn caller_fn(
                 // come from `&mut` views, which the borrow checker keeps apart from every
                 // other argument.
                 move |#ctx, #implementation, #placed| match #placed {
-                    #rimms::__private::PlacedArgs::Host([#(#bound),*]) => {
+                    #rimms::__private::FormArgs::Host([#(#bound),*]) => {
                         let #f = #rimms::__private::downcast::<#host>(#implementation, #name::DECL, #ctx)?;
                         #f(#(#call_args),*)#propagate;
                         ::core::result::Result::Ok(())
                     }
-                    #rimms::__private::PlacedArgs::Device([#(#bound),*]) => {
+                    #rimms::__private::FormArgs::Device([#(#bound),*]) => {
                         let #f = #rimms::__private::downcast::<#device>(#implementation, #name::DECL, #ctx)?;
                         #f(#(#device_call_args),*)#propagate;
                         ::core::result::Result::Ok(())

@@ -54,7 +54,7 @@ pub mod __private {
     };
     pub use crate::kernel::{
         arg_elements, call_registered, check_as, downcast, ApiDecl, ApiRegistration, ApiSpec,
-        DevArg, KernelImpl, PlacedArgs,
+        DevArg, FormArgs, KernelImpl,
     };
     pub use inventory;
 

@@ -277,7 +277,7 @@ fn a_host_view_into_a_mapped_space_keeps_its_block() {
         .build()
         .expect("runtime");
     let mut a = HeteData::<Complex32>::alloc(&rt, N).expect("a");
-    a.place(Device::Sim(0)).expect("place");
+    a.set_home(Device::Sim(0)).expect("set home");
     a.host_write().expect("a").copy_from_slice(&values(7.0));
     assert!(
         a.is_resident(sim0(&rt), rimms::coherence::Access::Read),

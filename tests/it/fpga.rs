@@ -312,8 +312,8 @@ fn placed_buffers_are_written_where_the_accelerator_reads_them_so_frames_copy_no
         HeteData::alloc(&rt, LEN).expect("alloc"),
     );
     // The sensor's frames and the CPU's product are written straight into the u-dma-buf.
-    x.place(FFT0).expect("place x");
-    product.place(FFT1).expect("place product");
+    x.set_home(FFT0).expect("home x");
+    product.set_home(FFT1).expect("home product");
     rt.fft(FFT0, FftDirection::Forward, N, &filter, &mut spectrum)
         .expect("warm the filter up");
     rt.reset_stats();

@@ -17,7 +17,7 @@ pub mod sim;
 /// What backends report when they fail; its home is the vocabulary, `hal`.
 pub use crate::hal::backend_error as error;
 pub use crate::hal::BackendError;
-use crate::hal::{ArgForm, Device, MappedMemory, SharedDeviceMemory};
+use crate::hal::{ArgForm, Device, DeviceMemoryRef, MappedMemory};
 use crate::space::LinkModel;
 use std::any::Any;
 
@@ -50,7 +50,7 @@ pub(crate) enum SpaceBacking {
     Mapped(MappedMemory),
     /// Memory only the backend reaches (a GPU's pool): copies and fills go through it, and the
     /// device's kernels get device addresses.
-    Device(SharedDeviceMemory),
+    Device(DeviceMemoryRef),
 }
 
 impl std::fmt::Debug for SpaceBacking {

@@ -365,7 +365,12 @@ impl<T: Pod> HeteData<T> {
         Ok(())
     }
 
-    /// [`HeteData::set_home`], under its earlier name: the buffer's placement hint.
+    /// [`HeteData::set_home`], under its earlier name. "Place" also meant where a call runs
+    /// and the space an argument is used in; a buffer's is its home.
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `set_home`: it sets the buffer's home"
+    )]
     pub fn place(&self, device: Device) -> Result<()> {
         self.set_home(device)
     }

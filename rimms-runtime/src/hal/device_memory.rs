@@ -43,7 +43,7 @@ pub trait DeviceMemory: Send + Sync {
 }
 
 /// A space's device memory, shared by its pool's region and the runtime's copy paths.
-pub(crate) type SharedDeviceMemory = Arc<dyn DeviceMemory>;
+pub(crate) type DeviceMemoryRef = Arc<dyn DeviceMemory>;
 
 /// Host-addressable memory that a backend maps and keeps alive: `len` bytes at `base`, valid
 /// while `owner` lives.

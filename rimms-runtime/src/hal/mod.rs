@@ -31,7 +31,7 @@ pub use backend_error::FpgaFault;
 pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use dev_slice::{DevSlice, DevSliceMut};
 pub use device::{ArgForm, Device, DeviceKind, Target};
-pub(crate) use device_memory::SharedDeviceMemory;
+pub(crate) use device_memory::DeviceMemoryRef;
 pub use device_memory::{DeviceMemory, MappedMemory};
 pub(crate) use error::During;
 pub use error::{Error, Result};

@@ -6,7 +6,7 @@
 
 use super::accepts::{self, Check};
 use super::choose::choose_device;
-use super::device_args::{DevArg, PlacedArgs};
+use super::device_args::{DevArg, FormArgs};
 use super::dispatch::{launch, KernelArg};
 use super::host_args::{host_args, HostArg};
 use super::registry::{registry, ApiDecl};
@@ -132,7 +132,7 @@ pub fn call_registered<const N: usize>(
     api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
     accepts: impl Fn(&DeviceCtx<'_>, Check, &[KernelArg<'_>; N]) -> std::result::Result<(), Refusal>,
-    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), PlacedArgs<'_, N>) -> Result<()>,
+    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), FormArgs<'_, N>) -> Result<()>,
 ) -> Result<()> {
     let index = api.index();
     let (entry, chosen) = choose_device(
@@ -166,8 +166,8 @@ pub fn call_registered<const N: usize>(
             // SAFETY: a host-executor device's spaces are host-addressable, `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.
-            ArgForm::Host => PlacedArgs::Host(unsafe { host_args(ptrs) }),
-            ArgForm::Device => PlacedArgs::Device(ptrs.map(DevArg::new)),
+            ArgForm::Host => FormArgs::Host(unsafe { host_args(ptrs) }),
+            ArgForm::Device => FormArgs::Device(ptrs.map(DevArg::new)),
         };
         run(&ctx, implementation, placed)
     })

@@ -66,7 +66,7 @@ impl<'k> DevArg<'k> {
 }
 
 /// A call's arguments as the device it runs on addresses them.
-pub enum PlacedArgs<'k, const N: usize> {
+pub enum FormArgs<'k, const N: usize> {
     /// In host-addressable memory: the implementation takes slices.
     Host([HostArg<'k>; N]),
     /// In device memory: the implementation takes device slices.

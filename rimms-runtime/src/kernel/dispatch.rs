@@ -188,7 +188,7 @@ fn space_at(
         api: api.name(),
         device: entry.device(),
         why: format!(
-            "argument {} is placed in space {}, which {} cannot reach",
+            "argument {} is to be used in space {} (`at`), which {} cannot reach",
             arg.name,
             shared.memory().space_name(at),
             entry.device()
@@ -608,7 +608,7 @@ mod tests {
     /// then holds no valid copy of it. A place the device cannot reach fails the call, naming
     /// the argument, with nothing moved.
     #[test]
-    fn a_placed_argument_is_used_in_its_place() {
+    fn an_argument_at_a_space_is_used_there() {
         let rt = Runtime::builder()
             .host_pool(1 << 20)
             .sim(SimConfig {
@@ -636,7 +636,7 @@ mod tests {
                 Ok(())
             },
         )
-        .expect("placed call");
+        .expect("a call with an argument at a space");
         assert_eq!(rt.stats().bytes("host", "sim0").expect("link"), 64);
         let state = y.fragment_state(0).expect("fragment");
         assert_eq!(state.valid.iter().collect::<Vec<_>>(), vec![mapped]);

@@ -497,9 +497,9 @@ mod tests {
         rw[1].access = Access::ReadWrite;
         assert!(group.join(rules::FFT, [0, 64], rw).is_err());
         // Nor a call whose placement hint differs from the group's.
-        let mut placed = call(2);
-        placed[0].at = Some(crate::hal::SpaceId(0));
-        assert!(group.join(rules::FFT, [0, 64], placed).is_err());
+        let mut at_a_space = call(2);
+        at_a_space[0].at = Some(crate::hal::SpaceId(0));
+        assert!(group.join(rules::FFT, [0, 64], at_a_space).is_err());
         assert_eq!(group.len(), 2);
         assert!(group.join(rules::FFT, [0, 64], call(2)).is_ok());
     }

@@ -33,7 +33,7 @@ pub(crate) use capabilities::of_devices as capabilities_of;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};
 pub(crate) use custom::launch_host;
 pub use custom::{call_registered, downcast};
-pub use device_args::{DevArg, PlacedArgs};
+pub use device_args::{DevArg, FormArgs};
 pub use dispatch::KernelArg;
 pub use host_args::HostArg;
 pub use merge::{rules as merge_rules, Joins, MergeRule, MergedArgs, Params, UNMERGED_GROUP};

@@ -14,7 +14,7 @@ pub(crate) mod queues;
 use crate::backend::fpga::FpgaParts;
 use crate::backend::Backend;
 use crate::data::BufferMemorySystem;
-use crate::hal::{ArgForm, Device, DeviceKind, SharedDeviceMemory, SpaceId, SpaceSet};
+use crate::hal::{ArgForm, Device, DeviceKind, DeviceMemoryRef, SpaceId, SpaceSet};
 use crate::hal::{Error, Result};
 use crate::sched::Scheduler;
 use crate::stats::page::Publisher;
@@ -64,7 +64,7 @@ pub(crate) struct DeviceEntry {
     reaches: SpaceSet,
     form: ArgForm,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
-    memory: Option<SharedDeviceMemory>,
+    memory: Option<DeviceMemoryRef>,
     backend: Box<dyn Backend>,
 }
 
@@ -72,7 +72,7 @@ impl DeviceEntry {
     pub(crate) fn new(
         backend: Box<dyn Backend>,
         space: SpaceId,
-        memory: Option<SharedDeviceMemory>,
+        memory: Option<DeviceMemoryRef>,
     ) -> Self {
         DeviceEntry {
             device: backend.device(),
@@ -108,7 +108,7 @@ impl DeviceEntry {
     }
 
     /// Its space's memory where the CPU cannot address it.
-    pub(crate) fn memory(&self) -> Option<&SharedDeviceMemory> {
+    pub(crate) fn memory(&self) -> Option<&DeviceMemoryRef> {
         self.memory.as_ref()
     }
 

@@ -11,7 +11,7 @@ mod pool;
 mod region;
 mod system;
 
-pub(crate) use crate::hal::SharedDeviceMemory;
+pub(crate) use crate::hal::DeviceMemoryRef;
 pub use crate::hal::{DeviceMemory, MappedMemory, SpaceId, SpaceName, SpaceSet, MAX_SPACES};
 pub use link::LinkModel;
 pub(crate) use link::{Occupancy, Pending};

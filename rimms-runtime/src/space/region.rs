@@ -5,8 +5,8 @@
 //! the hot path. An anonymous mapping is lazily committed by the kernel, so a large
 //! reservation costs only the pages that are touched.
 
+use crate::hal::{DeviceMemoryRef, MappedMemory, SpaceName};
 use crate::hal::{Error, Result};
-use crate::hal::{MappedMemory, SharedDeviceMemory, SpaceName};
 use memmap2::MmapMut;
 use std::ptr::NonNull;
 
@@ -24,7 +24,7 @@ pub(crate) enum Region {
     /// Mapped by a backend.
     Mapped(MappedMemory),
     /// Device memory: its addresses are never dereferenced on the host.
-    Device(SharedDeviceMemory),
+    Device(DeviceMemoryRef),
 }
 
 impl Region {

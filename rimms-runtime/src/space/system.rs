@@ -13,8 +13,7 @@
 //! nothing else of them.
 
 use super::{
-    LinkModel, Occupancy, Pending, Pool, SharedDeviceMemory, SpaceId, SpaceName, SpaceSet,
-    MAX_SPACES,
+    DeviceMemoryRef, LinkModel, Occupancy, Pending, Pool, SpaceId, SpaceName, SpaceSet, MAX_SPACES,
 };
 use crate::hal::BackendError;
 use crate::hal::Device;
@@ -46,7 +45,7 @@ pub(crate) struct SpaceEntry<H> {
     host_mapped: bool,
     /// For memory the CPU cannot address, the backend's way in; `None` for host-addressable
     /// spaces.
-    device_memory: Option<SharedDeviceMemory>,
+    device_memory: Option<DeviceMemoryRef>,
     /// When its simulated link is next free.
     busy: Occupancy,
 }
@@ -102,7 +101,7 @@ impl<H> SpaceEntry<H> {
 
     /// The space is memory the CPU cannot address, reached through `memory`.
     #[must_use]
-    pub(crate) fn device_memory(mut self, memory: Option<SharedDeviceMemory>) -> Self {
+    pub(crate) fn device_memory(mut self, memory: Option<DeviceMemoryRef>) -> Self {
         self.device_memory = memory;
         self
     }
@@ -116,7 +115,7 @@ impl<H> SpaceEntry<H> {
     }
 
     /// The backend's way into the space, if the CPU cannot address it.
-    pub(crate) fn memory(&self) -> Option<&SharedDeviceMemory> {
+    pub(crate) fn memory(&self) -> Option<&DeviceMemoryRef> {
         self.device_memory.as_ref()
     }
 
@@ -605,7 +604,7 @@ impl<H> MemorySystem<H> {
     }
 
     /// The backend's way into `space`, if the CPU cannot address it.
-    pub(crate) fn device_memory(&self, space: SpaceId) -> Option<&SharedDeviceMemory> {
+    pub(crate) fn device_memory(&self, space: SpaceId) -> Option<&DeviceMemoryRef> {
         self.spaces[space.index()].device_memory.as_ref()
     }
 

@@ -3,20 +3,20 @@
 //!
 //! Every coherence test runs against sim devices: they have the one property that matters —
 //! bytes written in one space are not visible in another until copied — and can play a
-//! ZCU102- or PCIe-like platform on any machine. With `device_memory` one plays a discrete GPU:
+//! ZCU102- or PCIe-like platform on any machine. With `device_memory` (its memory, `vram.rs`) one plays a discrete GPU:
 //! memory the CPU cannot address, reached through the backend, and kernels that take device
 //! slices.
 
-mod device_memory;
 mod fft;
 mod staged;
+mod vram;
 
 use super::{host_kernels, Backend, BackendError, SpaceBacking, SpaceSpec};
 use crate::hal::{ArgForm, Device};
 use crate::space::LinkModel;
-use device_memory::SimDeviceMemory;
 use std::any::Any;
 use std::sync::Arc;
+use vram::SimVram;
 
 /// How a simulated device looks.
 ///
@@ -116,7 +116,7 @@ impl Backend for SimBackend {
             fail_copies: self.state.config.fail_copies,
             host_mapped: self.state.config.host_mapped,
             memory: if self.state.config.device_memory {
-                SpaceBacking::Device(Arc::new(SimDeviceMemory::new(
+                SpaceBacking::Device(Arc::new(SimVram::new(
                     self.index,
                     self.state.config.pool_bytes,
                 )))

@@ -13,14 +13,14 @@ use std::sync::Mutex;
 const BASE: usize = 0x5000_0000_0000;
 const STRIDE: usize = 1 << 44;
 
-pub(crate) struct SimDeviceMemory {
+pub(crate) struct SimVram {
     base: usize,
     bytes: Mutex<Vec<u8>>,
 }
 
-impl SimDeviceMemory {
-    pub(crate) fn new(index: u8, len: usize) -> SimDeviceMemory {
-        SimDeviceMemory {
+impl SimVram {
+    pub(crate) fn new(index: u8, len: usize) -> SimVram {
+        SimVram {
             base: BASE + usize::from(index) * STRIDE,
             // Zeroed allocations are lazily committed, like a reserved device pool.
             bytes: Mutex::new(vec![0; len]),
@@ -51,7 +51,7 @@ impl SimDeviceMemory {
     }
 }
 
-impl DeviceMemory for SimDeviceMemory {
+impl DeviceMemory for SimVram {
     fn base(&self) -> usize {
         self.base
     }
@@ -90,7 +90,7 @@ impl DeviceMemory for SimDeviceMemory {
         dst: usize,
         len: usize,
     ) -> Option<Result<(), BackendError>> {
-        let peer = peer.as_any().downcast_ref::<SimDeviceMemory>()?;
+        let peer = peer.as_any().downcast_ref::<SimVram>()?;
         if std::ptr::eq(self, peer) {
             // Locking `peer` too would wait forever for the lock this thread already holds.
             let mut bytes = self.lock();
@@ -134,7 +134,7 @@ mod tests {
     /// ranges copy as `memmove` does.
     #[test]
     fn a_copy_within_one_memory_locks_once_and_may_overlap() {
-        let memory = SimDeviceMemory::new(0, 64);
+        let memory = SimVram::new(0, 64);
         let values: Vec<u8> = (0..64).collect();
         memory.copy_in(BASE, &values).expect("copy in");
         memory
