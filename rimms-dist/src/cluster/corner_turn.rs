@@ -8,7 +8,7 @@
 //! transpose. The bytes are `corner_turn_bytes`'s minimum: the diagonal blocks stay home.
 
 use super::{Cluster, ClusterError, DistData, Result};
-use crate::{Distribution, Packed, Rank, RankSet};
+use crate::{Distribution, Rank, RankSet};
 use bytemuck::Pod;
 use std::ops::Range;
 
@@ -98,7 +98,8 @@ impl Cluster<'_> {
         };
         let local = src.local.host().map_err(|e| self.runtime_error(&call, e))?;
         let local = &local[mine.start * cols..mine.end * cols];
-        let mut send = Packed::zeroed(send_counts);
+        let (send, recv) = self.scratch.take();
+        let mut send = send.reshape(send_counts);
         let offsets: Vec<usize> = (0..ranks).map(|to| send.offset(to) / size).collect();
         let packed = send.elements_mut::<T>().ok_or_else(misaligned)?;
         for (to, &at) in offsets.iter().enumerate().filter(|&(to, _)| to != me) {
@@ -116,9 +117,9 @@ impl Cluster<'_> {
                 transpose_into(local, cols, my_cols.clone(), &mut out[first..], rows);
             }
         };
-        let received = self
+        let (send, received) = self
             .transport
-            .all_to_all_overlapped(send, recv_counts, &mut diagonal)
+            .all_to_all_overlapped(send, recv.reshape(recv_counts), &mut diagonal)
             .map_err(|source| ClusterError::Transport {
                 call: call.clone(),
                 source,
@@ -132,6 +133,7 @@ impl Cluster<'_> {
                 row.copy_from_slice(&values[at + i * theirs.len()..at + (i + 1) * theirs.len()]);
             }
         }
+        self.scratch.set((send, received));
         self.forget_uncached();
         let mut entry = dst.entry.borrow_mut();
         for rank in 0..ranks {

@@ -33,7 +33,7 @@
 mod corner_turn;
 
 use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Transport};
-use crate::{RankSet, TransportError};
+use crate::{Packed, RankSet, TransportError};
 use bytemuck::Pod;
 use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Runtime};
 use std::cell::{Cell, RefCell};
@@ -123,6 +123,8 @@ pub struct Cluster<'t> {
     cache: Cell<bool>,
     /// Received rows to forget after the next call that uses them (cache off).
     uncached: RefCell<Vec<Received>>,
+    /// The corner turn's send and receive buffers, kept for the next one.
+    scratch: Cell<(Packed, Packed)>,
 }
 
 impl fmt::Debug for Cluster<'_> {
@@ -221,6 +223,7 @@ impl<'t> Cluster<'t> {
             check_drift: Cell::new(check),
             cache: Cell::new(true),
             uncached: RefCell::default(),
+            scratch: Cell::default(),
         }
     }
 

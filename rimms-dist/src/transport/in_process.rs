@@ -231,13 +231,20 @@ impl Transport for InProcess {
         Ok(())
     }
 
-    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
+    fn all_to_all_overlapped(
+        &self,
+        send: Packed,
+        mut recv: Packed,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<(Packed, Packed), TransportError> {
         let n = self.next_collective(true);
         let blocks = send.blocks().map(<[u8]>::to_vec).collect();
+        // Threads: the blocks are posted to the peers' channels at once; this thread's own
+        // work overlaps with the peers taking them.
+        meanwhile();
         let received = self.exchange_all(n, true, "", blocks)?;
-        let mut into = Packed::zeroed(recv_counts);
         for (from, (bytes, _)) in received.iter().enumerate() {
-            let (at, expected) = (into.offset(from), into.counts()[from]);
+            let (at, expected) = (recv.offset(from), recv.counts()[from]);
             if bytes.len() != expected {
                 return Err(TransportError::BlockLength {
                     from: Rank(from as u16),
@@ -245,9 +252,9 @@ impl Transport for InProcess {
                     got: bytes.len(),
                 });
             }
-            into.bytes_mut()[at..at + expected].copy_from_slice(bytes);
+            recv.bytes_mut()[at..at + expected].copy_from_slice(bytes);
         }
-        Ok(into)
+        Ok((send, recv))
     }
 
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {

@@ -122,22 +122,20 @@ pub trait Transport {
     /// Receives the message `envelope` from `from` into `into`; it may have arrived first.
     fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError>;
     /// One all-to-all: block `i` of `send` goes to rank `i` (one's own block stays home), and
-    /// the blocks received come back in rank order, `recv_counts[j]` bytes from rank `j`.
-    /// Every rank knows what it will receive (from the distribution), so no sizes are
-    /// exchanged first; a block of another size is an error.
-    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError>;
+    /// rank `j`'s block lands in block `j` of `recv`, whose counts say what every rank sends
+    /// this one: every rank knows that from the distribution, so no sizes are exchanged first,
+    /// and a block of another size is an error. Both buffers come back, for the next one.
+    fn all_to_all(&self, send: Packed, recv: Packed) -> Result<(Packed, Packed), TransportError> {
+        self.all_to_all_overlapped(send, recv, &mut || {})
+    }
     /// [`Self::all_to_all`], running `meanwhile` on this thread while the blocks are in flight
-    /// (a corner turn transposes its own diagonal block then). By default `meanwhile` runs
-    /// first: right for a transport whose exchange is this thread's own work.
+    /// (a corner turn transposes its own diagonal block then).
     fn all_to_all_overlapped(
         &self,
         send: Packed,
-        recv_counts: Vec<usize>,
+        recv: Packed,
         meanwhile: &mut dyn FnMut(),
-    ) -> Result<Packed, TransportError> {
-        meanwhile();
-        self.all_to_all(send, recv_counts)
-    }
+    ) -> Result<(Packed, Packed), TransportError>;
     /// Checks that every rank holds the same `digest` after `call`: the same error on every
     /// rank where one differs.
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError>;
@@ -149,7 +147,7 @@ pub trait Transport {
 /// One rank's side of an all-to-all: a block per rank, back to back in rank order, in a buffer
 /// aligned for elements of up to 8 bytes, so that a corner turn packs its elements straight
 /// into it and unpacks them straight out of what it receives, with no copy through bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Packed {
     words: Vec<u64>,
     counts: Vec<usize>,
@@ -165,6 +163,16 @@ impl Packed {
             counts,
             len,
         }
+    }
+
+    /// The same buffer with blocks of `counts[i]` bytes, its storage kept (so a buffer used
+    /// again costs no allocation and no first touch of fresh pages); what it held before is
+    /// left in it, not cleared.
+    pub fn reshape(mut self, counts: Vec<usize>) -> Packed {
+        self.len = counts.iter().sum();
+        self.words.resize(self.len.div_ceil(8), 0);
+        self.counts = counts;
+        self
     }
 
     /// The blocks' sizes, bytes, in rank order.
@@ -223,16 +231,13 @@ impl<T: Transport + ?Sized> Transport for &T {
     fn recv(&self, from: Rank, envelope: &Envelope, into: &mut [u8]) -> Result<(), TransportError> {
         (**self).recv(from, envelope, into)
     }
-    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
-        (**self).all_to_all(send, recv_counts)
-    }
     fn all_to_all_overlapped(
         &self,
         send: Packed,
-        recv_counts: Vec<usize>,
+        recv: Packed,
         meanwhile: &mut dyn FnMut(),
-    ) -> Result<Packed, TransportError> {
-        (**self).all_to_all_overlapped(send, recv_counts, meanwhile)
+    ) -> Result<(Packed, Packed), TransportError> {
+        (**self).all_to_all_overlapped(send, recv, meanwhile)
     }
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         (**self).agree(digest, call)

@@ -45,8 +45,8 @@ enum Command {
     },
     AllToAll {
         send: Packed,
-        recv_counts: Vec<usize>,
-        done: Reply<Packed>,
+        recv: Packed,
+        done: Reply<(Packed, Packed)>,
     },
     Agree {
         /// The digest and a hash of the call's name.
@@ -183,21 +183,13 @@ impl Transport for Mpi {
         Ok(())
     }
 
-    fn all_to_all(&self, send: Packed, recv_counts: Vec<usize>) -> Result<Packed, TransportError> {
-        self.all_to_all_overlapped(send, recv_counts, &mut || {})
-    }
-
     fn all_to_all_overlapped(
         &self,
         send: Packed,
-        recv_counts: Vec<usize>,
+        recv: Packed,
         meanwhile: &mut dyn FnMut(),
-    ) -> Result<Packed, TransportError> {
-        let reply = self.post(|done| Command::AllToAll {
-            send,
-            recv_counts,
-            done,
-        })?;
+    ) -> Result<(Packed, Packed), TransportError> {
+        let reply = self.post(|done| Command::AllToAll { send, recv, done })?;
         // The MPI thread drives the collective while this one works.
         meanwhile();
         self.answer(reply)
@@ -293,9 +285,9 @@ impl Comm {
     fn all_to_all(
         &mut self,
         send: Packed,
-        recv_counts: Vec<usize>,
+        mut received: Packed,
         deadline: Instant,
-    ) -> Result<Packed, TransportError> {
+    ) -> Result<(Packed, Packed), TransportError> {
         // MPI counts blocks in `int`s: a block of 2 GiB or more is refused, not truncated.
         let ints = |counts: &[usize]| -> Result<Vec<i32>, TransportError> {
             counts
@@ -318,9 +310,8 @@ impl Comm {
                 })
                 .collect()
         };
-        let (counts, their_counts) = (ints(send.counts())?, ints(&recv_counts)?);
+        let (counts, their_counts) = (ints(send.counts())?, ints(received.counts())?);
         let (send_displs, recv_displs) = (displs(&counts), displs(&their_counts));
-        let mut received = Packed::zeroed(recv_counts);
         let (world, early) = (&self.world, &mut self.early);
         {
             let partition = Partition::new(send.bytes(), &counts[..], &send_displs[..]);
@@ -338,7 +329,7 @@ impl Comm {
                 self.count(to, n);
             }
         }
-        Ok(received)
+        Ok((send, received))
     }
 
     fn agree(&mut self, words: [u64; 2], deadline: Instant) -> Vec<[u64; 2]> {
@@ -450,12 +441,8 @@ fn comm_thread(
                 envelope,
                 done,
             } => waiting.push((from, envelope, done, Instant::now() + timeout)),
-            Command::AllToAll {
-                send,
-                recv_counts,
-                done,
-            } => {
-                let _ = done.send(comm.all_to_all(send, recv_counts, Instant::now() + timeout));
+            Command::AllToAll { send, recv, done } => {
+                let _ = done.send(comm.all_to_all(send, recv, Instant::now() + timeout));
             }
             Command::Agree { words, done } => {
                 let _ = done.send(Ok(comm.agree(words, Instant::now() + timeout)));
