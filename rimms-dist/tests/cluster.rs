@@ -5,6 +5,7 @@
 
 mod scenarios;
 
+use proptest::strategy::Strategy as _;
 use rimms_dist::{Cluster, ClusterError, DistError, Distribution, InProcess, Rank, TransportError};
 use rimms_runtime::Runtime;
 use std::time::Duration;
@@ -48,6 +49,33 @@ fn every_program_holds_at_one_to_four_ranks() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Random programs at 2–4 ranks, against the sequential model: values and bytes per peer.
+    #[test]
+    fn random_programs_match_the_model_in_values_and_bytes(
+        ranks in 2usize..5,
+        rows in 4usize..12,
+        cols in proptest::prop_oneof![proptest::strategy::Just(16usize), proptest::strategy::Just(1536)],
+        dist in proptest::prop_oneof![
+            proptest::strategy::Just(Distribution::BlockRows),
+            (1usize..3).prop_map(|block| Distribution::BlockCyclic { block }),
+            proptest::strategy::Just(Distribution::Replicated),
+            proptest::strategy::Just(Distribution::OnRank(Rank(1))),
+        ],
+        seed in proptest::prelude::any::<u64>(),
+    ) {
+        let outcomes = job(ranks, Duration::from_secs(60), |cl| {
+            Ok(scenarios::random_program(cl, seed, dist, rows, cols))
+        });
+        for (rank, outcome) in outcomes.into_iter().enumerate() {
+            let outcome = outcome.map_err(|e| e.to_string()).and_then(|o| o);
+            proptest::prop_assert!(outcome.is_ok(), "rank {}: {:?}", rank, outcome);
+        }
+    }
 }
 
 #[test]

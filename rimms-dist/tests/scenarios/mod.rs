@@ -25,7 +25,204 @@ pub const PROGRAMS: &[(&str, Program)] = &[
     ("fft_2d", fft_2d),
     ("drift", drift),
     ("failing_kernel", failing_kernel),
+    ("random_programs", |cl| {
+        let dists = [
+            Distribution::BlockRows,
+            Distribution::BlockCyclic { block: 2 },
+            Distribution::Replicated,
+            Distribution::OnRank(Rank(0)),
+        ];
+        // Every seed runs on every rank whatever an earlier one found: the ranks stay in step.
+        let outcomes: Vec<Result<(), String>> = (0..8u64)
+            .map(|seed| {
+                let rows = 4 + (seed as usize * 5) % 8;
+                let cols = if seed % 2 == 0 { 16 } else { 1536 };
+                random_program(cl, seed, dists[seed as usize % 4], rows, cols)
+            })
+            .collect();
+        outcomes.into_iter().collect()
+    }),
 ];
+
+/// One step of a random distributed program.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Rows written by their owners with values from a seed.
+    Write {
+        rows: std::ops::Range<usize>,
+        seed: u32,
+    },
+    /// `reader` fetches rows and checks them.
+    Read {
+        reader: usize,
+        rows: std::ops::Range<usize>,
+    },
+    /// Every copy but the owners' forgotten.
+    Flush,
+}
+
+/// A program drawn from `seed` alone, so every rank draws the same.
+fn steps(seed: u64, ranks: usize, rows: usize, len: usize) -> Vec<Step> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        // xorshift64*: a plain generator every rank runs alike.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as usize
+    };
+    (0..len)
+        .map(|_| {
+            let (a, b) = (next() % (rows + 1), next() % (rows + 1));
+            let range = a.min(b)..a.max(b);
+            match next() % 7 {
+                0..=2 => Step::Write {
+                    rows: range,
+                    seed: next() as u32,
+                },
+                3..=5 => Step::Read {
+                    reader: next() % ranks,
+                    rows: range,
+                },
+                _ => Step::Flush,
+            }
+        })
+        .collect()
+}
+
+/// The owners of `row`, written out from each distribution's rule (not asked of the crate).
+fn owners_of(dist: Distribution, row: usize, rows: usize, ranks: usize) -> u64 {
+    match dist {
+        Distribution::BlockRows => {
+            let owner = blocks(rows, ranks)
+                .iter()
+                .position(|b| b.contains(&row))
+                .unwrap_or(0);
+            1 << owner
+        }
+        Distribution::BlockCyclic { block } => 1 << (row / block % ranks),
+        Distribution::Replicated => (1u64 << ranks) - 1,
+        Distribution::OnRank(rank) => 1 << rank.0,
+    }
+}
+
+/// A random program against a sequential model: the values every read sees, and the bytes
+/// each rank sends each peer after every step, from the model's own record of which ranks hold
+/// each row (a read sends each row its reader lacks, once, from the owner if it holds the row,
+/// else from the lowest rank that does). A rank that sees a difference runs the program to its
+/// end before reporting the first one, so that the others are not left waiting for it.
+pub fn random_program(
+    cl: &Cluster<'_>,
+    seed: u64,
+    dist: Distribution,
+    rows: usize,
+    cols: usize,
+) -> Result<(), String> {
+    let (me, ranks) = (usize::from(cl.rank().0), cl.ranks());
+    if matches!(dist, Distribution::BlockRows) && ranks > rows {
+        return Ok(());
+    }
+    let value = |seed: u32, r: usize, c: usize| {
+        seed.wrapping_mul(2_654_435_761) ^ (r as u32) << 12 ^ c as u32
+    };
+    let mut buf = cl.alloc::<u32>(rows, cols, dist).map_err(err)?;
+    let mut model = vec![0u32; rows * cols];
+    let mut valid: Vec<u64> = vec![(1u64 << ranks) - 1; rows];
+    let mut expected = vec![0u64; ranks];
+    let start = cl.net_bytes();
+    let mut first_difference: Result<(), String> = Ok(());
+    let mut note = |outcome: Result<(), String>| {
+        if first_difference.is_ok() {
+            first_difference = outcome;
+        }
+    };
+    for (i, step) in steps(seed, ranks, rows, 20).into_iter().enumerate() {
+        let what = format!("seed {seed} ({dist:?}, {rows} × {cols}), step {i} {step:?}");
+        match &step {
+            Step::Write {
+                rows: range,
+                seed: s,
+            } => {
+                let s = *s;
+                cl.compute(&mut buf, range.clone(), true, "write", |_, rs, mut view| {
+                    let host = view.host_write()?;
+                    for (k, r) in rs.enumerate() {
+                        for c in 0..cols {
+                            host[k * cols + c] = value(s, r, c);
+                        }
+                    }
+                    Ok(())
+                })
+                .map_err(|e| format!("{what}: {e}"))?;
+                for r in range.clone() {
+                    for c in 0..cols {
+                        model[r * cols + c] = value(s, r, c);
+                    }
+                    valid[r] = owners_of(dist, r, rows, ranks);
+                }
+            }
+            Step::Read {
+                reader,
+                rows: range,
+            } => {
+                let reader = *reader;
+                cl.fetch(&mut buf, |r| {
+                    if usize::from(r.0) == reader {
+                        range.clone()
+                    } else {
+                        0..0
+                    }
+                })
+                .map_err(|e| format!("{what}: {e}"))?;
+                for r in range.clone() {
+                    if valid[r] >> reader & 1 == 1 {
+                        continue;
+                    }
+                    let owner = owners_of(dist, r, rows, ranks).trailing_zeros() as usize;
+                    let from = if valid[r] >> owner & 1 == 1 {
+                        owner
+                    } else {
+                        valid[r].trailing_zeros() as usize
+                    };
+                    if from == me {
+                        expected[reader] += (cols * 4) as u64;
+                    }
+                    valid[r] |= 1 << reader;
+                }
+                if me == reader {
+                    let got = cl
+                        .here(&buf, range.clone())
+                        .map_err(|e| format!("{what}: {e}"))?;
+                    let got = got.host().map_err(|e| e.to_string())?;
+                    let want = &model[range.start * cols..range.end * cols];
+                    note(check(&what, got == want, || {
+                        "the values differ from the model".into()
+                    }));
+                }
+            }
+            Step::Flush => {
+                cl.flush(&mut buf).map_err(|e| format!("{what}: {e}"))?;
+                for (r, v) in valid.iter_mut().enumerate() {
+                    let owners = owners_of(dist, r, rows, ranks);
+                    let owner = 1u64 << owners.trailing_zeros();
+                    if *v & owner != 0 {
+                        *v = owner;
+                    }
+                }
+            }
+        }
+        let sent: Vec<u64> = cl
+            .net_bytes()
+            .iter()
+            .zip(&start)
+            .map(|(a, b)| a - b)
+            .collect();
+        note(check(&what, sent == expected, || {
+            format!("sent {sent:?}, the model says {expected:?}")
+        }));
+    }
+    first_difference
+}
 
 fn check(what: &str, ok: bool, detail: impl FnOnce() -> String) -> Result<(), String> {
     if ok {
