@@ -69,7 +69,14 @@ fn main() -> ExitCode {
 fn launch(np: usize, config: &str, reps: usize) -> Result<Vec<(String, f64)>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", &np.to_string(), "--mca", "btl", "self,vader"])
+        .args([
+            "--oversubscribe",
+            "-np",
+            &np.to_string(),
+            "--mca",
+            "btl",
+            "self,vader",
+        ])
         .arg(exe)
         .args(config.split(' '))
         .arg(reps.to_string())
@@ -105,7 +112,10 @@ fn print_table(np: usize, rounds: usize, reps: usize, results: &HashMap<String, 
     println!(
         "np {np}, {N} × {N} complex (32 MiB), shared memory; median over {rounds} launches of the median of {reps} repetitions:"
     );
-    println!("  {:<28} {:>12} {:>10} {:>14}", "", "corner turn", "÷ bare", "pipeline");
+    println!(
+        "  {:<28} {:>12} {:>10} {:>14}",
+        "", "corner turn", "÷ bare", "pipeline"
+    );
     let row = |name: &str, turn: f64, pipeline: Option<f64>| {
         println!(
             "  {name:<28} {turn:>9.2} ms {:>9.2}x {}",
@@ -140,7 +150,8 @@ fn rank_main(args: &[String]) -> ExitCode {
         Some("mpi") => {
             let (mut bare, mut hand) = (0.0, 0.0);
             // SAFETY: plain C over owned out-pointers; MPI is initialised (once) inside.
-            let wrong = unsafe { mpi_run(N as c_int, N as c_int, reps as c_int, &mut bare, &mut hand) };
+            let wrong =
+                unsafe { mpi_run(N as c_int, N as c_int, reps as c_int, &mut bare, &mut hand) };
             if wrong != 0 {
                 eprintln!("bare MPI: {wrong} elements of the transpose are wrong");
                 return ExitCode::FAILURE;
@@ -153,7 +164,14 @@ fn rank_main(args: &[String]) -> ExitCode {
             // SAFETY: plain C over owned out-pointers; StarPU-MPI initialises MPI (once per
             // process) and finalises it inside.
             let wrong = unsafe {
-                starpu_run(N as c_int, N as c_int, blocks, reps as c_int, &mut turn, &mut pipe)
+                starpu_run(
+                    N as c_int,
+                    N as c_int,
+                    blocks,
+                    reps as c_int,
+                    &mut turn,
+                    &mut pipe,
+                )
             };
             if wrong != 0 {
                 eprintln!("StarPU-MPI: {wrong} (−1: it did not start; else wrong elements)");
@@ -194,12 +212,21 @@ fn rimms(reps: usize) -> Result<(f64, f64), String> {
     let cl = Cluster::new(Runtime::new().map_err(|e| e.to_string())?, &t);
     cl.check_drift(false);
     let err = |e: rimms_dist::ClusterError| e.to_string();
-    let mut a = cl.alloc::<Complex32>(N, N, Distribution::BlockRows).map_err(err)?;
-    let mut turned = cl.alloc::<Complex32>(N, N, Distribution::BlockRows).map_err(err)?;
-    let mut windowed = cl.alloc::<Complex32>(N, N, Distribution::BlockRows).map_err(err)?;
-    let mut power = cl.alloc::<f32>(N, N, Distribution::BlockRows).map_err(err)?;
-    let window = rimms_runtime::HeteData::from_slice(cl.runtime(), &vec![Complex32::new(1.0, 0.0); N])
-        .map_err(|e| e.to_string())?;
+    let mut a = cl
+        .alloc::<Complex32>(N, N, Distribution::BlockRows)
+        .map_err(err)?;
+    let mut turned = cl
+        .alloc::<Complex32>(N, N, Distribution::BlockRows)
+        .map_err(err)?;
+    let mut windowed = cl
+        .alloc::<Complex32>(N, N, Distribution::BlockRows)
+        .map_err(err)?;
+    let mut power = cl
+        .alloc::<f32>(N, N, Distribution::BlockRows)
+        .map_err(err)?;
+    let window =
+        rimms_runtime::HeteData::from_slice(cl.runtime(), &vec![Complex32::new(1.0, 0.0); N])
+            .map_err(|e| e.to_string())?;
     let fill = |a: &mut rimms_dist::DistData<Complex32>| {
         cl.compute(a, 0..N, true, "fill", |_, rows, mut view| {
             let host = view.host_write()?;
@@ -218,7 +245,8 @@ fn rimms(reps: usize) -> Result<(f64, f64), String> {
         t.agree(digest, "corner turn").map_err(|e| e.to_string())?;
         let start = Instant::now();
         cl.corner_turn(&mut a, &mut turned).map_err(err)?;
-        t.agree(digest, "corner turn done").map_err(|e| e.to_string())?;
+        t.agree(digest, "corner turn done")
+            .map_err(|e| e.to_string())?;
         let turn = start.elapsed().as_secs_f64() * 1e3;
         let start = Instant::now();
         cl.compute_from(&a, &mut windowed, 0..N, "window", |rt, _, mine, mut out| {
@@ -226,11 +254,16 @@ fn rimms(reps: usize) -> Result<(f64, f64), String> {
         })
         .map_err(err)?;
         cl.corner_turn(&mut windowed, &mut turned).map_err(err)?;
-        cl.compute_from(&turned, &mut power, 0..N, "power", |rt, _, mine, mut out| {
-            rt.power(Device::Cpu, &mine, &mut out)
-        })
+        cl.compute_from(
+            &turned,
+            &mut power,
+            0..N,
+            "power",
+            |rt, _, mine, mut out| rt.power(Device::Cpu, &mine, &mut out),
+        )
         .map_err(err)?;
-        t.agree(digest, "pipeline done").map_err(|e| e.to_string())?;
+        t.agree(digest, "pipeline done")
+            .map_err(|e| e.to_string())?;
         let pipe = start.elapsed().as_secs_f64() * 1e3;
         if rep > 0 {
             turns.push(turn);
