@@ -7,9 +7,9 @@ use super::Runtime;
 use crate::data::{Input, Output};
 use crate::hal::{FftDirection, Result, Target, ZipOp};
 use crate::kernel::builtins::{
-    call, conj::Conj, fft::Fft, fft_in_place::FftInPlace, fftshift::Fftshift, gemm::Gemm,
-    magnitude::Magnitude, power::Power, scale::Scale, transpose::Transpose, window::Window,
-    zip::Zip, zip_rows::ZipRows,
+    call, conj::Conj, element_wise, fft::Fft, fft_in_place::FftInPlace, fftshift::Fftshift,
+    gemm::Gemm, magnitude::Magnitude, power::Power, scale::Scale, transpose::Transpose,
+    window::Window, zip::Zip, zip_rows::ZipRows,
 };
 use num_complex::Complex32 as C32;
 
@@ -69,7 +69,11 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        call(self, device.into(), Conj { input, out })
+        call(
+            self,
+            device.into(),
+            element_wise::Call::<Conj>::new(input, out),
+        )
     }
 
     /// `out = |input|`.
@@ -80,7 +84,11 @@ impl Runtime {
         out: &mut impl Output<f32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        call(self, device.into(), Magnitude { input, out })
+        call(
+            self,
+            device.into(),
+            element_wise::Call::<Magnitude>::new(input, out),
+        )
     }
 
     /// `out = |input|²`, element-wise: the power of each sample ([`Runtime::magnitude`]
@@ -104,7 +112,11 @@ impl Runtime {
         out: &mut impl Output<f32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        call(self, device.into(), Power { input, out })
+        call(
+            self,
+            device.into(),
+            element_wise::Call::<Power>::new(input, out),
+        )
     }
 
     /// Multiplies every row of `input` by a real `window` (a Hann taper before a Doppler FFT,

@@ -9,8 +9,8 @@ use crate::hal::Device;
 use crate::hal::{Error, Result};
 use crate::hal::{FftDirection, ZipOp};
 use crate::kernel::builtins::{
-    conj::Conj, fft::Fft, fftshift::Fftshift, magnitude::Magnitude, power::Power, window::Window,
-    zip::Zip, zip_rows::ZipRows, ScopeCall,
+    conj::Conj, element_wise, fft::Fft, fftshift::Fftshift, magnitude::Magnitude, power::Power,
+    window::Window, zip::Zip, zip_rows::ZipRows, ScopeCall,
 };
 use crate::kernel::merge::Group;
 use crate::kernel::{KernelArg, MergeRule, Params, UNMERGED_GROUP};
@@ -342,7 +342,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         out: &'scope mut impl Output<C32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        self.builtin(device, Conj { input, out })
+        self.builtin(device, element_wise::Call::<Conj>::new(input, out))
     }
 
     /// [`crate::Runtime::magnitude`] as a scope call.
@@ -353,7 +353,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         out: &'scope mut impl Output<f32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        self.builtin(device, Magnitude { input, out })
+        self.builtin(device, element_wise::Call::<Magnitude>::new(input, out))
     }
 
     /// [`crate::Runtime::power`] as a scope call.
@@ -364,7 +364,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         out: &'scope mut impl Output<f32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        self.builtin(device, Power { input, out })
+        self.builtin(device, element_wise::Call::<Power>::new(input, out))
     }
 }
 

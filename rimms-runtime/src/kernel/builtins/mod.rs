@@ -28,10 +28,15 @@
 //! 2. its home, `kernel/builtins/negate.rs` (and its `mod negate;` line below): a struct
 //!    `Negate<'a> { input: HeteSlice<'a, C32>, out: HeteSliceMut<'a, C32> }` that implements
 //!    [`Builtin`] (its declaration, its shape check, the call of `apis::negate`) and
-//!    [`ScopeCall`] (its merge rules, its parameters, its arguments as [`KernelArg`]s);
+//!    [`ScopeCall`] (its merge rules, its parameters, its arguments as [`KernelArg`]s). An
+//!    element-wise built-in of one complex input, as `negate` is, needs less: a unit struct
+//!    `Negate` implementing [`element_wise::ElementWise`] (its declaration, its output element,
+//!    the call of `apis::negate`), whose `element_wise::Call::<Negate>` is the description, as
+//!    `conj`, `magnitude` and `power` are;
 //! 3. its public methods, one line each: `builtins::call(self, device.into(), Negate { input:
-//!    input.input(), out: out.output() })` in `runtime/builtins.rs`, and
-//!    `self.builtin(device, Negate { … })` in `scope/calls.rs`;
+//!    input.input(), out: out.output() })` in `runtime/builtins.rs` (or
+//!    `element_wise::Call::<Negate>::new(…)`), and `self.builtin(device, Negate { … })` in
+//!    `scope/calls.rs`;
 //! 4. its implementations (`#[rimms::kernel(api = apis::negate, device = cpu)]` in
 //!    `backend/host_kernels.rs`, and where other kinds have one), and its row in the facade's
 //!    table of what each device runs (`src/lib.rs`).
@@ -48,6 +53,7 @@ use crate::hal::{Device, Error, Result, Target};
 use crate::machine::{Runtime, Shared};
 
 pub(crate) mod conj;
+pub(crate) mod element_wise;
 pub(crate) mod fft;
 pub(crate) mod fft_in_place;
 pub(crate) mod fftshift;

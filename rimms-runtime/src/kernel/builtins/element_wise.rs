@@ -1,0 +1,92 @@
+//! What the element-wise built-ins of one complex input share (`conj`, `magnitude`, `power`):
+//! the call's description, its shape check (input and output of one length) and its merge rule
+//! (input and output concatenate). Each of those built-ins is only what differs: its
+//! declaration, its output element and the generated function it calls ([`ElementWise`]).
+
+use super::{same_len, Builtin, ScopeCall};
+use crate::data::{HeteSlice, HeteSliceMut};
+use crate::hal::{Device, Result, Target};
+use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
+use crate::kernel::{ApiDecl, KernelArg};
+use crate::machine::Runtime;
+use bytemuck::Pod;
+use num_complex::Complex32 as C32;
+use std::marker::PhantomData;
+
+/// One element-wise built-in of a complex input.
+pub(crate) trait ElementWise: Sized + 'static {
+    /// The element it writes.
+    type Out: Pod;
+    /// Its declaration in `apis`.
+    const DECL: &'static ApiDecl;
+    /// Runs it: the generated function of its declaration.
+    fn call(
+        rt: &Runtime,
+        target: Target,
+        input: &HeteSlice<'_, C32>,
+        out: &mut HeteSliceMut<'_, Self::Out>,
+    ) -> Result<()>;
+
+    /// Input and output concatenate: calls over following rows run as one.
+    const RULE: MergeRule = MergeRule {
+        api: Self::DECL,
+        runs_as: Self::DECL,
+        joins: &[Joins::Concat, Joins::Concat],
+        run: merged::<Self>,
+    };
+    /// Its merge rules, as a scope and `merge_rules` name them.
+    const RULES: &'static [&'static MergeRule] = &[&Self::RULE];
+}
+
+/// The merge rule's run: one call of `K` over the merged views.
+fn merged<K: ElementWise>(
+    rt: &Runtime,
+    device: Device,
+    _: Params,
+    args: &mut MergedArgs<'_>,
+) -> Result<()> {
+    let input = args.input::<C32>(0)?;
+    K::call(rt, device.into(), &input, &mut args.output::<K::Out>(1)?)
+}
+
+/// A call of the element-wise built-in `K`.
+pub(crate) struct Call<'a, K: ElementWise> {
+    input: HeteSlice<'a, C32>,
+    out: HeteSliceMut<'a, K::Out>,
+    kind: PhantomData<K>,
+}
+
+impl<'a, K: ElementWise> Call<'a, K> {
+    /// `out = K(input)`.
+    pub(crate) fn new(input: HeteSlice<'a, C32>, out: HeteSliceMut<'a, K::Out>) -> Self {
+        Call {
+            input,
+            out,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: ElementWise> Builtin for Call<'_, K> {
+    const DECL: &'static ApiDecl = K::DECL;
+
+    fn check(&self, target: Target) -> Result<()> {
+        let lens = [self.input.len(), self.out.len()];
+        same_len(K::DECL.name(), target, ["input", "out"], lens)
+    }
+
+    fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
+        K::call(rt, target, &self.input, &mut self.out)
+    }
+}
+
+impl<'a, K: ElementWise> ScopeCall<'a, 2> for Call<'a, K> {
+    const RULES: &'static [&'static MergeRule] = K::RULES;
+
+    fn args(self) -> [KernelArg<'a>; 2] {
+        [
+            KernelArg::reads("input", self.input),
+            KernelArg::writes("out", self.out),
+        ]
+    }
+}
