@@ -315,7 +315,7 @@ fn f64_magnitude(x: C32) -> f32 {
 ///
 /// libm's `hypotf` is a call per element (about 3.5 ns); the square root of an f32 square sum
 /// vectorises (under 0.5 ns) and is within an ulp or two wherever
-/// [`f32_magnitude_is_exact`]. So a task computes that for all its elements, and only if
+/// `f32_magnitude_is_exact`. So a task computes that for all its elements, and only if
 /// some element fell outside (overflow, near-underflow or zero, a NaN or infinity) does a
 /// second pass redo those elements in f64.
 pub fn magnitude(input: &[C32], out: &mut [f32]) {

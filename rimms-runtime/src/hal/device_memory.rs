@@ -12,7 +12,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// A device's memory that only its backend can read and write. Device implementations reach
-/// it through [`crate::KernelCtx::device_memory`] (a sim that plays a GPU stages through it);
+/// it through its kernel context (`KernelCtx`) (a sim that plays a GPU stages through it);
 /// the runtime copies and fills through it.
 pub trait DeviceMemory: Send + Sync {
     /// Device address of the first byte: nonzero, aligned to any pool granule the runtime

@@ -17,7 +17,7 @@ use std::any::type_name;
 /// It carries its bytes and its position in the call, not its name: the name costs two words
 /// per argument on every call, and only an error needs it. A failed cast names the argument by
 /// position, and dispatch, which holds the names, puts the real one in (see
-/// [`super::arg_names`]).
+/// `super::arg_names`).
 pub struct HostArg<'k>(ArgBytes<'k>);
 
 /// The position sits beside the tag, in what would otherwise be padding, so an argument is no

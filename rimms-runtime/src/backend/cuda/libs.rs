@@ -14,7 +14,7 @@
 //!    (a virtual environment's and the system's) and in the user's site-packages.
 //!
 //! and then makes the choice stick:
-//! - NVRTC is called through our own small binding ([`super::nvrtc`]) on the file chosen,
+//! - NVRTC is called through our own small binding (`super::nvrtc`) on the file chosen,
 //!   of whichever version: the newest not newer than the driver, since the driver cannot load
 //!   PTX of a newer CUDA;
 //! - nvJitLink and cuFFT are opened by full path and kept open, so cudarc's and cuFFT's own
