@@ -8,7 +8,7 @@
 //! fixed-size array.
 
 use crate::coherence::Access;
-use crate::data::{Held, RawBuffer};
+use crate::data::{Held, RawBuffer, Writer, WrittenBy};
 use crate::hal::SpaceId;
 use crate::hal::{During, Error, Result};
 use crate::kernel::arg_names::name_argument;
@@ -129,7 +129,7 @@ fn tracked<const N: usize>(
             }
             None => {
                 missing |= 1 << i;
-                spaces[i] = a.raw.target(space, entry.reaches());
+                spaces[i] = a.raw.target_for(space, entry.reaches(), a.access);
             }
         }
     }
@@ -158,9 +158,15 @@ fn tracked<const N: usize>(
     if missing != 0 || outcome.is_err() {
         for (i, arg) in args.iter().enumerate() {
             match (&outcome, arg.access.writes()) {
-                (Ok(()), true) if missing & (1 << i) != 0 => {
-                    arg.raw.mark_written(arg.start, arg.len, spaces[i])
-                }
+                (Ok(()), true) if missing & (1 << i) != 0 => arg.raw.mark_written(
+                    arg.start,
+                    arg.len,
+                    spaces[i],
+                    WrittenBy::Done(Writer::Call {
+                        api: api.name(),
+                        device: entry.device(),
+                    }),
+                ),
                 (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
                 _ => {}
             }
@@ -491,7 +497,11 @@ fn baseline<const N: usize>(
                         &reason,
                     )?
                     .wait();
-                arg.raw.mark_written(arg.start, arg.len, SpaceId::HOST);
+                let by = WrittenBy::Done(Writer::Call {
+                    api: api.name(),
+                    device: entry.device(),
+                });
+                arg.raw.mark_written(arg.start, arg.len, SpaceId::HOST, by);
             }
         }
         Ok(())
