@@ -104,7 +104,6 @@ impl<I: WithTable> Locked<'_, I> {
 impl<I: WithTable> Drop for Locked<'_, I> {
     fn drop(&mut self) {
         // Still under the lock: the guard field is released after this body.
-        self.summary
-            .store(self.guard.summary(), Ordering::Release);
+        self.summary.store(self.guard.summary(), Ordering::Release);
     }
 }

@@ -1,10 +1,10 @@
 //! The untyped buffer behind every `HeteData`: its per-space blocks, its fragment table and the
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
+use super::checksum::{Checksums, WrittenBy};
 use super::evict::{self, Pressure};
 use super::lease::{Held, Lease, Leases};
 use super::window::Window;
-use super::checksum::{Checksums, WrittenBy};
 use super::BufferMemorySystem;
 use crate::coherence::{
     self, Access, AcquirePlan, EvictPlan, FragmentSpan, FragmentState, FragmentTable, Published,

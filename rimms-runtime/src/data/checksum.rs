@@ -202,7 +202,12 @@ impl RawBuffer {
                 Sum::Known(h) => h,
             };
             let moved = plan.moves.iter().find(|m| m.frags.contains(&frag));
-            if moved.is_none() && !inner.table.get(frag).is_some_and(|s| s.valid.contains(plan.dst)) {
+            if moved.is_none()
+                && !inner
+                    .table
+                    .get(frag)
+                    .is_some_and(|s| s.valid.contains(plan.dst))
+            {
                 continue;
             }
             if self.frag_hash(inner, frag, plan.dst) == Some(expected) {

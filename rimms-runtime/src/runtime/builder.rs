@@ -469,10 +469,14 @@ pub(crate) const CHECK_ENV: &str = "RIMMS_CHECK";
 /// Whether `RIMMS_CHECK` asks for checksums; a word it does not know fails the build, so a
 /// misspelt check is not silently off.
 fn checksums_from_env() -> Result<bool> {
-    let Some(value) = std::env::var_os(CHECK_ENV) else {
-        return Ok(false);
-    };
-    let value = value.to_string_lossy();
+    match std::env::var_os(CHECK_ENV) {
+        Some(value) => parse_checks(&value.to_string_lossy()),
+        None => Ok(false),
+    }
+}
+
+/// Whether the checks `value` lists (`RIMMS_CHECK`'s syntax) include checksums.
+fn parse_checks(value: &str) -> Result<bool> {
     let mut on = false;
     for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
         match word {
@@ -486,6 +490,24 @@ fn checksums_from_env() -> Result<bool> {
         }
     }
     Ok(on)
+}
+
+#[cfg(test)]
+mod check_env_tests {
+    use super::parse_checks;
+
+    #[test]
+    fn rimms_check_turns_checksums_on_and_names_an_unknown_check() {
+        assert!(parse_checks("checksums").unwrap());
+        assert!(parse_checks(" none , checksums ").unwrap());
+        assert!(!parse_checks("").unwrap());
+        assert!(!parse_checks("none").unwrap());
+        let err = parse_checks("checksum").unwrap_err().to_string();
+        assert!(
+            err.contains("RIMMS_CHECK") && err.contains("`checksum`"),
+            "{err}"
+        );
+    }
 }
 
 /// The GPUs `request` names, as backends.
