@@ -320,3 +320,54 @@ impl RawBuffer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::data::HeteData;
+    use crate::hal::{Error, SpaceId};
+    use crate::Runtime;
+
+    /// A host view's write is hashed at the next step that reads it (here `validate`); a byte
+    /// changed after that is a ghost write with checksums on, and read as it is with them off.
+    /// Under Miri in CI (`data::`).
+    #[test]
+    fn a_byte_changed_after_a_host_write_is_a_ghost_write_only_with_checksums_on() {
+        for on in [true, false] {
+            let rt = Runtime::builder()
+                .host_pool(1 << 20)
+                .checksums(on)
+                .build()
+                .expect("runtime");
+            let mut x = HeteData::<u32>::alloc(&rt, 2048).expect("x");
+            x.host_mut().expect("host").fill(5);
+            x.validate().expect("the view's write, hashed now");
+            // SAFETY: the host block holds the whole 8 KiB buffer, and no view of it is alive.
+            unsafe { *x.raw.ptr_in(SpaceId::HOST, 4096 + 3) ^= 0xff };
+            let second = x.slice(1024..).expect("fragment 1");
+            match second.host() {
+                Err(Error::GhostWrite {
+                    fragments,
+                    start,
+                    end,
+                    space,
+                    writer,
+                    ..
+                }) => {
+                    assert!(on, "a ghost write reported with checksums off");
+                    assert_eq!((fragments, start, end), (1..2, 4096, 8192));
+                    assert_eq!((space.as_str(), writer.as_str()), ("host", "host"));
+                }
+                Ok(read) => {
+                    assert!(!on, "the ghost write went unseen with checksums on");
+                    assert_ne!(read[0], 5, "the changed bytes, used silently");
+                }
+                Err(e) => panic!("{e}"),
+            }
+            // The fragment next to it is intact and reads.
+            assert_eq!(x.slice(..1024).expect("fragment 0").host().expect("read")[0], 5);
+            // A reset fragment needs no checksum: it reads as zeros again.
+            x.reset();
+            assert!(x.host().expect("zeros").iter().all(|&v| v == 0));
+        }
+    }
+}
