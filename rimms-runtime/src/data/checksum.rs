@@ -296,7 +296,10 @@ impl RawBuffer {
     /// The space an access by a device whose space is `own` (and which reaches `reach`) uses:
     /// where the access is resident, judged from the table rather than the published summary
     /// (which a checksummed buffer withdraws), else [`RawBuffer::target`]. What the fast path's
-    /// `resident` / `resident_in` decide when checksums are off.
+    /// `resident` / `resident_in` decide when checksums are off. Never inlined: its callers
+    /// (a call's slow path, the data-aware scheduler's estimate) sit beside the fast path,
+    /// which must not grow.
+    #[inline(never)]
     pub(crate) fn target_for(&self, own: SpaceId, reach: SpaceSet, access: Access) -> SpaceId {
         if self.memory().checksums() {
             let summary = self.lock_summary();

@@ -156,25 +156,39 @@ fn tracked<const N: usize>(
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
     if missing != 0 || outcome.is_err() {
-        for (i, arg) in args.iter().enumerate() {
-            match (&outcome, arg.access.writes()) {
-                (Ok(()), true) if missing & (1 << i) != 0 => arg.raw.mark_written(
-                    arg.start,
-                    arg.len,
-                    spaces[i],
-                    WrittenBy::Done(Writer::Call {
-                        api: api.name(),
-                        device: entry.device(),
-                    }),
-                ),
-                (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
-                _ => {}
-            }
-        }
+        record_writes(entry, api, args, &spaces, missing, outcome.is_ok());
     }
     drop(pins);
     shared.calls().record_call(api.index(), hit);
     outcome
+}
+
+/// Records the call's writes: on success those of the arguments in `missing` (written where
+/// they were acquired), on failure every written argument's as failed. Out of [`tracked`], so
+/// the path where everything is in place and the call succeeded stays small.
+#[cold]
+#[inline(never)]
+fn record_writes<const N: usize>(
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    missing: u32,
+    ok: bool,
+) {
+    let by = WrittenBy::Done(Writer::Call {
+        api: api.name(),
+        device: entry.device(),
+    });
+    for (i, arg) in args.iter().enumerate() {
+        match (ok, arg.access.writes()) {
+            (true, true) if missing & (1 << i) != 0 => {
+                arg.raw.mark_written(arg.start, arg.len, spaces[i], by)
+            }
+            (false, true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
+            _ => {}
+        }
+    }
 }
 
 /// The space an argument that names one (`KernelArg::at`) is used in: that space, if the
