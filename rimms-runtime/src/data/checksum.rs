@@ -367,7 +367,10 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
             // The fragment next to it is intact and reads.
-            assert_eq!(x.slice(..1024).expect("fragment 0").host().expect("read")[0], 5);
+            assert_eq!(
+                x.slice(..1024).expect("fragment 0").host().expect("read")[0],
+                5
+            );
             // A reset fragment needs no checksum: it reads as zeros again.
             x.reset();
             assert!(x.host().expect("zeros").iter().all(|&v| v == 0));

@@ -55,13 +55,8 @@ fn choose_auto<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
         |entry| {
             args.iter()
                 .map(|a| {
-                    a.raw.transfer_ns(
-                        a.start,
-                        a.len,
-                        entry.space(),
-                        entry.reaches(),
-                        a.access,
-                    )
+                    a.raw
+                        .transfer_ns(a.start, a.len, entry.space(), entry.reaches(), a.access)
                 })
                 .sum()
         },
