@@ -492,24 +492,6 @@ fn parse_checks(value: &str) -> Result<bool> {
     Ok(on)
 }
 
-#[cfg(test)]
-mod check_env_tests {
-    use super::parse_checks;
-
-    #[test]
-    fn rimms_check_turns_checksums_on_and_names_an_unknown_check() {
-        assert!(parse_checks("checksums").unwrap());
-        assert!(parse_checks(" none , checksums ").unwrap());
-        assert!(!parse_checks("").unwrap());
-        assert!(!parse_checks("none").unwrap());
-        let err = parse_checks("checksum").unwrap_err().to_string();
-        assert!(
-            err.contains("RIMMS_CHECK") && err.contains("`checksum`"),
-            "{err}"
-        );
-    }
-}
-
 /// The GPUs `request` names, as backends.
 #[cfg(feature = "cuda")]
 fn open_gpus(request: &GpuRequest, pool: usize, granule: usize) -> Result<Vec<Box<dyn Backend>>> {
@@ -534,5 +516,23 @@ fn open_gpus(request: &GpuRequest, _pool: usize, _granule: usize) -> Result<Vec<
             why: "this build of rimms has no `cuda` feature".to_string(),
         }),
         _ => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod check_env_tests {
+    use super::parse_checks;
+
+    #[test]
+    fn rimms_check_turns_checksums_on_and_names_an_unknown_check() {
+        assert!(parse_checks("checksums").unwrap());
+        assert!(parse_checks(" none , checksums ").unwrap());
+        assert!(!parse_checks("").unwrap());
+        assert!(!parse_checks("none").unwrap());
+        let err = parse_checks("checksum").unwrap_err().to_string();
+        assert!(
+            err.contains("RIMMS_CHECK") && err.contains("`checksum`"),
+            "{err}"
+        );
     }
 }
