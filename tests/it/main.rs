@@ -23,6 +23,7 @@ mod eviction;
 // Uses the FPGA emulator (the facade's default feature `fpga-emulator`).
 #[cfg(feature = "fpga-emulator")]
 mod fpga;
+mod ghost_writes;
 mod gpu;
 mod macros;
 mod pipelines;

@@ -16,6 +16,12 @@ use std::ops::{Deref, DerefMut};
 /// What a lock guards: a fragment table and whatever belongs with it.
 pub(crate) trait WithTable {
     fn table(&self) -> &FragmentTable;
+
+    /// The summary to publish: the table's, unless what the table belongs with says the
+    /// fast path must not be taken (a checksummed buffer, `data::checksum`).
+    fn summary(&self) -> u64 {
+        self.table().summary()
+    }
 }
 
 pub(crate) struct Published<I> {
@@ -26,7 +32,7 @@ pub(crate) struct Published<I> {
 impl<I: WithTable> Published<I> {
     pub(crate) fn new(inner: I) -> Published<I> {
         Published {
-            summary: AtomicU64::new(inner.table().summary()),
+            summary: AtomicU64::new(inner.summary()),
             inner: Mutex::new(inner),
         }
     }
@@ -98,7 +104,6 @@ impl<I: WithTable> Locked<'_, I> {
 impl<I: WithTable> Drop for Locked<'_, I> {
     fn drop(&mut self) {
         // Still under the lock: the guard field is released after this body.
-        self.summary
-            .store(self.guard.table().summary(), Ordering::Release);
+        self.summary.store(self.guard.summary(), Ordering::Release);
     }
 }

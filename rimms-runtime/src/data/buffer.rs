@@ -1,6 +1,7 @@
 //! The untyped buffer behind every `HeteData`: its per-space blocks, its fragment table and the
 //! lock-free summary, and the acquire / mark steps that carry out the coherence plans.
 
+use super::checksum::{Checksums, WrittenBy};
 use super::evict::{self, Pressure};
 use super::lease::{Held, Lease, Leases};
 use super::window::Window;
@@ -14,7 +15,6 @@ use crate::hal::{During, Error, Result};
 use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
 use crate::space::Pending;
 use crate::stats::{trace_eviction, Reason};
-use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Weak;
@@ -60,15 +60,26 @@ pub(crate) struct RawBuffer {
     state: Published<Inner>,
 }
 
-struct Inner {
-    table: FragmentTable,
+pub(super) struct Inner {
+    pub(super) table: FragmentTable,
     /// Per space, the block there: the whole buffer, or a window of it (`data::window`).
-    blocks: [Option<Window>; MAX_SPACES],
+    pub(super) blocks: [Option<Window>; MAX_SPACES],
+    /// Per fragment, the checksum of its bytes as last written, where checksums are on
+    /// (`data::checksum`).
+    pub(super) sums: Option<Checksums>,
 }
 
 impl WithTable for Inner {
     fn table(&self) -> &FragmentTable {
         &self.table
+    }
+
+    /// A checksummed buffer is never resident to the fast path, which cannot check bytes.
+    fn summary(&self) -> u64 {
+        match self.sums {
+            Some(_) => coherence::WITHDRAWN,
+            None => self.table.summary(),
+        }
     }
 }
 
@@ -80,6 +91,7 @@ impl RawBuffer {
     ) -> Arc<RawBuffer> {
         let count = bytes.div_ceil(1 << frag_shift);
         let id = memory.next_holder_id();
+        let sums = memory.checksums().then(|| Checksums::new(count));
         Arc::new_cyclic(|me| RawBuffer {
             memory,
             id,
@@ -94,6 +106,7 @@ impl RawBuffer {
             state: Published::new(Inner {
                 table: FragmentTable::new(count),
                 blocks: [None; MAX_SPACES],
+                sums,
             }),
         })
     }
@@ -165,7 +178,7 @@ impl RawBuffer {
         self.leases.end_host_views();
     }
 
-    fn lock(&self) -> coherence::Locked<'_, Inner> {
+    pub(super) fn lock(&self) -> coherence::Locked<'_, Inner> {
         self.state.lock()
     }
 
@@ -173,7 +186,7 @@ impl RawBuffer {
         self.bytes
     }
 
-    fn shift(&self) -> u32 {
+    pub(super) fn shift(&self) -> u32 {
         self.frag_shift.load(Ordering::Relaxed)
     }
 
@@ -204,7 +217,7 @@ impl RawBuffer {
     pub(crate) fn host_space(&self, start: usize, len: usize, access: Access) -> Result<SpaceId> {
         let host = self.host_acquire(start, len, access)?;
         if let Some(_lease) = host.owed {
-            self.mark_written(start, len, host.space);
+            self.mark_written(start, len, host.space, WrittenBy::HostView);
         }
         Ok(host.space)
     }
@@ -232,7 +245,7 @@ impl RawBuffer {
             self.touch(space);
             return Ok(HostAccess::in_place(space));
         }
-        let target = self.target(SpaceId::HOST, self.memory.host_mapped());
+        let target = self.target_for(SpaceId::HOST, self.memory.host_mapped(), access);
         self.acquire(start, len, target, access, &Reason::Host, Held::ONE)?;
         Ok(HostAccess {
             space: target,
@@ -275,10 +288,13 @@ impl RawBuffer {
         self.stamps[space.index()].store(now, Ordering::Relaxed);
         let shift = self.shift();
         let span = FragmentSpan::of(start..start + len, shift, self.bytes);
-        let need = self.frag_bytes(span.frags, shift);
+        let need = self.frag_bytes(span.frags.clone(), shift);
         let window = self.ensure_window(&mut inner, space, need, held)?;
         let plan = self.plan(&inner.table, start, len, space, access);
         if plan.is_empty() {
+            if inner.sums.is_some() {
+                self.check_read(&mut inner, &span, &plan, access)?;
+            }
             return Ok(false);
         }
         let mut pending = Pending::NONE;
@@ -295,6 +311,9 @@ impl RawBuffer {
         for run in &plan.fills {
             let bytes = self.frag_bytes(run.clone(), shift);
             self.memory.fill_zero(space, window.base(), bytes)?;
+        }
+        if inner.sums.is_some() {
+            self.check_read(&mut inner, &span, &plan, access)?;
         }
         inner.table.commit_acquire(&plan);
         drop(inner);
@@ -316,7 +335,7 @@ impl RawBuffer {
         if self.resident(own, access) || self.resident_in(reach, access).is_some() {
             return 0;
         }
-        let space = self.target(own, reach);
+        let space = self.target_for(own, reach, access);
         let shift = self.shift();
         let plan = self.plan(&self.lock().table, start, len, space, access);
         plan.moves
@@ -346,7 +365,7 @@ impl RawBuffer {
     }
 
     /// Byte range of a run of fragments, clipped to the buffer.
-    fn frag_bytes(&self, frags: Range<usize>, shift: u32) -> Range<usize> {
+    pub(super) fn frag_bytes(&self, frags: Range<usize>, shift: u32) -> Range<usize> {
         (frags.start << shift)..(frags.end << shift).min(self.bytes)
     }
 
@@ -708,27 +727,38 @@ impl RawBuffer {
         self.home.store(space.0, Ordering::Relaxed);
     }
 
-    /// Records a completed write by `space` over the bytes `start..start+len`.
-    pub(crate) fn mark_written(&self, start: usize, len: usize, space: SpaceId) {
+    /// Records a completed write by `space` over the bytes `start..start+len` (and its
+    /// checksums, `by` whom, where they are on).
+    pub(crate) fn mark_written(&self, start: usize, len: usize, space: SpaceId, by: WrittenBy) {
         // The first writer places a buffer that has no hint.
         let _ = self
             .home
             .compare_exchange(NO_HOME, space.0, Ordering::Relaxed, Ordering::Relaxed);
         let mut inner = self.lock();
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
-        inner.table.mark_written(span.frags, space);
+        inner.table.mark_written(span.frags.clone(), space);
+        if inner.sums.is_some() {
+            self.record_sums(&mut inner, span.frags, space, by);
+        }
     }
 
     /// Records a write by `space` that failed part-way.
     pub(crate) fn mark_failed(&self, start: usize, len: usize, space: SpaceId) {
         let mut inner = self.lock();
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
-        inner.table.mark_failed(span.frags, space);
+        inner.table.mark_failed(span.frags.clone(), space);
+        if let Some(sums) = inner.sums.as_mut() {
+            sums.forget(span.frags);
+        }
     }
 
     pub(crate) fn reset(&self) {
         let mut inner = self.lock();
         inner.table.reset();
+        let count = inner.table.len();
+        if let Some(sums) = inner.sums.as_mut() {
+            *sums = Checksums::new(count);
+        }
     }
 
     /// Resets the fragments of bytes `start..start+len`, which must cover them whole (a
@@ -736,7 +766,10 @@ impl RawBuffer {
     pub(crate) fn reset_range(&self, start: usize, len: usize) {
         let mut inner = self.lock();
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
-        inner.table.reset_frags(span.frags);
+        inner.table.reset_frags(span.frags.clone());
+        if let Some(sums) = inner.sums.as_mut() {
+            sums.forget(span.frags);
+        }
     }
 
     pub(crate) fn fragment_state(&self, frag: usize) -> Option<FragmentState> {
@@ -769,82 +802,23 @@ impl RawBuffer {
         } else {
             inner.table.split(1 << (old - shift), count)
         };
+        // A hash stands for a fragment of the old size: the new fragments have none until
+        // written again.
+        if inner.sums.is_some() {
+            inner.sums = Some(Checksums::new(count));
+        }
         self.frag_shift.store(shift, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Compares every valid copy of every fragment and names the first that differs.
-    pub(crate) fn validate(&self) -> Result<()> {
-        let inner = self.lock();
-        let shift = self.shift();
-        for frag in 0..inner.table.len() {
-            let Some(state) = inner.table.get(frag) else {
-                break;
-            };
-            let range = self.frag_bytes(frag..frag + 1, shift);
-            let mut reference: Option<(SpaceId, Cow<'_, [u8]>)> = None;
-            for space in state.valid.iter() {
-                let Some(window) = inner.blocks[space.index()] else {
-                    continue;
-                };
-                let bytes = self.read_back(space, window, range.clone())?;
-                let differs_from = if state.zero {
-                    bytes.iter().any(|&b| b != 0).then_some(None)
-                } else if let Some((first, expected)) = &reference {
-                    (bytes != *expected).then(|| Some(self.memory.named(*first)))
-                } else {
-                    reference = Some((space, bytes));
-                    None
-                };
-                if let Some(first) = differs_from {
-                    return Err(Error::Diverged {
-                        fragment: frag,
-                        start: range.start,
-                        end: range.end,
-                        first,
-                        second: self.memory.named(space),
-                    });
-                }
-            }
-        }
-        Ok(())
+    /// Byte range of fragment `frag`, clipped to the buffer.
+    pub(super) fn frag_range(&self, frag: usize) -> Range<usize> {
+        self.frag_bytes(frag..frag + 1, self.shift())
     }
-}
 
-impl RawBuffer {
-    /// The bytes `range` of this buffer's block in `space`: borrowed in place where the CPU
-    /// addresses the space, read back through the backend where it does not.
-    fn read_back(
-        &self,
-        space: SpaceId,
-        window: Window,
-        range: Range<usize>,
-    ) -> Result<Cow<'_, [u8]>> {
-        // The range is a fragment valid in `space`, so it lies inside the window there.
-        let at = range.start - window.origin;
-        match self.memory.device_memory(space) {
-            // SAFETY: the range lies inside the window, which the block holds. Writers need
-            // the buffer mutably, so none runs while `validate(&self)` reads.
-            None => Ok(Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(window.block.ptr().add(at), range.len())
-            })),
-            Some(device) => {
-                let mut bytes = vec![0u8; range.len()];
-                device
-                    .copy_out(window.block.ptr().addr() + at, &mut bytes)
-                    .map_err(|source| {
-                        Error::from_backend(
-                            During::Transfer {
-                                from: self.memory.named(space),
-                                to: self.memory.named(SpaceId::HOST),
-                                bytes: range.len(),
-                            },
-                            source,
-                        )
-                    })?;
-                Ok(Cow::Owned(bytes))
-            }
-        }
+    /// The table's own summary, under the lock (the published one may be withdrawn).
+    pub(super) fn lock_summary(&self) -> u64 {
+        self.lock().table.summary()
     }
 }
 

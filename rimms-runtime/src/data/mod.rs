@@ -7,13 +7,16 @@
 //! so that no fragment is shared — can go to different devices at once.
 
 mod buffer;
+mod checksum;
 mod evict;
 mod lease;
 #[cfg(all(test, loom))]
 mod lease_loom;
+mod validate;
 mod window;
 
 pub(crate) use buffer::RawBuffer;
+pub(crate) use checksum::{Writer, WrittenBy};
 pub(crate) use lease::{Held, Lease};
 
 /// The memory system buffers live in: its spaces' holders are buffers.
@@ -184,6 +187,11 @@ impl<T: Pod> HeteData<T> {
         &self.raw
     }
 
+    /// Records the checksums of host views' writes now (`data::checksum`): none is alive.
+    pub(crate) fn settle_host_writes(&mut self) {
+        self.raw.settle_host_writes();
+    }
+
     /// The whole buffer as a mutable view, through [`Self::raw_mut`].
     fn whole_mut(&mut self) -> HeteSliceMut<'_, T> {
         let len = self.len;
@@ -241,7 +249,7 @@ impl<T: Pod> HeteData<T> {
     /// need no work at all: the lock-free check every kernel call starts with.
     #[inline]
     pub fn is_resident(&self, space: SpaceId, access: Access) -> bool {
-        self.raw.resident(space, access)
+        self.raw.resident_exact(space, access)
     }
 
     /// Reads on the host: brings every fragment's newest bytes to host memory first.
@@ -761,7 +769,8 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
             // keeps from every other reader and writer. Zero bytes are a valid `T` (Pod).
             unsafe { self.raw.ptr_in(space, s).write_bytes(0, n) };
             if let Some(_lease) = host.owed {
-                self.raw.mark_written(s, n, space);
+                self.raw
+                    .mark_written(s, n, space, WrittenBy::Done(Writer::Host));
             }
         }
         if whole_end > whole_start {
@@ -789,7 +798,12 @@ pub(crate) struct HostWrite<'a> {
 impl HostWrite<'_> {
     /// The write completed: `space` alone holds the newest bytes.
     pub(crate) fn finish(mut self) {
-        self.raw.mark_written(self.start, self.len, self.space);
+        self.raw.mark_written(
+            self.start,
+            self.len,
+            self.space,
+            WrittenBy::Done(Writer::Host),
+        );
         self.recorded = true;
     }
 }

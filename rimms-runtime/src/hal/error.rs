@@ -276,6 +276,28 @@ pub enum Error {
         second: SpaceName,
     },
 
+    /// A fragment's bytes in a space no longer match the checksum recorded when it was last
+    /// written (with checksums on: `RuntimeBuilder::checksums`, `RIMMS_CHECK=checksums`):
+    /// something wrote them behind the runtime's back, a ghost write (a device writing past
+    /// its output, legacy code or another process writing a shared mapping). Found when the
+    /// fragments are next read, in any space, or at `validate()`; the bytes are never used.
+    #[error("ghost write: buffer #{buffer}, fragments {}..{} (bytes {start}..{end}) in {space} changed behind the runtime's back since {writer} last wrote them", .fragments.start, .fragments.end)]
+    GhostWrite {
+        /// The buffer's id (its creation order in its runtime).
+        buffer: u64,
+        /// The run of neighbouring fragments that do not match.
+        fragments: std::ops::Range<usize>,
+        /// First byte of the run.
+        start: usize,
+        /// End of the run.
+        end: usize,
+        /// The space whose bytes do not match.
+        space: SpaceName,
+        /// The last writer the runtime knows of: `"host"`, or an API and its device
+        /// (`"zip on sim(0)"`).
+        writer: String,
+    },
+
     /// No implementation of the API for the kind of device asked for.
     #[error("{api} has no implementation for {device} (implemented for: {available})")]
     NoImplementation {

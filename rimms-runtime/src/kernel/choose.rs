@@ -13,7 +13,10 @@ use crate::sched::{NoCandidate, Ticket};
 /// The device a call of `api` runs on, as its entry in the device table (looked up once, here):
 /// the one `target` names, or the scheduler's choice for `Target::Auto` among devices `fits`
 /// accepts (`args` is only built then). The ticket, if any, must live until the call has
-/// finished.
+/// finished. A named device is a table look-up, inlined into the call's fast path; the
+/// scheduler's choice is out of line, so what it inlines (the copy estimates) cannot push
+/// this out of its callers (callgrind, `benches/fastpath.rs`).
+#[inline(always)]
 pub(crate) fn choose_device<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
     shared: &'s Shared,
     target: Target,
@@ -21,39 +24,43 @@ pub(crate) fn choose_device<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
     args: impl FnOnce() -> A,
     fits: impl Fn(&DeviceEntry) -> bool,
 ) -> Result<(&'s DeviceEntry, Option<Ticket<'s>>)> {
-    let chosen = match target {
-        Target::On(device) => return Ok((shared.device(device)?, None)),
-        Target::Auto => {
-            let args = args();
-            let args = args.as_ref();
-            let index = api.index();
-            shared.scheduler().choose(
-                shared.device_entries(),
-                DeviceEntry::device,
-                api.name(),
-                args.iter().map(|a| a.len).sum(),
-                |entry| {
-                    registry()
-                        .implementation(index, entry.device().kind(), entry.form())
-                        .is_some()
-                        && fits(entry)
-                },
-                |entry| {
-                    args.iter()
-                        .map(|a| {
-                            a.raw.transfer_ns(
-                                a.start,
-                                a.len,
-                                entry.space(),
-                                entry.reaches(),
-                                a.access,
-                            )
-                        })
-                        .sum()
-                },
-            )
-        }
-    };
+    match target {
+        Target::On(device) => Ok((shared.device(device)?, None)),
+        Target::Auto => choose_auto(shared, api, args, fits),
+    }
+}
+
+/// The scheduler's choice for `Target::Auto` ([`choose_device`]).
+#[inline(never)]
+fn choose_auto<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
+    shared: &'s Shared,
+    api: Api,
+    args: impl FnOnce() -> A,
+    fits: impl Fn(&DeviceEntry) -> bool,
+) -> Result<(&'s DeviceEntry, Option<Ticket<'s>>)> {
+    let args = args();
+    let args = args.as_ref();
+    let index = api.index();
+    let chosen = shared.scheduler().choose(
+        shared.device_entries(),
+        DeviceEntry::device,
+        api.name(),
+        args.iter().map(|a| a.len).sum(),
+        |entry| {
+            registry()
+                .implementation(index, entry.device().kind(), entry.form())
+                .is_some()
+                && fits(entry)
+        },
+        |entry| {
+            args.iter()
+                .map(|a| {
+                    a.raw
+                        .transfer_ns(a.start, a.len, entry.space(), entry.reaches(), a.access)
+                })
+                .sum()
+        },
+    );
     match chosen {
         Ok((position, ticket)) => Ok((&shared.device_entries()[position], Some(ticket))),
         Err(NoCandidate) => Err(Error::NoImplementation {

@@ -8,7 +8,7 @@
 //! fixed-size array.
 
 use crate::coherence::Access;
-use crate::data::{Held, RawBuffer};
+use crate::data::{Held, RawBuffer, Writer, WrittenBy};
 use crate::hal::SpaceId;
 use crate::hal::{During, Error, Result};
 use crate::kernel::arg_names::name_argument;
@@ -129,7 +129,7 @@ fn tracked<const N: usize>(
             }
             None => {
                 missing |= 1 << i;
-                spaces[i] = a.raw.target(space, entry.reaches());
+                spaces[i] = a.raw.target_for(space, entry.reaches(), a.access);
             }
         }
     }
@@ -156,19 +156,39 @@ fn tracked<const N: usize>(
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
     if missing != 0 || outcome.is_err() {
-        for (i, arg) in args.iter().enumerate() {
-            match (&outcome, arg.access.writes()) {
-                (Ok(()), true) if missing & (1 << i) != 0 => {
-                    arg.raw.mark_written(arg.start, arg.len, spaces[i])
-                }
-                (Err(_), true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
-                _ => {}
-            }
-        }
+        record_writes(entry, api, args, &spaces, missing, outcome.is_ok());
     }
     drop(pins);
     shared.calls().record_call(api.index(), hit);
     outcome
+}
+
+/// Records the call's writes: on success those of the arguments in `missing` (written where
+/// they were acquired), on failure every written argument's as failed. Out of [`tracked`], so
+/// the path where everything is in place and the call succeeded stays small.
+#[cold]
+#[inline(never)]
+fn record_writes<const N: usize>(
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    missing: u32,
+    ok: bool,
+) {
+    let by = WrittenBy::Done(Writer::Call {
+        api: api.name(),
+        device: entry.device(),
+    });
+    for (i, arg) in args.iter().enumerate() {
+        match (ok, arg.access.writes()) {
+            (true, true) if missing & (1 << i) != 0 => {
+                arg.raw.mark_written(arg.start, arg.len, spaces[i], by)
+            }
+            (false, true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
+            _ => {}
+        }
+    }
 }
 
 /// The space an argument that names one (`KernelArg::at`) is used in: that space, if the
@@ -491,7 +511,11 @@ fn baseline<const N: usize>(
                         &reason,
                     )?
                     .wait();
-                arg.raw.mark_written(arg.start, arg.len, SpaceId::HOST);
+                let by = WrittenBy::Done(Writer::Call {
+                    api: api.name(),
+                    device: entry.device(),
+                });
+                arg.raw.mark_written(arg.start, arg.len, SpaceId::HOST, by);
             }
         }
         Ok(())

@@ -25,6 +25,8 @@ impl<T: Pod> HeteData<T> {
     pub fn from_slice(rt: &Runtime, values: &[T]) -> Result<HeteData<T>> {
         let mut data = HeteData::alloc(rt, values.len())?;
         data.host_write()?.copy_from_slice(values);
+        // The view has ended: its checksums (if on) are recorded now, not at the first read.
+        data.settle_host_writes();
         Ok(data)
     }
 }

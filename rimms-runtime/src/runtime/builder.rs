@@ -38,6 +38,8 @@ pub struct RuntimeBuilder {
     /// Pool sizes set by space name (`pool`), applied when the spaces are made.
     pool_limits: Vec<(String, usize)>,
     merge_calls: bool,
+    /// `None`: as `RIMMS_CHECK` says.
+    checksums: Option<bool>,
 }
 
 /// Which GPUs a builder adds.
@@ -69,6 +71,7 @@ impl Default for RuntimeBuilder {
             calibrate_links: false,
             pool_limits: Vec::new(),
             merge_calls: true,
+            checksums: None,
         }
     }
 }
@@ -104,6 +107,17 @@ impl RuntimeBuilder {
     /// Tracked (the default) or CEDR-like baseline.
     pub fn mode(mut self, mode: ExecMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Record a checksum (xxh3) of every fragment a call or host view writes and check it
+    /// when the fragment is next read, in any space, and at `validate()`: a write behind the
+    /// runtime's back (a device past its output, another process on a shared mapping) is then
+    /// `Error::GhostWrite` instead of bytes used silently. Costs a hash of every byte written
+    /// and read and takes every call off the lock-free fast path (`docs/design.md`, "Fragment
+    /// checksums"). Default: on if `RIMMS_CHECK` lists `checksums`, else off.
+    pub fn checksums(mut self, on: bool) -> Self {
+        self.checksums = Some(on);
         self
     }
 
@@ -432,6 +446,10 @@ impl RuntimeBuilder {
                 })
             })
             .transpose()?;
+        let checksums = match self.checksums {
+            Some(on) => on,
+            None => checksums_from_env()?,
+        };
         let tracked = self.mode == ExecMode::Tracked;
         // Baseline mode keeps data on the host and stages through temporary blocks: there is
         // nothing of a buffer's to evict, and no placement to choose.
@@ -439,8 +457,39 @@ impl RuntimeBuilder {
             .serving(devices.iter().map(|d| (d.device(), d.space())))
             .evicting(tracked)
             .zero_copy(self.zero_copy && tracked)
-            .traced(trace, timeline))
+            .traced(trace, timeline)
+            .checksummed(checksums))
     }
+}
+
+/// The variable that turns run-time checks on: a comma-separated list, of which `checksums`
+/// is the one there is (`RuntimeBuilder::checksums`).
+pub(crate) const CHECK_ENV: &str = "RIMMS_CHECK";
+
+/// Whether `RIMMS_CHECK` asks for checksums; a word it does not know fails the build, so a
+/// misspelt check is not silently off.
+fn checksums_from_env() -> Result<bool> {
+    match std::env::var_os(CHECK_ENV) {
+        Some(value) => parse_checks(&value.to_string_lossy()),
+        None => Ok(false),
+    }
+}
+
+/// Whether the checks `value` lists (`RIMMS_CHECK`'s syntax) include checksums.
+fn parse_checks(value: &str) -> Result<bool> {
+    let mut on = false;
+    for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        match word {
+            "checksums" => on = true,
+            "none" | "off" => {}
+            other => {
+                return Err(Error::Config(format!(
+                    "{CHECK_ENV}={value}: unknown check `{other}` (known: checksums, none)"
+                )))
+            }
+        }
+    }
+    Ok(on)
 }
 
 /// The GPUs `request` names, as backends.
@@ -467,5 +516,23 @@ fn open_gpus(request: &GpuRequest, _pool: usize, _granule: usize) -> Result<Vec<
             why: "this build of rimms has no `cuda` feature".to_string(),
         }),
         _ => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod check_env_tests {
+    use super::parse_checks;
+
+    #[test]
+    fn rimms_check_turns_checksums_on_and_names_an_unknown_check() {
+        assert!(parse_checks("checksums").unwrap());
+        assert!(parse_checks(" none , checksums ").unwrap());
+        assert!(!parse_checks("").unwrap());
+        assert!(!parse_checks("none").unwrap());
+        let err = parse_checks("checksum").unwrap_err().to_string();
+        assert!(
+            err.contains("RIMMS_CHECK") && err.contains("`checksum`"),
+            "{err}"
+        );
     }
 }

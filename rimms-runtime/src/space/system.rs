@@ -190,6 +190,9 @@ pub(crate) struct MemorySystem<H> {
     trace: bool,
     /// Kernels and transfers for `RIMMS_TRACE_FILE`, written to the file as they happen.
     timeline: Option<Timeline>,
+    /// Whether buffers record a checksum per written fragment and check it on the next read
+    /// (`RuntimeBuilder::checksums`, `RIMMS_CHECK=checksums`; `data::checksum`).
+    checksums: bool,
 }
 
 impl<H> MemorySystem<H> {
@@ -217,6 +220,7 @@ impl<H> MemorySystem<H> {
             counters: Counters::default(),
             trace: false,
             timeline: None,
+            checksums: false,
         }
     }
 
@@ -370,6 +374,18 @@ impl<H> MemorySystem<H> {
         })?;
         entry.fail_copies.store(on, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Buffers made from now on record and check fragment checksums (`data::checksum`).
+    #[must_use]
+    pub(crate) fn checksummed(mut self, on: bool) -> Self {
+        self.checksums = on;
+        self
+    }
+
+    /// Whether buffers record and check fragment checksums.
+    pub(crate) fn checksums(&self) -> bool {
+        self.checksums
     }
 
     /// Whether transfer (and eviction) events go to `tracing`.
