@@ -15,6 +15,15 @@
 //! may write; the emulator reads slot after slot, waiting for each sequence number, so it sees
 //! every write exactly once, in claim order. A writer that finds the log full waits (bounded)
 //! for the emulator to catch up.
+//!
+//! A write also waits (bounded) until the emulator has *handled* it (header word `handled`), as
+//! an AXI-Lite write completes only with the slave's response: a read that follows a write
+//! sees the register as the block left it after that write (DMACR's reset bit set, a masked
+//! LENGTH), never a value the driver stored itself. The emulator is the only writer of an
+//! emulated register page; a driver's store would race with the emulator's updates (an
+//! emulator update could overwrite a store it had not yet seen, and the register then kept
+//! the wrong value for good). While no emulator reads the log (`closed` set when it stops), a
+//! write does not wait.
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -31,8 +40,11 @@ pub const LOG_SLOTS: usize = 4096;
 const HEADER_BYTES: usize = 64;
 /// Bytes of a log file.
 pub const LOG_BYTES: usize = HEADER_BYTES + LOG_SLOTS * 16;
-/// How long a writer waits for room before it reports the emulator as gone.
+/// How long a writer waits for room, or for its write to be handled, before it reports the
+/// emulator as gone.
 const FULL_WAIT: Duration = Duration::from_secs(2);
+/// Polls a writer spins before it yields while waiting for its write to be handled.
+const ACK_SPINS: u32 = 200;
 
 /// One logged write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +128,14 @@ impl BusLog {
         self.word(1)
     }
 
+    fn handled(&self) -> &AtomicU64 {
+        self.word(2)
+    }
+
+    fn closed(&self) -> &AtomicU64 {
+        self.word(3)
+    }
+
     fn slot(&self, index: u64) -> (&AtomicU64, &AtomicU64) {
         let s = (index % LOG_SLOTS as u64) as usize;
         let base = HEADER_BYTES / 8 + 2 * s;
@@ -139,7 +159,49 @@ impl BusLog {
         let (seq, entry) = self.slot(index);
         entry.store(w.encode(), Ordering::Relaxed);
         seq.store(index + 1, Ordering::Release);
+        // The write's response: wait until the emulator has acted on it.
+        let mut spins = 0u32;
+        while self.handled().load(Ordering::Acquire) <= index
+            && self.closed().load(Ordering::Acquire) == 0
+        {
+            if start.elapsed() > FULL_WAIT {
+                return Err(FpgaFault::Timeout {
+                    what: "the emulator to handle a register write".into(),
+                    waited: start.elapsed(),
+                }
+                .on(device));
+            }
+            spins = spins.saturating_add(1);
+            if spins < ACK_SPINS {
+                std::hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
         Ok(())
+    }
+
+    /// Appends one write without waiting for it to be handled (tests of the log itself).
+    #[cfg(test)]
+    fn append_posted(&self, w: BusWrite) {
+        let index = self.reserved().fetch_add(1, Ordering::AcqRel);
+        while index - self.consumed().load(Ordering::Acquire) >= LOG_SLOTS as u64 {
+            thread::yield_now();
+        }
+        let (seq, entry) = self.slot(index);
+        entry.store(w.encode(), Ordering::Relaxed);
+        seq.store(index + 1, Ordering::Release);
+    }
+
+    /// The emulator has acted on every write it has taken with [`next`](Self::next).
+    pub fn mark_handled(&self) {
+        let c = self.consumed().load(Ordering::Acquire);
+        self.handled().store(c, Ordering::Release);
+    }
+
+    /// The emulator stops (or starts) reading: writers do not (or do) wait for handling.
+    pub fn set_closed(&self, closed: bool) {
+        self.closed().store(u64::from(closed), Ordering::Release);
     }
 
     /// The next write in order, if it has been made (the emulator side).
@@ -177,15 +239,11 @@ mod tests {
         );
         let mut seen = Vec::new();
         for i in 0..(3 * LOG_SLOTS as u32) {
-            w.append(
-                "t",
-                BusWrite {
-                    tag: (i % 7) as u16,
-                    offset: (i * 4) & 0xFFC,
-                    value: i,
-                },
-            )
-            .unwrap();
+            w.append_posted(BusWrite {
+                tag: (i % 7) as u16,
+                offset: (i * 4) & 0xFFC,
+                value: i,
+            });
             if i % 3 == 0 {
                 while let Some(x) = r.next() {
                     seen.push(x);

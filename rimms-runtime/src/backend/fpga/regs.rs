@@ -11,9 +11,10 @@
 //! `readl` carry barriers): data the CPU wrote to the u-dma-buf is visible before the register
 //! write that starts a DMA.
 //!
-//! An emulated page (its block names a `bus_log`) also appends every write to the emulator's
-//! [`BusLog`], after storing it, so the emulator sees each write once and in order, as a block
-//! on the AXI bus would; a page file alone would only show the latest value of each register.
+//! An emulated page (its block names a `bus_log`) sends every write through the emulator's
+//! [`BusLog`] instead of storing it, so the emulator sees each write once and in order, as a
+//! block on the AXI bus would, and waits for the emulator to handle it (the write's response);
+//! the page then holds what the emulated block shows there, and only the emulator writes it.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -168,8 +169,6 @@ impl RegisterPage {
     pub fn write32(&self, off: usize, value: u32) -> Result<()> {
         let p = self.check(off)?;
         fence(Ordering::SeqCst);
-        // SAFETY: as in `read32`.
-        unsafe { p.write_volatile(value) };
         if let Some((log, tag)) = &self.bus {
             // `check` bounded `off` by the page length, which the configuration keeps far
             // below 2^32.
@@ -182,6 +181,9 @@ impl RegisterPage {
                     value,
                 },
             )?;
+        } else {
+            // SAFETY: as in `read32`.
+            unsafe { p.write_volatile(value) };
         }
         if let Some((write, _)) = self.model {
             spin_for(write);

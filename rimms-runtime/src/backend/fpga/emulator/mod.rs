@@ -266,7 +266,9 @@ pub enum Rule {
     AddressNotProgrammed,
     /// A transfer address not 8-byte aligned.
     UnalignedAddress,
-    /// MM2S started with S2MM not armed: MM2S before S2MM, or S2MM not re-armed.
+    /// Core output waited in the stream longer than the model's bound (20 ms) with S2MM not
+    /// armed: S2MM not (re-)armed for a transfer. (MM2S before S2MM is fine: the output waits
+    /// in the stream until S2MM is armed, as on the board.)
     OutputWithoutS2mm,
     /// The DMA read memory the CPU had written and not cleaned (a missing `sync_for_device`).
     MissingSyncForDevice,
@@ -377,6 +379,22 @@ impl Control {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(v);
+    }
+
+    /// Strict mode and a violation on accelerator `idx` that the harness has not cleared: its
+    /// DMA keeps an error raised, even across resets.
+    pub(crate) fn poisoned(&self, idx: usize) -> bool {
+        if !self.strict {
+            return false;
+        }
+        let Some(name) = self.names.get(idx) else {
+            return false;
+        };
+        self.violations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|v| v.accel.as_ref() == Some(name))
     }
 
     pub(crate) fn trace(&self, idx: usize, block: Block, offset: u32, value: u32) {
@@ -538,6 +556,20 @@ impl Emulator {
             .clone()
     }
 
+    /// The protocol violations seen so far (after settling), and clears them: in strict mode
+    /// this also lifts the error the violations hold on their accelerators' DMAs, so the next
+    /// reset leaves them clean.
+    pub fn take_violations(&self) -> Vec<Violation> {
+        self.settle();
+        std::mem::take(
+            &mut *self
+                .control
+                .violations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
     /// Every register write the bus delivered since the last [`clear_trace`](Self::clear_trace),
     /// in order (after settling).
     pub fn bus_trace(&self) -> Vec<BusTrace> {
@@ -549,7 +581,8 @@ impl Emulator {
             .clone()
     }
 
-    /// Empties the bus trace and the violation list (after settling).
+    /// Empties the bus trace and the violation list (after settling); like
+    /// [`take_violations`](Self::take_violations) this lifts strict mode's held errors.
     pub fn clear_trace(&self) {
         self.settle();
         self.control

@@ -1,0 +1,1 @@
+//! Unit tests of the model driven by exact register sequences.
