@@ -571,3 +571,43 @@ fn correct_calls_of_every_kind_break_no_rule() {
     }
     assert_eq!(rules(&emu), []);
 }
+
+/// Issue 31, item 3: reset, then RS without waiting for the reset to end (a driver bug, which
+/// is recorded) leaves nothing stuck: DMACR's reset bit clears, and the driver's next correct
+/// reset recovers, in strict and lenient mode alike (strict once the harness has taken the
+/// violations, which until then keep the engine failing).
+#[test]
+fn a_reset_without_polling_recovers_on_the_next_correct_reset() {
+    for strict in [false, true] {
+        let mut layout = EmulatorLayout::zcu102_like();
+        layout.strict = strict;
+        layout.poll_timeout_ms = 50;
+        // A long reset, so the RS writes surely land inside it.
+        layout.soft_reset_us = 20_000;
+        let (_d, emu, board) = start(layout);
+        let a = board.accelerator("fft0").unwrap();
+        let r = a.dma().regs();
+        r.write32(MM2S_DMACR, DMACR_RESET).unwrap();
+        // Lenient, the lost RS goes unnoticed (the channels are not yet halted while the
+        // reset runs); strict, the recorded violation fails the call.
+        let started = a.dma().start();
+        assert_eq!(started.is_err(), strict, "{started:?}");
+        std::thread::sleep(Duration::from_millis(40));
+        emu.settle();
+        for cr in [MM2S_DMACR, S2MM_DMACR] {
+            assert_eq!(r.read32(cr).unwrap() & DMACR_RESET, 0, "{cr:#x}");
+        }
+        let taken: Vec<Rule> = emu.take_violations().iter().map(|v| v.rule).collect();
+        assert_eq!(
+            taken.first(),
+            Some(&Rule::WriteDuringReset),
+            "strict {strict}"
+        );
+        a.dma().reset().unwrap();
+        a.dma().start().unwrap();
+        impulse(a, IN, 256);
+        a.fft(FftDirection::Forward, 256, 1, IN, OUT).unwrap();
+        assert!(all_ones(&read(a, OUT, 256)));
+        assert_eq!(rules(&emu), [], "strict {strict}");
+    }
+}
