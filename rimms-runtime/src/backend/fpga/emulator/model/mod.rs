@@ -57,12 +57,12 @@ const IDLE_SLEEP: Duration = Duration::from_micros(20);
 /// and the AXI-Stream path into S2MM (one 2,048-point FFT frame, 16 KiB, plus as much again
 /// for a data FIFO; an assumption, CEDR's images do not publish their FIFO depths). Past it the
 /// core stops taking input and MM2S does not complete until S2MM takes data.
-pub(crate) const STREAM_FIFO_BYTES: usize = 32 << 10;
+pub const STREAM_FIFO_BYTES: usize = 32 << 10;
 /// How long core output may wait in the stream for S2MM to be armed before the model records
 /// [`Rule::OutputWithoutS2mm`]: a driver that arms S2MM after MM2S does so within microseconds;
 /// output left waiting this long means S2MM was never (re-)armed, and on the board it either
 /// stalls the core or lands in the next transfer's buffer.
-pub(crate) const STREAM_WAIT: Duration = Duration::from_millis(20);
+pub const STREAM_WAIT: Duration = Duration::from_millis(20);
 
 /// What the model keeps per DMA channel.
 #[derive(Debug)]
