@@ -16,14 +16,15 @@
 //! every write exactly once, in claim order. A writer that finds the log full waits (bounded)
 //! for the emulator to catch up.
 //!
-//! A write also waits (bounded) until the emulator has *handled* it (header word `handled`), as
-//! an AXI-Lite write completes only with the slave's response: a read that follows a write
-//! sees the register as the block left it after that write (DMACR's reset bit set, a masked
-//! LENGTH), never a value the driver stored itself. The emulator is the only writer of an
-//! emulated register page; a driver's store would race with the emulator's updates (an
-//! emulator update could overwrite a store it had not yet seen, and the register then kept
-//! the wrong value for good). While no emulator reads the log (`closed` set when it stops), a
-//! write does not wait.
+//! The emulator counts the writes it has *handled* (header word `handled`); a register page
+//! waits (bounded) for its own last write to be handled before it reads, as AXI orders a read
+//! after the writes to the same slave: the read sees the register as the block left it after
+//! those writes (DMACR's reset bit set, a masked LENGTH), never a value the driver stored
+//! itself. Writes are posted: a run of writes does not wait for the emulator between them.
+//! The emulator is the only writer of an emulated register page; a driver's store would race
+//! with the emulator's updates (an update could overwrite a store it had not yet seen, and the
+//! register then kept the wrong value for good). While no emulator reads the log (`closed` set
+//! when it stops), a read does not wait.
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -142,8 +143,9 @@ impl BusLog {
         (self.word(base), self.word(base + 1))
     }
 
-    /// Appends one write (the driver side). Waits, bounded, while the log is full.
-    pub fn append(&self, device: &str, w: BusWrite) -> Result<()> {
+    /// Appends one write (the driver side) and returns its ticket for
+    /// [`wait_handled`](Self::wait_handled). Waits, bounded, while the log is full.
+    pub fn append(&self, device: &str, w: BusWrite) -> Result<u64> {
         let index = self.reserved().fetch_add(1, Ordering::AcqRel);
         let start = Instant::now();
         while index - self.consumed().load(Ordering::Acquire) >= LOG_SLOTS as u64 {
@@ -159,9 +161,15 @@ impl BusLog {
         let (seq, entry) = self.slot(index);
         entry.store(w.encode(), Ordering::Relaxed);
         seq.store(index + 1, Ordering::Release);
-        // The write's response: wait until the emulator has acted on it.
+        Ok(index + 1)
+    }
+
+    /// Waits (bounded) until the emulator has handled every write up to `ticket` (the write's
+    /// response), unless no emulator reads the log.
+    pub fn wait_handled(&self, device: &str, ticket: u64) -> Result<()> {
+        let start = Instant::now();
         let mut spins = 0u32;
-        while self.handled().load(Ordering::Acquire) <= index
+        while self.handled().load(Ordering::Acquire) < ticket
             && self.closed().load(Ordering::Acquire) == 0
         {
             if start.elapsed() > FULL_WAIT {
@@ -179,18 +187,6 @@ impl BusLog {
             }
         }
         Ok(())
-    }
-
-    /// Appends one write without waiting for it to be handled (tests of the log itself).
-    #[cfg(test)]
-    fn append_posted(&self, w: BusWrite) {
-        let index = self.reserved().fetch_add(1, Ordering::AcqRel);
-        while index - self.consumed().load(Ordering::Acquire) >= LOG_SLOTS as u64 {
-            thread::yield_now();
-        }
-        let (seq, entry) = self.slot(index);
-        entry.store(w.encode(), Ordering::Relaxed);
-        seq.store(index + 1, Ordering::Release);
     }
 
     /// The emulator has acted on every write it has taken with [`next`](Self::next).
@@ -239,11 +235,15 @@ mod tests {
         );
         let mut seen = Vec::new();
         for i in 0..(3 * LOG_SLOTS as u32) {
-            w.append_posted(BusWrite {
-                tag: (i % 7) as u16,
-                offset: (i * 4) & 0xFFC,
-                value: i,
-            });
+            w.append(
+                "t",
+                BusWrite {
+                    tag: (i % 7) as u16,
+                    offset: (i * 4) & 0xFFC,
+                    value: i,
+                },
+            )
+            .unwrap();
             if i % 3 == 0 {
                 while let Some(x) = r.next() {
                     seen.push(x);

@@ -16,8 +16,9 @@
 //!
 //! A thread (or, with [`run_standalone`], a whole process) replays the **bus log**
 //! ([`super::buslog`]): every register write the driver makes, once and in order, as the AXI bus
-//! delivers them on a board; the driver's write returns once the model has handled it, and the
-//! model alone writes the register pages, so a read shows the register as the block left it. The model holds every rule of docs/design.md's FPGA section and of
+//! delivers them on a board; a read waits until the model has handled the page's writes, and
+//! the model alone writes the register pages, so a read shows the register as the block left
+//! it. The model holds every rule of docs/design.md's FPGA section and of
 //! the hardware it names, and records each rule a driver breaks as a [`Violation`]:
 //!
 //! - **AXI DMA (PG021).** Reset values (DMACR `0x0001_0002`, DMASR Halted); registers read as

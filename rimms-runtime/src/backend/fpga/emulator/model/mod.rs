@@ -8,8 +8,8 @@
 //! reset in progress, a transfer in flight) advance before each write is handled.
 //!
 //! The model is the only writer of the register pages: a driver's write reaches it through the
-//! log (and the driver waits for it to be handled, as for an AXI-Lite write response), and the
-//! model stores what the block shows there (see [`regmap`]: reserved bits and offsets, the
+//! log (and a read waits until the page's writes are handled, as AXI orders a read after
+//! earlier writes to the same slave), and the model stores what the block shows there (see [`regmap`]: reserved bits and offsets, the
 //! configured widths, DMACR during and after a reset, DMASR, S2MM LENGTH = bytes received).
 //! With one writer, no update can be lost to a race with the driver (issue 31: a register
 //! that the driver and the model both wrote could keep a stale value for good).
