@@ -112,7 +112,7 @@ fn s2mm_not_rearmed_is_caught() {
     r.write32(MM2S_LENGTH, 2048).unwrap();
     // The output waits in the stream (as on the board); once it has waited past the model's
     // bound with S2MM still not armed, the missing re-arm is recorded.
-    std::thread::sleep(Duration::from_millis(60));
+    std::thread::sleep(Duration::from_millis(120));
     assert_eq!(rules(&emu), [Rule::OutputWithoutS2mm]);
     assert_engine_failed(a, &emu);
 }
@@ -170,8 +170,9 @@ fn an_over_wide_length_is_an_error_not_a_mask() {
 #[test]
 fn length_or_address_written_while_busy_is_caught() {
     let mut layout = EmulatorLayout::zcu102_like();
-    // Slow transfers, so the second write surely lands while the first is in flight.
-    layout.transfer_floor_us = 50_000;
+    // Slow transfers, so the second write surely lands while the first is in flight (even when
+    // a loaded machine leaves the emulator's thread waiting for a core).
+    layout.transfer_floor_us = 500_000;
     layout.poll_timeout_ms = 200;
     let (_d, emu, board) = start(layout);
     let a = board.accelerator("fft0").unwrap();
@@ -610,4 +611,31 @@ fn a_reset_without_polling_recovers_on_the_next_correct_reset() {
         assert!(all_ones(&read(a, OUT, 256)));
         assert_eq!(rules(&emu), [], "strict {strict}");
     }
+}
+
+/// Issue 31, item 3's cause: the driver and the emulator both wrote the register page, and an
+/// emulator update could overwrite a driver write it had not yet seen, after which DMACR kept
+/// its reset bit for good. With the emulator the page's only writer, the issue's sequence
+/// (reset, then RS at once, with the default 50 µs reset) never leaves the bit set.
+#[test]
+fn reset_then_rs_at_once_never_leaves_the_reset_bit_stuck() {
+    let (_d, emu, board) = lenient();
+    let a = board.accelerator("fft0").unwrap();
+    let r = a.dma().regs();
+    for _ in 0..50 {
+        r.write32(MM2S_DMACR, DMACR_RESET).unwrap();
+        r.write32(S2MM_DMACR, DMACR_START).unwrap();
+        r.write32(MM2S_DMACR, DMACR_START).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+        emu.settle();
+        for cr in [MM2S_DMACR, S2MM_DMACR] {
+            let v = r.read32(cr).unwrap();
+            assert_eq!(v & DMACR_RESET, 0, "{cr:#x} = {v:#x}");
+        }
+    }
+    a.dma().reset().unwrap();
+    a.dma().start().unwrap();
+    impulse(a, IN, 256);
+    a.fft(FftDirection::Forward, 256, 1, IN, OUT).unwrap();
+    assert!(all_ones(&read(a, OUT, 256)));
 }

@@ -282,7 +282,7 @@ pub enum Rule {
     AddressNotProgrammed,
     /// A transfer address not 8-byte aligned.
     UnalignedAddress,
-    /// Core output waited in the stream longer than the model's bound (20 ms) with S2MM not
+    /// Core output waited in the stream longer than the model's bound (50 ms) with S2MM not
     /// armed: S2MM not (re-)armed for a transfer. (MM2S before S2MM is fine: the output waits
     /// in the stream until S2MM is armed, as on the board.)
     OutputWithoutS2mm,

@@ -59,10 +59,12 @@ const IDLE_SLEEP: Duration = Duration::from_micros(20);
 /// core stops taking input and MM2S does not complete until S2MM takes data.
 pub const STREAM_FIFO_BYTES: usize = 32 << 10;
 /// How long core output may wait in the stream for S2MM to be armed before the model records
-/// [`Rule::OutputWithoutS2mm`]: a driver that arms S2MM after MM2S does so within microseconds;
-/// output left waiting this long means S2MM was never (re-)armed, and on the board it either
-/// stalls the core or lands in the next transfer's buffer.
-pub const STREAM_WAIT: Duration = Duration::from_millis(20);
+/// [`Rule::OutputWithoutS2mm`]: a driver that arms S2MM after MM2S does so within microseconds
+/// (the bound leaves room for a loaded machine to deschedule it); output left waiting this
+/// long means S2MM was never (re-)armed, and on the board it either stalls the core or lands
+/// in the next transfer's buffer. Shorter than the drivers' default poll timeout (200 ms), so
+/// in strict mode the driver sees the violation's error rather than a timeout.
+pub const STREAM_WAIT: Duration = Duration::from_millis(50);
 
 /// What the model keeps per DMA channel.
 #[derive(Debug)]
