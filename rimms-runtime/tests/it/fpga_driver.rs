@@ -81,8 +81,9 @@ fn reset_and_start_sequences_read_back_and_a_transfer_completes() {
 
     dma.start().unwrap();
     assert!(dma.is_ready());
-    assert_eq!(regs.read32(MM2S_DMACR).unwrap(), DMACR_START);
-    assert_eq!(regs.read32(S2MM_DMACR).unwrap(), DMACR_START);
+    // What was written, with bit 1 (reserved) reading 1 as PG021 says.
+    assert_eq!(regs.read32(MM2S_DMACR).unwrap(), DMACR_START | 0x2);
+    assert_eq!(regs.read32(S2MM_DMACR).unwrap(), DMACR_START | 0x2);
     assert_eq!(regs.read32(MM2S_DMASR).unwrap() & DMASR_HALTED, 0);
     assert_eq!(regs.read32(S2MM_DMASR).unwrap() & DMASR_HALTED, 0);
 

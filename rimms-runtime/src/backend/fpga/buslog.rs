@@ -15,6 +15,16 @@
 //! may write; the emulator reads slot after slot, waiting for each sequence number, so it sees
 //! every write exactly once, in claim order. A writer that finds the log full waits (bounded)
 //! for the emulator to catch up.
+//!
+//! The emulator counts the writes it has *handled* (header word `handled`); a register page
+//! waits (bounded) for its own last write to be handled before it reads, as AXI orders a read
+//! after the writes to the same slave: the read sees the register as the block left it after
+//! those writes (DMACR's reset bit set, a masked LENGTH), never a value the driver stored
+//! itself. Writes are posted: a run of writes does not wait for the emulator between them.
+//! The emulator is the only writer of an emulated register page; a driver's store would race
+//! with the emulator's updates (an update could overwrite a store it had not yet seen, and the
+//! register then kept the wrong value for good). While no emulator reads the log (`closed` set
+//! when it stops), a read does not wait.
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -31,8 +41,11 @@ pub const LOG_SLOTS: usize = 4096;
 const HEADER_BYTES: usize = 64;
 /// Bytes of a log file.
 pub const LOG_BYTES: usize = HEADER_BYTES + LOG_SLOTS * 16;
-/// How long a writer waits for room before it reports the emulator as gone.
+/// How long a writer waits for room, or for its write to be handled, before it reports the
+/// emulator as gone.
 const FULL_WAIT: Duration = Duration::from_secs(2);
+/// Polls a writer spins before it yields while waiting for its write to be handled.
+const ACK_SPINS: u32 = 200;
 
 /// One logged write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,14 +129,23 @@ impl BusLog {
         self.word(1)
     }
 
+    fn handled(&self) -> &AtomicU64 {
+        self.word(2)
+    }
+
+    fn closed(&self) -> &AtomicU64 {
+        self.word(3)
+    }
+
     fn slot(&self, index: u64) -> (&AtomicU64, &AtomicU64) {
         let s = (index % LOG_SLOTS as u64) as usize;
         let base = HEADER_BYTES / 8 + 2 * s;
         (self.word(base), self.word(base + 1))
     }
 
-    /// Appends one write (the driver side). Waits, bounded, while the log is full.
-    pub fn append(&self, device: &str, w: BusWrite) -> Result<()> {
+    /// Appends one write (the driver side) and returns its ticket for
+    /// [`wait_handled`](Self::wait_handled). Waits, bounded, while the log is full.
+    pub fn append(&self, device: &str, w: BusWrite) -> Result<u64> {
         let index = self.reserved().fetch_add(1, Ordering::AcqRel);
         let start = Instant::now();
         while index - self.consumed().load(Ordering::Acquire) >= LOG_SLOTS as u64 {
@@ -139,7 +161,43 @@ impl BusLog {
         let (seq, entry) = self.slot(index);
         entry.store(w.encode(), Ordering::Relaxed);
         seq.store(index + 1, Ordering::Release);
+        Ok(index + 1)
+    }
+
+    /// Waits (bounded) until the emulator has handled every write up to `ticket` (the write's
+    /// response), unless no emulator reads the log.
+    pub fn wait_handled(&self, device: &str, ticket: u64) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.handled().load(Ordering::Acquire) < ticket
+            && self.closed().load(Ordering::Acquire) == 0
+        {
+            if start.elapsed() > FULL_WAIT {
+                return Err(FpgaFault::Timeout {
+                    what: "the emulator to handle a register write".into(),
+                    waited: start.elapsed(),
+                }
+                .on(device));
+            }
+            spins = spins.saturating_add(1);
+            if spins < ACK_SPINS {
+                std::hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
         Ok(())
+    }
+
+    /// The emulator has acted on every write it has taken with [`next`](Self::next).
+    pub fn mark_handled(&self) {
+        let c = self.consumed().load(Ordering::Acquire);
+        self.handled().store(c, Ordering::Release);
+    }
+
+    /// The emulator stops (or starts) reading: writers do not (or do) wait for handling.
+    pub fn set_closed(&self, closed: bool) {
+        self.closed().store(u64::from(closed), Ordering::Release);
     }
 
     /// The next write in order, if it has been made (the emulator side).

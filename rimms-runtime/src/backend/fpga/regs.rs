@@ -11,14 +11,16 @@
 //! `readl` carry barriers): data the CPU wrote to the u-dma-buf is visible before the register
 //! write that starts a DMA.
 //!
-//! An emulated page (its block names a `bus_log`) also appends every write to the emulator's
-//! [`BusLog`], after storing it, so the emulator sees each write once and in order, as a block
-//! on the AXI bus would; a page file alone would only show the latest value of each register.
+//! An emulated page (its block names a `bus_log`) sends every write through the emulator's
+//! [`BusLog`] instead of storing it, so the emulator sees each write once and in order, as a
+//! block on the AXI bus would; a read first waits until the emulator has handled the page's
+//! writes (AXI orders a read after earlier writes to the same slave). The page holds what the
+//! emulated block shows there, and only the emulator writes it.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +41,8 @@ pub struct RegisterPage {
     len: usize,
     /// The emulator's bus and this page's tag on it.
     bus: Option<(Arc<BusLog>, u16)>,
+    /// The ticket of this page's last write on the bus: a read waits until it is handled.
+    last_write: AtomicU64,
     /// Modelled (write, read) access times, emulator with a timing model only.
     model: Option<(Duration, Duration)>,
 }
@@ -93,6 +97,7 @@ impl RegisterPage {
             map,
             len,
             bus: None,
+            last_write: AtomicU64::new(0),
             model: None,
         })
     }
@@ -154,6 +159,9 @@ impl RegisterPage {
     /// Reads the 32-bit register at byte offset `off`.
     pub fn read32(&self, off: usize) -> Result<u32> {
         let p = self.check(off)?;
+        if let Some((log, _)) = &self.bus {
+            log.wait_handled(&self.device, self.last_write.load(Ordering::Acquire))?;
+        }
         // SAFETY: `p` is inside the mapping (checked), 4-byte aligned (the mapping is page
         // aligned and `off % 4 == 0`), and the mapping lives as long as `self`.
         let v = unsafe { p.read_volatile() };
@@ -168,13 +176,11 @@ impl RegisterPage {
     pub fn write32(&self, off: usize, value: u32) -> Result<()> {
         let p = self.check(off)?;
         fence(Ordering::SeqCst);
-        // SAFETY: as in `read32`.
-        unsafe { p.write_volatile(value) };
         if let Some((log, tag)) = &self.bus {
             // `check` bounded `off` by the page length, which the configuration keeps far
             // below 2^32.
             let offset = u32::try_from(off).unwrap_or(u32::MAX);
-            log.append(
+            let ticket = log.append(
                 &self.device,
                 BusWrite {
                     tag: *tag,
@@ -182,6 +188,10 @@ impl RegisterPage {
                     value,
                 },
             )?;
+            self.last_write.fetch_max(ticket, Ordering::AcqRel);
+        } else {
+            // SAFETY: as in `read32`.
+            unsafe { p.write_volatile(value) };
         }
         if let Some((write, _)) = self.model {
             spin_for(write);

@@ -10,22 +10,35 @@
 //!                                            (plain files), sync_for_cpu, sync_for_device (FIFOs)
 //! <dir>/sys/class/u-dma-buf/<udmabuf>/rimms_emu_sync   the sync acknowledgement counters
 //! <dir>/regs/<accel>.dma, .ctrl, .reset      one 4 KiB page per register block
-//! <dir>/regs/bus.log                         the bus log every page write is appended to
+//! <dir>/regs/bus.log                         the bus log every page write goes through
 //! <dir>/board.toml                           the BoardConfig pointing at all of the above
 //! ```
 //!
 //! A thread (or, with [`run_standalone`], a whole process) replays the **bus log**
 //! ([`super::buslog`]): every register write the driver makes, once and in order, as the AXI bus
-//! delivers them on a board. The model holds every rule of docs/design.md's FPGA section and of
+//! delivers them on a board; a read waits until the model has handled the page's writes, and
+//! the model alone writes the register pages, so a read shows the register as the block left
+//! it. The model holds every rule of docs/design.md's FPGA section and of
 //! the hardware it names, and records each rule a driver breaks as a [`Violation`]:
 //!
-//! - **AXI DMA (PG021).** Reset values (DMACR `0x0001_0002`, DMASR Halted); a soft reset takes
-//!   time ([`EmulatorLayout::soft_reset_us`]) and a write made before it finishes is lost;
-//!   SA / DA and LENGTH are latched when LENGTH is written, so an address written after it is not used; a
-//!   LENGTH while halted, zero, wider than 26 bits, or while the channel is busy, and an
-//!   unaligned address, are errors; S2MM must be armed (and re-armed for every transfer)
-//!   before MM2S starts, or the core's output is lost; error bits clear only on reset; S2MM
-//!   LENGTH reads the bytes received.
+//! - **AXI DMA (PG021).** Reset values (DMACR `0x0001_0002`, DMASR Halted); registers read as
+//!   the core shows them (`model/regmap.rs`: DMACR bit 1 reads 1 and reserved bits 0, reserved
+//!   offsets read 0, SA / DA MSB only over 32 address bits, LENGTH masked to the configured
+//!   width). A soft reset of either channel resets the whole core; asking for it again while it
+//!   runs (CEDR's `reset_dma` writes both DMACRs) is the same reset. A halted engine resets at
+//!   once; a running one takes [`EmulatorLayout::soft_reset_us`], during which DMACR reads bit 2
+//!   and DMASR still shows the channels running, and any other write is lost (and recorded).
+//!   SA / DA and LENGTH are latched when LENGTH is written, so an address written after it is
+//!   not used; a LENGTH while halted, zero, wider than its field, or while the channel is busy,
+//!   and an unaligned address, are errors. Any DMA error halts its channel and clears RS; an
+//!   S2MM packet longer than LENGTH fills the buffer, then halts with DMAIntErr, IOC and
+//!   Err_Irq (DMASR `0x5011`). Error bits clear only on reset; S2MM LENGTH reads the bytes
+//!   received.
+//! - **The stream into S2MM.** The core's output waits in the stream (the core's output buffer
+//!   and an AXI-Stream FIFO, [`STREAM_FIFO_BYTES`] in all) until S2MM is armed, then flows in at
+//!   once, so MM2S may start before S2MM; past that depth MM2S does not complete until S2MM
+//!   takes data. Output that waits longer than [`STREAM_WAIT`] with S2MM not armed is recorded
+//!   ([`Rule::OutputWithoutS2mm`]: S2MM not re-armed); a soft reset flushes the stream.
 //! - **FFT core.** Its config channel is an AXI GPIO (tvalid on channel 1, tdata on channel 2;
 //!   a rising edge of tvalid with both channels driven pushes one word) or a config register,
 //!   as the board says; words queue and each frame takes one when it starts; log2 N outside
@@ -45,7 +58,9 @@
 //!
 //! In **strict** mode ([`EmulatorLayout::strict`], `RIMMS_FPGA_STRICT=1` for runtimes that
 //! start their own emulator) a violation on an accelerator also raises DMAIntErr on both of its
-//! channels, so the driver's call fails; otherwise it is logged as a warning. Either way
+//! channels, so the driver's call fails, and keeps it raised across resets until the harness
+//! takes or clears the violations ([`Emulator::take_violations`], [`Emulator::clear_trace`]):
+//! a reset cannot hide a violation. Otherwise it is logged as a warning. Either way
 //! [`Emulator::violations`] lists it. A `sync_for_cpu` that drops uncleaned CPU writes belongs
 //! to no accelerator: it is listed and logged, never turned into a DMA error. A missing
 //! `sync_for_cpu` cannot be seen at all (the CPU's reads are invisible): it shows, as on a
@@ -66,6 +81,7 @@ mod files;
 mod model;
 /// The timing models, which live beside the drivers (a board's runtime uses them too).
 pub use super::timing;
+pub use model::{STREAM_FIFO_BYTES, STREAM_WAIT};
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -266,7 +282,9 @@ pub enum Rule {
     AddressNotProgrammed,
     /// A transfer address not 8-byte aligned.
     UnalignedAddress,
-    /// MM2S started with S2MM not armed: MM2S before S2MM, or S2MM not re-armed.
+    /// Core output waited in the stream longer than the model's bound (50 ms) with S2MM not
+    /// armed: S2MM not (re-)armed for a transfer. (MM2S before S2MM is fine: the output waits
+    /// in the stream until S2MM is armed, as on the board.)
     OutputWithoutS2mm,
     /// The DMA read memory the CPU had written and not cleaned (a missing `sync_for_device`).
     MissingSyncForDevice,
@@ -377,6 +395,22 @@ impl Control {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(v);
+    }
+
+    /// Strict mode and a violation on accelerator `idx` that the harness has not cleared: its
+    /// DMA keeps an error raised, even across resets.
+    pub(crate) fn poisoned(&self, idx: usize) -> bool {
+        if !self.strict {
+            return false;
+        }
+        let Some(name) = self.names.get(idx) else {
+            return false;
+        };
+        self.violations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|v| v.accel.as_ref() == Some(name))
     }
 
     pub(crate) fn trace(&self, idx: usize, block: Block, offset: u32, value: u32) {
@@ -538,6 +572,20 @@ impl Emulator {
             .clone()
     }
 
+    /// The protocol violations seen so far (after settling), and clears them: in strict mode
+    /// this also lifts the error the violations hold on their accelerators' DMAs, so the next
+    /// reset leaves them clean.
+    pub fn take_violations(&self) -> Vec<Violation> {
+        self.settle();
+        std::mem::take(
+            &mut *self
+                .control
+                .violations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
     /// Every register write the bus delivered since the last [`clear_trace`](Self::clear_trace),
     /// in order (after settling).
     pub fn bus_trace(&self) -> Vec<BusTrace> {
@@ -549,7 +597,8 @@ impl Emulator {
             .clone()
     }
 
-    /// Empties the bus trace and the violation list (after settling).
+    /// Empties the bus trace and the violation list (after settling); like
+    /// [`take_violations`](Self::take_violations) this lifts strict mode's held errors.
     pub fn clear_trace(&self) {
         self.settle();
         self.control

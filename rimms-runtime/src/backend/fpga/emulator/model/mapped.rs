@@ -1,5 +1,4 @@
-//! What the model watches: the register pages and u-dma-bufs the driver maps (as atomics,
-//! with the value the model last showed in each word), the cache model of a cached buffer,
+//! What the model watches: the register pages and u-dma-bufs the driver maps (as atomics), the cache model of a cached buffer,
 //! and the sync FIFOs through which the driver hands buffers between the CPU and the device.
 //! Apart from the model's state machines so that each file reads as one subject.
 
@@ -21,10 +20,9 @@ pub(super) fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Config(format!("emulator: cannot {what} {}: {e}", path.display()))
 }
 
-/// A mapped register page, seen as atomics, with the value the model last knew in each word.
+/// A mapped register page, seen as atomics. The model is its only writer.
 pub(super) struct Page {
     pub(super) map: MmapRaw,
-    pub(super) shown: Vec<u32>,
 }
 
 impl Page {
@@ -38,14 +36,7 @@ impl Page {
             .len(super::super::files::PAGE_BYTES)
             .map_raw(&f)
             .map_err(|e| io("map", path, e))?;
-        let mut page = Self {
-            map,
-            shown: vec![0; super::super::files::PAGE_BYTES / 4],
-        };
-        for i in 0..page.shown.len() {
-            page.shown[i] = page.reg(i * 4).load(Ordering::SeqCst);
-        }
-        Ok(page)
+        Ok(Self { map })
     }
 
     pub(super) fn reg(&self, off: usize) -> &AtomicU32 {
@@ -58,29 +49,21 @@ impl Page {
         };
         // SAFETY: `off + 4` is inside the mapping, which is page aligned, so the pointer is
         // valid and 4-byte aligned for as long as `self` lives; the page is only ever accessed
-        // with 32-bit atomic or volatile operations (by the driver).
+        // with 32-bit atomic or volatile operations (the driver only reads it).
         unsafe { AtomicU32::from_ptr(self.map.as_mut_ptr().add(off).cast::<u32>()) }
     }
 
-    /// A driver write to `off` was handled: the page holds `v` there (or something newer).
-    pub(super) fn saw(&mut self, off: usize, v: u32) {
-        if let Some(s) = self.shown.get_mut(off / 4) {
-            *s = v;
+    /// Shows `v` at `off`: what a read of that register returns from now on.
+    pub(super) fn publish(&mut self, off: usize, v: u32) {
+        if off % 4 == 0 && off + 4 <= self.map.len() {
+            self.reg(off).store(v, Ordering::SeqCst);
         }
     }
 
-    /// Shows `v` at `off` unless the driver has stored something newer.
-    pub(super) fn publish(&mut self, off: usize, v: u32) {
-        let Some(&old) = self.shown.get(off / 4) else {
-            return;
-        };
-        if self
-            .reg(off)
-            .compare_exchange(old, v, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            self.shown[off / 4] = v;
-        }
+    /// What a read of `off` returns.
+    #[cfg(test)]
+    pub(super) fn read(&self, off: usize) -> u32 {
+        self.reg(off).load(Ordering::SeqCst)
     }
 }
 

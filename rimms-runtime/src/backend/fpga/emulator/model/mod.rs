@@ -7,12 +7,18 @@
 //! length are latched when LENGTH is written); a GPIO pulse is a rising edge. Timers (a soft
 //! reset in progress, a transfer in flight) advance before each write is handled.
 //!
-//! What the model shows the driver (status registers, DMACR during and after a reset, S2MM
-//! LENGTH = bytes received) it publishes into the register page with compare-and-swap against
-//! the value it last knew there: if the driver has stored something newer, the swap fails and
-//! that newer write, already on its way through the log, is handled first.
+//! The model is the only writer of the register pages: a driver's write reaches it through the
+//! log (and a read waits until the page's writes are handled, as AXI orders a read after
+//! earlier writes to the same slave), and the model stores what the block shows there (see [`regmap`]: reserved bits and offsets, the
+//! configured widths, DMACR during and after a reset, DMASR, S2MM LENGTH = bytes received).
+//! With one writer, no update can be lost to a race with the driver (issue 31: a register
+//! that the driver and the model both wrote could keep a stale value for good).
 
+mod ip;
 mod mapped;
+mod regmap;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
@@ -27,33 +33,44 @@ use nix::fcntl::OFlag;
 use rustfft::FftPlanner;
 
 use super::super::timing::TimingModel;
-use super::{cores, Block, Control, EmulatorLayout, InjectedFault, Rule};
+use super::{Block, Control, EmulatorLayout, InjectedFault, Rule};
 use crate::backend::fpga::axi_dma::{
     Channel, DmaErrorBit, DMACR_RESET, DMACR_RS, DMASR_ERR_IRQ, DMASR_ERR_MASK, DMASR_HALTED,
-    DMASR_IDLE, DMASR_IOC_IRQ, DMASR_IRQ_MASK,
+    DMASR_IDLE, DMASR_INT_ERR, DMASR_IOC_IRQ, DMASR_IRQ_MASK,
 };
 use crate::backend::fpga::buslog::{BusLog, BusWrite};
 use crate::backend::fpga::config::{AccelKind, BoardConfig, FftConfigPath};
-use crate::backend::fpga::fft_ip::{
-    CONFIG_FORWARD, CONFIG_NFFT_MASK, FFT_MAX_POINTS, FFT_MIN_POINTS, GPIO_DATA1, GPIO_DATA2,
-    GPIO_TRI1, GPIO_TRI2, POWER_ON_CONFIG,
-};
+use crate::backend::fpga::fft_ip::{GPIO_DATA1, GPIO_DATA2, GPIO_TRI1, GPIO_TRI2, POWER_ON_CONFIG};
 use crate::backend::fpga::udmabuf::{SyncFor, CLASS_DIRS};
 use crate::backend::fpga::zip_ip::{ZIP_OP_REG, ZIP_SIZE_REG};
 use crate::hal::{During, Error, Result};
+use ip::{fft_packet, zip_packet, Core, FftCore, ZipCore};
 use mapped::{drain_syncs, io, Cache, Mem, Page};
+pub(crate) use regmap::DMACR_RESET_VALUE;
+use regmap::{Reg, DMACR_ONE, DMACR_WRITABLE};
 
 /// Idle polls that spin before the loop starts sleeping.
 const SPIN_POLLS: u32 = 64;
 /// Sleep between idle polls.
 const IDLE_SLEEP: Duration = Duration::from_micros(20);
-/// DMACR after reset (PG021): IRQThreshold = 1 in bits 23:16, bit 1 reads 1.
-pub(crate) const DMACR_RESET_VALUE: u32 = 0x0001_0002;
+/// Bytes of core output the stream holds while S2MM is not armed: the core's output buffer
+/// and the AXI-Stream path into S2MM (one 2,048-point FFT frame, 16 KiB, plus as much again
+/// for a data FIFO; an assumption, CEDR's images do not publish their FIFO depths). Past it the
+/// core stops taking input and MM2S does not complete until S2MM takes data.
+pub const STREAM_FIFO_BYTES: usize = 32 << 10;
+/// How long core output may wait in the stream for S2MM to be armed before the model records
+/// [`Rule::OutputWithoutS2mm`]: a driver that arms S2MM after MM2S does so within microseconds
+/// (the bound leaves room for a loaded machine to deschedule it); output left waiting this
+/// long means S2MM was never (re-)armed, and on the board it either stalls the core or lands
+/// in the next transfer's buffer. Shorter than the drivers' default poll timeout (200 ms), so
+/// in strict mode the driver sees the violation's error rather than a timeout.
+pub const STREAM_WAIT: Duration = Duration::from_millis(50);
 
 /// What the model keeps per DMA channel.
 #[derive(Debug)]
 struct Chan {
     status: u32,
+    /// DMACR as written (masked to its writable bits).
     cr: u32,
     addr: u64,
     /// The address register was written since the last LENGTH.
@@ -87,39 +104,14 @@ impl Chan {
     }
 }
 
-/// The FFT core's side: config channel, frame assembly.
-struct FftCore {
-    path: FftConfigPath,
-    config_offset: usize,
-    /// GPIO registers: data 1 (tvalid), tri 1, data 2 (tdata), tri 2.
-    gpio: [u32; 4],
-    queue: VecDeque<u32>,
-    current: u32,
-    /// The frame being assembled: its points and direction.
-    frame: Option<(usize, bool)>,
-    buf: Vec<u8>,
-    planner: FftPlanner<f32>,
-}
-
-impl FftCore {
-    fn reset(&mut self) {
-        self.queue.clear();
-        self.current = POWER_ON_CONFIG;
-        self.frame = None;
-        self.buf.clear();
-    }
-}
-
-/// The ZIP core's side: its two registers.
-struct ZipCore {
-    size: u32,
-    op: u32,
-    max_floats: usize,
-}
-
-enum Core {
-    Fft(Box<FftCore>),
-    Zip(ZipCore),
+/// One packet of core output on its way to S2MM.
+struct Packet {
+    data: Vec<u8>,
+    fault: Option<InjectedFault>,
+    /// When it entered the stream.
+    since: Instant,
+    /// A violation already accounts for it (the packet that made it, or its wait).
+    reported: bool,
 }
 
 struct AccelModel {
@@ -137,6 +129,15 @@ struct AccelModel {
     /// Reset-GPIO registers: data, tri.
     reset_gpio: [u32; 2],
     core: Core,
+    /// The DMA's address width (SA_MSB / DA_MSB exist only over 32).
+    addr_bits: u32,
+    /// The LENGTH registers' width as a mask (`c_sg_length_width`).
+    len_mask: u32,
+    /// Core output waiting for S2MM, oldest first.
+    stream: VecDeque<Packet>,
+    /// MM2S has sent everything but the stream is over its depth: it completes once S2MM takes
+    /// enough.
+    mm2s_waiting: bool,
 }
 
 /// The whole emulated board.
@@ -145,8 +146,9 @@ pub(crate) struct Board {
     accels: Vec<AccelModel>,
     bus: BusLog,
     floor: Duration,
-    /// How long a soft reset takes (PG021: until in-flight transfers drain; a few clocks when
-    /// idle), long enough that a driver which does not wait for DMACR bit 2 to clear is caught.
+    /// How long a soft reset of a running engine takes (PG021: until in-flight transfers drain),
+    /// long enough that a driver which does not wait for DMACR bit 2 to clear is caught. An
+    /// engine with both channels halted has nothing to drain and resets at once.
     reset_time: Duration,
     timing: Option<TimingModel>,
 }
@@ -241,6 +243,10 @@ impl Board {
                 held: false,
                 reset_gpio: [1, u32::MAX],
                 core,
+                addr_bits: a.dma_address_bits,
+                len_mask: ((1u64 << a.dma_length_bits.min(32)) - 1) as u32,
+                stream: VecDeque::new(),
+                mm2s_waiting: false,
             });
         }
         let bus = BusLog::open("emulator", &super::files::bus_path(dir))
@@ -264,31 +270,18 @@ impl Board {
 
     /// Polls until `stop` is set.
     pub(crate) fn run(mut self, ctl: &Control, stop: &AtomicBool) {
+        self.bus.set_closed(false);
         let mut idle = 0u32;
         while !stop.load(Ordering::Acquire) {
             let mut act = false;
             while let Some(w) = self.bus.next() {
-                let now = Instant::now();
-                let (tag, off) = (usize::from(w.tag), w.offset as usize);
-                let (ai, page) = (tag / 3, tag % 3);
-                let Some(a) = self.accels.get_mut(ai) else {
-                    tracing::warn!(?w, "emulator: a write with an unknown tag");
-                    continue;
-                };
-                a.advance(now, &mut self.mems, ctl);
-                let block = [Block::Dma, Block::Control, Block::Reset][page];
-                ctl.trace(ai, block, w.offset, w.value);
-                let timing = (self.floor, self.reset_time, self.timing.as_ref());
-                a.write(page, off, w, now, &mut self.mems, ctl, timing);
+                self.handle(w, Instant::now(), ctl);
+                self.bus.mark_handled();
                 act = true;
             }
             act |= drain_syncs(&mut self.mems, ctl);
-            let now = Instant::now();
-            let mut soon = false;
-            for a in &mut self.accels {
-                act |= a.advance(now, &mut self.mems, ctl);
-                soon |= a.resetting.is_some() || (a.mm2s.due.is_some() && !a.mm2s.stalled);
-            }
+            let (a, soon) = self.tick(Instant::now(), ctl);
+            act |= a;
             ctl.epoch.fetch_add(1, Ordering::AcqRel);
             if act || soon {
                 idle = 0;
@@ -302,19 +295,38 @@ impl Board {
                 }
             }
         }
+        self.bus.set_closed(true);
         tracing::debug!("FPGA emulator stopped");
+    }
+
+    /// Handles one register write at time `now`: timers first, then the write.
+    fn handle(&mut self, w: BusWrite, now: Instant, ctl: &Control) {
+        let (tag, off) = (usize::from(w.tag), w.offset as usize);
+        let (ai, page) = (tag / 3, tag % 3);
+        let Some(a) = self.accels.get_mut(ai) else {
+            tracing::warn!(?w, "emulator: a write with an unknown tag");
+            return;
+        };
+        a.advance(now, &mut self.mems, ctl);
+        let block = [Block::Dma, Block::Control, Block::Reset][page];
+        ctl.trace(ai, block, w.offset, w.value);
+        let timing = (self.floor, self.reset_time, self.timing.as_ref());
+        a.write(page, off, w.value, now, &mut self.mems, ctl, timing);
+    }
+
+    /// Advances every accelerator's timers to `now`: (anything happened, a timer is running).
+    fn tick(&mut self, now: Instant, ctl: &Control) -> (bool, bool) {
+        let (mut act, mut soon) = (false, false);
+        for a in &mut self.accels {
+            act |= a.advance(now, &mut self.mems, ctl);
+            soon |= a.resetting.is_some() || (a.mm2s.due.is_some() && !a.mm2s.stalled);
+        }
+        (act, soon)
     }
 }
 
 /// The transfer floor, the soft-reset time and the timing model.
 type Timing<'a> = (Duration, Duration, Option<&'a TimingModel>);
-
-/// Offsets of a channel's registers, relative to its DMACR.
-const CR: usize = 0x00;
-const SR: usize = 0x04;
-const ADDR: usize = 0x18;
-const ADDR_MSB: usize = 0x1C;
-const LENGTH: usize = 0x28;
 
 impl AccelModel {
     fn chan(&mut self, ch: Channel) -> &mut Chan {
@@ -334,32 +346,39 @@ impl AccelModel {
         }
     }
 
+    /// Shows a channel's DMACR and DMASR as the core does.
     fn show(&mut self, ch: Channel) {
+        let resetting = self.resetting.is_some();
         let (cr, sr) = {
             let c = self.chan(ch);
             (c.cr, c.status)
         };
-        let cr = if self.resetting.is_some() {
-            cr | DMACR_RESET
-        } else {
-            cr
-        };
-        self.dma.publish(ch.dmacr(), cr);
+        self.dma
+            .publish(ch.dmacr(), regmap::dmacr_read(cr, resetting));
         self.dma.publish(ch.dmasr(), sr);
     }
 
+    /// A DMA error on `ch` (PG021: the channel halts, DMACR.RS is cleared, Err_Irq is set).
     fn raise(&mut self, ch: Channel, bit: DmaErrorBit) {
         let c = self.chan(ch);
         c.status = (c.status | bit.mask() | DMASR_ERR_IRQ | DMASR_HALTED) & !DMASR_IDLE;
+        c.cr &= !DMACR_RS;
         c.latched = None;
         c.due = None;
         c.data = None;
+        if ch == Channel::Mm2s {
+            self.mm2s_waiting = false;
+        }
         self.show(ch);
         tracing::debug!(accel = %self.name, channel = %ch, bit = bit.bit(), "emulated DMA error");
     }
 
-    /// Both channels to their reset state and registers.
-    fn reset_dma(&mut self) {
+    /// Both channels to their reset state and registers; the stream into S2MM is flushed. In
+    /// strict mode a violation on this accelerator that the harness has not yet cleared stays
+    /// visible: the reset ends with DMAIntErr raised again (a reset must not hide it).
+    fn reset_dma(&mut self, ctl: &Control) {
+        self.stream.clear();
+        self.mm2s_waiting = false;
         for ch in [Channel::Mm2s, Channel::S2mm] {
             *self.chan(ch) = Chan::reset();
             for off in [ch.addr(), ch.addr_msb(), ch.length()] {
@@ -367,19 +386,41 @@ impl AccelModel {
             }
             self.show(ch);
         }
+        if ctl.poisoned(self.idx) {
+            for ch in [Channel::Mm2s, Channel::S2mm] {
+                self.raise(ch, DmaErrorBit::Internal);
+            }
+        }
     }
 
-    /// Timers: a soft reset finishing, a transfer completing. True if anything happened.
+    /// Timers: a soft reset finishing, a transfer completing, output waiting too long for S2MM.
+    /// True if anything happened.
     fn advance(&mut self, now: Instant, mems: &mut [Mem], ctl: &Control) -> bool {
         let mut act = false;
         if self.resetting.is_some_and(|t| now >= t) {
             self.resetting = None;
-            self.reset_dma();
+            self.reset_dma(ctl);
             tracing::debug!(accel = %self.name, "emulated AXI DMA reset done");
             act = true;
         }
         if !self.mm2s.stalled && self.mm2s.due.is_some_and(|t| now >= t) {
-            self.complete_mm2s(mems, ctl);
+            self.complete_mm2s(now, mems, ctl);
+            act = true;
+        }
+        let overdue = self
+            .stream
+            .front()
+            .is_some_and(|p| !p.reported && now.saturating_duration_since(p.since) > STREAM_WAIT);
+        if overdue && !self.s2mm.busy() {
+            let bytes: usize = self.stream.iter().map(|p| p.data.len()).sum();
+            for p in &mut self.stream {
+                p.reported = true;
+            }
+            self.violate(
+                ctl,
+                Rule::OutputWithoutS2mm,
+                format!("{bytes} bytes of core output waited over {} ms in the stream with S2MM not armed (arm S2MM for every transfer): on the board the core stalls or the next S2MM transfer receives them", STREAM_WAIT.as_millis()),
+            );
             act = true;
         }
         act
@@ -390,25 +431,22 @@ impl AccelModel {
         &mut self,
         page: usize,
         off: usize,
-        w: BusWrite,
+        v: u32,
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
         timing: Timing<'_>,
     ) {
-        let v = w.value;
         match page {
-            0 => {
-                self.dma.saw(off, v);
-                self.dma_write(off, v, now, mems, ctl, timing);
-            }
+            0 => self.dma_write(off, v, now, mems, ctl, timing),
             1 => {
-                self.ctrl.saw(off, v);
+                // Plain registers: they read back what was written.
+                self.ctrl.publish(off, v);
                 self.ctrl_write(off, v, ctl);
             }
             _ => {
                 if let Some(p) = &mut self.reset {
-                    p.saw(off, v);
+                    p.publish(off, v);
                 }
                 self.reset_write(off, v, ctl);
             }
@@ -424,11 +462,16 @@ impl AccelModel {
         ctl: &Control,
         (floor, reset_time, model): Timing<'_>,
     ) {
-        let (ch, reg) = if off >= Channel::S2mm.base() {
-            (Channel::S2mm, off - Channel::S2mm.base())
-        } else {
-            (Channel::Mm2s, off)
+        let Some((ch, reg)) = regmap::dma_reg(off) else {
+            // Reserved (the scatter-gather registers, absent in simple mode): reads 0.
+            self.dma.publish(off, 0);
+            return;
         };
+        if reg == Reg::Cr && v & DMACR_RESET != 0 && self.resetting.is_some() && !self.held {
+            // PG021: a reset of either channel resets the whole core; asking again while it
+            // runs (CEDR's reset_dma writes both DMACRs) is the same reset.
+            return self.show(ch);
+        }
         if self.held || self.resetting.is_some() {
             let why = if self.held {
                 "the reset GPIO holds it in reset"
@@ -439,33 +482,44 @@ impl AccelModel {
                 ctl,
                 Rule::WriteDuringReset,
                 format!(
-                    "{ch} register {reg:#x} written with {v:#x} while {why}: the write is lost"
+                    "{ch} register {:#x} written with {v:#x} while {why}: the write is lost (registers take their reset values when the reset ends)",
+                    off - ch.base()
                 ),
             );
-            self.show(ch);
-            return;
+            return self.show(ch);
         }
         match reg {
-            CR => {
+            Reg::Cr => {
                 if v & DMACR_RESET != 0 {
-                    // Both channels stop at once; registers clear when the reset finishes.
+                    // Both channels stop at once; registers clear when the reset finishes. A
+                    // halted engine has nothing to drain: its reset is over at once.
+                    let running = [&self.mm2s, &self.s2mm]
+                        .iter()
+                        .any(|c| c.status & DMASR_HALTED == 0 || c.busy());
                     for c in [&mut self.mm2s, &mut self.s2mm] {
                         c.latched = None;
                         c.due = None;
                         c.data = None;
                         c.stalled = false;
                     }
-                    self.resetting = Some(now + reset_time);
-                    for c in [Channel::Mm2s, Channel::S2mm] {
-                        self.show(c);
+                    if running && !reset_time.is_zero() {
+                        self.resetting = Some(now + reset_time);
+                        for c in [Channel::Mm2s, Channel::S2mm] {
+                            self.show(c);
+                        }
+                    } else {
+                        self.reset_dma(ctl);
                     }
                     return;
                 }
                 let c = self.chan(ch);
-                c.cr = v;
+                c.cr = (v & DMACR_WRITABLE) | DMACR_ONE;
                 if v & DMACR_RS != 0 {
                     if c.status & DMASR_ERR_MASK == 0 {
                         c.status &= !DMASR_HALTED;
+                    } else {
+                        // Errors clear only on reset: the channel stays halted, RS reads 0.
+                        c.cr &= !DMACR_RS;
                     }
                 } else {
                     c.status |= DMASR_HALTED;
@@ -475,12 +529,18 @@ impl AccelModel {
                 }
                 self.show(ch);
             }
-            SR => {
+            Reg::Sr => {
                 let c = self.chan(ch);
                 c.status &= !(v & DMASR_IRQ_MASK);
                 self.show(ch);
             }
-            ADDR | ADDR_MSB => {
+            Reg::Addr | Reg::AddrMsb => {
+                if reg == Reg::AddrMsb && self.addr_bits <= 32 {
+                    // No MSB register on a 32-bit configuration.
+                    self.dma.publish(off, 0);
+                    return;
+                }
+                self.dma.publish(off, v);
                 let busy = self.chan(ch).busy();
                 if busy {
                     self.violate(
@@ -490,15 +550,17 @@ impl AccelModel {
                     );
                 }
                 let c = self.chan(ch);
-                c.addr = if reg == ADDR {
+                c.addr = if reg == Reg::Addr {
                     (c.addr & !0xFFFF_FFFF) | u64::from(v)
                 } else {
                     (c.addr & 0xFFFF_FFFF) | (u64::from(v) << 32)
                 };
                 c.addr_fresh = true;
             }
-            LENGTH => self.length_write(ch, v, now, mems, ctl, (floor, reset_time, model)),
-            _ => {}
+            Reg::Length => {
+                self.dma.publish(off, v & self.len_mask);
+                self.length_write(ch, v, now, mems, ctl, (floor, reset_time, model));
+            }
         }
     }
 
@@ -522,20 +584,28 @@ impl AccelModel {
                 format!("{ch} LENGTH written ({v}) while the channel is halted: nothing starts"),
             );
         }
+        if v > self.len_mask {
+            // The register keeps the low bits: the core would move a different length.
+            self.violate(
+                ctl,
+                Rule::LengthTooWide,
+                format!(
+                    "{ch} LENGTH {v:#x} is wider than the {}-bit length field: the core reads {:#x}",
+                    self.len_mask.count_ones(),
+                    v & self.len_mask
+                ),
+            );
+            if v & self.len_mask == 0 {
+                return;
+            }
+        }
+        let v = v & self.len_mask;
         if v == 0 {
             return self.violate(
                 ctl,
                 Rule::ZeroLength,
                 format!("{ch} LENGTH written as 0: nothing starts"),
             );
-        }
-        if v > LEN_MASK {
-            self.violate(
-                ctl,
-                Rule::LengthTooWide,
-                format!("{ch} LENGTH {v:#x} is wider than the 26-bit length field"),
-            );
-            return self.raise(ch, DmaErrorBit::Internal);
         }
         if busy {
             return self.violate(
@@ -569,8 +639,10 @@ impl AccelModel {
             c.status &= !DMASR_IDLE;
         }
         self.show(ch);
-        if ch == Channel::Mm2s {
-            self.start_mm2s(addr, v, now, mems, ctl, timing);
+        match ch {
+            Channel::Mm2s => self.start_mm2s(addr, v, now, mems, ctl, timing),
+            // Output already waiting in the stream flows in at once.
+            Channel::S2mm => self.drain_stream(mems, ctl),
         }
     }
 
@@ -585,16 +657,6 @@ impl AccelModel {
     ) {
         ctl.count_transfer(self.idx);
         let fault = ctl.take_fault(self.idx);
-        if !self.s2mm.busy() {
-            self.violate(
-                ctl,
-                Rule::OutputWithoutS2mm,
-                "MM2S started with S2MM not armed (program S2MM first, and re-arm it for every transfer): the core's output is lost".to_owned(),
-            );
-            if self.mm2s.status & DMASR_HALTED != 0 {
-                return; // strict mode stopped the engine
-            }
-        }
         match fault {
             Some(InjectedFault::DmaError {
                 channel: Channel::Mm2s,
@@ -633,31 +695,64 @@ impl AccelModel {
         self.mm2s.due = Some(now + floor.max(modelled));
     }
 
-    fn complete_mm2s(&mut self, mems: &mut [Mem], ctl: &Control) {
+    /// MM2S has sent its packet: the core turns it into output packets on the stream, which
+    /// flow into S2MM if it is armed and otherwise wait there (PG021: AXI-Stream back-pressure).
+    fn complete_mm2s(&mut self, now: Instant, mems: &mut [Mem], ctl: &Control) {
         self.mm2s.due = None;
         let Some((input, fault)) = self.mm2s.data.take() else {
             return;
         };
-        self.mm2s.latched = None;
-        self.mm2s.status |= DMASR_IDLE | DMASR_IOC_IRQ;
-        self.show(Channel::Mm2s);
-        if fault == Some(InjectedFault::CoreHang) {
+        if fault != Some(InjectedFault::CoreHang) {
+            let mut notes = Vec::new();
+            let packets = match &mut self.core {
+                Core::Fft(f) => fft_packet(f, &input, &mut notes),
+                Core::Zip(z) => zip_packet(z, &input, &mut notes),
+            };
+            // One mistake, one violation: output of a packet that broke a rule is not reported
+            // again if it waits for S2MM.
+            let reported = !notes.is_empty();
+            for (rule, detail) in notes {
+                self.violate(ctl, rule, detail);
+            }
+            self.stream.extend(packets.into_iter().map(|data| Packet {
+                data,
+                fault,
+                since: now,
+                reported,
+            }));
+        } else {
             tracing::debug!(accel = %self.name, "emulated core swallowed its input");
-            return;
         }
-        let mut notes = Vec::new();
-        let packets = match &mut self.core {
-            Core::Fft(f) => fft_packet(f, &input, &mut notes),
-            Core::Zip(z) => zip_packet(z, &input, &mut notes),
-        };
-        for (rule, detail) in notes {
-            self.violate(ctl, rule, detail);
+        if self.mm2s.status & DMASR_HALTED != 0 {
+            return; // strict mode stopped the engine
         }
-        for p in packets {
-            self.deliver(p, fault, mems, ctl);
+        self.mm2s_waiting = true;
+        self.drain_stream(mems, ctl);
+    }
+
+    /// Bytes of output waiting in the stream.
+    fn stream_bytes(&self) -> usize {
+        self.stream.iter().map(|p| p.data.len()).sum()
+    }
+
+    /// Moves waiting output into S2MM while it is armed; completes MM2S once the stream is
+    /// within its depth.
+    fn drain_stream(&mut self, mems: &mut [Mem], ctl: &Control) {
+        while self.s2mm.busy() && self.s2mm.status & DMASR_HALTED == 0 {
+            let Some(p) = self.stream.pop_front() else {
+                break;
+            };
+            self.deliver(p.data, p.fault, mems, ctl);
+        }
+        if self.mm2s_waiting && self.stream_bytes() <= STREAM_FIFO_BYTES {
+            self.mm2s_waiting = false;
+            self.mm2s.latched = None;
+            self.mm2s.status |= DMASR_IDLE | DMASR_IOC_IRQ;
+            self.show(Channel::Mm2s);
         }
     }
 
+    /// One packet into the armed S2MM channel.
     fn deliver(
         &mut self,
         output: Vec<u8>,
@@ -666,28 +761,33 @@ impl AccelModel {
         ctl: &Control,
     ) {
         let Some((da, cap)) = self.s2mm.latched else {
-            // Already reported when MM2S started (or a second packet from one transfer).
-            tracing::debug!(accel = %self.name, "emulated core output dropped: S2MM not armed");
             return;
         };
-        if self.s2mm.status & DMASR_HALTED != 0 {
-            return;
-        }
         let mut n = output.len();
         if let Some(InjectedFault::WrongLength { received }) = fault {
             n = n.min(received as usize);
         }
-        if n > cap as usize {
-            return self.raise(Channel::S2mm, DmaErrorBit::Internal);
-        }
+        // PG021: a packet longer than the buffer fills it, then the channel stops with
+        // DMAIntErr (and IOC for the bytes written), halts and clears RS.
+        let overrun = n > cap as usize;
+        let n = n.min(cap as usize);
         let Some((mi, r)) = locate(mems, da, n) else {
             return self.raise(Channel::S2mm, DmaErrorBit::Decode);
         };
         mems[mi].dma_write(r.start, &output[..n]);
         self.s2mm.latched = None;
-        self.s2mm.status |= DMASR_IDLE | DMASR_IOC_IRQ;
-        // `n` is at most `cap`, a 26-bit value.
+        // `n` is at most `cap`, a value of the LENGTH field.
         self.dma.publish(Channel::S2mm.length(), n as u32);
+        if overrun {
+            let c = &mut self.s2mm;
+            c.status = (c.status | DMASR_IOC_IRQ | DMASR_INT_ERR | DMASR_ERR_IRQ | DMASR_HALTED)
+                & !DMASR_IDLE;
+            c.cr &= !DMACR_RS;
+            self.show(Channel::S2mm);
+            tracing::debug!(accel = %self.name, "emulated S2MM overrun");
+            return;
+        }
+        self.s2mm.status |= DMASR_IDLE | DMASR_IOC_IRQ;
         self.show(Channel::S2mm);
         ctl.count_completion(self.idx);
     }
@@ -744,13 +844,13 @@ impl AccelModel {
                     // Active low: core and DMA held in reset.
                     self.held = true;
                     self.resetting = None;
-                    self.reset_dma();
+                    self.reset_dma(ctl);
                     if let Core::Fft(f) = &mut self.core {
                         f.reset();
                     }
                 } else if self.held {
                     self.held = false;
-                    self.reset_dma();
+                    self.reset_dma(ctl);
                 }
             }
             _ => {}
@@ -758,205 +858,9 @@ impl AccelModel {
     }
 }
 
-/// The image's 26-bit length field.
-const LEN_MASK: u32 = (1 << 26) - 1;
-
 /// The buffer and word range holding `len` bytes at physical `phys`, if one buffer holds them.
 fn locate(mems: &[Mem], phys: u64, len: usize) -> Option<(usize, std::ops::Range<usize>)> {
     mems.iter()
         .enumerate()
         .find_map(|(i, m)| m.words_at(phys, len).map(|r| (i, r)))
-}
-
-/// Decodes a config word as the core applies it: log2 N clamped to the core's range.
-fn apply_config(word: u32, notes: &mut Vec<(Rule, String)>) -> (usize, bool) {
-    let log2 = word & CONFIG_NFFT_MASK;
-    let (lo, hi) = (
-        FFT_MIN_POINTS.trailing_zeros(),
-        FFT_MAX_POINTS.trailing_zeros(),
-    );
-    let used = log2.clamp(lo, hi);
-    if used != log2 {
-        notes.push((
-            Rule::FftConfigClamped,
-            format!("config word {word:#x} asks for log2 N = {log2}; the core clamps it to {used} ({} points)", 1usize << used),
-        ));
-    }
-    (1usize << used, word & CONFIG_FORWARD != 0)
-}
-
-/// One MM2S packet into the FFT core: frames of N points as configured when each starts; a
-/// packet that ends inside a frame leaves the rest of that frame to come from the next one.
-fn fft_packet(f: &mut FftCore, input: &[u8], notes: &mut Vec<(Rule, String)>) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut rest = input;
-    while !rest.is_empty() {
-        let (n, fwd) = match f.frame {
-            Some(fr) => fr,
-            None => {
-                // A queued word is reported once, when the core takes it.
-                let fr = match f.queue.pop_front() {
-                    Some(word) => {
-                        f.current = word;
-                        apply_config(word, notes)
-                    }
-                    None => apply_config(f.current, &mut Vec::new()),
-                };
-                f.frame = Some(fr);
-                fr
-            }
-        };
-        let need = n * 8 - f.buf.len();
-        let take = need.min(rest.len());
-        f.buf.extend_from_slice(&rest[..take]);
-        rest = &rest[take..];
-        if f.buf.len() == n * 8 {
-            if out.is_empty() && !rest.is_empty() {
-                notes.push((
-                    Rule::FftFrameLength,
-                    format!("an MM2S packet of {} bytes holds more than one {n}-point frame (event_tlast_missing)", input.len()),
-                ));
-            }
-            out.push(cores::fft(&mut f.planner, n, fwd, &f.buf));
-            f.buf.clear();
-            f.frame = None;
-        }
-    }
-    if !f.buf.is_empty() {
-        let (n, _) = f.frame.unwrap_or((0, false));
-        notes.push((
-            Rule::FftFrameLength,
-            format!(
-                "the MM2S packet ended {} points into a {n}-point frame (event_tlast_unexpected): no output, and the rest of the frame will come from the next packet",
-                f.buf.len() / 8
-            ),
-        ));
-    }
-    out
-}
-
-/// One MM2S packet into the ZIP core.
-fn zip_packet(z: &ZipCore, input: &[u8], notes: &mut Vec<(Rule, String)>) -> Vec<Vec<u8>> {
-    let size = z.size as usize;
-    if size == 0 || size > z.max_floats {
-        notes.push((
-            Rule::ZipOverCapacity,
-            format!(
-                "ZIP size {size} floats is outside the core's 1..={} floats per input",
-                z.max_floats
-            ),
-        ));
-        return Vec::new();
-    }
-    if input.len() != 8 * size {
-        notes.push((
-            Rule::ZipPacketLength,
-            format!(
-                "ZIP packet of {} bytes for size {size}: the core takes exactly {} (input 0 then input 1)",
-                input.len(),
-                8 * size
-            ),
-        ));
-        if input.len() < 8 * size {
-            return Vec::new();
-        }
-    }
-    cores::zip(z.size, z.op, &input[..8 * size])
-        .into_iter()
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn core() -> FftCore {
-        FftCore {
-            path: FftConfigPath::Gpio,
-            config_offset: 0,
-            gpio: [0; 4],
-            queue: VecDeque::new(),
-            current: POWER_ON_CONFIG,
-            frame: None,
-            buf: Vec::new(),
-            planner: FftPlanner::new(),
-        }
-    }
-
-    /// `n` complex points, the k-th = (k + 1, 0), as bytes.
-    fn ramp(n: usize) -> Vec<u8> {
-        (0..n)
-            .flat_map(|k| [(k + 1) as f32, 0.0])
-            .flat_map(f32::to_ne_bytes)
-            .collect()
-    }
-
-    fn first(bytes: &[u8]) -> (f32, f32) {
-        let f = |i: usize| f32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        (f(0), f(4))
-    }
-
-    #[test]
-    fn power_on_is_a_2048_point_forward_transform() {
-        let mut c = core();
-        let mut notes = Vec::new();
-        // Bin 0 of a forward or inverse unscaled FFT is the plain sum: 1 + 2 + … + N.
-        let out = fft_packet(&mut c, &ramp(2048), &mut notes);
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0].len(), 2048 * 8);
-        assert_eq!(first(&out[0]), ((2048 * 2049 / 2) as f32, 0.0));
-        assert!(notes.is_empty());
-    }
-
-    #[test]
-    fn config_words_queue_and_out_of_range_sizes_clamp() {
-        let mut c = core();
-        let mut notes = Vec::new();
-        // 0 (log2 N = 0: clamped to 8 points, inverse), then 12 (clamped to 2048, inverse),
-        // then 16 points forward: each frame takes the next word.
-        c.queue.extend([0, 12, 4 | CONFIG_FORWARD]);
-        let out = fft_packet(&mut c, &ramp(8), &mut notes);
-        assert_eq!((out.len(), out[0].len()), (1, 64));
-        // The 8-point inverse of the ramp: bin 1 = Σ (k+1) e^{+2πik/8} = -4 - 4·(1+√2)j.
-        let b1 = {
-            let f = |i: usize| {
-                f32::from_ne_bytes([out[0][i], out[0][i + 1], out[0][i + 2], out[0][i + 3]])
-            };
-            (f(8), f(12))
-        };
-        let want_im = -4.0 * (1.0 + 2f32.sqrt());
-        assert!(
-            (b1.0 + 4.0).abs() < 1e-4 && (b1.1 - want_im).abs() < 1e-4,
-            "{b1:?}"
-        );
-        let out = fft_packet(&mut c, &ramp(2048), &mut notes);
-        assert_eq!(out[0].len(), 2048 * 8);
-        let out = fft_packet(&mut c, &ramp(16), &mut notes);
-        assert_eq!((out[0].len(), first(&out[0])), (128, (136.0, 0.0)));
-        let rules: Vec<Rule> = notes.iter().map(|(r, _)| *r).collect();
-        assert_eq!(rules, [Rule::FftConfigClamped, Rule::FftConfigClamped]);
-        // With the queue empty the last word stays in force.
-        notes.clear();
-        let out = fft_packet(&mut c, &ramp(16), &mut notes);
-        assert_eq!(out[0].len(), 128);
-        assert!(notes.is_empty());
-    }
-
-    #[test]
-    fn short_and_long_packets_carry_into_the_next_frame() {
-        let mut c = core();
-        let mut notes = Vec::new();
-        c.queue.push_back(3 | CONFIG_FORWARD); // 8 points
-                                               // 5 points: no output, the frame waits for 3 more.
-        assert!(fft_packet(&mut c, &ramp(5), &mut notes).is_empty());
-        assert_eq!(notes.len(), 1);
-        // 11 more: completes the frame with the first 3 of them (1+2+3+4+5 + 1+2+3 = 21), then
-        // 8 points more make a second frame (4..=11: 60).
-        let out = fft_packet(&mut c, &ramp(11), &mut notes);
-        assert_eq!(out.len(), 2);
-        assert_eq!(first(&out[0]).0, 21.0);
-        assert_eq!(first(&out[1]).0, 60.0);
-        let rules: Vec<Rule> = notes.iter().map(|(r, _)| *r).collect();
-        assert_eq!(rules, [Rule::FftFrameLength, Rule::FftFrameLength]);
-    }
 }
