@@ -33,7 +33,11 @@ pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<()
             EmulatorLayout::from_toml_str(&text, &path.display().to_string())
                 .map_err(|e| e.to_string())?
         }
-        None => FpgaSource::default_layout(),
+        None => {
+            let mut layout = FpgaSource::default_layout();
+            layout.strict = FpgaSource::strict_from_env().map_err(|e| e.to_string())?;
+            layout
+        }
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // The board file names the device files by this folder, and its readers resolve a

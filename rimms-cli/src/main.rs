@@ -556,7 +556,7 @@ fn bench_cmd(
     // real board is configured, which the model does not touch.
     let modelled = std::env::var(TIMING_ENV)
         .ok()
-        .filter(|_| std::env::var_os(BOARD_ENV).is_none());
+        .filter(|_| rimms::FpgaSource::board_path_from_env().is_none());
     if fpga_timing.is_some() && modelled.is_none() {
         eprintln!("note: {BOARD_ENV} names a real board, so --fpga-timing changes nothing");
     }
@@ -644,19 +644,17 @@ fn devices_cmd() -> Result<(), Failure> {
     let mut builder = rimms::Runtime::builder().sim(SimConfig::default());
     match rimms::FpgaSource::from_env() {
         Ok(fpga) => {
-            origins.push(
-                match (&fpga, std::env::var_os(rimms::drivers::fpga::BOARD_ENV)) {
-                    (rimms::FpgaSource::Board(_), Some(path)) => format!(
-                        "fpga: the board {} names ({})",
-                        rimms::drivers::fpga::BOARD_ENV,
-                        std::path::Path::new(&path).display()
-                    ),
-                    _ => format!(
+            origins.push(match (&fpga, rimms::FpgaSource::board_path_from_env()) {
+                (rimms::FpgaSource::Board(_), Some(path)) => format!(
+                    "fpga: the board {} names ({})",
+                    rimms::drivers::fpga::BOARD_ENV,
+                    std::path::Path::new(&path).display()
+                ),
+                _ => format!(
                     "fpga: the embedded register-level emulator ({}=board.toml names a real board)",
                     rimms::drivers::fpga::BOARD_ENV
                 ),
-                },
-            );
+            });
             builder = builder.fpga(fpga);
         }
         Err(e) => {

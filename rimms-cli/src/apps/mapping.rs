@@ -9,7 +9,6 @@
 //! scheduler (`Target::Auto`), on the CPU and two simulated cards.
 
 use super::{AppError, Options};
-use rimms::drivers::fpga::BOARD_ENV;
 use rimms::{Device, ExecMode, FpgaSource, Policy, Runtime, Target};
 
 /// The first FFT core and the first ZIP core of a 2-FFT + 2-ZIP board (the emulator's layout
@@ -121,23 +120,15 @@ impl Mapping {
 
 /// Opens the FPGA mappings' board with `open`: the board file `RIMMS_FPGA_BOARD` names, else
 /// the built-in emulator. A failure with a board file says that the path came from the
-/// variable, since the user may not remember setting it; an empty value is refused rather
-/// than read as a file named "".
+/// variable, since the user may not remember setting it; an empty value means unset (the
+/// emulator), as `RIMMS_FPGA_BOARD= rimms …` in a shell intends.
 pub(crate) fn with_board<T>(
     open: impl FnOnce(FpgaSource) -> rimms::Result<T>,
 ) -> Result<T, AppError> {
-    let named = std::env::var_os(BOARD_ENV);
-    if named.as_ref().is_some_and(|v| v.is_empty()) {
-        return Err(AppError::Unsupported(format!(
-            "{BOARD_ENV} is set but empty: set it to a board file (see docs/board-example.toml), or unset it to use the built-in FPGA emulator"
-        )));
-    }
+    let named = FpgaSource::board_path_from_env();
     let opened = FpgaSource::from_env().and_then(open);
     match (opened, named) {
-        (Err(source), Some(path)) => Err(AppError::Board {
-            path: path.into(),
-            source,
-        }),
+        (Err(source), Some(path)) => Err(AppError::Board { path, source }),
         (opened, _) => Ok(opened?),
     }
 }

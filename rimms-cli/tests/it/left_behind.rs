@@ -1,7 +1,8 @@
 //! What an interrupted command leaves behind, as a user meets it: Ctrl-C or SIGTERM during
 //! `rimms run` ends the run between frames, so its runtime removes the stats page
 //! (`$TMPDIR/rimms-stats-<pid>`) and the FPGA emulator's folder, and the process still ends
-//! by the signal.
+//! by the signal. And what an environment or a pool could leave unbounded: switch variables
+//! that are not switches, pools larger than their memory.
 
 use crate::common::sigint_ignored;
 use std::os::unix::process::ExitStatusExt;
@@ -77,4 +78,64 @@ fn an_interrupted_run_leaves_no_stats_page_and_no_emulator_folder() {
         "ends by the signal: {status:?}"
     );
     assert_eq!(names(), Vec::<String>::new(), "left in TMPDIR");
+}
+
+/// `rimms ARGS` with `env` set: its exit code and standard error.
+fn rimms_with(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rimms"))
+        .args(args)
+        .env_remove("RIMMS_FPGA_BOARD")
+        .envs(env.iter().copied())
+        .output()
+        .expect("the rimms binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A switch variable that is not a switch is refused, naming it, as `RIMMS_TRACE` always was,
+/// instead of read as "off".
+#[test]
+fn switch_variables_refuse_what_is_not_a_switch() {
+    for (var, args) in [
+        (
+            "RIMMS_FPGA_STRICT",
+            ["run", "fzf", "--map", "fpga", "--frames", "1"],
+        ),
+        (
+            "RIMMS_STATS_PAGE",
+            ["run", "fzf", "--map", "cpu", "--frames", "1"],
+        ),
+        (
+            "RIMMS_TRACE",
+            ["run", "fzf", "--map", "cpu", "--frames", "1"],
+        ),
+    ] {
+        let (code, stderr) = rimms_with(&args, &[(var, "banana")]);
+        assert_ne!(code, Some(0), "{var}=banana: {stderr}");
+        assert!(
+            stderr.contains(&format!("{var}=\"banana\" is not a switch")),
+            "{var}: {stderr}"
+        );
+        let (code, stderr) = rimms_with(&args, &[(var, "0")]);
+        assert_eq!(code, Some(0), "{var}=0: {stderr}");
+    }
+}
+
+/// A pool larger than the memory behind its space (the emulator's 64 MiB u-dma-buf) is
+/// refused with both sizes, not capped silently.
+#[test]
+fn a_pool_larger_than_its_memory_is_refused() {
+    let (code, stderr) = rimms_with(
+        &["run", "fzf", "--map", "fpga", "--pool", "udmabuf0=1024GiB"],
+        &[],
+    );
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "a pool of 1099511627776 bytes for space udmabuf0, whose memory holds 67108864 bytes"
+        ),
+        "{stderr}"
+    );
 }

@@ -91,7 +91,16 @@ impl Pool {
     /// The same pool cut down to its first `bytes` (whole granules), for a space whose memory
     /// is given (a u-dma-buf, a device's reservation) but whose use is to be limited.
     pub(crate) fn limited(self, bytes: usize) -> Result<Pool> {
-        let granules = Self::granules(&self.name, bytes, self.granule)?.min(self.granules);
+        let granules = Self::granules(&self.name, bytes, self.granule)?;
+        if granules > self.granules {
+            // A backend's memory (a u-dma-buf, a device's) has the size it has: a larger pool
+            // would be a promise nothing keeps.
+            return Err(Error::Config(format!(
+                "a pool of {bytes} bytes for space {}, whose memory holds {} bytes: give it at most that",
+                self.name,
+                self.granules * self.granule
+            )));
+        }
         Ok(Pool {
             state: Mutex::new((NfAllocator::with_capacity(granules), PoolUse::default())),
             granules,

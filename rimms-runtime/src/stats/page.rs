@@ -545,7 +545,7 @@ impl Publisher {
     ) -> Result<Option<Publisher>> {
         let (path, explicit) = match path {
             Some(p) => (p, true),
-            None if std::env::var(STATS_PAGE_ENV).is_ok_and(|v| v == "1") => {
+            None if crate::hal::env_switch(STATS_PAGE_ENV)? => {
                 (default_path(std::process::id()), false)
             }
             None => return Ok(None),

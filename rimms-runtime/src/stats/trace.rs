@@ -5,6 +5,7 @@
 //! opposites, any case); anything else is an error, because a switch that silently stays off
 //! for `RIMMS_TRACE=ture` looks exactly like a program that moves nothing.
 
+use crate::hal::{env_switch, NotASwitch};
 use std::fmt;
 use std::ops::Range;
 
@@ -14,27 +15,7 @@ pub const TRACE_ENV: &str = "RIMMS_TRACE";
 /// Whether `RIMMS_TRACE` asks for transfer events: `Ok(false)` when unset, an error naming
 /// the variable and the accepted values when it holds something else.
 pub(crate) fn enabled_from_env() -> Result<bool, NotASwitch> {
-    match std::env::var_os(TRACE_ENV) {
-        None => Ok(false),
-        Some(value) => {
-            let value = value.to_string_lossy();
-            switch(&value).ok_or_else(|| NotASwitch(value.into_owned()))
-        }
-    }
-}
-
-/// `RIMMS_TRACE` holds something that is not a switch (the value it holds).
-#[derive(Debug, thiserror::Error)]
-#[error("{TRACE_ENV}={0:?} is not a switch: use 1, true, yes or on (0, false, no, off or empty for off)")]
-pub(crate) struct NotASwitch(String);
-
-/// A switch's value, `None` if `text` is not one.
-fn switch(text: &str) -> Option<bool> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Some(true),
-        "0" | "false" | "no" | "off" | "" => Some(false),
-        _ => None,
-    }
+    env_switch(TRACE_ENV)
 }
 
 /// Why bytes moved.
@@ -115,22 +96,4 @@ pub(crate) fn trace_eviction(
         reason = %format_args!("pool full: {needed} bytes needed"),
         "evict"
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::switch;
-
-    #[test]
-    fn switches_take_the_usual_spellings_and_nothing_else() {
-        for on in ["1", "true", "TRUE", "yes", "Yes", "on", " on "] {
-            assert_eq!(switch(on), Some(true), "{on}");
-        }
-        for off in ["0", "false", "no", "off", "OFF", ""] {
-            assert_eq!(switch(off), Some(false), "{off}");
-        }
-        for neither in ["2", "ture", "enable", "y"] {
-            assert_eq!(switch(neither), None, "{neither}");
-        }
-    }
 }

@@ -48,8 +48,8 @@ impl FpgaSource {
     /// In a build without the `fpga-emulator` feature, an unset `RIMMS_FPGA_BOARD` is an
     /// error saying so.
     pub fn from_env() -> Result<FpgaSource> {
-        match std::env::var_os(BOARD_ENV) {
-            Some(path) => Ok(FpgaSource::Board(BoardConfig::load(&PathBuf::from(path))?)),
+        match Self::board_path_from_env() {
+            Some(path) => Ok(FpgaSource::Board(BoardConfig::load(&path)?)),
             #[cfg(not(feature = "fpga-emulator"))]
             None => Err(Error::Config(format!(
                 "no FPGA board configured ({BOARD_ENV} is not set), and this build has no emulator to fall back to (feature `fpga-emulator`)"
@@ -57,6 +57,7 @@ impl FpgaSource {
             #[cfg(feature = "fpga-emulator")]
             None => {
                 let mut layout = Self::default_layout();
+                layout.strict = Self::strict_from_env()?;
                 if let Some(name) = std::env::var_os(TIMING_ENV) {
                     let name = name.to_string_lossy();
                     layout.timing = Some(TimingModel::by_name(&name).ok_or_else(|| {
@@ -70,15 +71,30 @@ impl FpgaSource {
         }
     }
 
-    /// The emulated board `from_env` falls back to: strict when `RIMMS_FPGA_STRICT=1`.
+    /// The emulated board `from_env` falls back to (lenient; `from_env` makes it strict where
+    /// `RIMMS_FPGA_STRICT` says so).
     #[cfg(feature = "fpga-emulator")]
     pub fn default_layout() -> EmulatorLayout {
         let mut layout = EmulatorLayout::zcu102_like();
         for u in &mut layout.udmabufs {
             u.size = 64 << 20;
         }
-        layout.strict = std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1");
         layout
+    }
+
+    /// Whether `RIMMS_FPGA_STRICT` asks for a strict emulator: off when unset or empty, an
+    /// error naming the variable when it is not a switch (`1`, `true`, `yes`, `on` / `0`,
+    /// `false`, `no`, `off`).
+    pub fn strict_from_env() -> Result<bool> {
+        Ok(crate::hal::env_switch(STRICT_ENV)?)
+    }
+
+    /// The board file `RIMMS_FPGA_BOARD` names; `None` where it is unset or empty (an empty
+    /// value means unset, as a shell's `RIMMS_FPGA_BOARD= rimms …` intends).
+    pub fn board_path_from_env() -> Option<PathBuf> {
+        std::env::var_os(BOARD_ENV)
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from)
     }
 }
 
