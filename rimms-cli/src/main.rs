@@ -365,12 +365,8 @@ fn app_failure(e: AppError) -> Failure {
         AppError::Param(_) | AppError::Unsupported(_) => true,
         // A distribution the job cannot take (more ranks than rows) comes from --ranks.
         AppError::Distributed(rimms_dist::ClusterError::Dist { .. }) => true,
-        // The runtime reports every configuration it cannot build as `Config`, an unwritable
-        // trace file among them; of those only a pool for a space the mapping lacks comes
-        // from the command line, and only the message tells it apart.
-        AppError::Runtime(rimms::Error::Config(message)) => {
-            message.starts_with("no memory space named")
-        }
+        // A pool for a space the mapping lacks comes from the command line (`--pool`).
+        AppError::Runtime(rimms::Error::NoSuchSpace { .. }) => true,
         _ => false,
     };
     if usage {

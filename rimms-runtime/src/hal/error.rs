@@ -322,6 +322,15 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// A pool set (`RuntimeBuilder::pool`) for a memory space the runtime does not have.
+    #[error("invalid runtime configuration: no memory space named {name} to size the pool of; this runtime has {known}")]
+    NoSuchSpace {
+        /// The name given.
+        name: String,
+        /// The spaces the runtime has, comma-separated.
+        known: String,
+    },
+
     /// A runtime configuration that cannot work.
     #[error("invalid runtime configuration: {0}")]
     Config(String),

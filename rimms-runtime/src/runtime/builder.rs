@@ -409,14 +409,14 @@ impl RuntimeBuilder {
         }) else {
             return Ok(());
         };
-        Err(Error::Config(format!(
-            "no memory space named {name} to size the pool of; this runtime has {}",
-            spaces
+        Err(Error::NoSuchSpace {
+            name: name.clone(),
+            known: spaces
                 .iter()
                 .map(SpaceEntry::name)
                 .collect::<Vec<_>>()
-                .join(", ")
-        )))
+                .join(", "),
+        })
     }
 
     /// The memory system over `spaces`, serving `devices`: evicting and zero-copy as the mode allows, traced as
