@@ -571,3 +571,21 @@ fn one_stats_page_under_two_spellings_is_one_page_and_a_drop_removes_only_its_ow
     std::fs::remove_file(&page).expect("remove");
     drop(Runtime::builder().stats_page(&page).build().expect("again"));
 }
+
+/// A pool for a space the runtime does not have is its own error, naming the space and the
+/// ones there are (a pool beyond a u-dma-buf's memory: `rimms-cli`'s `left_behind` tests).
+#[test]
+fn a_pool_for_a_space_the_runtime_lacks_is_refused_by_name() {
+    let err = Runtime::builder()
+        .sim(SimConfig::default())
+        .pool("nosuch", 1 << 20)
+        .build()
+        .expect_err("no space is called nosuch");
+    match err {
+        Error::NoSuchSpace { name, known } => {
+            assert_eq!(name, "nosuch");
+            assert!(known.contains("host") && known.contains("sim0"), "{known}");
+        }
+        other => panic!("{other}"),
+    }
+}
