@@ -13,8 +13,8 @@ use crate::apps::pulse_doppler::{self, Params};
 use crate::apps::sar::{self, Size};
 use crate::apps::{App, AppError};
 use crate::human::count;
-use rimms::{Complex32, Device, Runtime};
-use rimms_dist::{corner_turn_bytes, Cluster, InProcess, Rank};
+use rimms::{Complex32, Device};
+use rimms_dist::{corner_turn_bytes, Cluster, Rank};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -371,27 +371,12 @@ pub fn run(run: &DistRun) -> Result<(DistReport, bool), AppError> {
                     rimms_dist::MAX_RANKS
                 )));
             }
-            let outcomes: Vec<Result<(RankOutcome, Vec<u64>), AppError>> =
-                std::thread::scope(|s| {
-                    let handles: Vec<_> = InProcess::world(ranks)
-                        .into_iter()
-                        .map(|t| {
-                            let input = &input;
-                            s.spawn(move || {
-                                let rt = Runtime::new()?;
-                                let outcome = rank_main(&Cluster::new(rt, &t), run, input)?;
-                                Ok((outcome, t.sent_messages()))
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err(AppError::Param("a rank panicked".into())))
-                        })
-                        .collect()
-                });
+            // A rank waits for the others at most this long: a frame of a big scene in a
+            // debug build takes seconds.
+            let patience = Duration::from_secs(600);
+            let outcomes = rimms_dist::on_threads(ranks, patience, |cl| {
+                rank_main(cl, run, &input).map(|outcome| (outcome, cl.net_messages()))
+            })?;
             let outcomes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
             let mut report = report(run, &input, ranks, Job::Threads, &outcomes[0].0);
             report.sent = outcomes.iter().map(|(o, _)| o.sent.clone()).collect();
@@ -432,7 +417,7 @@ fn run_mpi(run: &DistRun, input: &Prepared, world: usize) -> Result<(DistReport,
     let transport =
         rimms_dist::Mpi::start().map_err(|e| AppError::Param(format!("cannot start MPI: {e}")))?;
     let first = rimms_dist::Transport::rank(&transport) == Rank(0);
-    let cl = Cluster::new(Runtime::new()?, &transport);
+    let cl = Cluster::new(rimms::Runtime::new()?, &transport);
     let outcome = rank_main(&cl, run, input)?;
     // Every rank's bytes to rank 0, after the frames they count.
     let mut table = cl.alloc::<u64>(world, world, rimms_dist::Distribution::BlockRows)?;

@@ -26,7 +26,7 @@ mod distribution;
 mod table;
 pub mod transport;
 
-pub use cluster::{Cluster, ClusterError, DistData};
+pub use cluster::{on_threads, Cluster, ClusterError, DistData};
 pub use distribution::{corner_turn_bytes, owner_computes, Distribution, Span};
 pub use table::{Exchange, RankTable, Send};
 #[cfg(feature = "mpi")]

@@ -6,8 +6,7 @@
 mod scenarios;
 
 use proptest::strategy::Strategy as _;
-use rimms_dist::{Cluster, ClusterError, DistError, Distribution, InProcess, Rank, TransportError};
-use rimms_runtime::Runtime;
+use rimms_dist::{Cluster, ClusterError, DistError, Distribution, Rank, TransportError};
 use std::time::Duration;
 
 /// Runs `work` as every rank of a job of `ranks` threads, each with its own CPU runtime.
@@ -16,23 +15,7 @@ fn job<T: Send>(
     timeout: Duration,
     work: impl Fn(&Cluster<'_>) -> Result<T, ClusterError> + Sync,
 ) -> Vec<Result<T, ClusterError>> {
-    let world = InProcess::world(ranks);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = world
-            .into_iter()
-            .map(|t| {
-                let work = &work;
-                s.spawn(move || {
-                    let rt = Runtime::new().expect("a CPU runtime");
-                    work(&Cluster::new(rt, t.with_timeout(timeout)))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("rank"))
-            .collect()
-    })
+    rimms_dist::on_threads(ranks, timeout, work).expect("every rank's runtime starts")
 }
 
 #[test]

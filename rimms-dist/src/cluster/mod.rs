@@ -159,6 +159,38 @@ impl<T: Pod> fmt::Debug for DistData<T> {
     }
 }
 
+/// Runs `work` as every rank of a job of `ranks` threads of this process over the in-process
+/// transport, each with its own CPU runtime, and returns what each rank returned, in rank
+/// order: the whole job in one call, for tests, models and `--ranks` without MPI. A wait of a
+/// rank for the others ends after `timeout`; a rank that panics panics the caller.
+pub fn on_threads<T: Send>(
+    ranks: usize,
+    timeout: std::time::Duration,
+    work: impl Fn(&Cluster<'_>) -> T + Sync,
+) -> Result<Vec<T>> {
+    let outcomes: Vec<std::thread::Result<Result<T>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = crate::InProcess::world(ranks)
+            .into_iter()
+            .map(|t| {
+                let work = &work;
+                s.spawn(move || {
+                    let rt = Runtime::new().map_err(|source| ClusterError::Runtime {
+                        call: "starting a rank's runtime".into(),
+                        rank: t.rank(),
+                        source: Box::new(source),
+                    })?;
+                    Ok(work(&Cluster::new(rt, t.with_timeout(timeout))))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    outcomes
+        .into_iter()
+        .map(|outcome| outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        .collect()
+}
+
 impl<T: Pod> DistData<T> {
     /// Its id, the same on every rank (allocation order).
     pub fn id(&self) -> u64 {
@@ -253,6 +285,11 @@ impl<'t> Cluster<'t> {
     /// Data bytes this rank has sent each peer: the traffic on the network.
     pub fn net_bytes(&self) -> Vec<u64> {
         self.transport.sent_bytes()
+    }
+    /// Data messages this rank has sent each peer, where the transport counts them (the
+    /// in-process one does); empty where it does not.
+    pub fn net_messages(&self) -> Vec<u64> {
+        self.transport.sent_messages()
     }
 
     /// The next call's name, as errors and drift reports give it.

@@ -93,15 +93,6 @@ impl InProcess {
         Ok(())
     }
 
-    /// Data messages this rank has sent each peer: a point-to-point message or a non-empty
-    /// all-to-all block is one (a modelled link charges its latency per message).
-    pub fn sent_messages(&self) -> Vec<u64> {
-        self.messages
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
     /// Waits until `take` finds what it wants among the early arrivals, filing every message
     /// that comes meanwhile there first.
     fn wait_for<T>(
@@ -275,5 +266,13 @@ impl Transport for InProcess {
 
     fn sent_bytes(&self) -> Vec<u64> {
         self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A point-to-point message or a non-empty all-to-all block is one.
+    fn sent_messages(&self) -> Vec<u64> {
+        self.messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }

@@ -142,6 +142,11 @@ pub trait Transport {
     /// Data bytes this rank has sent each peer, point-to-point and all-to-all (agreements,
     /// a check, are not counted).
     fn sent_bytes(&self) -> Vec<u64>;
+    /// Data messages this rank has sent each peer, where the transport counts them (what a
+    /// modelled link charges its latency for); empty where it does not.
+    fn sent_messages(&self) -> Vec<u64> {
+        Vec::new()
+    }
 }
 
 /// One rank's side of an all-to-all: a block per rank, back to back in rank order, in a buffer
@@ -244,6 +249,9 @@ impl<T: Transport + ?Sized> Transport for &T {
     }
     fn sent_bytes(&self) -> Vec<u64> {
         (**self).sent_bytes()
+    }
+    fn sent_messages(&self) -> Vec<u64> {
+        (**self).sent_messages()
     }
 }
 

@@ -197,27 +197,12 @@ pub fn sigint_ignored() -> bool {
         .is_some_and(|mask| mask & (1 << 1) != 0)
 }
 
-/// Runs `work` as every rank of a job of `ranks` threads (`rimms_dist::InProcess`), each with
-/// its own CPU runtime, and returns what each rank returned, in rank order.
+/// Runs `work` as every rank of a job of `ranks` threads (`rimms_dist::on_threads`), each
+/// with its own CPU runtime, and returns what each rank returned, in rank order.
 pub fn across_ranks<T: Send>(
     ranks: usize,
     work: impl Fn(&rimms_dist::Cluster<'_>) -> T + Sync,
 ) -> Vec<T> {
-    let world = rimms_dist::InProcess::world(ranks);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = world
-            .into_iter()
-            .map(|t| {
-                let work = &work;
-                s.spawn(move || {
-                    let rt = rimms::Runtime::new().expect("a CPU runtime");
-                    work(&rimms_dist::Cluster::new(rt, t))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a rank panicked"))
-            .collect()
-    })
+    rimms_dist::on_threads(ranks, std::time::Duration::from_secs(60), work)
+        .expect("every rank's runtime starts")
 }
