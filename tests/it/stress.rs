@@ -23,8 +23,9 @@ const SPACE_OF_DEVICE: [usize; 3] = [0, 1, 2];
 const SPACES: [&str; 3] = ["host", "sim0", "sim1"];
 /// Best source first for a copy into each space. Both sims sit on the same link, so into the
 /// host sim0 wins the tie, and into a sim the host does (lower space id) — except that every
-/// pair of sources ties here, and the planner keeps a run of neighbouring fragments on the
-/// source it started with where that source holds the next one too.
+/// pair of sources ties here, so the planner keeps a run of neighbouring fragments on the
+/// source it started with where that source holds the next one too, and starts a run from the
+/// source that holds more of what follows.
 const SOURCE_ORDER: [[usize; 2]; 3] = [[1, 2], [0, 2], [0, 1]];
 
 fn calls_per_thread() -> usize {
@@ -60,25 +61,39 @@ struct Protocol {
 }
 
 impl Protocol {
-    /// A read of `frag` in `space`: one copy from the best valid source if it is not there.
-    /// `run` is the source the previous fragment of the same access came from, if it was
-    /// copied.
-    fn read(&mut self, frag: &mut Valid, space: usize, run: &mut Option<usize>) {
-        if *frag & (1 << space) != 0 {
+    /// A read of fragment `f` of `frags` in `space`, one fragment of an access ending at
+    /// fragment `end`: one copy from the best valid source if it is not there. `run` is the
+    /// source the previous fragment of the same access came from, if it was copied; a new run
+    /// starts from the source holding more of the fragments still to copy (every pair of
+    /// sources ties here), then the best.
+    fn read(
+        &mut self,
+        frags: &mut [Valid],
+        f: usize,
+        end: usize,
+        space: usize,
+        run: &mut Option<usize>,
+    ) {
+        if frags[f] & (1 << space) != 0 {
             *run = None;
             return;
         }
-        let best = SOURCE_ORDER[space]
-            .into_iter()
-            .find(|s| *frag & (1 << s) != 0)
-            .expect("some space holds every fragment");
+        let ahead = |s: usize| {
+            (f..end)
+                .take_while(|&g| frags[g] & (1 << space) == 0 && frags[g] & (1 << s) != 0)
+                .count()
+        };
         let src = match *run {
-            Some(r) if *frag & (1 << r) != 0 => r,
-            _ => best,
+            Some(r) if frags[f] & (1 << r) != 0 => r,
+            _ => SOURCE_ORDER[space]
+                .into_iter()
+                .filter(|s| frags[f] & (1 << s) != 0)
+                .max_by_key(|&s| (ahead(s), std::cmp::Reverse(s)))
+                .expect("some space holds every fragment"),
         };
         *run = Some(src);
         self.bytes[src][space] += FRAG_BYTES;
-        *frag |= 1 << space;
+        frags[f] |= 1 << space;
     }
 
     /// A write of the whole fragment in `space`: every other copy becomes stale.
@@ -152,8 +167,9 @@ fn run_thread(
                     m.y[i] = m.x[i] + r[i];
                 }
                 let mut run = None;
+                let end = frags.end;
                 for f in frags {
-                    m.protocol.read(&mut m.x_frags[f], space, &mut run);
+                    m.protocol.read(&mut m.x_frags, f, end, space, &mut run);
                     m.shared_reads[f] |= 1 << space;
                     Protocol::write(&mut m.y_frags[f], space);
                 }
@@ -169,8 +185,9 @@ fn run_thread(
                     m.x[i] = m.y[i] * r[i];
                 }
                 let mut run = None;
+                let end = frags.end;
                 for f in frags {
-                    m.protocol.read(&mut m.y_frags[f], space, &mut run);
+                    m.protocol.read(&mut m.y_frags, f, end, space, &mut run);
                     m.shared_reads[f] |= 1 << space;
                     Protocol::write(&mut m.x_frags[f], space);
                 }
@@ -184,8 +201,9 @@ fn run_thread(
                     *v *= Complex32::new(0.0, 1.0);
                 }
                 let mut run = None;
+                let end = frags.end;
                 for f in frags {
-                    m.protocol.read(&mut m.x_frags[f], space, &mut run);
+                    m.protocol.read(&mut m.x_frags, f, end, space, &mut run);
                     Protocol::write(&mut m.x_frags[f], space);
                 }
             }
@@ -194,8 +212,9 @@ fn run_thread(
                 let ys = y.as_slice().slice(range.clone()).unwrap();
                 assert_eq!(ys.host().unwrap(), &m.y[range.clone()], "{context}");
                 let mut run = None;
+                let end = frags.end;
                 for f in frags {
-                    m.protocol.read(&mut m.y_frags[f], 0, &mut run);
+                    m.protocol.read(&mut m.y_frags, f, end, 0, &mut run);
                 }
             }
             // The host overwrites x.
@@ -217,8 +236,8 @@ fn run_thread(
     assert_eq!(y.as_slice().host().unwrap(), &m.y[..], "seed {seed}: y");
     let (mut x_run, mut y_run) = (None, None);
     for f in 0..2 {
-        m.protocol.read(&mut m.x_frags[f], 0, &mut x_run);
-        m.protocol.read(&mut m.y_frags[f], 0, &mut y_run);
+        m.protocol.read(&mut m.x_frags, f, 2, 0, &mut x_run);
+        m.protocol.read(&mut m.y_frags, f, 2, 0, &mut y_run);
     }
     m
 }

@@ -202,7 +202,9 @@ impl FragmentTable {
     }
 
     /// What must move or be filled so that `access` over `span` can run in `dst`. `cost(src,
-    /// dst)` ranks sources; ties go to the lowest space id.
+    /// dst)` ranks sources. Among equally cheap sources, a run being built keeps its source, and
+    /// a new run starts from the source that holds the most of the fragments that follow (then
+    /// the lowest space id): bytes one source can serve come in one copy.
     pub(crate) fn plan_acquire(
         &self,
         span: &FragmentSpan,
@@ -242,7 +244,8 @@ impl FragmentTable {
                 {
                     m.src
                 }
-                _ => cheapest,
+                Some(m) if m.frags.end == frag && m.src == cheapest => cheapest,
+                _ => self.longest_tied_run(span, access, frag, dst, cheapest, &cost),
             };
             match plan.moves.last_mut() {
                 Some(m) if m.src == src && m.frags.end == frag => m.frags.end += 1,
@@ -253,6 +256,51 @@ impl FragmentTable {
             }
         }
         plan
+    }
+
+    /// Among the sources of `frag` as cheap as `cheapest`, the one that holds the longest run of
+    /// the fragments from `frag` on that the access must copy (ties: the lowest space id). Only
+    /// looks ahead where sources tie, so it never picks a dearer one.
+    fn longest_tied_run(
+        &self,
+        span: &FragmentSpan,
+        access: Access,
+        frag: usize,
+        dst: SpaceId,
+        cheapest: SpaceId,
+        cost: &impl Fn(SpaceId, SpaceId) -> u64,
+    ) -> SpaceId {
+        let best = cost(cheapest, dst);
+        let mut tied = self.frags[frag]
+            .valid
+            .iter()
+            .filter(|&s| cost(s, dst) == best);
+        let (Some(first), Some(_)) = (tied.next(), tied.next()) else {
+            return cheapest;
+        };
+        let run = |src: SpaceId| {
+            (frag..span.frags.end)
+                .take_while(|&f| {
+                    let state = self.frags[f];
+                    let copied = (access != Access::Write || span.is_partial(f))
+                        && !state.valid.contains(dst)
+                        && !state.zero;
+                    copied && state.valid.contains(src)
+                })
+                .count()
+        };
+        let mut chosen = (run(first), first);
+        for src in self.frags[frag]
+            .valid
+            .iter()
+            .filter(|&s| cost(s, dst) == best)
+        {
+            let length = run(src);
+            if length > chosen.0 {
+                chosen = (length, src);
+            }
+        }
+        chosen.1
     }
 
     /// Records that the plan was carried out: its fragments are now valid in its space too.

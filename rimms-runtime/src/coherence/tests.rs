@@ -154,6 +154,45 @@ fn the_cheapest_source_wins_and_ties_go_to_the_lowest_id() {
     );
 }
 
+/// Where sources tie, a new run starts from the one that holds more of what follows: bytes one
+/// source can serve come in one copy (the peer scenario: sim1 → sim0 8 KiB in one copy, not
+/// host → sim0 and sim1 → sim0 4 KiB each). A cheaper source still wins over a longer run.
+#[test]
+fn a_tie_goes_to_the_source_that_holds_the_longer_run() {
+    let mut t = FragmentTable::new(3);
+    // Fragment 0 on HOST and OTHER, fragments 1..3 on OTHER alone.
+    access(&mut t, &whole(3), OTHER, Access::Write);
+    let first = FragmentSpan {
+        frags: 0..1,
+        first_partial: false,
+        last_partial: false,
+    };
+    access(&mut t, &first, HOST, Access::Read);
+    let plan = t.plan_acquire(&whole(3), DEV, Access::Read, flat);
+    assert_eq!(
+        plan.moves,
+        vec![Move {
+            src: OTHER,
+            frags: 0..3
+        }]
+    );
+    let host_cheaper = |s: SpaceId, _: SpaceId| if s == HOST { 1 } else { 2 };
+    let plan = t.plan_acquire(&whole(3), DEV, Access::Read, host_cheaper);
+    assert_eq!(
+        plan.moves,
+        vec![
+            Move {
+                src: HOST,
+                frags: 0..1
+            },
+            Move {
+                src: OTHER,
+                frags: 1..3
+            },
+        ]
+    );
+}
+
 #[test]
 fn neighbours_with_one_source_coalesce_and_others_split() {
     let mut t = FragmentTable::new(6);

@@ -6,8 +6,10 @@
 //! The runtime has the CPU and two sim devices with different links: sim0 sits on a fast link,
 //! sim1 on a slow one. From those links the cheapest source of a fragment, derived by hand, is:
 //! into the host, sim0 before sim1; into sim0, the host before sim1; into sim1, the host before
-//! sim0 (equal cost, lower id), except that a run of neighbouring fragments keeps the source it
-//! started with where that ties. The protocol model below encodes that order directly. A
+//! sim0 (equal cost), except that a run of neighbouring fragments keeps the source it started
+//! with where that ties, and a new run where they tie starts from the source that holds the
+//! longer run of what must be copied (then the lower id). The protocol model below encodes
+//! that order directly. A
 //! write-back on eviction goes to the host: from either sim, the host is the cheapest space
 //! (sim0 to sim1 crosses sim1's slow link; sim1 to the host and to sim0 tie, the host's id is
 //! lower).
@@ -696,6 +698,20 @@ impl Model {
                     .expect("a non-zero fragment is valid somewhere");
                 let src = match run {
                     Some((r, last)) if last + 1 == f && b.valid[f][r] && SOURCES_TIE[dst] => r,
+                    // A new run where both sources cost the same: the one that holds the longer
+                    // run of what must be copied from here on, then the lower id.
+                    _ if SOURCES_TIE[dst] => {
+                        let ahead = |s: usize| {
+                            (f..frags.end)
+                                .take_while(|&g| !b.valid[g][dst] && !b.zero[g] && b.valid[g][s])
+                                .count()
+                        };
+                        SOURCE_ORDER[dst]
+                            .into_iter()
+                            .filter(|&s| b.valid[f][s])
+                            .max_by_key(|&s| (ahead(s), std::cmp::Reverse(s)))
+                            .expect("a non-zero fragment is valid somewhere")
+                    }
                     _ => best,
                 };
                 let entry = self.links.entry((src, dst)).or_default();

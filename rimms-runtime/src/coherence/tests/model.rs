@@ -127,29 +127,50 @@ impl Case {
     /// The model's acquire: per fragment, what is needed for `access` in `dst`.
     fn needs(&self, span: &FragmentSpan, dst: u8, access: Access) -> Vec<(usize, Need)> {
         let cost = |s: u8| self.cost[usize::from(s)][usize::from(dst)];
+        let reads = |f: usize| {
+            let partial = (f == span.frags.start && span.first_partial)
+                || (f + 1 == span.frags.end && span.last_partial);
+            access != Access::Write || partial
+        };
+        // Whether fragment `f` must be copied in, whoever from.
+        let copied = |f: usize| {
+            let frag = &self.model[f];
+            reads(f) && !frag.valid[usize::from(dst)] && !frag.zero
+        };
+        // How many fragments from `f` on must be copied and are held by `s`.
+        let run_from = |f: usize, s: u8| {
+            (f..span.frags.end)
+                .take_while(|&g| copied(g) && self.model[g].valid[usize::from(s)])
+                .count()
+        };
         // The source the previous fragment is copied from, while the run goes on.
         let mut run: Option<u8> = None;
         span.frags
             .clone()
             .map(|f| {
                 let frag = &self.model[f];
-                let partial = (f == span.frags.start && span.first_partial)
-                    || (f + 1 == span.frags.end && span.last_partial);
-                let reads = access != Access::Write || partial;
-                let need = if !reads || frag.valid[usize::from(dst)] {
+                let need = if !reads(f) || frag.valid[usize::from(dst)] {
                     Need::Nothing
                 } else if frag.zero {
                     Need::Fill
                 } else {
-                    // Cheapest holder; `min_by_key` keeps the first of equals: the lowest id.
-                    let cheapest = frag
+                    let best = frag
                         .holders()
-                        .min_by_key(|&s| cost(s))
+                        .map(cost)
+                        .min()
                         .expect("a fragment that is not zero is valid somewhere");
-                    // On a tie the run's source stays, so neighbours come in one copy.
+                    // On a tie the run's source stays, so neighbours come in one copy; a new
+                    // run starts from the cheapest holder with the longest run ahead, then the
+                    // lowest id (`max_by_key` keeps the last of equals: reversed ids).
                     let src = match run {
-                        Some(r) if frag.valid[usize::from(r)] && cost(r) <= cost(cheapest) => r,
-                        _ => cheapest,
+                        Some(r) if frag.valid[usize::from(r)] && cost(r) <= best => r,
+                        _ => frag
+                            .holders()
+                            .filter(|&s| cost(s) == best)
+                            .map(|s| (run_from(f, s), std::cmp::Reverse(s)))
+                            .max()
+                            .map(|(_, std::cmp::Reverse(s))| s)
+                            .expect("a cheapest holder"),
                     };
                     Need::Copy(src)
                 };
