@@ -41,6 +41,24 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A byte count exactly, and in binary units where it is large: "512 bytes", "8192 bytes
+/// (8 KiB)", "104857606144 bytes (97.66 GiB)". The exact figure stays first, for scripts and
+/// for sums a reader checks; the units are for reading.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    let exact = count(n, "byte", "bytes");
+    if n < 1024 {
+        return exact;
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{exact} ({} {})", significant(value, 4), UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +77,17 @@ mod tests {
         assert_eq!(significant(62.0, 4), "62");
         assert_eq!(significant(0.123456, 3), "0.123");
         assert_eq!(significant(12345.6, 4), "12346");
+    }
+
+    #[test]
+    fn byte_counts_keep_the_exact_figure_and_add_binary_units() {
+        assert_eq!(bytes(0), "0 bytes");
+        assert_eq!(bytes(1), "1 byte");
+        assert_eq!(bytes(1023), "1023 bytes");
+        assert_eq!(bytes(8192), "8192 bytes (8 KiB)");
+        assert_eq!(bytes(1536), "1536 bytes (1.5 KiB)");
+        assert_eq!(bytes(3 << 20), "3145728 bytes (3 MiB)");
+        assert_eq!(bytes(104_857_606_144), "104857606144 bytes (97.66 GiB)");
     }
 
     #[test]

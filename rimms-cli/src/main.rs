@@ -454,7 +454,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
                 l.from,
                 l.to,
                 count(l.copies, "copy", "copies"),
-                count(l.bytes, "byte", "bytes")
+                rimms_cli::human::bytes(l.bytes)
             )
         })
         .collect();
@@ -463,8 +463,8 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             "evicted from {}: {}, {} dropped, {} written back\n",
             e.space,
             count(e.evictions, "block", "blocks"),
-            count(e.dropped_bytes, "byte", "bytes"),
-            count(e.written_back_bytes, "byte", "bytes")
+            rimms_cli::human::bytes(e.dropped_bytes),
+            rimms_cli::human::bytes(e.written_back_bytes)
         );
     }
     text += &format!(

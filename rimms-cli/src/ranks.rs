@@ -120,11 +120,11 @@ impl DistReport {
         };
         text.push_str(&format!(
             "network: {whose} {} a frame, {}\n",
-            count(sent, "byte", "bytes"),
+            crate::human::bytes(sent),
             if self.at_minimum() {
                 "the analytic minimum (the corner turns' off-diagonal blocks and 24 bytes of peak per pair of ranks)".to_string()
             } else {
-                format!("more than the analytic minimum of {}", count(minimum, "byte", "bytes"))
+                format!("more than the analytic minimum of {}", crate::human::bytes(minimum))
             }
         ));
         text
