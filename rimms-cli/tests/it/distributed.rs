@@ -271,3 +271,69 @@ fn a_build_without_mpi_under_mpirun_says_how_to_get_one() {
     assert!(stderr.contains("built without MPI"), "{stderr}");
     assert!(stderr.contains("--features mpi"), "{stderr}");
 }
+
+#[test]
+fn bench_across_rank_counts_tabulates_speedups_and_bytes_at_the_minimum() {
+    let (code, stdout, stderr) = rimms(
+        &[
+            "bench",
+            "--ranks",
+            "1,2,3",
+            "--app",
+            "pulse-doppler",
+            "--size",
+            "64x64",
+            "--frames",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(stdout.trim()).expect("a JSON array");
+    assert_eq!(rows.len(), 3);
+    for (row, ranks) in rows.iter().zip([1u64, 2, 3]) {
+        assert_eq!(row["ranks"], ranks);
+        let sent: Vec<Vec<u64>> =
+            serde_json::from_value(row["report"]["sent"].clone()).expect("sent");
+        let minimum: Vec<Vec<u64>> =
+            serde_json::from_value(row["report"]["minimum"].clone()).expect("minimum");
+        assert_eq!(sent, minimum, "{ranks} ranks");
+        let turn = corner_turn_bytes(64, 128, 8, ranks as usize);
+        let expected: Vec<Vec<u64>> = (0..ranks as usize)
+            .map(|f| {
+                (0..ranks as usize)
+                    .map(|t| turn[f][t] + if f == t { 0 } else { 24 })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(minimum, expected, "{ranks} ranks");
+    }
+    let (code, stdout, stderr) = rimms(
+        &[
+            "bench",
+            "--ranks",
+            "1,2",
+            "--app",
+            "sar",
+            "--size",
+            "64x64",
+            "--frames",
+            "1",
+            "--modelled",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("modelled from in-process ranks"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("10 GbE: 1.25 GB/s, 10 µs; 100 Gb/s IB: 12.5 GB/s, 1.5 µs"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = rimms(&["bench", "--ranks", "2", "--app", "fzf"], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("fzf does not run across ranks"), "{stderr}");
+}
