@@ -147,6 +147,6 @@ impl Cluster<'_> {
                 })?;
         }
         entry.epoch += 1;
-        self.agree(&call, &entry, false)
+        self.agree(&call, entry.state(), false)
     }
 }

@@ -106,6 +106,15 @@ struct Entry {
     epoch: u64,
 }
 
+impl Entry {
+    /// A digest of it, equal on every rank that applied the same calls.
+    fn state(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        (self.table.digest(), self.epoch).hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
 /// Fragments a rank received, to forget once used when the receive cache is off.
 struct Received {
     entry: Weak<RefCell<Entry>>,
@@ -299,13 +308,15 @@ impl<'t> Cluster<'t> {
         format!("distributed call {n} ({what})")
     }
 
-    /// Compares the digest of `entry` (and the call's place in the order) across ranks.
-    fn agree(&self, call: &str, entry: &Entry, always: bool) -> Result<()> {
+    /// Compares `state`, a digest of what the call left (mixed here with the call's place in
+    /// the order), across ranks: always at allocations, after other calls where drift checks
+    /// are on.
+    fn agree(&self, call: &str, state: u64, always: bool) -> Result<()> {
         if !always && !self.check_drift.get() {
             return Ok(());
         }
         let mut hasher = DefaultHasher::new();
-        (entry.table.digest(), entry.epoch, self.calls.get()).hash(&mut hasher);
+        (state, self.calls.get()).hash(&mut hasher);
         self.transport
             .agree(hasher.finish(), call)
             .map_err(|source| ClusterError::Transport {
@@ -344,14 +355,11 @@ impl<'t> Cluster<'t> {
                 HeteData::alloc(&self.rt, len).map_err(|source| self.runtime_error(&call, source))
             })?;
         self.next_id.set(id + 1);
-        let entry = Entry { table, epoch: 0 };
+        // The buffer's id, shape and distribution: what every rank must have allocated alike.
         let mut hasher = DefaultHasher::new();
-        (id, rows, row_len, format!("{dist:?}")).hash(&mut hasher);
-        let shape = Entry {
-            table: entry.table.clone(),
-            epoch: hasher.finish(),
-        };
-        self.agree(&call, &shape, true)?;
+        (id, rows, row_len, format!("{dist:?}"), table.digest()).hash(&mut hasher);
+        self.agree(&call, hasher.finish(), true)?;
+        let entry = Entry { table, epoch: 0 };
         Ok(DistData {
             id,
             rows,
@@ -467,15 +475,11 @@ impl<'t> Cluster<'t> {
         entry.epoch += 1;
         if let Some(error) = failed {
             // The others must not wait for an agreement this rank will not reach in step:
-            // a digest no table has makes them fail at this call.
-            let poisoned = Entry {
-                table: entry.table.clone(),
-                epoch: u64::MAX,
-            };
-            let _ = self.agree(call, &poisoned, true);
+            // a state no rank that succeeded has makes them fail at this call.
+            let _ = self.agree(call, !entry.state(), true);
             return Err(error);
         }
-        self.agree(call, &entry, false)
+        self.agree(call, entry.state(), false)
     }
 
     /// Moves to each rank the rows `needs(rank)` that it lacks: every rank plans the same
@@ -536,7 +540,7 @@ impl<'t> Cluster<'t> {
                 });
             }
         }
-        self.agree(&call, &entry, false)
+        self.agree(&call, entry.state(), false)
     }
 
     /// Forgets received rows once a call has used them (cache off): the readers no longer
@@ -564,7 +568,7 @@ impl<'t> Cluster<'t> {
         let call = self.call(format_args!("flush buffer {}", buf.id));
         let mut entry = buf.entry.borrow_mut();
         entry.table.flush();
-        self.agree(&call, &entry, false)
+        self.agree(&call, entry.state(), false)
     }
 
     /// The rows `rows` of `buf` as this rank holds them, refused unless the table says this
