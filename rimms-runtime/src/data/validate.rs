@@ -63,8 +63,12 @@ impl RawBuffer {
         // The range is a fragment valid in `space`, so it lies inside the window there.
         let at = range.start - window.origin;
         match self.memory().device_memory(space) {
-            // SAFETY: the range lies inside the window, which the block holds. Writers need
-            // the buffer mutably, so none runs while `validate(&self)` reads.
+            // SAFETY: the range is one fragment valid in `space`, inside the window the block
+            // holds, and the buffer's lock (held by both callers, `validate` and a read's
+            // checksum check in `acquire`) keeps the block from being freed or moved. No write
+            // can race the read: `validate(&self)` excludes every mutable view of the buffer,
+            // and an acquire reads only fragments of its own view, which no other live view
+            // shares (views that live together are split on fragment boundaries).
             None => Ok(Cow::Borrowed(unsafe {
                 std::slice::from_raw_parts(window.block.ptr().add(at), range.len())
             })),
