@@ -68,12 +68,7 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<C32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
-        call(
-            self,
-            device.into(),
-            element_wise::Call::<Conj>::new(input, out),
-        )
+        self.element_wise::<Conj>(device.into(), input, out)
     }
 
     /// `out = |input|`.
@@ -83,12 +78,7 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<f32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
-        call(
-            self,
-            device.into(),
-            element_wise::Call::<Magnitude>::new(input, out),
-        )
+        self.element_wise::<Magnitude>(device.into(), input, out)
     }
 
     /// `out = |input|²`, element-wise: the power of each sample ([`Runtime::magnitude`]
@@ -111,12 +101,7 @@ impl Runtime {
         input: &impl Input<C32>,
         out: &mut impl Output<f32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
-        call(
-            self,
-            device.into(),
-            element_wise::Call::<Power>::new(input, out),
-        )
+        self.element_wise::<Power>(device.into(), input, out)
     }
 
     /// Multiplies every row of `input` by a real `window` (a Hann taper before a Doppler FFT,
@@ -246,5 +231,17 @@ impl Runtime {
     ) -> Result<()> {
         let (a, b, c) = (a.input(), b.input(), c.output());
         call(self, device.into(), Gemm { m, k, n, a, b, c })
+    }
+
+    /// What `conj`, `magnitude` and `power` share: the element-wise built-in `K` of `input`
+    /// into `out`.
+    fn element_wise<K: element_wise::ElementWise>(
+        &self,
+        device: Target,
+        input: &impl Input<C32>,
+        out: &mut impl Output<K::Out>,
+    ) -> Result<()> {
+        let call_of = element_wise::Call::<K>::new(input.input(), out.output());
+        call(self, device, call_of)
     }
 }

@@ -38,6 +38,34 @@ pub(crate) trait ElementWise: Sized + 'static {
     const RULES: &'static [&'static MergeRule] = &[&Self::RULE];
 }
 
+/// One element-wise built-in's home in a line: `element_wise_kind!(Conj = conj -> C32)`
+/// defines the kind `Conj` of `apis::conj`, whose output element is `C32`, and its `RULES`.
+macro_rules! element_wise_kind {
+    ($kind:ident = $api:ident -> $out:ty) => {
+        #[doc = concat!("`", stringify!($api), "`, the kind of an element-wise call.")]
+        pub(crate) struct $kind;
+
+        impl $crate::kernel::builtins::element_wise::ElementWise for $kind {
+            type Out = $out;
+            const DECL: &'static $crate::kernel::ApiDecl = $crate::apis::$api::DECL;
+
+            fn call(
+                rt: &$crate::machine::Runtime,
+                target: $crate::hal::Target,
+                input: &$crate::data::HeteSlice<'_, num_complex::Complex32>,
+                out: &mut $crate::data::HeteSliceMut<'_, $out>,
+            ) -> $crate::hal::Result<()> {
+                $crate::apis::$api(rt, target, input, out)
+            }
+        }
+
+        /// Element-wise: input and output follow one another.
+        pub static RULES: &[&$crate::kernel::merge::MergeRule] =
+            <$kind as $crate::kernel::builtins::element_wise::ElementWise>::RULES;
+    };
+}
+pub(crate) use element_wise_kind;
+
 /// The merge rule's run: one call of `K` over the merged views.
 fn merged<K: ElementWise>(
     rt: &Runtime,

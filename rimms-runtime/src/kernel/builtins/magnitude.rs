@@ -1,31 +1,4 @@
 //! `magnitude`: `out = |input|`, element-wise. Its declaration is `apis::magnitude`.
 //! The rest (the call's description, shape check and merge rule) is `element_wise.rs`'s.
 
-use super::element_wise::ElementWise;
-use crate::apis;
-use crate::data::{HeteSlice, HeteSliceMut};
-use crate::hal::{Result, Target};
-use crate::kernel::merge::MergeRule;
-use crate::kernel::ApiDecl;
-use crate::machine::Runtime;
-use num_complex::Complex32 as C32;
-
-/// `magnitude`, the kind of an element-wise call.
-pub(crate) struct Magnitude;
-
-impl ElementWise for Magnitude {
-    type Out = f32;
-    const DECL: &'static ApiDecl = apis::magnitude::DECL;
-
-    fn call(
-        rt: &Runtime,
-        target: Target,
-        input: &HeteSlice<'_, C32>,
-        out: &mut HeteSliceMut<'_, f32>,
-    ) -> Result<()> {
-        apis::magnitude(rt, target, input, out)
-    }
-}
-
-/// Element-wise: input and output follow one another.
-pub static RULES: &[&MergeRule] = Magnitude::RULES;
+super::element_wise::element_wise_kind!(Magnitude = magnitude -> f32);

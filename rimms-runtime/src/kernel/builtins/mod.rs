@@ -29,13 +29,12 @@
 //!    `Negate<'a> { input: HeteSlice<'a, C32>, out: HeteSliceMut<'a, C32> }` that implements
 //!    [`Builtin`] (its declaration, its shape check, the call of `apis::negate`) and
 //!    [`ScopeCall`] (its merge rules, its parameters, its arguments as [`KernelArg`]s). An
-//!    element-wise built-in of one complex input, as `negate` is, needs less: a unit struct
-//!    `Negate` implementing [`element_wise::ElementWise`] (its declaration, its output element,
-//!    the call of `apis::negate`), whose `element_wise::Call::<Negate>` is the description, as
-//!    `conj`, `magnitude` and `power` are;
+//!    element-wise built-in of one complex input, as `negate` is, needs one line:
+//!    `element_wise_kind!(Negate = negate -> C32)` (its kind, declaration and output element;
+//!    [`element_wise::ElementWise`]), as `conj`, `magnitude` and `power` are;
 //! 3. its public methods, one line each: `builtins::call(self, device.into(), Negate { input:
 //!    input.input(), out: out.output() })` in `runtime/builtins.rs` (or
-//!    `element_wise::Call::<Negate>::new(…)`), and `self.builtin(device, Negate { … })` in
+//!    `self.element_wise::<Negate>(…)`), and `self.builtin(device, Negate { … })` in
 //!    `scope/calls.rs`;
 //! 4. its implementations (`#[rimms::kernel(api = apis::negate, device = cpu)]` in
 //!    `backend/host_kernels.rs`, and where other kinds have one), and its row in the facade's
