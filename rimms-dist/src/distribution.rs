@@ -20,6 +20,50 @@ pub enum Distribution {
     OnRank(Rank),
 }
 
+/// The names [`Distribution`] parses from and prints as, for command lines.
+pub const DISTRIBUTION_NAMES: &str = "block-rows, block-cyclic:ROWS, replicated, on-rank:RANK";
+
+impl std::str::FromStr for Distribution {
+    type Err = String;
+    /// `block-rows`, `block-cyclic:ROWS`, `replicated` or `on-rank:RANK`.
+    fn from_str(s: &str) -> Result<Distribution, String> {
+        let number = |what: &str, n: &str| {
+            n.parse::<usize>()
+                .map_err(|_| format!("`{s}`: {what} must be a whole number, got `{n}`"))
+        };
+        match s.split_once(':') {
+            None if s == "block-rows" => Ok(Distribution::BlockRows),
+            None if s == "replicated" => Ok(Distribution::Replicated),
+            Some(("block-cyclic", n)) => match number("the block's rows", n)? {
+                0 => Err(format!("`{s}`: a block needs at least one row")),
+                block => Ok(Distribution::BlockCyclic { block }),
+            },
+            Some(("on-rank", n)) => {
+                let rank = number("the rank", n)?;
+                u16::try_from(rank)
+                    .ok()
+                    .filter(|&r| usize::from(r) < MAX_RANKS)
+                    .map(|r| Distribution::OnRank(Rank(r)))
+                    .ok_or_else(|| format!("`{s}`: ranks go up to {}", MAX_RANKS - 1))
+            }
+            _ => Err(format!(
+                "`{s}` is not a distribution; use one of {DISTRIBUTION_NAMES}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Distribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Distribution::BlockRows => write!(f, "block-rows"),
+            Distribution::BlockCyclic { block } => write!(f, "block-cyclic:{block}"),
+            Distribution::Replicated => write!(f, "replicated"),
+            Distribution::OnRank(rank) => write!(f, "on-rank:{}", rank.0),
+        }
+    }
+}
+
 impl Distribution {
     /// Refuses a distribution that cannot spread `rows` over `ranks`.
     pub fn check(&self, rows: usize, ranks: usize) -> Result<(), DistError> {
@@ -137,20 +181,32 @@ pub fn corner_turn_bytes(
     elem_bytes: usize,
     ranks: usize,
 ) -> Vec<Vec<u64>> {
-    let count = |n: usize, rank: usize| {
-        (0..n)
-            .filter(|&i| block_owner(i, n, ranks).0 as usize == rank)
-            .count()
+    let block_rows = Distribution::BlockRows;
+    transpose_bytes((block_rows, block_rows), rows, cols, elem_bytes, ranks)
+}
+
+/// [`corner_turn_bytes`] from a `rows` × `cols` matrix spread by `from` to its transpose
+/// spread by `to` (each row with one owner): rank `f` sends rank `t` the elements of its rows
+/// in `t`'s rows of the transpose.
+pub fn transpose_bytes(
+    (from, to): (Distribution, Distribution),
+    rows: usize,
+    cols: usize,
+    elem_bytes: usize,
+    ranks: usize,
+) -> Vec<Vec<u64>> {
+    let count = |dist: Distribution, n: usize, rank: usize| -> usize {
+        dist.rows_of(Rank(rank as u16), n, ranks)
+            .iter()
+            .map(Range::len)
+            .sum()
     };
     (0..ranks)
-        .map(|from| {
+        .map(|f| {
             (0..ranks)
-                .map(|to| {
-                    if from == to {
-                        0
-                    } else {
-                        (count(rows, from) * count(cols, to) * elem_bytes) as u64
-                    }
+                .map(|t| match f == t {
+                    true => 0,
+                    false => (count(from, rows, f) * count(to, cols, t) * elem_bytes) as u64,
                 })
                 .collect()
         })
@@ -160,6 +216,31 @@ pub fn corner_turn_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_parse_to_the_distributions_they_print_as() {
+        let dists = [
+            Distribution::BlockRows,
+            Distribution::BlockCyclic { block: 3 },
+            Distribution::Replicated,
+            Distribution::OnRank(Rank(2)),
+        ];
+        let names = ["block-rows", "block-cyclic:3", "replicated", "on-rank:2"];
+        for (dist, name) in dists.iter().zip(names) {
+            assert_eq!(dist.to_string(), name);
+            assert_eq!(name.parse::<Distribution>(), Ok(*dist));
+        }
+        for bad in [
+            "block-cyclic:0",
+            "block-cyclic:x",
+            "on-rank:64",
+            "rows",
+            "block-rows:2",
+        ] {
+            let e = bad.parse::<Distribution>().unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
 
     /// Every row has exactly one owner under the owned distributions, blocks differ in length
     /// by at most one row, and block rows keep each rank's rows contiguous.

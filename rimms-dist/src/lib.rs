@@ -27,11 +27,15 @@ mod table;
 pub mod transport;
 
 pub use cluster::{on_threads, Cluster, ClusterError, DistData};
-pub use distribution::{corner_turn_bytes, owner_computes, Distribution, Span};
+pub use distribution::{
+    corner_turn_bytes, owner_computes, transpose_bytes, Distribution, Span, DISTRIBUTION_NAMES,
+};
 pub use table::{Exchange, RankTable, Send};
 #[cfg(feature = "mpi")]
 pub use transport::Mpi;
-pub use transport::{execute, Envelope, InProcess, Packed, Transport, TransportError};
+pub use transport::{
+    execute, execute_on, Envelope, Fragments, InProcess, Packed, Transport, TransportError,
+};
 
 use std::fmt;
 

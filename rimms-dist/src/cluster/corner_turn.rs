@@ -1,5 +1,5 @@
-//! The corner turn: a matrix in block rows over the ranks becomes its transpose in block rows,
-//! as one all-to-all of one packed block per destination.
+//! The corner turn: a matrix whose rows are spread over the ranks becomes its transpose, spread
+//! the same way or another, as one all-to-all of one packed block per destination.
 //!
 //! Measured on this machine's Open MPI, one message per row segment is 4–9x slower than the
 //! collective, so a corner turn is never lowered to fragment moves: each rank packs, for every
@@ -39,52 +39,54 @@ fn transpose_into<T: Copy>(
     }
 }
 
-/// The one run of rows a block-rows distribution gives `rank`.
-fn block(rows: usize, ranks: usize, rank: usize) -> Range<usize> {
-    Distribution::BlockRows
-        .rows_of(Rank(rank as u16), rows, ranks)
-        .into_iter()
-        .next()
-        .unwrap_or(0..0)
+/// Rows in `runs`.
+fn count(runs: &[Range<usize>]) -> usize {
+    runs.iter().map(Range::len).sum()
+}
+
+/// Whether each row has one owner: what a corner turn's sides need.
+fn one_owner(dist: Distribution) -> bool {
+    !matches!(dist, Distribution::Replicated)
 }
 
 impl Cluster<'_> {
-    /// `dst` becomes the transpose of `src`. Both are in block rows: `src` is `r × c` and
-    /// `dst` `c × r`. Each rank first holds its own rows of `src` (fetched from wherever their
-    /// newest bytes are, if a write elsewhere left them there), then every rank sends each
-    /// other its block and writes its rows of `dst`, which are then valid on their owners.
+    /// `dst` becomes the transpose of `src`: `src` is `r × c` and `dst` `c × r`, each in a
+    /// distribution whose rows have one owner each (block rows, block-cyclic, on one rank;
+    /// not replicated). Each rank first holds its own rows of `src` (fetched from wherever
+    /// their newest bytes are, if a write elsewhere left them there), then every rank sends
+    /// each other one block, the elements of its rows in their rows of `dst`, and writes its
+    /// rows of `dst`, which are then valid on their owners.
     pub fn corner_turn<T: Pod>(&self, src: &mut DistData<T>, dst: &mut DistData<T>) -> Result<()> {
         let (rows, cols, ranks) = (src.rows, src.row_len, self.ranks());
         let call = self.call(format_args!(
             "corner turn of buffer {} into buffer {}",
             src.id, dst.id
         ));
-        if src.dist != Distribution::BlockRows
-            || dst.dist != Distribution::BlockRows
-            || dst.rows != cols
-            || dst.row_len != rows
-        {
+        if !one_owner(src.dist) || !one_owner(dst.dist) || dst.rows != cols || dst.row_len != rows {
             return Err(ClusterError::Shape {
                 call,
                 what: format!(
-                    "needs a {rows} × {cols} source and a {cols} × {rows} destination, both in block rows; got {:?} and a {} × {} destination in {:?}",
+                    "needs a {rows} × {cols} source and a {cols} × {rows} destination, each row with one owner (not replicated); got {:?} and a {} × {} destination in {:?}",
                     src.dist, dst.rows, dst.row_len, dst.dist
                 ),
             });
         }
-        self.fetch(src, |rank| block(rows, ranks, usize::from(rank.0)))?;
+        let runs_of = |dist: Distribution, n: usize| -> Vec<Vec<Range<usize>>> {
+            (0..ranks)
+                .map(|r| dist.rows_of(Rank(r as u16), n, ranks))
+                .collect()
+        };
+        let (src_runs, dst_runs) = (runs_of(src.dist, rows), runs_of(dst.dist, cols));
+        self.fetch_runs(src, &call, |rank| src_runs[usize::from(rank.0)].clone())?;
         let me = usize::from(self.rank().0);
-        let (mine, my_cols) = (block(rows, ranks, me), block(cols, ranks, me));
+        let (mine, my_cols) = (&src_runs[me], &dst_runs[me]);
+        let (n_mine, n_my_cols) = (count(mine), count(my_cols));
         let size = size_of::<T>();
-        // The diagonal block stays home: transposed straight into this rank's rows of `dst`
-        // while the others are in flight.
         let send_counts = (0..ranks)
-            .map(|to| (to != me) as usize * block(cols, ranks, to).len() * mine.len() * size)
+            .map(|to| (to != me) as usize * count(&dst_runs[to]) * n_mine * size)
             .collect();
         let recv_counts = (0..ranks)
-            .map(|from| {
-                (from != me) as usize * block(rows, ranks, from).len() * my_cols.len() * size
-            })
+            .map(|from| (from != me) as usize * count(&src_runs[from]) * n_my_cols * size)
             .collect();
         let misaligned = || {
             ClusterError::Shape {
@@ -96,25 +98,54 @@ impl Cluster<'_> {
             ),
         }
         };
-        let local = src.local.host().map_err(|e| self.runtime_error(&call, e))?;
-        let local = &local[mine.start * cols..mine.end * cols];
+        let runtime_error = |e| self.runtime_error(&call, e);
+        // This rank's rows of `src`, each run with the place of its first row among them.
+        let mut local = Vec::with_capacity(mine.len());
+        let mut at = 0;
+        for run in mine {
+            let view = src.store.view(run).ok_or_else(|| ClusterError::NotHere {
+                buffer: src.id,
+                rows: run.clone(),
+                rank: self.rank(),
+            })?;
+            local.push((
+                run.clone(),
+                at,
+                view.map_err(runtime_error)?.host().map_err(runtime_error)?,
+            ));
+            at += run.len();
+        }
         let (send, recv) = self.scratch.take();
         let mut send = send.reshape(send_counts);
         let offsets: Vec<usize> = (0..ranks).map(|to| send.offset(to) / size).collect();
         let packed = send.elements_mut::<T>().ok_or_else(misaligned)?;
-        for (to, &at) in offsets.iter().enumerate().filter(|&(to, _)| to != me) {
-            let theirs = block(cols, ranks, to);
-            let len = theirs.len() * mine.len();
-            transpose_into(local, cols, theirs, &mut packed[at..at + len], mine.len());
+        // For each destination, column by column of its rows of `dst`, this rank's rows.
+        for (to, &base) in offsets.iter().enumerate().filter(|&(to, _)| to != me) {
+            let mut first_col = 0;
+            for theirs in &dst_runs[to] {
+                for (_, row_at, values) in &local {
+                    let from = base + first_col * n_mine + row_at;
+                    transpose_into(values, cols, theirs.clone(), &mut packed[from..], n_mine);
+                }
+                first_col += theirs.len();
+            }
         }
-        let out = dst
-            .local
-            .host_mut()
-            .map_err(|e| self.runtime_error(&call, e))?;
+        // The diagonal stays home: transposed straight into this rank's rows of `dst` while
+        // the other blocks are in flight.
+        let mut diagonal_failed = None;
         let mut diagonal = || {
-            if !my_cols.is_empty() {
-                let first = my_cols.start * rows + mine.start;
-                transpose_into(local, cols, my_cols.clone(), &mut out[first..], rows);
+            for cols_run in my_cols {
+                let written = dst.store.view_mut(cols_run).map(|view| {
+                    let mut view = view?;
+                    let out = view.host_mut()?;
+                    for (run, _, values) in &local {
+                        transpose_into(values, cols, cols_run.clone(), &mut out[run.start..], rows);
+                    }
+                    Ok::<(), rimms_runtime::Error>(())
+                });
+                if let Some(Err(e)) = written {
+                    diagonal_failed = Some(e);
+                }
             }
         };
         let (send, received) = self
@@ -124,29 +155,54 @@ impl Cluster<'_> {
                 call: call.clone(),
                 source,
             })?;
+        if let Some(e) = diagonal_failed {
+            return Err(runtime_error(e));
+        }
         let values = received.elements::<T>().ok_or_else(misaligned)?;
-        for from in (0..ranks).filter(|&from| from != me) {
-            let theirs = block(rows, ranks, from);
-            let at = received.offset(from) / size;
-            for (i, c) in my_cols.clone().enumerate() {
-                let row = &mut out[c * rows + theirs.start..c * rows + theirs.end];
-                row.copy_from_slice(&values[at + i * theirs.len()..at + (i + 1) * theirs.len()]);
+        // From each source, column by column of this rank's rows of `dst`, the source's rows.
+        let mut col = 0;
+        for cols_run in my_cols {
+            let mut view = dst
+                .store
+                .view_mut(cols_run)
+                .ok_or_else(|| ClusterError::NotHere {
+                    buffer: dst.id,
+                    rows: cols_run.clone(),
+                    rank: self.rank(),
+                })?
+                .map_err(runtime_error)?;
+            let out = view.host_mut().map_err(runtime_error)?;
+            for i in 0..cols_run.len() {
+                let row = &mut out[i * rows..(i + 1) * rows];
+                for from in (0..ranks).filter(|&from| from != me) {
+                    let mut at = received.offset(from) / size + (col + i) * count(&src_runs[from]);
+                    for theirs in &src_runs[from] {
+                        row[theirs.clone()].copy_from_slice(&values[at..at + theirs.len()]);
+                        at += theirs.len();
+                    }
+                }
             }
+            col += cols_run.len();
         }
         self.scratch.set((send, received));
         self.forget_uncached();
         let mut entry = dst.entry.borrow_mut();
-        for rank in 0..ranks {
-            let frags = dst.frags(&block(cols, ranks, rank));
-            entry
-                .table
-                .mark_written(RankSet::only(Rank(rank as u16)), frags)
-                .map_err(|source| ClusterError::Dist {
-                    call: call.clone(),
-                    source,
-                })?;
+        for (rank, runs) in dst_runs.iter().enumerate() {
+            for run in runs {
+                let frags = dst.frags(run);
+                entry
+                    .table
+                    .mark_written(RankSet::only(Rank(rank as u16)), frags)
+                    .map_err(|source| ClusterError::Dist {
+                        call: call.clone(),
+                        source,
+                    })?;
+            }
         }
         entry.epoch += 1;
-        self.agree(&call, entry.state(), false)
+        let state = entry.state();
+        drop(entry);
+        self.settle(dst);
+        self.agree(&call, state, false)
     }
 }

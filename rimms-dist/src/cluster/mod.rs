@@ -4,9 +4,10 @@
 //!
 //! Each rank has its own [`Runtime`] (its devices, spaces, fragments, eviction: all local, all
 //! free to depend on timing) and one [`Cluster`] around it. A [`DistData`] is a buffer of rows
-//! spread over the ranks by a [`Distribution`]; every rank keeps a local [`HeteData`] of the
-//! whole buffer, of which only the fragments the replicated [`RankTable`] says it holds are
-//! meaningful, and every rank keeps the same table. The cluster's methods are SPMD: every rank
+//! spread over the ranks by a [`Distribution`]; every rank keeps the rows it owns and the
+//! copies of others' rows it holds, as local buffers of its runtime (`store.rs`: a flush gives
+//! the copies' memory back), and every rank keeps the same replicated [`RankTable`] of who
+//! holds what. The cluster's methods are SPMD: every rank
 //! calls them in the same order with the same arguments, and each rank does its own part:
 //!
 //! - [`Cluster::compute`]: owner computes. The call runs on the ranks that own the rows it
@@ -31,16 +32,18 @@
 //! spaces rather than among them (so its 16-space summary word and fast path stay as they are).
 
 mod corner_turn;
+mod store;
 
 use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Transport};
-use crate::{Packed, RankSet, TransportError};
+use crate::{Fragments, Packed, RankSet, TransportError};
 use bytemuck::Pod;
-use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Runtime};
+use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 use std::rc::{Rc, Weak};
+use store::{RowStore, StoreError};
 
 /// The most bytes of one cross-rank fragment: the unit the table tracks and the planner
 /// coalesces, as the runtime's fragments are inside a rank.
@@ -80,6 +83,17 @@ pub enum ClusterError {
     /// Rows read on a rank whose table says it does not hold them: fetch them first.
     #[error("rows {rows:?} of distributed buffer {buffer} are not on {rank}: fetch them before reading (the owners hold them)")]
     NotHere {
+        /// The buffer.
+        buffer: u64,
+        /// The rows asked for.
+        rows: Range<usize>,
+        /// This rank.
+        rank: Rank,
+    },
+    /// Rows asked for as one view that lie in the runs of several owners, which a rank keeps
+    /// apart: [`Cluster::read`] copies them out.
+    #[error("rows {rows:?} of distributed buffer {buffer} lie in the runs of several owners, which {rank} keeps apart: view one owner's rows with `here`, or copy them out with `read`")]
+    AcrossOwners {
         /// The buffer.
         buffer: u64,
         /// The rows asked for.
@@ -154,7 +168,7 @@ pub struct DistData<T: Pod> {
     dist: Distribution,
     frag_elems: usize,
     entry: Rc<RefCell<Entry>>,
-    local: HeteData<T>,
+    store: RowStore<T>,
 }
 
 impl<T: Pod> fmt::Debug for DistData<T> {
@@ -228,8 +242,10 @@ impl<T: Pod> DistData<T> {
         let per_row = self.row_len / self.frag_elems;
         rows.start * per_row..rows.end * per_row
     }
-    fn elems(&self, rows: &Range<usize>) -> Range<usize> {
-        rows.start * self.row_len..rows.end * self.row_len
+    /// Bytes this rank keeps for the buffer: its own rows, and the copies of others' it holds
+    /// (a flush gives the copies back).
+    pub fn resident_bytes(&self) -> usize {
+        self.store.resident() * size_of::<T>()
     }
 }
 
@@ -345,15 +361,8 @@ impl<'t> Cluster<'t> {
                 source,
             },
         )?;
-        let local = rows
-            .checked_mul(row_len)
-            .ok_or_else(|| ClusterError::Shape {
-                call: call.clone(),
-                what: format!("{rows} rows of {row_len} elements overflow"),
-            })
-            .and_then(|len| {
-                HeteData::alloc(&self.rt, len).map_err(|source| self.runtime_error(&call, source))
-            })?;
+        let store = RowStore::new(&self.rt, &dist, rows, row_len, self.ranks(), self.rank())
+            .map_err(|e| self.store_error(&call, e))?;
         self.next_id.set(id + 1);
         // The buffer's id, shape and distribution: what every rank must have allocated alike.
         let mut hasher = DefaultHasher::new();
@@ -367,8 +376,22 @@ impl<'t> Cluster<'t> {
             dist,
             frag_elems,
             entry: Rc::new(RefCell::new(entry)),
-            local,
+            store,
         })
+    }
+
+    fn store_error(&self, call: &str, error: StoreError) -> ClusterError {
+        match error {
+            StoreError::Dist(source) => ClusterError::Dist {
+                call: call.into(),
+                source,
+            },
+            StoreError::Runtime(source) => self.runtime_error(call, source),
+            StoreError::Overflow => ClusterError::Shape {
+                call: call.into(),
+                what: "the buffer's rows overflow this rank's address space".into(),
+            },
+        }
     }
 
     fn runtime_error(&self, call: &str, source: rimms_runtime::Error) -> ClusterError {
@@ -453,10 +476,15 @@ impl<'t> Cluster<'t> {
         let me = self.rank();
         let mut failed = None;
         for span in spans.iter().filter(|s| s.ranks.contains(me)) {
-            let elems = out.elems(&span.rows);
-            let run = match out.local.slice_mut(elems) {
-                Ok(view) => kernel(span.rows.clone(), view),
-                Err(e) => Err(self.runtime_error(call, e)),
+            // An owner's span is one of its segments' rows, which it always keeps.
+            let run = match out.store.view_mut(&span.rows) {
+                Some(Ok(view)) => kernel(span.rows.clone(), view),
+                Some(Err(e)) => Err(self.runtime_error(call, e)),
+                None => Err(ClusterError::AcrossOwners {
+                    buffer: out.id,
+                    rows: span.rows.clone(),
+                    rank: me,
+                }),
             };
             if let Err(error) = run {
                 failed = Some(error);
@@ -473,13 +501,16 @@ impl<'t> Cluster<'t> {
                 .map_err(dist_error)?;
         }
         entry.epoch += 1;
+        let state = entry.state();
+        drop(entry);
+        self.settle(out);
         if let Some(error) = failed {
             // The others must not wait for an agreement this rank will not reach in step:
             // a state no rank that succeeded has makes them fail at this call.
-            let _ = self.agree(call, !entry.state(), true);
+            let _ = self.agree(call, !state, true);
             return Err(error);
         }
-        self.agree(call, entry.state(), false)
+        self.agree(call, state, false)
     }
 
     /// Moves to each rank the rows `needs(rank)` that it lacks: every rank plans the same
@@ -492,41 +523,58 @@ impl<'t> Cluster<'t> {
         needs: impl Fn(Rank) -> Range<usize>,
     ) -> Result<()> {
         let call = self.call(format_args!("fetch rows of buffer {}", buf.id));
+        self.fetch_runs(buf, &call, |rank| vec![needs(rank)])
+    }
+
+    /// [`Self::fetch`] of runs of rows, as part of `call`.
+    fn fetch_runs<T: Pod>(
+        &self,
+        buf: &mut DistData<T>,
+        call: &str,
+        needs: impl Fn(Rank) -> Vec<Range<usize>>,
+    ) -> Result<()> {
+        let call = call.to_string();
+        let dist_error = |source| ClusterError::Dist {
+            call: call.clone(),
+            source,
+        };
         let mut exchange = Exchange::default();
         {
             let entry = buf.entry.borrow();
             for rank in (0..self.ranks()).map(|r| Rank(r as u16)) {
-                let rows = needs(rank);
-                let plan = entry
-                    .table
-                    .plan_read(rank, buf.frags(&rows))
-                    .map_err(|source| ClusterError::Dist {
-                        call: call.clone(),
-                        source,
-                    })?;
-                exchange.sends.extend(plan.sends);
+                for rows in needs(rank) {
+                    let plan = entry
+                        .table
+                        .plan_read(rank, buf.frags(&rows))
+                        .map_err(dist_error)?;
+                    exchange.sends.extend(plan.sends);
+                }
             }
         }
         let me = self.rank();
+        // Rows this rank will read get room: received ones, and fresh ones (zeros everywhere,
+        // so nothing moves for them).
+        for rows in needs(me) {
+            buf.store
+                .materialise(&self.rt, &rows)
+                .map_err(|e| self.store_error(&call, e))?;
+        }
         if exchange.sends.iter().any(|s| s.from == me || s.to == me) {
             let epoch = buf.entry.borrow().epoch;
-            let frag_bytes = buf.frag_elems * size_of::<T>();
-            let block = buf
-                .local
-                .host_mut()
-                .map_err(|e| self.runtime_error(&call, e))?;
-            crate::execute(
-                &*self.transport,
-                &exchange,
-                buf.id,
-                epoch,
-                frag_bytes,
-                bytemuck::cast_slice_mut(block),
-            )
-            .map_err(|source| ClusterError::Transport {
-                call: call.clone(),
-                source,
-            })?;
+            let mut rows = RowBytes {
+                store: &mut buf.store,
+                per_row: buf.row_len / buf.frag_elems,
+                frag_bytes: buf.frag_elems * size_of::<T>(),
+            };
+            crate::execute_on(&*self.transport, &exchange, buf.id, epoch, &mut rows).map_err(
+                |e| match e {
+                    Moved::Transport(source) => ClusterError::Transport {
+                        call: call.clone(),
+                        source,
+                    },
+                    Moved::Runtime(e) => self.runtime_error(&call, e),
+                },
+            )?;
         }
         let mut entry = buf.entry.borrow_mut();
         entry.table.commit(&exchange);
@@ -540,7 +588,10 @@ impl<'t> Cluster<'t> {
                 });
             }
         }
-        self.agree(&call, entry.state(), false)
+        let state = entry.state();
+        drop(entry);
+        self.settle(buf);
+        self.agree(&call, state, false)
     }
 
     /// Forgets received rows once a call has used them (cache off): the readers no longer
@@ -566,34 +617,135 @@ impl<'t> Cluster<'t> {
     /// again.
     pub fn flush<T: Pod>(&self, buf: &mut DistData<T>) -> Result<()> {
         let call = self.call(format_args!("flush buffer {}", buf.id));
-        let mut entry = buf.entry.borrow_mut();
-        entry.table.flush();
-        self.agree(&call, entry.state(), false)
+        let state = {
+            let mut entry = buf.entry.borrow_mut();
+            entry.table.flush();
+            entry.state()
+        };
+        self.settle(buf);
+        self.agree(&call, state, false)
     }
 
     /// The rows `rows` of `buf` as this rank holds them, refused unless the table says this
-    /// rank holds their newest bytes.
+    /// rank holds their newest bytes (fetch them first), and refused where they lie in the
+    /// runs of several owners, which a rank keeps apart ([`Self::read`] copies those).
     pub fn here<'a, T: Pod>(
         &self,
         buf: &'a DistData<T>,
         rows: Range<usize>,
     ) -> Result<HeteSlice<'a, T>> {
+        self.check_held(buf, &rows)?;
         let me = self.rank();
-        let frags = buf.frags(&rows);
-        let entry = buf.entry.borrow();
-        let held = rows.end <= buf.rows
-            && frags
-                .clone()
-                .all(|f| entry.table.valid(f).is_some_and(|v| v.contains(me)));
-        if !held {
-            return Err(ClusterError::NotHere {
+        match buf.store.view(&rows) {
+            Some(view) => view.map_err(|e| self.runtime_error("reading a distributed buffer", e)),
+            None if !buf.store.one_segment(&rows) => Err(ClusterError::AcrossOwners {
                 buffer: buf.id,
                 rows,
                 rank: me,
-            });
+            }),
+            // Fresh rows (zeros) never fetched here: valid, but not given room yet.
+            None => Err(ClusterError::NotHere {
+                buffer: buf.id,
+                rows,
+                rank: me,
+            }),
         }
-        buf.local
-            .slice(buf.elems(&rows))
+    }
+
+    /// A copy of rows `rows` of `buf`, which this rank must hold (as for [`Self::here`]),
+    /// across owners' runs: what a rank reads after a gather.
+    pub fn read<T: Pod>(&self, buf: &DistData<T>, rows: Range<usize>) -> Result<Vec<T>> {
+        self.check_held(buf, &rows)?;
+        buf.store
+            .gather(&rows)
             .map_err(|e| self.runtime_error("reading a distributed buffer", e))
+    }
+
+    fn check_held<T: Pod>(&self, buf: &DistData<T>, rows: &Range<usize>) -> Result<()> {
+        let me = self.rank();
+        let entry = buf.entry.borrow();
+        let held = rows.end <= buf.rows
+            && buf
+                .frags(rows)
+                .all(|f| entry.table.valid(f).is_some_and(|v| v.contains(me)));
+        if held {
+            Ok(())
+        } else {
+            Err(ClusterError::NotHere {
+                buffer: buf.id,
+                rows: rows.clone(),
+                rank: me,
+            })
+        }
+    }
+
+    /// Frees the rows this rank keeps of `buf` that the table says it no longer holds (copies
+    /// a flush, a write elsewhere or the receive cache forgot), so that its memory is the rows
+    /// it owns plus the copies it holds.
+    fn settle<T: Pod>(&self, buf: &mut DistData<T>) {
+        let me = self.rank();
+        let per_row = buf.row_len / buf.frag_elems;
+        let DistData { entry, store, .. } = buf;
+        let entry = entry.borrow();
+        store.release(|rows| {
+            (rows.start * per_row..rows.end * per_row)
+                .any(|f| entry.table.valid(f).is_some_and(|v| v.contains(me)))
+        });
+    }
+}
+
+/// Why moving a fetch's bytes failed.
+enum Moved {
+    Transport(TransportError),
+    Runtime(rimms_runtime::Error),
+}
+
+impl From<TransportError> for Moved {
+    fn from(e: TransportError) -> Self {
+        Moved::Transport(e)
+    }
+}
+
+impl From<rimms_runtime::Error> for Moved {
+    fn from(e: rimms_runtime::Error) -> Self {
+        Moved::Runtime(e)
+    }
+}
+
+/// A rank's rows of a buffer, as the fragments an exchange sends and receives.
+struct RowBytes<'a, T: Pod> {
+    store: &'a mut RowStore<T>,
+    per_row: usize,
+    frag_bytes: usize,
+}
+
+impl<T: Pod> RowBytes<'_, T> {
+    /// The rows covering `frags`, and where the fragments' bytes lie in those rows' bytes.
+    fn rows(&self, frags: &Range<usize>) -> (Range<usize>, Range<usize>) {
+        let per_row = self.per_row.max(1);
+        let rows = frags.start / per_row..frags.end.div_ceil(per_row);
+        let first = (frags.start - rows.start * per_row) * self.frag_bytes;
+        (rows, first..first + frags.len() * self.frag_bytes)
+    }
+}
+
+impl<T: Pod> Fragments for RowBytes<'_, T> {
+    type Error = Moved;
+    fn read(
+        &mut self,
+        frags: Range<usize>,
+        send: impl FnOnce(&[u8]) -> std::result::Result<(), TransportError>,
+    ) -> std::result::Result<(), Moved> {
+        let (rows, bytes) = self.rows(&frags);
+        self.store.read_bytes(&rows, |all| Ok(send(&all[bytes])?))
+    }
+    fn write(
+        &mut self,
+        frags: Range<usize>,
+        recv: impl FnOnce(&mut [u8]) -> std::result::Result<(), TransportError>,
+    ) -> std::result::Result<(), Moved> {
+        let (rows, bytes) = self.rows(&frags);
+        self.store
+            .write_bytes(&rows, |all| Ok(recv(&mut all[bytes])?))
     }
 }

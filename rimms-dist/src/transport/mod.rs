@@ -275,6 +275,56 @@ pub(crate) fn verdict<T: PartialEq>(call: &str, reports: &[T]) -> Result<(), Tra
     }
 }
 
+/// Where this rank keeps the bytes of a buffer's fragments, for [`execute_on`].
+pub trait Fragments {
+    /// What reaching the bytes can fail with, the transport's errors included.
+    type Error: From<TransportError>;
+    /// Calls `send` with the bytes of the run `frags`.
+    fn read(
+        &mut self,
+        frags: Range<usize>,
+        send: impl FnOnce(&[u8]) -> Result<(), TransportError>,
+    ) -> Result<(), Self::Error>;
+    /// Calls `recv` with room for the bytes of the run `frags`, which then hold what it left.
+    fn write(
+        &mut self,
+        frags: Range<usize>,
+        recv: impl FnOnce(&mut [u8]) -> Result<(), TransportError>,
+    ) -> Result<(), Self::Error>;
+}
+
+/// A buffer's fragments in one block of bytes, `frag_bytes` each (the last may be short).
+struct Contiguous<'a> {
+    block: &'a mut [u8],
+    frag_bytes: usize,
+}
+
+impl Contiguous<'_> {
+    fn bytes_of(&self, frags: &Range<usize>) -> Range<usize> {
+        let len = self.block.len();
+        (frags.start * self.frag_bytes).min(len)..(frags.end * self.frag_bytes).min(len)
+    }
+}
+
+impl Fragments for Contiguous<'_> {
+    type Error = TransportError;
+    fn read(
+        &mut self,
+        frags: Range<usize>,
+        send: impl FnOnce(&[u8]) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        send(&self.block[self.bytes_of(&frags)])
+    }
+    fn write(
+        &mut self,
+        frags: Range<usize>,
+        recv: impl FnOnce(&mut [u8]) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        let range = self.bytes_of(&frags);
+        recv(&mut self.block[range])
+    }
+}
+
 /// Carries out `exchange` on this rank: posts the sends it is the source of (reading each run
 /// of fragments from `block`), then receives the runs it reads into `block`. `frag_bytes` is the
 /// fragment size; a buffer's last fragment may be short.
@@ -286,27 +336,33 @@ pub fn execute(
     frag_bytes: usize,
     block: &mut [u8],
 ) -> Result<(), TransportError> {
+    let mut store = Contiguous { block, frag_bytes };
+    execute_on(transport, exchange, buffer, epoch, &mut store)
+}
+
+/// [`execute`] over fragments kept wherever `store` keeps them.
+pub fn execute_on<F: Fragments>(
+    transport: &dyn Transport,
+    exchange: &Exchange,
+    buffer: u64,
+    epoch: u64,
+    store: &mut F,
+) -> Result<(), F::Error> {
     let me = transport.rank();
-    let len = block.len();
-    let bytes_of = |frags: &Range<usize>| {
-        (frags.start * frag_bytes).min(len)..(frags.end * frag_bytes).min(len)
+    let envelope = |frags: &Range<usize>| Envelope {
+        buffer,
+        frags: frags.clone(),
+        epoch,
     };
     for send in exchange.sends.iter().filter(|s| s.from == me) {
-        let envelope = Envelope {
-            buffer,
-            frags: send.frags.clone(),
-            epoch,
-        };
-        transport.send(send.to, envelope, &block[bytes_of(&send.frags)])?;
+        store.read(send.frags.clone(), |bytes| {
+            transport.send(send.to, envelope(&send.frags), bytes)
+        })?;
     }
     for send in exchange.sends.iter().filter(|s| s.to == me) {
-        let envelope = Envelope {
-            buffer,
-            frags: send.frags.clone(),
-            epoch,
-        };
-        let range = bytes_of(&send.frags);
-        transport.recv(send.from, &envelope, &mut block[range])?;
+        store.write(send.frags.clone(), |room| {
+            transport.recv(send.from, &envelope(&send.frags), room)
+        })?;
     }
     Ok(())
 }

@@ -7,14 +7,36 @@
 
 use rimms_dist::{corner_turn_bytes, Cluster, ClusterError, Distribution, Rank, TransportError};
 use rimms_runtime::{Complex32, Device, FftDirection};
+use std::ops::Range;
 
 /// One program, as one rank.
 pub type Program = fn(&Cluster<'_>) -> Result<(), String>;
 
 /// Every program, by name.
 pub const PROGRAMS: &[(&str, Program)] = &[
-    ("corner_turn_10x7", |cl| corner_turn(cl, 10, 7)),
-    ("corner_turn_64x1536", |cl| corner_turn(cl, 64, 1536)),
+    ("corner_turn_10x7", |cl| corner_turn(cl, 10, 7, BLOCK_ROWS)),
+    ("corner_turn_64x1536", |cl| {
+        corner_turn(cl, 64, 1536, BLOCK_ROWS)
+    }),
+    ("corner_turn_block_cyclic", |cl| {
+        corner_turn(
+            cl,
+            12,
+            9,
+            (
+                Distribution::BlockCyclic { block: 2 },
+                Distribution::BlockCyclic { block: 1 },
+            ),
+        )
+    }),
+    ("corner_turn_onto_one_rank", |cl| {
+        corner_turn(
+            cl,
+            8,
+            6,
+            (Distribution::BlockRows, Distribution::OnRank(Rank(0))),
+        )
+    }),
     ("owner_computes_block_rows", |cl| {
         owner_computes(cl, Distribution::BlockRows)
     }),
@@ -129,6 +151,11 @@ pub fn random_program(
     let mut model = vec![0u32; rows * cols];
     let mut valid: Vec<u64> = vec![(1u64 << ranks) - 1; rows];
     let mut expected = vec![0u64; ranks];
+    let segments = segments_of(dist, rows, ranks);
+    let mut resident: Vec<bool> = segments
+        .iter()
+        .map(|s| owners_of(dist, s.start, rows, ranks) >> me & 1 == 1)
+        .collect();
     let start = cl.net_bytes();
     let mut first_difference: Result<(), String> = Ok(());
     let mut note = |outcome: Result<(), String>| {
@@ -190,14 +217,36 @@ pub fn random_program(
                     valid[r] |= 1 << reader;
                 }
                 if me == reader {
-                    let got = cl
-                        .here(&buf, range.clone())
-                        .map_err(|e| format!("{what}: {e}"))?;
-                    let got = got.host().map_err(|e| e.to_string())?;
+                    for (k, segment) in segments.iter().enumerate() {
+                        if segment.start < range.end && range.start < segment.end {
+                            resident[k] = true;
+                        }
+                    }
                     let want = &model[range.start * cols..range.end * cols];
+                    let got = cl
+                        .read(&buf, range.clone())
+                        .map_err(|e| format!("{what}: {e}"))?;
                     note(check(&what, got == want, || {
-                        "the values differ from the model".into()
+                        "the values read differ from the model".into()
                     }));
+                    // A view of one owner's rows is the same bytes, in place; rows of several
+                    // owners are refused as a view.
+                    let one_owner = segments
+                        .iter()
+                        .any(|s| s.start <= range.start && range.end <= s.end);
+                    match cl.here(&buf, range.clone()) {
+                        Ok(view) => {
+                            let got = view.host().map_err(|e| e.to_string())?;
+                            note(check(&what, one_owner || range.is_empty(), || {
+                                "a view across owners".into()
+                            }));
+                            note(check(&what, got == want, || {
+                                "the values viewed differ from the model".into()
+                            }));
+                        }
+                        Err(ClusterError::AcrossOwners { .. }) if !one_owner => {}
+                        Err(e) => return Err(format!("{what}: {e}")),
+                    }
                 }
             }
             Step::Flush => {
@@ -220,8 +269,60 @@ pub fn random_program(
         note(check(&what, sent == expected, || {
             format!("sent {sent:?}, the model says {expected:?}")
         }));
+        // Every call settles its buffer: copies of others' rows this rank no longer holds give
+        // their memory back.
+        for (k, segment) in segments.iter().enumerate() {
+            let mine = owners_of(dist, segment.start, rows, ranks) >> me & 1 == 1;
+            let holds = segment.clone().any(|r| valid[r] >> me & 1 == 1);
+            resident[k] = mine || (resident[k] && holds);
+        }
+        let want: usize = segments
+            .iter()
+            .zip(&resident)
+            .filter(|(_, &kept)| kept)
+            .map(|(s, _)| s.len() * cols * 4)
+            .sum();
+        note(check(&what, buf.resident_bytes() == want, || {
+            format!(
+                "keeps {} bytes, the model says {want}",
+                buf.resident_bytes()
+            )
+        }));
     }
+    // After a flush, a rank keeps its own rows and nothing else: its baseline.
+    cl.flush(&mut buf).map_err(err)?;
+    let baseline = (0..rows)
+        .filter(|&r| owners_of(dist, r, rows, ranks) >> me & 1 == 1)
+        .count()
+        * cols
+        * 4;
+    note(check(
+        &format!("seed {seed} ({dist:?}), after the last flush"),
+        buf.resident_bytes() == baseline,
+        || {
+            format!(
+                "keeps {} bytes, its own rows are {baseline}",
+                buf.resident_bytes()
+            )
+        },
+    ));
     first_difference
+}
+
+/// The runs of rows with one set of owners: what a rank keeps apart.
+fn segments_of(dist: Distribution, rows: usize, ranks: usize) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for r in 0..rows {
+        match runs.last_mut() {
+            Some(run)
+                if owners_of(dist, run.start, rows, ranks) == owners_of(dist, r, rows, ranks) =>
+            {
+                run.end += 1
+            }
+            _ => runs.push(r..r + 1),
+        }
+    }
+    runs
 }
 
 fn check(what: &str, ok: bool, detail: impl FnOnce() -> String) -> Result<(), String> {
@@ -253,17 +354,41 @@ fn blocks(rows: usize, ranks: usize) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
-/// The transpose's values on rank 0, and each rank's bytes equal to the analytic minimum.
-fn corner_turn(cl: &Cluster<'_>, rows: usize, cols: usize) -> Result<(), String> {
-    if cl.ranks() > rows.min(cols) {
+const BLOCK_ROWS: (Distribution, Distribution) = (Distribution::BlockRows, Distribution::BlockRows);
+
+/// The transpose's values on rank 0, and each rank's bytes equal to the analytic minimum: to
+/// each other rank, the elements of its rows of the source in that rank's rows of the
+/// transpose (for block rows, `corner_turn_bytes`'s figures too).
+fn corner_turn(
+    cl: &Cluster<'_>,
+    rows: usize,
+    cols: usize,
+    (from, to): (Distribution, Distribution),
+) -> Result<(), String> {
+    let (me, ranks) = (usize::from(cl.rank().0), cl.ranks());
+    if ranks > rows.min(cols) {
         return Ok(());
     }
-    let mut a = cl
-        .alloc::<f32>(rows, cols, Distribution::BlockRows)
-        .map_err(err)?;
-    let mut t = cl
-        .alloc::<f32>(cols, rows, Distribution::BlockRows)
-        .map_err(err)?;
+    let mut a = cl.alloc::<f32>(rows, cols, from).map_err(err)?;
+    let mut t = cl.alloc::<f32>(cols, rows, to).map_err(err)?;
+    let owned = |dist, n, rank: usize| {
+        (0..n)
+            .filter(|&r| owners_of(dist, r, n, ranks) >> rank & 1 == 1)
+            .count()
+    };
+    let minimum: Vec<u64> = (0..ranks)
+        .map(|peer| match peer == me {
+            true => 0,
+            false => (owned(from, rows, me) * owned(to, cols, peer) * 4) as u64,
+        })
+        .collect();
+    if (from, to) == BLOCK_ROWS {
+        check(
+            "the minimum",
+            minimum == corner_turn_bytes(rows, cols, 4, ranks)[me],
+            || format!("{minimum:?} is not corner_turn_bytes's"),
+        )?;
+    }
     cl.compute(&mut a, 0..rows, true, "fill", |_, rs, mut view| {
         let host = view.host_write()?;
         for (i, r) in rs.enumerate() {
@@ -282,18 +407,12 @@ fn corner_turn(cl: &Cluster<'_>, rows: usize, cols: usize) -> Result<(), String>
         .zip(&before)
         .map(|(a, b)| a - b)
         .collect();
-    let minimum = &corner_turn_bytes(rows, cols, 4, cl.ranks())[usize::from(cl.rank().0)];
-    check("bytes per peer", &sent == minimum, || {
+    check("bytes per peer", sent == minimum, || {
         format!("sent {sent:?}, the minimum is {minimum:?}")
     })?;
     cl.gather(&mut t, Rank(0)).map_err(err)?;
     if cl.rank() == Rank(0) {
-        let whole = cl
-            .here(&t, 0..cols)
-            .map_err(err)?
-            .host()
-            .map_err(|e| e.to_string())?
-            .to_vec();
+        let whole = cl.read(&t, 0..cols).map_err(err)?;
         for c in 0..cols {
             for r in 0..rows {
                 check("transpose", whole[c * rows + r] == value(r, c), || {
@@ -317,12 +436,7 @@ fn owner_computes(cl: &Cluster<'_>, dist: Distribution) -> Result<(), String> {
     .map_err(err)?;
     cl.gather(&mut a, Rank(0)).map_err(err)?;
     if me == 0 {
-        let whole = cl
-            .here(&a, 0..rows)
-            .map_err(err)?
-            .host()
-            .map_err(|e| e.to_string())?
-            .to_vec();
+        let whole = cl.read(&a, 0..rows).map_err(err)?;
         for row in 0..rows {
             let owner = match dist {
                 Distribution::BlockRows => {
@@ -364,11 +478,28 @@ fn read_cache(cl: &Cluster<'_>) -> Result<(), String> {
             .map(|(a, b)| a - b)
             .collect()
     };
+    let own = if cl.rank() == Rank(0) {
+        whole as usize
+    } else {
+        0
+    };
+    check("memory before any read", a.resident_bytes() == own, || {
+        format!("keeps {} bytes, its own rows are {own}", a.resident_bytes())
+    })?;
     cl.fetch(&mut a, |_| 0..rows).map_err(err)?;
     sent.push(since(cl));
+    check(
+        "memory holding a copy",
+        a.resident_bytes() == whole as usize,
+        || format!("keeps {} bytes, the buffer is {whole}", a.resident_bytes()),
+    )?;
     cl.fetch(&mut a, |_| 0..rows).map_err(err)?;
     sent.push(since(cl));
     cl.flush(&mut a).map_err(err)?;
+    // A flush gives the copies' memory back: each rank is at its baseline again.
+    check("memory after a flush", a.resident_bytes() == own, || {
+        format!("keeps {} bytes, its own rows are {own}", a.resident_bytes())
+    })?;
     cl.fetch(&mut a, |_| 0..rows).map_err(err)?;
     sent.push(since(cl));
     cl.cache(false);
@@ -456,12 +587,7 @@ fn fft_2d(cl: &Cluster<'_>) -> Result<(), String> {
     if cl.rank() != Rank(0) {
         return Ok(());
     }
-    let got = cl
-        .here(&t, 0..cols)
-        .map_err(err)?
-        .host()
-        .map_err(|e| e.to_string())?
-        .to_vec();
+    let got = cl.read(&t, 0..cols).map_err(err)?;
     for (k, l) in (0..rows).flat_map(|k| (0..cols).map(move |l| (k, l))) {
         let (mut re, mut im) = (0.0f64, 0.0f64);
         for (r, c) in (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))) {
