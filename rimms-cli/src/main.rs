@@ -184,6 +184,10 @@ enum Command {
         /// pulse-doppler, 2048x2048 for sar).
         #[arg(long, value_name = "PULSESxSAMPLES", value_parser = shape_arg)]
         size: Option<(usize, usize)>,
+        /// With --ranks: how the rows are spread over the ranks (block-rows, the default;
+        /// block-cyclic:ROWS; on-rank:RANK).
+        #[arg(long, value_name = "DIST", value_parser = dist_arg)]
+        dist: Option<rimms_dist::Distribution>,
         /// With --ranks: a strong-scaling model for 10 GbE and 100 Gb/s InfiniBand from
         /// in-process ranks (the frame's CPU time shared among the ranks, plus the busiest
         /// rank's bytes and messages on the link), e.g. --ranks 1,2,4,8,16.
@@ -278,6 +282,21 @@ struct RunArgs {
     /// 2048x2048); default CEDR's sizes.
     #[arg(long, value_name = "PULSESxSAMPLES", value_parser = shape_arg)]
     size: Option<(usize, usize)>,
+    /// Across ranks: how the rows are spread: block-rows (the default), block-cyclic:ROWS or
+    /// on-rank:RANK. The corner turns move each rank's rows to the ranks that own their
+    /// columns, whatever the spread.
+    #[arg(long, value_name = "DIST", value_parser = dist_arg)]
+    dist: Option<rimms_dist::Distribution>,
+}
+
+/// `--dist`: a distribution whose rows have one owner each (the apps' corner turns need it).
+fn dist_arg(text: &str) -> Result<rimms_dist::Distribution, String> {
+    match text.parse()? {
+        rimms_dist::Distribution::Replicated => Err(
+            "replicated gives every row to every rank; the apps' corner turns need one owner per row: block-rows, block-cyclic:ROWS or on-rank:RANK".into(),
+        ),
+        dist => Ok(dist),
+    }
 }
 
 /// `--size`: two whole numbers joined by an x.
@@ -333,6 +352,7 @@ fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
         },
         frames: args.frames,
         keep_image: out.is_some(),
+        dist: args.dist.unwrap_or(rimms_dist::Distribution::BlockRows),
     };
     let (report, printing) = rimms_cli::ranks::run(&run).map_err(app_failure)?;
     if !printing {
@@ -378,6 +398,11 @@ fn app_failure(e: AppError) -> Failure {
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
     let under_mpirun = std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some();
+    if args.dist.is_some() && args.ranks.is_none() && !under_mpirun {
+        return Err(Failure::Usage(
+            "--dist spreads the rows over the ranks of a job: give --ranks N (threads), or run under mpirun with a build that has the feature mpi".into(),
+        ));
+    }
     if args.ranks.is_some() || args.size.is_some() || under_mpirun {
         return run_across_ranks(args);
     }
@@ -486,7 +511,7 @@ fn scaling_cmd(
     app: Vec<App>,
     json: bool,
     counts: &[usize],
-    size: Option<(usize, usize)>,
+    rimms_cli::scaling::Shape { size, dist }: rimms_cli::scaling::Shape,
     modelled: bool,
 ) -> Result<(), Failure> {
     let apps = if app.is_empty() {
@@ -521,6 +546,7 @@ fn scaling_cmd(
             params: apps::pulse_doppler::Params::default(),
             frames,
             keep_image: false,
+            dist: dist.unwrap_or(rimms_dist::Distribution::BlockRows),
         };
         let rows = rimms_cli::scaling::run(&run, counts, modelled).map_err(app_failure)?;
         if !json {
@@ -724,19 +750,21 @@ fn main() -> ExitCode {
             fpga_timing,
             ranks,
             size,
+            dist,
             modelled,
         } => (
             "bench",
             if ranks.is_empty() {
-                if size.is_some() || modelled {
+                if size.is_some() || dist.is_some() || modelled {
                     Err(Failure::Usage(
-                        "--size and --modelled go with --ranks".into(),
+                        "--size, --dist and --modelled go with --ranks".into(),
                     ))
                 } else {
                     bench_cmd(frames, app, json, plot, fpga_timing)
                 }
             } else {
-                scaling_cmd(frames, app, json, &ranks, size, modelled)
+                let shape = rimms_cli::scaling::Shape { size, dist };
+                scaling_cmd(frames, app, json, &ranks, shape, modelled)
             },
         ),
     };

@@ -14,7 +14,7 @@ use crate::apps::sar::{self, Size};
 use crate::apps::{App, AppError};
 use crate::human::count;
 use rimms::{Complex32, Device};
-use rimms_dist::{corner_turn_bytes, Cluster, Rank};
+use rimms_dist::{transpose_bytes, Cluster, Distribution, Rank};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -36,6 +36,8 @@ pub struct DistRun {
     pub frames: usize,
     /// SAR: keep the image on rank 0 (for `--out`).
     pub keep_image: bool,
+    /// How the rows are spread over the ranks.
+    pub dist: Distribution,
 }
 
 /// How the ranks of a run were made.
@@ -59,6 +61,9 @@ pub struct DistReport {
     pub job: Job,
     /// Pulses × samples.
     pub size: (usize, usize),
+    /// How the rows were spread (`block-rows`, `block-cyclic:ROWS`, `on-rank:RANK`).
+    #[serde(default)]
+    pub dist: String,
     /// Median frame, milliseconds.
     pub median_ms: f64,
     /// The result, in words.
@@ -101,9 +106,13 @@ impl DistReport {
             Job::Mpi => "MPI processes",
         };
         let mut text = format!(
-            "{} across {} ({job}), {} pulses × {} samples, median {:.3} ms: {}\n",
+            "{} across {} ({job}{}), {} pulses × {} samples, median {:.3} ms: {}\n",
             self.app,
             count(self.ranks as u64, "rank", "ranks"),
+            match self.dist.as_str() {
+                "" | "block-rows" => String::new(),
+                dist => format!(", rows {dist}"),
+            },
             self.size.0,
             self.size.1,
             self.median_ms,
@@ -274,6 +283,7 @@ fn frame(
                 &input.data,
                 &input.reference,
                 m,
+                run.dist,
                 false,
             )?;
             let text = if (m, n) == (pulse_doppler::M, pulse_doppler::N) {
@@ -296,6 +306,7 @@ fn frame(
                 &input.data,
                 size,
                 &input.reference,
+                run.dist,
                 run.keep_image,
             )?;
             let text = format!(
@@ -307,18 +318,23 @@ fn frame(
     }
 }
 
-/// The analytic minimum of a frame, `[from][to]`.
-fn minimum(app: App, (m, n): (usize, usize), ranks: usize, keep_image: bool) -> Vec<Vec<u64>> {
+/// The analytic minimum of a frame, `[from][to]`, with the rows spread by `dist`.
+fn minimum(
+    app: App,
+    (m, n): (usize, usize),
+    ranks: usize,
+    dist: Distribution,
+    keep_image: bool,
+) -> Vec<Vec<u64>> {
     let turns = match app {
-        App::PulseDoppler => vec![corner_turn_bytes(m, 2 * n, 8, ranks)],
+        App::PulseDoppler => vec![transpose_bytes((dist, dist), m, 2 * n, 8, ranks)],
         _ => vec![
-            corner_turn_bytes(m, n, 8, ranks),
-            corner_turn_bytes(n, m, 8, ranks),
+            transpose_bytes((dist, dist), m, n, 8, ranks),
+            transpose_bytes((dist, dist), n, m, 8, ranks),
         ],
     };
     let rows_of = |rank: usize| {
-        rimms_dist::Distribution::BlockRows
-            .rows_of(Rank(rank as u16), m, ranks)
+        dist.rows_of(Rank(rank as u16), m, ranks)
             .iter()
             .map(|r| r.len())
             .sum::<usize>()
@@ -405,7 +421,8 @@ fn report(
         result: first.result.clone(),
         truth: input.truth.clone(),
         sent: vec![first.sent.clone()],
-        minimum: minimum(run.app, input.size, ranks, run.keep_image),
+        minimum: minimum(run.app, input.size, ranks, run.dist, run.keep_image),
+        dist: run.dist.to_string(),
         messages: Vec::new(),
         cpu_ms: median(&first.cpu),
         image: first.image.clone(),
@@ -420,7 +437,7 @@ fn run_mpi(run: &DistRun, input: &Prepared, world: usize) -> Result<(DistReport,
     let cl = Cluster::new(rimms::Runtime::new()?, &transport);
     let outcome = rank_main(&cl, run, input)?;
     // Every rank's bytes to rank 0, after the frames they count.
-    let mut table = cl.alloc::<u64>(world, world, rimms_dist::Distribution::BlockRows)?;
+    let mut table = cl.alloc::<u64>(world, world, Distribution::BlockRows)?;
     cl.compute(
         &mut table,
         0..world,
@@ -434,7 +451,7 @@ fn run_mpi(run: &DistRun, input: &Prepared, world: usize) -> Result<(DistReport,
     cl.gather(&mut table, Rank(0))?;
     let mut report = report(run, input, world, Job::Mpi, &outcome);
     if first {
-        let all = cl.here(&table, 0..world)?.host()?.to_vec();
+        let all = cl.read(&table, 0..world)?;
         report.sent = all.chunks(world).map(<[u64]>::to_vec).collect();
     }
     Ok((report, first))

@@ -81,6 +81,16 @@ fn network_seconds(report: &DistReport, link: &Link) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// What `rimms bench --ranks` runs across the rank counts: generated input of this size
+/// (`None`: each app's default) with its rows spread by `dist` (`None`: block rows).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Pulses × samples.
+    pub size: Option<(usize, usize)>,
+    /// How the rows are spread.
+    pub dist: Option<rimms_dist::Distribution>,
+}
+
 /// Runs `base` at each of `counts` ranks: under `mpirun` when `modelled` is off and MPI is
 /// here, else as threads.
 pub fn run(base: &DistRun, counts: &[usize], modelled: bool) -> Result<Vec<Row>, AppError> {
@@ -132,6 +142,7 @@ fn run_under_mpirun(base: &DistRun, ranks: usize) -> Result<DistReport, AppError
         .arg(exe)
         .args(["run", base.app.name(), "--json", "--frames"])
         .arg(base.frames.to_string());
+    command.args(["--dist", &base.dist.to_string()]);
     if let Some((m, n)) = base.size {
         command.args(["--size", &format!("{m}x{n}")]);
     }

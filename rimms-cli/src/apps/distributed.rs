@@ -1,5 +1,7 @@
 //! Pulse Doppler and SAR across ranks: the apps of `pulse_doppler.rs` and `sar.rs` at any
-//! size, their pulses in block rows over the ranks of a job (`rimms_dist::Cluster`).
+//! size, their rows spread over the ranks of a job (`rimms_dist::Cluster`) by a distribution
+//! whose rows have one owner each: block rows (the default), block-cyclic or all on one rank.
+//! Each rank's scratch is its largest run of rows, not the whole matrix.
 //!
 //! Pulse Doppler:
 //! Every rank reads the same input (SPMD) and computes the transmitted pulse's spectrum itself
@@ -51,6 +53,7 @@ pub fn pulse_doppler(
     pulses: &[Complex32],
     pulse: &[Complex32],
     m: usize,
+    dist: Distribution,
     keep_map: bool,
 ) -> Result<Detection, AppError> {
     let n = pulse.len();
@@ -67,8 +70,8 @@ pub fn pulse_doppler(
     let mut d_spectrum = HeteData::alloc(rt, l)?;
     rt.fft(device, FftDirection::Forward, l, &d, &mut d_spectrum)?;
 
-    let mut filtered = cl.alloc::<Complex32>(m, l, Distribution::BlockRows)?;
-    let mut spectra = HeteData::<Complex32>::alloc(rt, m * l)?;
+    let mut filtered = cl.alloc::<Complex32>(m, l, dist)?;
+    let mut spectra = HeteData::<Complex32>::alloc(rt, most_rows(cl, dist, m) * l)?;
     cl.compute(
         &mut filtered,
         0..m,
@@ -90,11 +93,11 @@ pub fn pulse_doppler(
         },
     )?;
 
-    let mut by_range = cl.alloc::<Complex32>(l, m, Distribution::BlockRows)?;
+    let mut by_range = cl.alloc::<Complex32>(l, m, dist)?;
     cl.corner_turn(&mut filtered, &mut by_range)?;
-    let mut magnitude = cl.alloc::<f32>(l, m, Distribution::BlockRows)?;
-    let mut doppler = HeteData::<Complex32>::alloc(rt, l * m)?;
-    let mut shifted = HeteData::<Complex32>::alloc(rt, l * m)?;
+    let mut magnitude = cl.alloc::<f32>(l, m, dist)?;
+    let mut doppler = HeteData::<Complex32>::alloc(rt, most_rows(cl, dist, l) * m)?;
+    let mut shifted = HeteData::<Complex32>::alloc(rt, most_rows(cl, dist, l) * m)?;
     cl.compute_from(
         &by_range,
         &mut magnitude,
@@ -142,6 +145,7 @@ pub fn sar(
     raw: &[Complex32],
     size: Size,
     h: &[Complex32],
+    dist: Distribution,
     keep_image: bool,
 ) -> Result<SarImage, AppError> {
     let Size { slow, fast } = size;
@@ -157,9 +161,10 @@ pub fn sar(
     let mut g_spectrum = HeteData::alloc(rt, fast)?;
     rt.fft(device, FftDirection::Forward, fast, &g, &mut g_spectrum)?;
     let h = HeteData::from_slice(rt, h)?;
-    let mut scratch = HeteData::<Complex32>::alloc(rt, slow * fast)?;
+    let most = (most_rows(cl, dist, slow) * fast).max(most_rows(cl, dist, fast) * slow);
+    let mut scratch = HeteData::<Complex32>::alloc(rt, most)?;
 
-    let mut pulses = cl.alloc::<Complex32>(slow, fast, Distribution::BlockRows)?;
+    let mut pulses = cl.alloc::<Complex32>(slow, fast, dist)?;
     cl.compute(
         &mut pulses,
         0..slow,
@@ -175,7 +180,7 @@ pub fn sar(
             rt.fft(device, FftDirection::Inverse, fast, &t, &mut mine)
         },
     )?;
-    let mut bins = cl.alloc::<Complex32>(fast, slow, Distribution::BlockRows)?;
+    let mut bins = cl.alloc::<Complex32>(fast, slow, dist)?;
     cl.corner_turn(&mut pulses, &mut bins)?;
     cl.compute(
         &mut bins,
@@ -190,7 +195,7 @@ pub fn sar(
             rt.fft_in_place(device, FftDirection::Inverse, slow, &mut mine)
         },
     )?;
-    let mut shifted = cl.alloc::<Complex32>(fast, slow, Distribution::BlockRows)?;
+    let mut shifted = cl.alloc::<Complex32>(fast, slow, dist)?;
     cl.compute_from(
         &bins,
         &mut shifted,
@@ -199,7 +204,7 @@ pub fn sar(
         |rt, _, mine, mut out| rt.fftshift(device, slow, &mine, &mut out),
     )?;
     cl.corner_turn(&mut shifted, &mut pulses)?;
-    let mut image = cl.alloc::<f32>(slow, fast, Distribution::BlockRows)?;
+    let mut image = cl.alloc::<f32>(slow, fast, dist)?;
     cl.compute_from(
         &pulses,
         &mut image,
@@ -226,8 +231,8 @@ struct Peak {
 }
 
 /// Each rank scans its rows; the three numbers of each rank (24 bytes) go to every other, and
-/// every rank picks the same peak: ranks hold ascending runs of rows, so the lowest rank wins a
-/// tie, as a single-rank scan's first maximum would.
+/// every rank picks the same peak: the highest value, and of equal values the lowest index, as
+/// a single-rank scan's first maximum would, however the rows are spread.
 fn peak(cl: &Cluster<'_>, map: &mut DistData<f32>, keep: bool) -> Result<Peak, AppError> {
     let (ranks, me, rows, row_len) = (cl.ranks(), cl.rank(), map.rows(), map.row_len());
     let (mut value, mut index, mut floor) = (f32::NEG_INFINITY, 0usize, f32::INFINITY);
@@ -253,7 +258,7 @@ fn peak(cl: &Cluster<'_>, map: &mut DistData<f32>, keep: bool) -> Result<Peak, A
         },
     )?;
     cl.fetch(&mut peaks, |_| 0..ranks)?;
-    let all = cl.here(&peaks, 0..ranks)?.host()?.to_vec();
+    let all = cl.read(&peaks, 0..ranks)?;
     let mut best = Peak {
         index: 0,
         value: f64::NEG_INFINITY,
@@ -261,16 +266,28 @@ fn peak(cl: &Cluster<'_>, map: &mut DistData<f32>, keep: bool) -> Result<Peak, A
         map: None,
     };
     for rank in all.chunks_exact(3) {
-        if rank[0] > best.value {
-            (best.value, best.index) = (rank[0], rank[1] as usize);
+        let index = rank[1] as usize;
+        if rank[0] > best.value || (rank[0] == best.value && index < best.index) {
+            (best.value, best.index) = (rank[0], index);
         }
         best.floor = best.floor.min(rank[2]);
     }
     if keep {
         cl.gather(map, Rank(0))?;
         if me == Rank(0) {
-            best.map = Some(cl.here(map, 0..rows)?.host()?.to_vec());
+            best.map = Some(cl.read(map, 0..rows)?);
         }
     }
     Ok(best)
+}
+
+/// The most rows of a buffer of `rows` rows this rank computes in one call under `dist` (its
+/// longest run), at least one: what its scratch must hold.
+fn most_rows(cl: &Cluster<'_>, dist: Distribution, rows: usize) -> usize {
+    dist.rows_of(cl.rank(), rows, cl.ranks())
+        .iter()
+        .map(|run| run.len())
+        .max()
+        .unwrap_or(0)
+        .max(1)
 }

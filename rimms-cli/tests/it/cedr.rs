@@ -94,6 +94,7 @@ fn pulse_doppler_across_ranks_on_cedr_data_finds_the_reference_bins() {
                 &input.pulses,
                 &input.pulse,
                 pulse_doppler::M,
+                rimms_dist::Distribution::BlockRows,
                 false,
             )
         });
@@ -228,7 +229,8 @@ fn sar_on_cedr_data_matches_an_f64_reference_pixel_by_pixel() {
     }
 }
 
-/// The same image across 1 to 4 ranks as the f64 reference on one, pixel by pixel.
+/// The same image across 1 to 4 ranks as the f64 reference on one, pixel by pixel, with the
+/// rows in block rows, and at 3 ranks block-cyclic.
 #[test]
 #[cfg_attr(
     not(cedr_data),
@@ -239,7 +241,10 @@ fn sar_across_ranks_on_cedr_data_matches_an_f64_reference_pixel_by_pixel() {
     let expected = sar_expected(&dir);
     let input = sar::Input::load(&dir).expect("CEDR file");
     let h = sar::azimuth_filter();
-    for ranks in 1..=4 {
+    let block_rows = rimms_dist::Distribution::BlockRows;
+    let runs = (1..=4).map(|ranks| (ranks, block_rows));
+    let cyclic = rimms_dist::Distribution::BlockCyclic { block: 7 };
+    for (ranks, dist) in runs.chain([(3, cyclic)]) {
         let images = across_ranks(ranks, |cl| {
             distributed::sar(
                 cl,
@@ -247,12 +252,13 @@ fn sar_across_ranks_on_cedr_data_matches_an_f64_reference_pixel_by_pixel() {
                 &input.raw,
                 sar::Size::CEDR,
                 &h,
+                dist,
                 true,
             )
         });
         for (rank, image) in images.into_iter().enumerate() {
             let image = image.unwrap_or_else(|e| panic!("np {ranks} rank {rank}: {e}"));
-            let what = format!("SAR at np {ranks}, rank {rank}");
+            let what = format!("SAR at np {ranks} ({dist}), rank {rank}");
             let row_col = (image.peak_row, image.peak_col);
             expected.check(image.image.as_deref(), image.peak, row_col, &what);
         }

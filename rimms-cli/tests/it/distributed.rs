@@ -7,6 +7,8 @@ use rimms::Device;
 use rimms_cli::apps::{distributed, pulse_doppler, sar};
 use rimms_dist::{corner_turn_bytes, Distribution, Rank};
 
+const BLOCK_ROWS: Distribution = Distribution::BlockRows;
+
 #[test]
 fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
     let (m, n) = (256, 512);
@@ -20,7 +22,8 @@ fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
     let mut reference: Option<Vec<f32>> = None;
     for ranks in 1..=4 {
         let found = across_ranks(ranks, |cl| {
-            let detection = distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, false);
+            let detection =
+                distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, BLOCK_ROWS, false);
             (detection, cl.net_bytes())
         });
         let turn = corner_turn_bytes(m, 2 * n, 8, ranks);
@@ -39,7 +42,7 @@ fn pulse_doppler_across_ranks_finds_the_target_with_the_fewest_bytes() {
             assert_eq!(sent, minimum, "np {ranks} rank {rank}");
         }
         let maps = across_ranks(ranks, |cl| {
-            distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, true)
+            distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, BLOCK_ROWS, true)
                 .expect("run")
                 .map
         });
@@ -83,7 +86,7 @@ fn sar_across_ranks_of_a_2048_scene_focuses_the_ranges_with_the_fewest_bytes() {
     let mut reference: Option<Vec<f32>> = None;
     for ranks in [1, 2, 4] {
         let found = across_ranks(ranks, |cl| {
-            let image = distributed::sar(cl, Device::Cpu, &raw, size, &h, true);
+            let image = distributed::sar(cl, Device::Cpu, &raw, size, &h, BLOCK_ROWS, true);
             (image, cl.net_bytes())
         });
         let turn = corner_turn_bytes(size.slow, size.fast, 8, ranks);
@@ -187,6 +190,53 @@ fn rimms_run_across_ranks_reports_the_target_and_bytes_at_the_minimum() {
     assert_eq!(report["job"], "threads");
 }
 
+/// `--dist block-cyclic:5` at 3 ranks: the same target, and on the network each rank's
+/// pulses in each other rank's range bins (counted here from block-cyclic's definition) and
+/// the peaks.
+#[test]
+fn rimms_run_with_rows_block_cyclic_reports_the_target_and_bytes_at_the_minimum() {
+    let (code, stdout, stderr) = rimms(
+        &[
+            "run",
+            "pulse-doppler",
+            "--ranks",
+            "3",
+            "--size",
+            "64x128",
+            "--dist",
+            "block-cyclic:5",
+            "--frames",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    let burst =
+        pulse_doppler::simulate(64, 128, &pulse_doppler::Params::default()).expect("simulate");
+    let (z, x) = burst.bins;
+    assert_eq!(
+        report["result"],
+        format!("Doppler bin {z}, range bin {x}"),
+        "{report}"
+    );
+    assert_eq!(report["dist"], "block-cyclic:5");
+    let owned = |rows: usize, rank: usize| (0..rows).filter(|r| r / 5 % 3 == rank).count() as u64;
+    let minimum: Vec<Vec<u64>> = (0..3)
+        .map(|from| {
+            (0..3)
+                .map(|to| match from == to {
+                    true => 0,
+                    false => owned(64, from) * owned(256, to) * 8 + 24,
+                })
+                .collect()
+        })
+        .collect();
+    let sent: Vec<Vec<u64>> = serde_json::from_value(report["sent"].clone()).expect("sent");
+    assert_eq!(sent, minimum);
+}
+
 #[test]
 fn sar_across_ranks_writes_the_image_a_single_rank_run_writes() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -237,6 +287,20 @@ fn runs_across_ranks_refuse_what_they_cannot_do_by_name() {
             "--map is not taken across ranks",
         ),
         (vec!["run", "sar", "--ranks", "65"], "--ranks takes 1 … 64"),
+        (
+            vec!["run", "sar", "--ranks", "2", "--dist", "replicated"],
+            "one owner per row",
+        ),
+        (
+            vec!["run", "sar", "--ranks", "2", "--dist", "block-cyclic:0"],
+            "at least one row",
+        ),
+        (
+            vec!["run", "sar", "--ranks", "2", "--dist", "diagonal"],
+            "block-rows, block-cyclic:ROWS",
+        ),
+        (vec!["run", "sar", "--dist", "block-rows"], "give --ranks N"),
+        (vec!["bench", "--dist", "block-rows"], "go with --ranks"),
         (
             vec!["run", "pulse-doppler", "--ranks", "4", "--size", "2x64"],
             "simulates at least 2 pulses",
@@ -336,4 +400,80 @@ fn bench_across_rank_counts_tabulates_speedups_and_bytes_at_the_minimum() {
     let (code, _, stderr) = rimms(&["bench", "--ranks", "2", "--app", "fzf"], &[]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("fzf does not run across ranks"), "{stderr}");
+}
+
+/// The same burst with its rows spread other ways at np 3 (uneven: 256 pulses, 1024 range
+/// bins): the target's bins and the map of block rows at one rank, and on the network exactly
+/// each rank's rows in each other rank's columns (counted here from the distribution's
+/// definition) plus the peaks.
+#[test]
+fn pulse_doppler_with_rows_block_cyclic_or_on_one_rank_finds_the_same_map() {
+    let (m, n, ranks) = (256, 512, 3);
+    let params = pulse_doppler::Params {
+        delay: 300,
+        doppler_bin: -37,
+        seed: 7,
+    };
+    let burst = pulse_doppler::simulate(m, n, &params).expect("simulate");
+    let (pulses, pulse) = (&burst.pulses, &burst.pulse);
+    let one = across_ranks(1, |cl| {
+        distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, BLOCK_ROWS, true)
+            .expect("run")
+            .map
+    })
+    .remove(0)
+    .expect("the map");
+    let scale = one.iter().copied().fold(0.0f32, f32::max);
+    for dist in [
+        Distribution::BlockCyclic { block: 5 },
+        Distribution::BlockCyclic { block: 1 },
+        Distribution::OnRank(Rank(1)),
+    ] {
+        let owned = |rows: usize, rank: usize| {
+            (0..rows)
+                .filter(|&r| match dist {
+                    Distribution::BlockCyclic { block } => r / block % ranks == rank,
+                    Distribution::OnRank(owner) => usize::from(owner.0) == rank,
+                    _ => unreachable!("only these are tried"),
+                })
+                .count() as u64
+        };
+        let found = across_ranks(ranks, |cl| {
+            let detection =
+                distributed::pulse_doppler(cl, Device::Cpu, pulses, pulse, m, dist, true);
+            (detection, cl.net_bytes())
+        });
+        for (rank, (detection, sent)) in found.into_iter().enumerate() {
+            let detection = detection.unwrap_or_else(|e| panic!("{dist} rank {rank}: {e}"));
+            assert_eq!(
+                (detection.doppler_bin, detection.range_bin),
+                burst.bins,
+                "{dist} rank {rank}"
+            );
+            // Pulses × 2n complex samples turned to 2n range bins × pulses, then the peaks and
+            // the map (4-byte cells) gathered on rank 0.
+            let minimum: Vec<u64> = (0..ranks)
+                .map(|to| match to == rank {
+                    true => 0,
+                    false => {
+                        let turned = owned(m, rank) * owned(2 * n, to) * 8;
+                        let gathered = if to == 0 {
+                            owned(2 * n, rank) * m as u64 * 4
+                        } else {
+                            0
+                        };
+                        turned + 24 + gathered
+                    }
+                })
+                .collect();
+            assert_eq!(sent, minimum, "{dist} rank {rank}");
+            if let Some(map) = detection.map {
+                for (i, (a, b)) in map.iter().zip(&one).enumerate() {
+                    assert!((a - b).abs() <= 1e-4 * scale, "{dist} cell {i}: {a} vs {b}");
+                }
+            } else {
+                assert_ne!(rank, 0, "rank 0 has the map");
+            }
+        }
+    }
 }
