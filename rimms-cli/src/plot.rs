@@ -17,7 +17,8 @@
 //! above the others would flatten every other bar, so the speedup axis ends near the largest
 //! ordinary value and taller bars and error bars are cut at the top, the label saying so.
 
-use crate::bench::{Ratio, Row, Verdict, LEGEND};
+use crate::bench::{Ratio, Row, Verdict};
+use crate::legend::{legend, View};
 use crate::out_file::OutFile;
 use crate::output::Failure;
 use plotters::coord::Shift;
@@ -30,6 +31,9 @@ const MODES: [(&str, RGBColor); 3] = [
     ("rimms", RGBColor(0x2a, 0x7a, 0xb9)),
     ("native", RGBColor(0x5a, 0xa0, 0x5a)),
 ];
+
+/// The width of the margin right of each plot that holds the modes' legend.
+const LEGEND_WIDTH: u32 = 90;
 
 /// The colour of the error bars, one no other line of the chart has.
 const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
@@ -54,7 +58,8 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
     let groups = rows.len().max(1);
     let width = (140 + 44 * groups as u32).max(760);
     let chart_height = 400;
-    let legend_height = 26 + 16 * LEGEND.lines().count() as u32;
+    let caption = legend(View::Chart);
+    let legend_height = 26 + 16 * caption.lines().count() as u32;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (width, 2 * chart_height + legend_height))
@@ -92,7 +97,14 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
                     r.native.as_ref().map(|n| n.bytes),
                 ]
                 .into_iter()
-                .map(|b| b.map(|b| Bar::plain(mib(b))))
+                .map(|b| {
+                    b.map(|b| Bar {
+                        // Every value written out: bars of a few KiB beside bars of tens of
+                        // MiB are slivers on a linear axis, and read as nothing without it.
+                        label: Some(crate::human::significant(mib(b), 3)),
+                        ..Bar::plain(mib(b))
+                    })
+                })
                 .collect()
             })
             .collect();
@@ -128,14 +140,19 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
                 unit: "MiB",
             },
         )?;
-        for (i, line) in LEGEND.lines().enumerate() {
-            legend
-                .draw(&Text::new(
-                    line,
-                    (20, 10 + 16 * i as i32),
-                    ("sans-serif", 12).into_font(),
-                ))
-                .map_err(draw_error)?;
+        // Term and explanation in two columns: SVG text collapses the spaces that align them
+        // in a terminal.
+        for (i, line) in caption.lines().enumerate() {
+            let (term, text) = match line.find("  ") {
+                Some(at) => (&line[..at], line[at..].trim_start()),
+                None => ("", line),
+            };
+            let y = 10 + 16 * i as i32;
+            for (x, words) in [(20, term), (120, text)] {
+                legend
+                    .draw(&Text::new(words, (x, y), ("sans-serif", 12).into_font()))
+                    .map_err(draw_error)?;
+            }
         }
         root.present().map_err(draw_error)?;
     }
@@ -208,6 +225,8 @@ where
     let mut chart = ChartBuilder::on(area)
         .caption(c.title, ("sans-serif", 16).into_font())
         .margin(12)
+        // The modes' legend goes in this margin, beside the plot and never over a bar.
+        .margin_right(LEGEND_WIDTH)
         .x_label_area_size(100)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..groups as f64, 0f64..c.top)
@@ -221,7 +240,7 @@ where
         .draw()
         .map_err(draw_error)?;
     let sliver = c.top * 0.006;
-    for (mode, (name, colour)) in MODES.iter().enumerate() {
+    for (mode, (_, colour)) in MODES.iter().enumerate() {
         let mut shapes: Vec<Rectangle<(f64, f64)>> = Vec::new();
         let mut whiskers = Vec::new();
         let mut notes: Vec<(f64, String)> = Vec::new();
@@ -274,12 +293,7 @@ where
         if shapes.is_empty() {
             continue;
         }
-        let colour = *colour;
-        chart
-            .draw_series(shapes)
-            .map_err(draw_error)?
-            .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+        chart.draw_series(shapes).map_err(draw_error)?;
         chart.draw_series(whiskers).map_err(draw_error)?;
         // Along the bar from its foot, inside the plot whatever the bar's height: a label
         // above a cut bar would run into the title.
@@ -303,16 +317,30 @@ where
             )))
             .map_err(draw_error)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw_error)?;
     // The group labels, turned, under the middle of each group.
     let (xs, ys) = chart.plotting_area().get_pixel_range();
     let (origin_x, origin_y) = area.get_base_pixel();
+    // The legend of the modes drawn here, right of the plot.
+    let shown = MODES.iter().enumerate().filter(|(mode, _)| {
+        c.values
+            .iter()
+            .any(|v| v.get(*mode).is_some_and(Option::is_some))
+    });
+    for (i, (_, (name, colour))) in shown.enumerate() {
+        let x = xs.end - origin_x + 16;
+        let y = ys.start - origin_y + 8 + 18 * i as i32;
+        area.draw(&Rectangle::new(
+            [(x, y - 5), (x + 10, y + 5)],
+            colour.filled(),
+        ))
+        .map_err(draw_error)?;
+        area.draw(&Text::new(
+            *name,
+            (x + 16, y - 6),
+            ("sans-serif", 12).into_font(),
+        ))
+        .map_err(draw_error)?;
+    }
     let span = f64::from(xs.end - xs.start);
     for (g, label) in c.labels.iter().enumerate() {
         let x = xs.start - origin_x + ((g as f64 + 0.5) / groups as f64 * span) as i32;

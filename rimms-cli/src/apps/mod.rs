@@ -170,6 +170,9 @@ pub struct Options {
     /// Where the runtime writes its Chrome / Perfetto timeline (`RuntimeBuilder::trace_file`);
     /// `None` leaves it to `RIMMS_TRACE_FILE`.
     pub trace_file: Option<PathBuf>,
+    /// Moved on once per frame (warm-up frames too) of the first of interleaved runs, and to
+    /// the end of the run where its time budget stops it early (`crate::progress`).
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 impl Options {
@@ -187,6 +190,7 @@ impl Options {
             pools: Vec::new(),
             merge: true,
             trace_file: None,
+            progress: None,
         }
     }
 
@@ -458,6 +462,9 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         }
         let spent = timed_since.map_or(Duration::ZERO, |t| t.elapsed());
         if i >= warmup + MIN_FRAMES && budget.is_some_and(|b| spent > b) {
+            if let Some(bar) = &first.progress {
+                bar.inc((warmup + frames - i) as u64);
+            }
             break;
         }
         for j in 0..n {
@@ -469,6 +476,9 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
                 times[k].push(elapsed);
             }
             results[k] = Some(result);
+        }
+        if let Some(bar) = &first.progress {
+            bar.inc(1);
         }
     }
     drop(bodies);

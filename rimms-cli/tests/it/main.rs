@@ -17,5 +17,6 @@ mod memstat;
 mod modes;
 mod newcomer;
 mod out_files;
+mod progress;
 mod scheduled;
 mod trace_file;

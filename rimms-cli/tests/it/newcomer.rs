@@ -332,13 +332,268 @@ fn help_ends_with_examples_and_bench_help_explains_the_table() {
     let (code, stdout, _) = rimms_args(&["bench", "--help"]);
     assert_eq!(code, Some(0));
     assert!(
-        stdout.contains("speedup   baseline time ÷ rimms time"),
+        stdout.contains("\nspeedup       baseline time ÷ rimms time"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("\n-         no hand-written version"),
+        stdout.contains("\n-             no hand-written version"),
         "{stdout}"
     );
+}
+
+/// Issue 32's conventions: help is wrapped to the terminal (COLUMNS here, at most 100), not
+/// lines of 247 characters.
+#[test]
+fn help_is_wrapped_to_the_terminal() {
+    for sub in [
+        "",
+        "run",
+        "bench",
+        "devices",
+        "memstat",
+        "fpga-emu",
+        "completions",
+        "man",
+    ] {
+        let args: Vec<&str> = [sub, "--help"]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect();
+        for (columns, widest) in [("80", 80), ("200", 100)] {
+            let (code, stdout, stderr) = run(rimms().args(&args).env("COLUMNS", columns));
+            assert_eq!(code, Some(0), "{stderr}");
+            // The options' part, which clap wraps; examples are written to fit 100 columns.
+            let options = stdout.split("Examples:").next().unwrap_or_default();
+            for line in options.lines() {
+                assert!(
+                    line.chars().count() <= widest,
+                    "rimms {sub} --help at COLUMNS={columns}: {line}"
+                );
+            }
+            for line in stdout.lines() {
+                assert!(line.chars().count() <= 100, "rimms {sub} --help: {line}");
+            }
+        }
+    }
+}
+
+/// Issue 32's conventions: the default table fits 100 columns, legend and all; `--wide`
+/// shows every column, and each legend explains only the columns its table has.
+#[test]
+fn the_default_table_fits_100_columns_and_wide_shows_everything() {
+    let (code, narrow, stderr) = rimms_args(&["bench", "--frames", "1", "--app", "zip3x"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for line in narrow.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    let header = narrow
+        .lines()
+        .find(|l| l.starts_with("app "))
+        .expect("a header");
+    for column in [
+        "baseline ms",
+        "rimms ms",
+        "speedup",
+        "baseline MiB",
+        "rimms MiB",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(
+        !header.contains("native") && !narrow.contains("\nunmerged "),
+        "{narrow}"
+    );
+    assert!(narrow.contains("--wide adds"), "{narrow}");
+    let (code, wide, stderr) = rimms_args(&["bench", "--frames", "1", "--app", "zip3x", "--wide"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let header = wide
+        .lines()
+        .find(|l| l.starts_with("app "))
+        .expect("a header");
+    for column in [
+        "native ms",
+        "unmerged ms",
+        "vs native",
+        "minimum MiB",
+        "allocs rimms",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(wide.contains("\nminimum       what native moves"), "{wide}");
+}
+
+/// One example line of a help text: the command before its description, run as written
+/// with `rimms` being this build, in `dir`. `VAR=value` words before the program are its
+/// environment, `> FILE` its standard output, `$!` the last command run with `&`, which is
+/// returned still running.
+fn run_example(line: &str, dir: &std::path::Path, last: &mut Vec<Running>) -> Result<(), String> {
+    let command = line.trim().split("  ").next().unwrap_or_default();
+    let mut words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+    let background = words.last().is_some_and(|w| w == "&");
+    if background {
+        words.pop();
+    }
+    let pid = last.last().map(|r| r.0.id().to_string());
+    let mut env = Vec::new();
+    while words
+        .first()
+        .is_some_and(|w| w.contains('=') && !w.starts_with('-'))
+    {
+        let word = words.remove(0);
+        let (k, v) = word.split_once('=').unwrap_or((&word, ""));
+        env.push((k.to_string(), v.to_string()));
+    }
+    let mut stdout_to = None;
+    if let Some(at) = words.iter().position(|w| w == ">") {
+        stdout_to = words.get(at + 1).cloned();
+        words.truncate(at);
+    }
+    let program = words.first().cloned().ok_or("an empty example")?;
+    let mut cmd = if program == "rimms" {
+        rimms()
+    } else {
+        Command::new(&program)
+    };
+    for word in &words[1..] {
+        match (word.as_str(), &pid) {
+            ("$!", Some(pid)) => cmd.arg(pid),
+            _ => cmd.arg(word),
+        };
+    }
+    cmd.current_dir(dir).envs(env).stdin(Stdio::null());
+    if background {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        last.push(Running(child));
+        return Ok(());
+    }
+    if let Some(file) = stdout_to {
+        let file = std::fs::File::create(dir.join(file)).map_err(|e| e.to_string())?;
+        cmd.stdout(file);
+    }
+    let out = cmd.output().map_err(|e| format!("{program}: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{line}: {stderr}");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{line}: {:?}: {stderr}", out.status.code()))
+    }
+}
+
+/// The command lines of a help text's "Examples:" section: lines indented two spaces (a
+/// description carried onto a line of its own is indented further).
+fn examples(help: &str) -> Vec<String> {
+    let Some(section) = help.split("Examples:\n").nth(1) else {
+        return Vec::new();
+    };
+    section
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Runs `lines` in order in a fresh folder. A line after one left running with `&` is tried
+/// again until it succeeds (60 s at most): the program it talks to is still starting.
+fn run_examples(what: &str, lines: &[String]) {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut running = Vec::new();
+    for line in lines {
+        let patient = !running.is_empty();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match run_example(line, dir.path(), &mut running) {
+                Ok(()) => break,
+                Err(e) if patient && Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+    }
+}
+
+/// Issue 32's "must show": every example in every subcommand's help runs as written and
+/// succeeds.
+#[test]
+fn every_subcommands_help_examples_run() {
+    for sub in [
+        "run",
+        "bench",
+        "devices",
+        "memstat",
+        "fpga-emu",
+        "completions",
+        "man",
+    ] {
+        let (code, stdout, _) = rimms_args(&[sub, "--help"]);
+        assert_eq!(code, Some(0));
+        let lines = examples(&stdout);
+        assert!(
+            !lines.is_empty(),
+            "rimms {sub} --help has no examples:\n{stdout}"
+        );
+        run_examples(&format!("rimms {sub} --help"), &lines);
+    }
+}
+
+/// Issue 32's "must show": the `rimms` commands the README gives whole (in backticks, with no
+/// placeholder such as N or DIR) run and succeed. Runs and benches take `--frames 1` (and a
+/// bench one app) so that the test takes seconds, not the README's minutes.
+#[test]
+fn the_readmes_rimms_commands_run() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README");
+    let mut commands: Vec<String> = readme
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|span| span.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|span| span.starts_with("rimms "))
+        .filter(|span| {
+            let words: Vec<&str> = span.split_whitespace().collect();
+            let placeholder = words.iter().any(|w| {
+                w.contains(['[', '<', '|', '.', '…'])
+                    && !w.ends_with(".svg")
+                    && !w.ends_with(".txt")
+                    || (w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase()))
+            });
+            // `rimms run --no-merge` names an option of `run`, and `rimms memstat` the
+            // command, not a command line.
+            let incomplete = (words.get(1) == Some(&"run")
+                && words.get(2).is_none_or(|w| w.starts_with('-')))
+                || (words.len() == 2 && ["memstat", "fpga-emu", "completions"].contains(&words[1]));
+            !placeholder && !incomplete
+        })
+        .collect();
+    commands.sort();
+    commands.dedup();
+    assert!(commands.len() >= 4, "{commands:?}");
+    for command in &commands {
+        let mut line = command.clone();
+        if line.starts_with("rimms run ") || line.starts_with("rimms bench") {
+            if !line.contains("--frames") {
+                line += " --frames 1";
+            }
+            if line.starts_with("rimms bench")
+                && !line.contains("--app")
+                && !line.contains("--ranks")
+            {
+                line += " --app zip3x";
+            }
+        }
+        run_examples("README", &[format!("  {line}")]);
+    }
 }
 
 #[test]
@@ -347,11 +602,10 @@ fn the_bench_table_has_a_legend_and_names_mappings_as_run_takes_them() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.starts_with("1 frame per cell"), "{stdout}");
     for term in [
-        "baseline  CEDR's",
-        "rimms     the same app",
-        "native    hand-written",
-        "speedup   baseline time ÷ rimms time",
-        "minimum   what native moves",
+        "\nbaseline      CEDR's",
+        "\nrimms         the same app",
+        "\nspeedup       baseline time ÷ rimms time",
+        "\nMiB           bytes moved",
     ] {
         assert!(stdout.contains(term), "no {term:?} in\n{stdout}");
     }
@@ -574,4 +828,56 @@ fn fpga_timing_labels_the_fpga_rows_as_modelled() {
         !stdout.contains("fpga rows are modelled"),
         "without the flag nothing is modelled: {stdout}"
     );
+}
+
+/// Issue 32's conventions: a pool too small says the smallest pool that runs the app, and
+/// every app runs at the size it states, on the simulated card and the FPGA emulator, in
+/// baseline and rimms mode; the `--pool` help's example size runs every app.
+#[test]
+fn a_pool_too_small_names_the_smallest_that_works() {
+    let (code, _, stderr) = rimms_args(&[
+        "run",
+        "fzf",
+        "--map",
+        "sim",
+        "--frames",
+        "1",
+        "--pool",
+        "sim0=2MiB",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("fzf runs with a device pool of 4MiB or more")
+            && stderr.contains("sar 4MiB")
+            && stderr.contains("zip3x 256KiB"),
+        "{stderr}"
+    );
+    for (app, size) in rimms_cli::pools::SMALLEST {
+        let size = format!("{}KiB", size >> 10);
+        for (map, space) in [("sim", "sim0"), ("fpga", "udmabuf0")] {
+            for mode in ["baseline", "rimms"] {
+                let pool = format!("{space}={size}");
+                let (code, _, stderr) = rimms_args(&[
+                    "run",
+                    app.name(),
+                    "--map",
+                    map,
+                    "--mode",
+                    mode,
+                    "--frames",
+                    "1",
+                    "--pool",
+                    &pool,
+                ]);
+                assert_eq!(
+                    code,
+                    Some(0),
+                    "{} {map} {mode} {pool}: {stderr}",
+                    app.name()
+                );
+            }
+        }
+    }
+    let (_, help, _) = rimms_args(&["run", "--help"]);
+    assert!(help.contains("sim0=4MiB on --map sim"), "{help}");
 }
