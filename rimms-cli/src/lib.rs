@@ -9,6 +9,7 @@ pub mod fpga_emu;
 pub mod human;
 pub mod interrupt;
 pub mod legend;
+pub mod logging;
 pub mod memstat;
 pub mod out_file;
 pub mod output;

@@ -168,19 +168,6 @@ struct Cli {
     command: Command,
 }
 
-impl Cli {
-    /// The log filter `-q` / `-v` ask for, when `RUST_LOG` does not say.
-    fn log_filter(&self) -> &'static str {
-        match (self.quiet, self.verbose) {
-            (true, _) => "error",
-            (false, 0) => "warn,rimms::transfer=info",
-            (false, 1) => "info",
-            (false, 2) => "debug",
-            (false, _) => "trace",
-        }
-    }
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Run one application and print its result (next to the truth for generated input).
@@ -541,6 +528,13 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             rimms_cli::human::bytes(e.written_back_bytes)
         );
     }
+    let retries = rimms_cli::logging::merge_retries();
+    if retries > 0 {
+        text += &format!(
+            "{} did not fit and ran again one call a row (-v says why)\n",
+            count(retries, "merged call", "merged calls")
+        );
+    }
     text += &format!(
         "moved: {}; allocations: {}\n",
         if links.is_empty() {
@@ -756,15 +750,10 @@ fn colour() -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = cli.log_filter();
-    tracing_subscriber::fmt()
-        .with_ansi(colour())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    rimms_cli::logging::init(
+        &rimms_cli::logging::default_filter(cli.quiet, cli.verbose),
+        colour(),
+    );
     let command = cli.command;
     if matches!(command, Command::Run(_) | Command::Bench { .. }) {
         if let Err(e) = rimms_cli::interrupt::install() {

@@ -881,3 +881,38 @@ fn a_pool_too_small_names_the_smallest_that_works() {
     let (_, help, _) = rimms_args(&["run", "--help"]);
     assert!(help.contains("sim0=4MiB on --map sim"), "{help}");
 }
+
+/// Issue 32's conventions: a run under memory pressure that succeeds sums its evictions and
+/// its merged calls run again one by one in a line each, instead of a warning of some 400
+/// characters per call; `-v` still shows each.
+#[test]
+fn a_run_under_pressure_sums_up_instead_of_warning_per_call() {
+    let args = [
+        "run",
+        "sar",
+        "--map",
+        "sim",
+        "--frames",
+        "2",
+        "--pool",
+        "sim0=2MiB",
+    ];
+    let (code, stdout, stderr) = rimms_args(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.trim().is_empty(), "nothing on stderr: {stderr}");
+    assert!(
+        stdout.contains("evicted from sim0: ") && stdout.contains(" written back"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("merged calls did not fit and ran again one call a row (-v says why)"),
+        "{stdout}"
+    );
+    let verbose: Vec<&str> = ["-v"].into_iter().chain(args).collect();
+    let (code, _, stderr) = rimms_args(&verbose);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("its calls run again one by one"),
+        "{stderr}"
+    );
+}
