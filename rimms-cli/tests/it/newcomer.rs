@@ -916,3 +916,44 @@ fn a_run_under_pressure_sums_up_instead_of_warning_per_call() {
         "{stderr}"
     );
 }
+
+/// Issue 32's conventions: 2fft, fzf and zip3x say what they computed and print the
+/// expected checksum, computed apart in f64, beside their own; on every device the two agree
+/// to f32 rounding.
+#[test]
+fn chains_print_what_they_computed_and_the_expected_checksum() {
+    let value_after = |text: &str, key: &str| -> f64 {
+        let at = text.find(key).map(|i| i + key.len()).unwrap_or(text.len());
+        text[at..]
+            .split([',', ' ', '\n'])
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no figure after {key:?} in {text}"))
+    };
+    for (app, what) in [
+        (
+            "2fft",
+            "FFT then inverse FFT of 64 rows × 2048 points, checksum Σ|y| = ",
+        ),
+        (
+            "fzf",
+            "filtered (FFT, multiply, inverse FFT) of 64 rows × 2048 points, checksum Σ|y| = ",
+        ),
+        ("zip3x", "a·b + c·d over 4096 elements, checksum Σ|y| = "),
+    ] {
+        for map in ["cpu", "sim", "fpga"] {
+            let (code, stdout, stderr) = rimms_args(&["run", app, "--map", map, "--frames", "1"]);
+            assert_eq!(code, Some(0), "{stderr}");
+            let got = value_after(&stdout, what);
+            let expected = value_after(&stdout, "\nexpected: Σ|y| = ");
+            assert!(
+                stdout.contains("computed from the input in f64 (relative difference "),
+                "{stdout}"
+            );
+            assert!(
+                (got - expected).abs() <= 1e-5 * expected.abs(),
+                "{app} on {map}: {got} against {expected}\n{stdout}"
+            );
+        }
+    }
+}
