@@ -394,6 +394,50 @@ mod tests {
         assert_eq!(whiskers, 3 * 4, "an error bar per speedup");
     }
 
+    /// Issue 32's look at the chart: the modes' legend stands right of every bar, not over
+    /// one, and each bytes bar carries its value, so that a sliver still reads.
+    #[test]
+    fn the_legend_is_beside_the_bars_and_bytes_bars_carry_their_value() {
+        use crate::bench::test_row;
+        let mut rows = vec![
+            test_row(&[2000; 5], &[1000; 5]),
+            test_row(&[2000; 5], &[1000; 5]),
+        ];
+        rows[0].baseline.bytes = 28 << 20;
+        rows[0].rimms.bytes = 3 << 19;
+        // A native bar in the last group: the bar furthest right a chart has.
+        rows[1].native = Some(crate::bench::test_cell(&[1000; 5]));
+        let text = svg(&rows).expect("drawn");
+        for label in [">\n28\n<", ">\n1.5\n<"] {
+            assert!(text.contains(label), "no bytes label {label:?}");
+        }
+        let attr = |rect: &str, name: &str| -> i64 {
+            rect.split(&format!(" {name}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(-1)
+        };
+        let x_of = |rect: &str| attr(rect, "x");
+        let rects: Vec<&str> = text.split("<rect").skip(1).collect();
+        let (swatches, bars): (Vec<&str>, Vec<&str>) = rects
+            .iter()
+            .filter(|r| !r.contains("fill=\"#FFFFFF\""))
+            .partition(|r| r.contains("width=\"10\" height=\"10\""));
+        assert!(!swatches.is_empty() && !bars.is_empty());
+        let bars_end = bars
+            .iter()
+            .map(|r| x_of(r) + attr(r, "width"))
+            .max()
+            .unwrap_or(0);
+        for swatch in swatches {
+            assert!(
+                x_of(swatch) > bars_end,
+                "a legend swatch over the bars: {swatch}"
+            );
+        }
+    }
+
     #[test]
     fn only_svg_paths_in_existing_folders_are_taken() {
         let dir = tempfile::tempdir().expect("dir");
