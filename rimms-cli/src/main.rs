@@ -754,6 +754,9 @@ fn main() -> ExitCode {
         &rimms_cli::logging::default_filter(cli.quiet, cli.verbose),
         colour(),
     );
+    if cli.quiet {
+        rimms_cli::progress::quiet();
+    }
     let command = cli.command;
     if matches!(command, Command::Run(_) | Command::Bench { .. }) {
         if let Err(e) = rimms_cli::interrupt::install() {

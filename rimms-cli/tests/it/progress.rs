@@ -1,6 +1,6 @@
 //! The progress bar as a user meets it (issue 32's conventions): `rimms run` and `rimms
 //! bench` show frames done, a rate and the time left on a terminal, and nothing of it where
-//! standard error is a pipe or a file.
+//! standard error is a pipe or a file, or with `-q`.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -43,7 +43,7 @@ fn stderr_on_a_terminal(args: &[&str]) -> String {
 }
 
 #[test]
-fn run_and_bench_show_frames_rate_and_time_left_on_a_terminal_only() {
+fn run_and_bench_show_frames_rate_and_time_left_on_a_terminal_unless_quiet() {
     for args in [
         &["run", "zip3x", "--frames", "40"][..],
         &["bench", "--app", "zip3x", "--frames", "3"],
@@ -53,6 +53,12 @@ fn run_and_bench_show_frames_rate_and_time_left_on_a_terminal_only() {
         assert!(
             shown.contains(" frames, ") && shown.contains(" frames/s, ") && shown.contains(" left"),
             "{args:?} on a terminal: {shown:?}"
+        );
+        let quiet: Vec<&str> = ["-q"].iter().chain(args).copied().collect();
+        let shown = stderr_on_a_terminal(&quiet);
+        assert!(
+            !shown.contains("frames/s"),
+            "-q {args:?} on a terminal: {shown:?}"
         );
         let piped = rimms().args(args).output().expect("the rimms binary runs");
         assert!(piped.status.success());
