@@ -8,7 +8,7 @@
 //! not a silent default) and every error names the key and the file.
 //!
 //! ```toml
-//! poll_timeout_ms = 200            # bound on every wait for the hardware
+//! poll_timeout_ms = 200            # bound on every wait for the hardware, 1 … 60000
 //!
 //! [[udmabuf]]
 //! name = "udmabuf0"                # /dev/udmabuf0, /sys/class/u-dma-buf/udmabuf0
