@@ -12,6 +12,7 @@ mod distributed;
 mod fpga_emu;
 mod fpga_mappings;
 mod generated;
+mod help;
 mod left_behind;
 mod memstat;
 mod modes;
