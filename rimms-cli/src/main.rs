@@ -377,8 +377,13 @@ fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
         },
         frames: args.frames,
         keep_image: out.is_some(),
+        progress: Some(rimms_cli::progress::frames(args.frames as u64)),
     };
-    let (report, printing) = rimms_cli::ranks::run(&run).map_err(app_failure)?;
+    let outcome = rimms_cli::ranks::run(&run);
+    if let Some(bar) = &run.progress {
+        bar.finish_and_clear();
+    }
+    let (report, printing) = outcome.map_err(app_failure)?;
     if !printing {
         return Ok(());
     }
@@ -589,6 +594,7 @@ fn scaling_cmd(
             params: apps::pulse_doppler::Params::default(),
             frames,
             keep_image: false,
+            progress: None,
         };
         let rows = rimms_cli::scaling::run(&run, counts, modelled).map_err(app_failure)?;
         if !json {

@@ -46,6 +46,9 @@ fn stderr_on_a_terminal(args: &[&str]) -> String {
 fn run_and_bench_show_frames_rate_and_time_left_on_a_terminal_unless_quiet() {
     for args in [
         &["run", "zip3x", "--frames", "40"][..],
+        &[
+            "run", "sar", "--ranks", "2", "--size", "256x256", "--frames", "5",
+        ],
         &["bench", "--app", "zip3x", "--frames", "3"],
     ] {
         let shown = stderr_on_a_terminal(args);
