@@ -7,7 +7,6 @@
 //! powers of two), and a test runs every app at its figure, so they cannot drift unnoticed.
 
 use crate::apps::App;
-use crate::human::bytes;
 
 /// The smallest device pool (`sim0=…`, `udmabuf0=…`) in which each app runs on `sim` and
 /// `fpga` in baseline and rimms mode, in bytes.
@@ -35,10 +34,9 @@ pub fn hint(app: App) -> String {
         .map(|&(a, size)| format!("{} {}", a.name(), unit(size)))
         .collect();
     format!(
-        "{} runs with a device pool of {} or more ({}); smallest pools per app: {}",
+        "{} runs with a device pool of {} or more; smallest pools per app: {}",
         app.name(),
         unit(smallest(app)),
-        bytes(smallest(app) as u64),
         all.join(", ")
     )
 }
