@@ -1,7 +1,8 @@
 //! `rimms bench`: apps on every mapping this machine has, in baseline (CEDR), rimms (with and
 //! without call merging) and native mode, as a table of frame times (median, min, max),
 //! speedups with their spread and bytes moved, with a legend of what the columns mean
-//! ([`LEGEND`], also in `--help` and under the chart).
+//! ([`crate::legend`], also in `--help` and under the chart). The default table fits 100
+//! columns; `--wide` shows every column.
 //!
 //! The modes of one row run interleaved, frame by frame after a few untimed warm-up frames,
 //! so a slow spell of a shared machine hits them alike; a ratio is the median of the per-frame
@@ -12,29 +13,10 @@
 //! take the same time. The chart ([`crate::plot`]) draws the same figures.
 
 use crate::apps::{self, App, AppResult, Mapping, Mode, Options};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rimms::{LinkModel, SimConfig};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// What the table's words mean; printed under the table, in `rimms bench --help` and under
-/// the chart.
-pub const LEGEND: &str = "\
-baseline  CEDR's behaviour: every call on a device copies its inputs in and its outputs out
-rimms     the same app with RIMMS tracking the data: it moves only when a kernel in another memory needs it
-native    hand-written code with the fewest copies for the mapping: the floor both are measured against
-ms        median frame (fastest–slowest) over the timed frames; warm-up frames are not counted
-unmerged  rimms with call merging off (`--no-merge`): the gain from memory management alone
-speedup   baseline time ÷ rimms time (above 1: RIMMS is faster), the median of per-frame ratios
-vs native rimms time ÷ native time, likewise (1.00x: as fast as hand-written code)
-[lo–hi]   95 % confidence interval of a ratio's median (error bars on the chart)
-can't tell     the interval holds 1.0: these frames do not show which mode is faster
-inconclusive   the interval holds 1.0 and spans more than 2x: run more frames (--frames N)
-MiB       bytes moved between memories (host and devices), summed over all frames
-minimum   what native moves: the least this app on this mapping can move
--         no hand-written version for this mapping (auto: calls are placed at run time; gpu: see the cudarc examples)
-maps      cpu: all on the CPU; sim: a simulated card behind a modelled PCIe link; fpga, fpga-cpu: the FPGA
-          (RIMMS_FPGA_BOARD or the emulator) for FFT and ZIP, or FFT only; auto: the scheduler over the CPU and two sim cards";
 
 /// One row of the table.
 #[derive(Debug)]
@@ -106,17 +88,10 @@ fn has_native(mapping: Mapping) -> bool {
     !matches!(mapping, Mapping::Auto | Mapping::Gpu)
 }
 
-/// A bar with one tick per (app, mapping) row that [`run`] measures, on stderr. It
-/// draws only when stderr is a terminal, so piped output and `--json` stay clean.
-pub fn progress_bar(apps: &[App]) -> ProgressBar {
-    let per_app: usize = mappings().iter().map(|_| 1).sum();
-    let bar = ProgressBar::new((apps.len() * per_app) as u64);
-    // The template is a constant; the default style is only a fallback that never runs.
-    let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar
+/// The bench's progress bar: every frame of every row, warm-up included ([`crate::progress`]).
+pub fn progress_bar(apps: &[App], frames: usize) -> ProgressBar {
+    let rows = apps.len() * mappings().len();
+    crate::progress::frames((rows * (WARMUP_FRAMES + frames)) as u64)
 }
 
 /// Untimed frames each mode runs first (caches, plans, pools and the first allocations).
@@ -253,6 +228,17 @@ impl Ratio {
         format!("{} [{:.2}–{:.2}]", self.headline(), self.low, self.high)
     }
 
+    /// [`Ratio::show`] without the frame count, for a table that has a column of it:
+    /// "1.84x [1.70–1.95]", "can't tell [0.97–1.04]", "inconclusive [0.40–17.47]".
+    pub fn show_short(&self) -> String {
+        let words = match self.verdict() {
+            Verdict::Measured => format!("{:.2}x", self.median),
+            Verdict::CantTell => "can't tell".to_string(),
+            Verdict::Inconclusive => "inconclusive".to_string(),
+        };
+        format!("{words} [{:.2}–{:.2}]", self.low, self.high)
+    }
+
     fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "median": self.median,
@@ -296,23 +282,24 @@ pub fn traces_written(base: &Path, rows: &[Row]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Runs the table; fails on an error, or if the modes disagree on a result. `progress` is
-/// told each row ("fzf on cpu") as it starts. With `trace`, every runtime writes its
+/// Runs the table; fails on an error, or if the modes disagree on a result. `bar` moves on
+/// each frame and shows the row ("fzf on cpu"). With `trace`, every runtime writes its
 /// timeline to a file of its own ([`trace_path`]).
 pub fn run(
     frames: usize,
     apps: &[App],
     trace: Option<&Path>,
-    mut progress: impl FnMut(&str),
+    bar: &ProgressBar,
 ) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     for &app in apps {
         for (map, mapping, sim) in mappings() {
-            progress(&format!("{} on {map}", app.name()));
+            bar.set_message(format!("{} on {map}", app.name()));
             let opts = |mode: Mode, merge: bool, name: &str| Options {
                 sim: sim.clone(),
                 merge,
                 trace_file: trace.map(|base| trace_path(base, app.name(), map, name)),
+                progress: Some(bar.clone()),
                 ..Options::new(mode, mapping).frames(frames)
             };
             let [baseline, rimms, unmerged, native] = MODE_NAMES;
@@ -377,12 +364,78 @@ fn is_modelled(row: &Row, model: Option<&str>) -> Option<String> {
 }
 
 /// The table; `model` names the FPGA emulator's timing model when its rows are modelled.
-pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
+pub fn table(rows: &[Row], frames: usize, model: Option<&str>, wide: bool) -> String {
     let mut out = format!(
         "{per_cell} per cell (fewer where a row's frames took over {budget} s; see `frames`) after \
-         {warmup} untimed, the modes of a row interleaved frame by frame; times are the median \
-         frame (fastest–slowest); bytes are totals over every frame\n\n\
-         {:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
+         {warmup} untimed,\nthe modes of a row interleaved frame by frame; times are the median \
+         frame{spread};\nbytes are totals over every frame\n\n",
+        per_cell = crate::human::count(frames as u64, "frame", "frames"),
+        warmup = WARMUP_FRAMES,
+        budget = ROW_BUDGET.as_secs(),
+        spread = if wide { " (fastest–slowest)" } else { "" },
+    );
+    if wide {
+        out += &wide_rows(rows);
+    } else {
+        out += &narrow_rows(rows);
+    }
+    out.push('\n');
+    let inconclusive = rows.iter().any(|r| {
+        std::iter::once(Ratio::of(&r.baseline, &r.rimms))
+            .chain(
+                r.native
+                    .iter()
+                    .flat_map(|n| [Ratio::of(&r.rimms, n), Ratio::of(&r.unmerged, n)]),
+            )
+            .any(|ratio| ratio.verdict() == Verdict::Inconclusive)
+    });
+    if inconclusive {
+        out += "inconclusive: run more frames (--frames N) to narrow those intervals\n\n";
+    }
+    if let Some(model) = model {
+        out += &format!(
+            "fpga rows are modelled: the emulator with the {model} timing model (modelled DMA, core,\n\
+             register and host-copy times, on top of the emulator's own work on this machine)\n\n"
+        );
+    }
+    out.push_str(&crate::legend::legend(if wide {
+        crate::legend::View::Wide
+    } else {
+        crate::legend::View::Table
+    }));
+    out.push('\n');
+    out
+}
+
+/// The default table's rows, 100 columns: the two modes RIMMS is measured by, their speedup
+/// with its interval, and the bytes each moved. The verdict leaves out the frame count, which
+/// the `frames` column beside it gives.
+fn narrow_rows(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<13} {:<8} {:>6} {:>11} {:>9} {:<25} {:>12} {:>9}\n",
+        "app", "map", "frames", "baseline ms", "rimms ms", "speedup", "baseline MiB", "rimms MiB",
+    );
+    for r in rows {
+        let ratio = Ratio::of(&r.baseline, &r.rimms);
+        out += &format!(
+            "{:<13} {:<8} {:>6} {:>11.3} {:>9.3} {:<25} {:>12.2} {:>9.2}\n",
+            r.app.name(),
+            r.map,
+            r.rimms.times.len(),
+            ms(r.baseline.median),
+            ms(r.rimms.median),
+            ratio.show_short(),
+            mib(r.baseline.bytes),
+            mib(r.rimms.bytes),
+        );
+    }
+    out
+}
+
+/// `--wide`: every column.
+fn wide_rows(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
         "app",
         "map",
         "frames",
@@ -398,9 +451,6 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
         "minimum MiB",
         "allocs base",
         "allocs rimms",
-        per_cell = crate::human::count(frames as u64, "frame", "frames"),
-        warmup = WARMUP_FRAMES,
-        budget = ROW_BUDGET.as_secs(),
     );
     let dash = || "-".to_string();
     for r in rows {
@@ -433,27 +483,6 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>) -> String {
             r.rimms.allocations,
         );
     }
-    out.push('\n');
-    let inconclusive = rows.iter().any(|r| {
-        std::iter::once(Ratio::of(&r.baseline, &r.rimms))
-            .chain(
-                r.native
-                    .iter()
-                    .flat_map(|n| [Ratio::of(&r.rimms, n), Ratio::of(&r.unmerged, n)]),
-            )
-            .any(|ratio| ratio.verdict() == Verdict::Inconclusive)
-    });
-    if inconclusive {
-        out += "inconclusive: run more frames (--frames N) to narrow those intervals\n\n";
-    }
-    if let Some(model) = model {
-        out += &format!(
-            "fpga rows are modelled: the emulator with the {model} timing model (modelled DMA, core,\n\
-             register and host-copy times, on top of the emulator's own work on this machine)\n\n"
-        );
-    }
-    out.push_str(LEGEND);
-    out.push('\n');
     out
 }
 
@@ -557,12 +586,17 @@ mod tests {
         let r = Ratio::of(&row.baseline, &row.rimms);
         assert_eq!(r.verdict(), Verdict::Inconclusive);
         assert_eq!(r.show(), "inconclusive, 3 frames [0.39–13.80]");
-        let table = table(&[row], 3, None);
+        let wide = table(std::slice::from_ref(&row), 3, None, true);
         assert!(
-            table.contains("inconclusive, 3 frames [0.39–13.80]"),
-            "{table}"
+            wide.contains("inconclusive, 3 frames [0.39–13.80]"),
+            "{wide}"
         );
-        assert!(table.contains("inconclusive: run more frames"), "{table}");
-        assert!(!table.contains("noise"), "{table}");
+        // The default table gives the frame count in its own column.
+        let narrow = table(&[row], 3, None, false);
+        assert!(narrow.contains("inconclusive [0.39–13.80]"), "{narrow}");
+        for table in [wide, narrow] {
+            assert!(table.contains("inconclusive: run more frames"), "{table}");
+            assert!(!table.contains("noise"), "{table}");
+        }
     }
 }

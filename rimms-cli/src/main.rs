@@ -87,15 +87,61 @@ fn size_arg(text: &str) -> Result<usize, String> {
         })
 }
 
-/// `rimms bench --help`'s closing words: the table's legend.
-fn bench_legend() -> String {
-    format!("What the table says:\n{}", bench::LEGEND)
+/// `rimms bench --help`'s closing words: examples and the table's legend.
+fn bench_after_help() -> String {
+    format!(
+        "{BENCH_EXAMPLES}\n\nWhat the table says:\n{}",
+        rimms_cli::legend::legend(rimms_cli::legend::View::Help)
+    )
 }
+
+// Each subcommand's help ends with examples, every one a command that runs as written (the
+// newcomer test runs them all): a line `  COMMAND  what it does`, `&` for one that keeps
+// running while the next lines use it (`$!`, its process id).
+
+const RUN_EXAMPLES: &str = "Examples:
+  rimms run fzf --map sim                          FZF on a simulated PCIe card, RIMMS tracking data
+  rimms run fzf --map sim --mode baseline          the same, copying at every call as CEDR does
+  rimms run correlator --delay 200                 find a chirp delayed by 200 samples in noise
+  rimms run sar --azimuth focused --out image.txt  a focused SAR image, one row a line
+  rimms run sar --map sim --pool sim0=4MiB         under memory pressure, evictions summed up
+  rimms run pulse-doppler --ranks 2 --json         across 2 ranks (threads), as JSON";
+
+const BENCH_EXAMPLES: &str = "Examples:
+  rimms bench --app fzf --frames 5                 fzf on every mapping, 5 timed frames per cell
+  rimms bench --app zip3x --frames 3 --wide        every column (the default fits 100 columns)
+  rimms bench --app zip3x --frames 3 --plot bench.svg   the table, and charts of it as SVG
+  rimms bench --app correlator --frames 3 --json   the figures as JSON
+  rimms bench --ranks 1,2 --frames 2 --size 256x256     pulse-doppler and sar across ranks";
+
+const DEVICES_EXAMPLES: &str = "Examples:
+  rimms devices                                    the devices here and what each runs";
+
+const FPGA_EMU_EXAMPLES: &str = "Examples:
+  rimms fpga-emu --dir board --seconds 600 &       an emulated board in ./board, for 10 minutes
+  RIMMS_FPGA_BOARD=board/board.toml rimms run fzf --map fpga --frames 3
+                                                   another process drives it
+  touch board/stop                                 stops it";
+
+const MEMSTAT_EXAMPLES: &str = "Examples:
+  RIMMS_STATS_PAGE=1 rimms run fzf --frames 1000 &     a run of seconds that publishes its figures
+  rimms memstat --pid $!                           its memory spaces and links now
+  rimms memstat --pid $! --watch 1                 again every second, until the run ends";
+
+const COMPLETIONS_EXAMPLES: &str = "Examples:
+  rimms completions bash > rimms.bash              then `source rimms.bash`, or copy it to
+                                                   /usr/share/bash-completion/completions/rimms
+  rimms completions zsh > _rimms                   for a folder on zsh's $fpath";
+
+const MAN_EXAMPLES: &str = "Examples:
+  rimms man > rimms.1                              then `man ./rimms.1`";
 
 #[derive(Parser)]
 #[command(
     name = "rimms",
     version,
+    // Wrapped to the terminal, and no wider than this on a wide one.
+    max_term_width = 100,
     about = "RIMMS: runtime-integrated memory management for heterogeneous machines",
     after_help = "Examples:
   rimms run fzf --map sim                      FZF on a simulated PCIe card, RIMMS tracking its data
@@ -122,25 +168,14 @@ struct Cli {
     command: Command,
 }
 
-impl Cli {
-    /// The log filter `-q` / `-v` ask for, when `RUST_LOG` does not say.
-    fn log_filter(&self) -> &'static str {
-        match (self.quiet, self.verbose) {
-            (true, _) => "error",
-            (false, 0) => "warn,rimms::transfer=info",
-            (false, 1) => "info",
-            (false, 2) => "debug",
-            (false, _) => "trace",
-        }
-    }
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Run one application and print its result (next to the truth for generated input).
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Run the register-level FPGA emulator as a process of its own, for another process to
     /// drive through `RIMMS_FPGA_BOARD=<dir>/board.toml`.
+    #[command(after_help = FPGA_EMU_EXAMPLES)]
     FpgaEmu {
         /// Folder for the emulated device, sysfs and register files.
         #[arg(long)]
@@ -154,7 +189,7 @@ enum Command {
     },
     /// Apps on every mapping available here: baseline (CEDR), rimms (merging calls and not) and
     /// native, interleaved frame by frame.
-    #[command(after_help = bench_legend())]
+    #[command(after_help = bench_after_help())]
     Bench {
         /// Timed frames per cell (median, fastest and slowest are reported; the modes of a row
         /// run interleaved, after 2 untimed warm-up frames each), 1 … 1000000.
@@ -166,6 +201,10 @@ enum Command {
         /// Print one JSON array instead of the table.
         #[arg(long)]
         json: bool,
+        /// Every column of the table: native and unmerged times, fastest–slowest, vs native,
+        /// the minimum and allocations (the default table fits 100 columns).
+        #[arg(long, conflicts_with = "json")]
+        wide: bool,
         /// Also draw the speedups and bytes moved as bar charts into this SVG file (checked
         /// before the bench runs).
         #[arg(long, value_name = "FILE.svg")]
@@ -197,9 +236,11 @@ enum Command {
     /// What each device can run: its APIs, FFT sizes and ZIP operations. Lists the CPU, a
     /// simulated card, the FPGA (the board RIMMS_FPGA_BOARD names, else the emulator) and
     /// GPU 0 where there is one.
+    #[command(after_help = DEVICES_EXAMPLES)]
     Devices,
     /// Live per-space and per-link figures of a running program, from the stats page its
     /// runtime publishes when started with RIMMS_STATS_PAGE=1.
+    #[command(after_help = MEMSTAT_EXAMPLES)]
     Memstat {
         /// The program's process id.
         #[arg(long, required_unless_present = "page", allow_negative_numbers = true, value_parser = whole_arg::<u32>)]
@@ -213,11 +254,13 @@ enum Command {
     },
     /// Print a completion script for SHELL (e.g. `rimms completions bash >
     /// /etc/bash_completion.d/rimms`).
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
     /// Print the man page (`rimms man > rimms.1; man ./rimms.1`).
+    #[command(after_help = MAN_EXAMPLES)]
     Man,
 }
 
@@ -264,9 +307,10 @@ struct RunArgs {
     /// under which point targets focus at their row.
     #[arg(long, value_enum, default_value = "cedr")]
     azimuth: rimms_cli::apps::sar::Azimuth,
-    /// Sets a memory space's pool, as SPACE=SIZE (sim0=2MiB, fpga0=512KiB, host=64MiB);
-    /// repeatable. A full device pool evicts its least recently used blocks, so this runs
-    /// any app under memory pressure; evictions show in the output.
+    /// Sets a memory space's pool, as SPACE=SIZE (sim0=4MiB on --map sim, udmabuf0=4MiB on
+    /// --map fpga, host=64MiB); repeatable. A full device pool evicts its least recently used
+    /// blocks, so this runs any app under memory pressure, summed up in one line of the
+    /// output. Every app runs in 4MiB; a pool too small says each app's smallest.
     #[arg(long, value_name = "SPACE=SIZE", value_parser = pool_arg)]
     pool: Vec<(String, usize)>,
     /// Keep every row's call its own device call: do not merge calls over following rows
@@ -353,8 +397,13 @@ fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
         frames: args.frames,
         keep_image: out.is_some(),
         dist: args.dist.unwrap_or(rimms_dist::Distribution::BlockRows),
+        progress: Some(rimms_cli::progress::frames(args.frames as u64)),
     };
-    let (report, printing) = rimms_cli::ranks::run(&run).map_err(app_failure)?;
+    let outcome = rimms_cli::ranks::run(&run);
+    if let Some(bar) = &run.progress {
+        bar.finish_and_clear();
+    }
+    let (report, printing) = outcome.map_err(app_failure)?;
     if !printing {
         return Ok(());
     }
@@ -435,6 +484,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         sar_azimuth: args.azimuth,
         pools: args.pool.clone(),
         merge: !args.no_merge,
+        progress: Some(rimms_cli::progress::frames(args.frames as u64)),
         ..Options::new(args.mode, args.map).frames(args.frames)
     };
     // A path that cannot take the image fails now, not after the run; the file itself is
@@ -444,7 +494,23 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         .as_deref()
         .map(|path| OutFile::check("--out", path))
         .transpose()?;
-    let outcome = apps::run(args.app, &source, &opts).map_err(app_failure)?;
+    let outcome = apps::run(args.app, &source, &opts);
+    if let Some(bar) = &opts.progress {
+        bar.finish_and_clear();
+    }
+    let outcome = outcome.map_err(|e| {
+        // A pool too small for the app: say how large one would do.
+        let too_small = matches!(
+            e,
+            AppError::Runtime(rimms::Error::DoesNotFit { .. } | rimms::Error::PoolExhausted { .. })
+        );
+        match app_failure(e) {
+            Failure::Error(why) if too_small && !args.pool.is_empty() => {
+                Failure::Error(format!("{why}\n  ({})", rimms_cli::pools::hint(args.app)))
+            }
+            other => other,
+        }
+    })?;
     let run = &outcome.run;
     if let (Some(out), AppResult::Sar(sar)) = (&out, &run.result) {
         out.write(|w| sar.write_image(w))?;
@@ -490,6 +556,13 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             count(e.evictions, "block", "blocks"),
             rimms_cli::human::bytes(e.dropped_bytes),
             rimms_cli::human::bytes(e.written_back_bytes)
+        );
+    }
+    let retries = rimms_cli::logging::merge_retries();
+    if retries > 0 {
+        text += &format!(
+            "{} did not fit and ran again one call a row (-v says why)\n",
+            count(retries, "merged call", "merged calls")
         );
     }
     text += &format!(
@@ -547,6 +620,7 @@ fn scaling_cmd(
             frames,
             keep_image: false,
             dist: dist.unwrap_or(rimms_dist::Distribution::BlockRows),
+            progress: None,
         };
         let rows = rimms_cli::scaling::run(&run, counts, modelled).map_err(app_failure)?;
         if !json {
@@ -565,6 +639,7 @@ fn bench_cmd(
     frames: usize,
     app: Vec<App>,
     json: bool,
+    wide: bool,
     plot: Option<PathBuf>,
     fpga_timing: Option<String>,
 ) -> Result<(), Failure> {
@@ -607,12 +682,8 @@ fn bench_cmd(
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
     std::env::remove_var(TRACE_FILE_ENV);
-    let bar = bench::progress_bar(&apps);
-    let progress = |what: &str| {
-        bar.inc(1);
-        bar.set_message(what.to_string());
-    };
-    let result = bench::run(frames, &apps, trace.as_deref(), progress);
+    let bar = bench::progress_bar(&apps, frames);
+    let result = bench::run(frames, &apps, trace.as_deref(), &bar);
     bar.finish_and_clear();
     let rows = result?;
     if let Some(base) = &trace {
@@ -641,7 +712,7 @@ fn bench_cmd(
             bench::json(&rows, frames, modelled.as_deref())
         ))?;
     } else {
-        output::print(&bench::table(&rows, frames, modelled.as_deref()))?;
+        output::print(&bench::table(&rows, frames, modelled.as_deref(), wide))?;
     }
     Ok(())
 }
@@ -711,15 +782,13 @@ fn colour() -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = cli.log_filter();
-    tracing_subscriber::fmt()
-        .with_ansi(colour())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    rimms_cli::logging::init(
+        &rimms_cli::logging::default_filter(cli.quiet, cli.verbose),
+        colour(),
+    );
+    if cli.quiet {
+        rimms_cli::progress::quiet();
+    }
     let command = cli.command;
     if matches!(command, Command::Run(_) | Command::Bench { .. }) {
         if let Err(e) = rimms_cli::interrupt::install() {
@@ -746,6 +815,7 @@ fn main() -> ExitCode {
             frames,
             app,
             json,
+            wide,
             plot,
             fpga_timing,
             ranks,
@@ -760,7 +830,7 @@ fn main() -> ExitCode {
                         "--size, --dist and --modelled go with --ranks".into(),
                     ))
                 } else {
-                    bench_cmd(frames, app, json, plot, fpga_timing)
+                    bench_cmd(frames, app, json, wide, plot, fpga_timing)
                 }
             } else {
                 let shape = rimms_cli::scaling::Shape { size, dist };

@@ -11,13 +11,19 @@
 //! table's words for it ([`Ratio::headline`]): its value, or "can't tell, N frames" and
 //! "inconclusive, N frames", drawn faint, where the interval holds 1.0.
 //!
+//! A label longer than its bar stands above the bar and its error bar, so that it does not
+//! run across the red line and the whisker; every bytes bar carries its value, since on a
+//! linear axis most are slivers; and the modes' legend stands beside the plot, never over a
+//! bar.
+//!
 //! Two more choices keep the charts honest. A bar of zero bytes (RIMMS on the CPU moves
 //! nothing) is drawn as a visible sliver marked "0", so that it reads as zero and not as
 //! missing. And a timing is noisy where bytes are exact: one cell whose speedup stands far
 //! above the others would flatten every other bar, so the speedup axis ends near the largest
 //! ordinary value and taller bars and error bars are cut at the top, the label saying so.
 
-use crate::bench::{Ratio, Row, Verdict, LEGEND};
+use crate::bench::{Ratio, Row, Verdict};
+use crate::legend::{legend, View};
 use crate::out_file::OutFile;
 use crate::output::Failure;
 use plotters::coord::Shift;
@@ -30,6 +36,9 @@ const MODES: [(&str, RGBColor); 3] = [
     ("rimms", RGBColor(0x2a, 0x7a, 0xb9)),
     ("native", RGBColor(0x5a, 0xa0, 0x5a)),
 ];
+
+/// The width of the margin right of each plot that holds the modes' legend.
+const LEGEND_WIDTH: u32 = 90;
 
 /// The colour of the error bars, one no other line of the chart has.
 const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
@@ -54,7 +63,8 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
     let groups = rows.len().max(1);
     let width = (140 + 44 * groups as u32).max(760);
     let chart_height = 400;
-    let legend_height = 26 + 16 * LEGEND.lines().count() as u32;
+    let caption = legend(View::Chart);
+    let legend_height = 26 + 16 * caption.lines().count() as u32;
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (width, 2 * chart_height + legend_height))
@@ -92,7 +102,14 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
                     r.native.as_ref().map(|n| n.bytes),
                 ]
                 .into_iter()
-                .map(|b| b.map(|b| Bar::plain(mib(b))))
+                .map(|b| {
+                    b.map(|b| Bar {
+                        // Every value written out: bars of a few KiB beside bars of tens of
+                        // MiB are slivers on a linear axis, and read as nothing without it.
+                        label: Some(crate::human::significant(mib(b), 3)),
+                        ..Bar::plain(mib(b))
+                    })
+                })
                 .collect()
             })
             .collect();
@@ -128,14 +145,19 @@ pub fn svg(rows: &[Row]) -> Result<String, String> {
                 unit: "MiB",
             },
         )?;
-        for (i, line) in LEGEND.lines().enumerate() {
-            legend
-                .draw(&Text::new(
-                    line,
-                    (20, 10 + 16 * i as i32),
-                    ("sans-serif", 12).into_font(),
-                ))
-                .map_err(draw_error)?;
+        // Term and explanation in two columns: SVG text collapses the spaces that align them
+        // in a terminal.
+        for (i, line) in caption.lines().enumerate() {
+            let (term, text) = match line.find("  ") {
+                Some(at) => (&line[..at], line[at..].trim_start()),
+                None => ("", line),
+            };
+            let y = 10 + 16 * i as i32;
+            for (x, words) in [(20, term), (120, text)] {
+                legend
+                    .draw(&Text::new(words, (x, y), ("sans-serif", 12).into_font()))
+                    .map_err(draw_error)?;
+            }
         }
         root.present().map_err(draw_error)?;
     }
@@ -208,6 +230,8 @@ where
     let mut chart = ChartBuilder::on(area)
         .caption(c.title, ("sans-serif", 16).into_font())
         .margin(12)
+        // The modes' legend goes in this margin, beside the plot and never over a bar.
+        .margin_right(LEGEND_WIDTH)
         .x_label_area_size(100)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..groups as f64, 0f64..c.top)
@@ -221,10 +245,16 @@ where
         .draw()
         .map_err(draw_error)?;
     let sliver = c.top * 0.006;
-    for (mode, (name, colour)) in MODES.iter().enumerate() {
+    // A label's length in axis units: about 5.5 pixels a character at 10 pixels.
+    let plot_height = {
+        let (_, ys) = chart.plotting_area().get_pixel_range();
+        f64::from((ys.end - ys.start).max(1))
+    };
+    let label_span = |text: &str| text.chars().count() as f64 * 5.5 / plot_height * c.top;
+    for (mode, (_, colour)) in MODES.iter().enumerate() {
         let mut shapes: Vec<Rectangle<(f64, f64)>> = Vec::new();
         let mut whiskers = Vec::new();
-        let mut notes: Vec<(f64, String)> = Vec::new();
+        let mut notes: Vec<(f64, f64, String)> = Vec::new();
         for (g, values) in c.values.iter().enumerate() {
             let Some(bar) = values.get(mode).and_then(Option::as_ref) else {
                 continue;
@@ -268,26 +298,33 @@ where
                 ));
             }
             if let Some(text) = note {
-                notes.push((x0, text));
+                // From the bar's foot where it fits inside the bar; else above the bar and its
+                // error bar, clear of the reference line and the whisker, where that fits
+                // under the top; else from the foot all the same.
+                let margin = c.top * 0.02;
+                let above = bar.interval.map_or(height, |(_, high)| high.max(height)) + margin;
+                let y = if label_span(&text) + 2.0 * margin <= height
+                    || above + label_span(&text) > c.top
+                {
+                    margin
+                } else {
+                    above
+                };
+                notes.push((x0, y, text));
             }
         }
         if shapes.is_empty() {
             continue;
         }
-        let colour = *colour;
-        chart
-            .draw_series(shapes)
-            .map_err(draw_error)?
-            .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+        chart.draw_series(shapes).map_err(draw_error)?;
         chart.draw_series(whiskers).map_err(draw_error)?;
-        // Along the bar from its foot, inside the plot whatever the bar's height: a label
-        // above a cut bar would run into the title.
+        // Along the bar, inside the plot whatever the bar's height: a label above a cut bar
+        // would run into the title.
         chart
-            .draw_series(notes.into_iter().map(|(x, text)| {
+            .draw_series(notes.into_iter().map(|(x, y, text)| {
                 Text::new(
                     text,
-                    (x, c.top * 0.02),
+                    (x, y),
                     ("sans-serif", 10)
                         .into_font()
                         .transform(FontTransform::Rotate270),
@@ -303,16 +340,30 @@ where
             )))
             .map_err(draw_error)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw_error)?;
     // The group labels, turned, under the middle of each group.
     let (xs, ys) = chart.plotting_area().get_pixel_range();
     let (origin_x, origin_y) = area.get_base_pixel();
+    // The legend of the modes drawn here, right of the plot.
+    let shown = MODES.iter().enumerate().filter(|(mode, _)| {
+        c.values
+            .iter()
+            .any(|v| v.get(*mode).is_some_and(Option::is_some))
+    });
+    for (i, (_, (name, colour))) in shown.enumerate() {
+        let x = xs.end - origin_x + 16;
+        let y = ys.start - origin_y + 8 + 18 * i as i32;
+        area.draw(&Rectangle::new(
+            [(x, y - 5), (x + 10, y + 5)],
+            colour.filled(),
+        ))
+        .map_err(draw_error)?;
+        area.draw(&Text::new(
+            *name,
+            (x + 16, y - 6),
+            ("sans-serif", 12).into_font(),
+        ))
+        .map_err(draw_error)?;
+    }
     let span = f64::from(xs.end - xs.start);
     for (g, label) in c.labels.iter().enumerate() {
         let x = xs.start - origin_x + ((g as f64 + 0.5) / groups as f64 * span) as i32;
@@ -364,6 +415,85 @@ mod tests {
         let whiskers = text.matches("#333333").count();
         // plotters draws an error bar as four strokes: two caps and the line in two halves.
         assert_eq!(whiskers, 3 * 4, "an error bar per speedup");
+    }
+
+    /// Issue 32's look at the chart: the modes' legend stands right of every bar, not over
+    /// one, and each bytes bar carries its value, so that a sliver still reads.
+    #[test]
+    fn the_legend_is_beside_the_bars_and_bytes_bars_carry_their_value() {
+        use crate::bench::test_row;
+        let mut rows = vec![
+            test_row(&[2000; 5], &[1000; 5]),
+            test_row(&[2000; 5], &[1000; 5]),
+        ];
+        rows[0].baseline.bytes = 28 << 20;
+        rows[0].rimms.bytes = 3 << 19;
+        // A native bar in the last group: the bar furthest right a chart has.
+        rows[1].native = Some(crate::bench::test_cell(&[1000; 5]));
+        let text = svg(&rows).expect("drawn");
+        for label in [">\n28\n<", ">\n1.5\n<"] {
+            assert!(text.contains(label), "no bytes label {label:?}");
+        }
+        let attr = |rect: &str, name: &str| -> i64 {
+            rect.split(&format!(" {name}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(-1)
+        };
+        let x_of = |rect: &str| attr(rect, "x");
+        let rects: Vec<&str> = text.split("<rect").skip(1).collect();
+        let (swatches, bars): (Vec<&str>, Vec<&str>) = rects
+            .iter()
+            .filter(|r| !r.contains("fill=\"#FFFFFF\""))
+            .partition(|r| r.contains("width=\"10\" height=\"10\""));
+        assert!(!swatches.is_empty() && !bars.is_empty());
+        let bars_end = bars
+            .iter()
+            .map(|r| x_of(r) + attr(r, "width"))
+            .max()
+            .unwrap_or(0);
+        for swatch in swatches {
+            assert!(
+                x_of(swatch) > bars_end,
+                "a legend swatch over the bars: {swatch}"
+            );
+        }
+    }
+
+    /// A label longer than its bar stands above the bar and its error bar, clear of the red
+    /// line at 1.0, instead of running from the foot across both.
+    #[test]
+    fn a_label_longer_than_its_bar_stands_above_the_line() {
+        use crate::bench::test_row;
+        let rows = [
+            test_row(&[1000; 20], &[900, 1100].repeat(10)),
+            test_row(&[2000; 20], &[1000; 20]),
+        ];
+        let text = svg(&rows).expect("drawn");
+        let number = |after: &str, key: &str| -> i64 {
+            after
+                .split(key)
+                .nth(1)
+                .and_then(|r| r.split(['"', ',', ' ']).next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(-1)
+        };
+        let line = text
+            .split("<polyline")
+            .find(|p| p.contains("#FF0000"))
+            .expect("the red line");
+        // The y of the line's first point, `points="X,Y X,Y "`.
+        let line_y = number(line.split("points=\"").nth(1).unwrap_or(""), ",");
+        let label = text
+            .split("<text")
+            .find(|t| t.contains("can&apos;t tell, 20 frames"))
+            .expect("the can't-tell label");
+        let label_y = number(label, " y=\"");
+        assert!(
+            label_y > 0 && line_y > 0 && label_y < line_y,
+            "the label starts at y = {label_y}, the line is at y = {line_y}"
+        );
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct DistRun {
     pub keep_image: bool,
     /// How the rows are spread over the ranks.
     pub dist: Distribution,
+    /// Moved on by rank 0 once a frame (`crate::progress`).
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 /// How the ranks of a run were made.
@@ -256,6 +258,9 @@ fn rank_main(cl: &Cluster<'_>, run: &DistRun, input: &Prepared) -> Result<RankOu
             .map(|(a, b)| a - b)
             .collect();
         last = Some((found, sent));
+        if let Some(bar) = run.progress.as_ref().filter(|_| cl.rank().0 == 0) {
+            bar.inc(1);
+        }
     }
     // At least one frame ran: `max(1)` above.
     let ((result, image), sent) = last.ok_or(AppError::Param("no frame ran".into()))?;

@@ -16,6 +16,7 @@
 pub mod correlator;
 pub mod distributed;
 mod error;
+pub mod expected;
 pub mod fzf;
 pub mod input;
 pub mod mapping;
@@ -170,6 +171,9 @@ pub struct Options {
     /// Where the runtime writes its Chrome / Perfetto timeline (`RuntimeBuilder::trace_file`);
     /// `None` leaves it to `RIMMS_TRACE_FILE`.
     pub trace_file: Option<PathBuf>,
+    /// Moved on once per frame (warm-up frames too) of the first of interleaved runs, and to
+    /// the end of the run where its time budget stops it early (`crate::progress`).
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 impl Options {
@@ -187,6 +191,7 @@ impl Options {
             pools: Vec::new(),
             merge: true,
             trace_file: None,
+            progress: None,
         }
     }
 
@@ -273,12 +278,28 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
         (App::TwoFft | App::Fzf | App::Zip3x | App::Correlator, Source::Cedr(_)) => {
             Err(no_files(app))
         }
-        (App::TwoFft, _) => chain(two_fft::run(
-            &two_fft::Input::generate(two_fft::Params::default()),
-            opts,
-        )?),
-        (App::Fzf, _) => chain(fzf::run(&fzf::generate(fzf::Params::default()), opts)?),
-        (App::Zip3x, _) => chain(zip3x::run(&zip3x::Input::generate(zip3x::LEN), opts)?),
+        (App::TwoFft | App::Fzf, _) => {
+            let params = two_fft::Params::default();
+            let (input, what) = if app == App::Fzf {
+                (
+                    fzf::generate(params),
+                    "filtered (FFT, multiply, inverse FFT)",
+                )
+            } else {
+                (two_fft::Input::generate(params), "FFT then inverse FFT")
+            };
+            let what = format!("{what} of {} rows × {} points", params.rows, params.points);
+            chain(
+                two_fft::run(&input, opts)?,
+                &what,
+                expected::fft_chain(&input),
+            )
+        }
+        (App::Zip3x, _) => {
+            let input = zip3x::Input::generate(zip3x::LEN);
+            let what = format!("a·b + c·d over {} elements", zip3x::LEN);
+            chain(zip3x::run(&input, opts)?, &what, expected::zip3x(&input))
+        }
         (App::Correlator, Source::Generated(s)) => {
             let params = correlator::Params {
                 delay: s.delay.unwrap_or(correlator::Params::default().delay),
@@ -339,10 +360,11 @@ pub fn run(app: App, source: &Source, opts: &Options) -> Result<Outcome, AppErro
     }
 }
 
-fn chain(run: Run<Checksum>) -> Result<Outcome, AppError> {
+fn chain(run: Run<Checksum>, what: &str, expected: f64) -> Result<Outcome, AppError> {
+    let (result_line, truth_line) = expected::describe(what, run.result.checksum, expected);
     Ok(Outcome {
-        result_line: format!("checksum Σ|y| = {:.6e}", run.result.checksum),
-        truth_line: None,
+        result_line,
+        truth_line: Some(truth_line),
         note: None,
         run: run.map(AppResult::Chain),
     })
@@ -458,6 +480,9 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         }
         let spent = timed_since.map_or(Duration::ZERO, |t| t.elapsed());
         if i >= warmup + MIN_FRAMES && budget.is_some_and(|b| spent > b) {
+            if let Some(bar) = &first.progress {
+                bar.inc((warmup + frames - i) as u64);
+            }
             break;
         }
         for j in 0..n {
@@ -469,6 +494,9 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
                 times[k].push(elapsed);
             }
             results[k] = Some(result);
+        }
+        if let Some(bar) = &first.progress {
+            bar.inc(1);
         }
     }
     drop(bodies);

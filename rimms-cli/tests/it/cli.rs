@@ -262,6 +262,7 @@ fn bench_plot_draws_one_bar_per_mode_and_mapping() {
         "1",
         "--app",
         "zip3x",
+        "--wide",
         "--plot",
         svg.to_str().expect("utf-8 path"),
     ]);
@@ -315,6 +316,7 @@ fn the_chart_labels_each_speedup_with_the_tables_figure() {
         "3",
         "--app",
         "zip3x",
+        "--wide",
         "--plot",
         svg.to_str().expect("utf-8 path"),
     ]);
@@ -475,8 +477,9 @@ fn completions_and_the_man_page_name_every_subcommand() {
     assert_eq!(code, Some(2), "a usage error");
 }
 
-/// A run under pressure that succeeds warns on stderr; `-q` keeps only errors, so it prints
-/// nothing there and the result is the same. `-q` and `-v` together are a usage error.
+/// A run under pressure that succeeds warns on stderr with `-v` (by default it sums the
+/// warnings up in its output); `-q` keeps only errors, so it prints nothing there and the
+/// result is the same. `-q` and `-v` together are a usage error.
 #[test]
 fn quiet_keeps_a_successful_run_silent_on_stderr() {
     let args = [
@@ -489,7 +492,8 @@ fn quiet_keeps_a_successful_run_silent_on_stderr() {
         "--pool",
         "sim0=2MiB",
     ];
-    let (ok, loud_out, loud_err) = rimms(&args);
+    let loud: Vec<&str> = std::iter::once("-v").chain(args).collect();
+    let (ok, loud_out, loud_err) = rimms(&loud);
     assert!(ok, "{loud_err}");
     assert!(
         loud_err.contains("WARN"),

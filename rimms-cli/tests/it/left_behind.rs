@@ -138,3 +138,41 @@ fn a_pool_larger_than_its_memory_is_refused() {
         "{stderr}"
     );
 }
+
+/// A board file whose `poll_timeout_ms` is `i64::MAX`, with no emulator behind it (one that
+/// `rimms fpga-emu` wrote and then stopped): every wait for the hardware would last that
+/// long, which the user meets as a hang. It is refused instead, naming the field and the file.
+#[test]
+fn an_endless_poll_timeout_is_refused_not_waited_for() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path().join("board");
+    let out = crate::common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_rimms"))
+            .args(["fpga-emu", "--seconds", "1", "--dir"])
+            .arg(&dir),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let board = dir.join("board.toml");
+    let text = std::fs::read_to_string(&board).expect("the emulator's board file");
+    assert!(text.contains("poll_timeout_ms = 200"), "{text}");
+    let endless = text.replace(
+        "poll_timeout_ms = 200",
+        &format!("poll_timeout_ms = {}", i64::MAX),
+    );
+    std::fs::write(&board, endless).expect("edit the board file");
+    let out = crate::common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_rimms"))
+            .args(["run", "zip3x", "--map", "fpga", "--frames", "1"])
+            .env("RIMMS_FPGA_BOARD", &board),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("poll_timeout_ms")
+            && stderr.contains("60000 ms")
+            && stderr.contains(&board.display().to_string()),
+        "{stderr}"
+    );
+}

@@ -332,13 +332,62 @@ fn help_ends_with_examples_and_bench_help_explains_the_table() {
     let (code, stdout, _) = rimms_args(&["bench", "--help"]);
     assert_eq!(code, Some(0));
     assert!(
-        stdout.contains("speedup   baseline time ÷ rimms time"),
+        stdout.contains("\nspeedup       baseline time ÷ rimms time"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("\n-         no hand-written version"),
+        stdout.contains("\n-             no hand-written version"),
         "{stdout}"
     );
+}
+
+/// Issue 32's conventions: the default table fits 100 columns, legend and all; `--wide`
+/// shows every column, and each legend explains only the columns its table has.
+#[test]
+fn the_default_table_fits_100_columns_and_wide_shows_everything() {
+    let (code, narrow, stderr) = rimms_args(&["bench", "--frames", "1", "--app", "zip3x"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for line in narrow.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    let header = narrow
+        .lines()
+        .find(|l| l.starts_with("app "))
+        .expect("a header");
+    for column in [
+        "baseline ms",
+        "rimms ms",
+        "speedup",
+        "baseline MiB",
+        "rimms MiB",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(
+        !header.contains("native") && !narrow.contains("\nunmerged "),
+        "{narrow}"
+    );
+    assert!(narrow.contains("--wide adds"), "{narrow}");
+    let (code, wide, stderr) = rimms_args(&["bench", "--frames", "1", "--app", "zip3x", "--wide"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let header = wide
+        .lines()
+        .find(|l| l.starts_with("app "))
+        .expect("a header");
+    for column in [
+        "native ms",
+        "unmerged ms",
+        "vs native",
+        "minimum MiB",
+        "allocs rimms",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(wide.contains("\nminimum       what native moves"), "{wide}");
 }
 
 #[test]
@@ -347,11 +396,10 @@ fn the_bench_table_has_a_legend_and_names_mappings_as_run_takes_them() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.starts_with("1 frame per cell"), "{stdout}");
     for term in [
-        "baseline  CEDR's",
-        "rimms     the same app",
-        "native    hand-written",
-        "speedup   baseline time ÷ rimms time",
-        "minimum   what native moves",
+        "\nbaseline      CEDR's",
+        "\nrimms         the same app",
+        "\nspeedup       baseline time ÷ rimms time",
+        "\nMiB           bytes moved",
     ] {
         assert!(stdout.contains(term), "no {term:?} in\n{stdout}");
     }
@@ -574,4 +622,132 @@ fn fpga_timing_labels_the_fpga_rows_as_modelled() {
         !stdout.contains("fpga rows are modelled"),
         "without the flag nothing is modelled: {stdout}"
     );
+}
+
+/// Issue 32's conventions: a pool too small says the smallest pool that runs the app, and
+/// every app runs at the size it states, on the simulated card and the FPGA emulator, in
+/// baseline and rimms mode; the `--pool` help's example size runs every app.
+#[test]
+fn a_pool_too_small_names_the_smallest_that_works() {
+    let (code, _, stderr) = rimms_args(&[
+        "run",
+        "fzf",
+        "--map",
+        "sim",
+        "--frames",
+        "1",
+        "--pool",
+        "sim0=2MiB",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("fzf runs with a device pool of 4MiB or more")
+            && stderr.contains("sar 4MiB")
+            && stderr.contains("zip3x 256KiB"),
+        "{stderr}"
+    );
+    for (app, size) in rimms_cli::pools::SMALLEST {
+        let size = format!("{}KiB", size >> 10);
+        for (map, space) in [("sim", "sim0"), ("fpga", "udmabuf0")] {
+            for mode in ["baseline", "rimms"] {
+                let pool = format!("{space}={size}");
+                let (code, _, stderr) = rimms_args(&[
+                    "run",
+                    app.name(),
+                    "--map",
+                    map,
+                    "--mode",
+                    mode,
+                    "--frames",
+                    "1",
+                    "--pool",
+                    &pool,
+                ]);
+                assert_eq!(
+                    code,
+                    Some(0),
+                    "{} {map} {mode} {pool}: {stderr}",
+                    app.name()
+                );
+            }
+        }
+    }
+    let (_, help, _) = rimms_args(&["run", "--help"]);
+    assert!(help.contains("sim0=4MiB on --map sim"), "{help}");
+}
+
+/// Issue 32's conventions: a run under memory pressure that succeeds sums its evictions and
+/// its merged calls run again one by one in a line each, instead of a warning of some 400
+/// characters per call; `-v` still shows each.
+#[test]
+fn a_run_under_pressure_sums_up_instead_of_warning_per_call() {
+    let args = [
+        "run",
+        "sar",
+        "--map",
+        "sim",
+        "--frames",
+        "2",
+        "--pool",
+        "sim0=2MiB",
+    ];
+    let (code, stdout, stderr) = rimms_args(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.trim().is_empty(), "nothing on stderr: {stderr}");
+    assert!(
+        stdout.contains("evicted from sim0: ") && stdout.contains(" written back"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("merged calls did not fit and ran again one call a row (-v says why)"),
+        "{stdout}"
+    );
+    let verbose: Vec<&str> = ["-v"].into_iter().chain(args).collect();
+    let (code, _, stderr) = rimms_args(&verbose);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("its calls run again one by one"),
+        "{stderr}"
+    );
+}
+
+/// Issue 32's conventions: 2fft, fzf and zip3x say what they computed and print the
+/// expected checksum, computed apart in f64, beside their own; on every device the two agree
+/// to f32 rounding.
+#[test]
+fn chains_print_what_they_computed_and_the_expected_checksum() {
+    let value_after = |text: &str, key: &str| -> f64 {
+        let at = text.find(key).map(|i| i + key.len()).unwrap_or(text.len());
+        text[at..]
+            .split([',', ' ', '\n'])
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no figure after {key:?} in {text}"))
+    };
+    for (app, what) in [
+        (
+            "2fft",
+            "FFT then inverse FFT of 64 rows × 2048 points, checksum Σ|y| = ",
+        ),
+        (
+            "fzf",
+            "filtered (FFT, multiply, inverse FFT) of 64 rows × 2048 points, checksum Σ|y| = ",
+        ),
+        ("zip3x", "a·b + c·d over 4096 elements, checksum Σ|y| = "),
+    ] {
+        for map in ["cpu", "sim", "fpga"] {
+            let (code, stdout, stderr) = rimms_args(&["run", app, "--map", map, "--frames", "1"]);
+            assert_eq!(code, Some(0), "{stderr}");
+            let got = value_after(&stdout, what);
+            let expected = value_after(&stdout, "\nexpected: Σ|y| = ");
+            assert!(
+                stdout.contains("computed from the input in f64 (relative difference "),
+                "{stdout}"
+            );
+            assert!(
+                (got - expected).abs() <= 1e-5 * expected.abs(),
+                "{app} on {map}: {got} against {expected}\n{stdout}"
+            );
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! not a silent default) and every error names the key and the file.
 //!
 //! ```toml
-//! poll_timeout_ms = 200            # bound on every wait for the hardware
+//! poll_timeout_ms = 200            # bound on every wait for the hardware, 1 … 60000
 //!
 //! [[udmabuf]]
 //! name = "udmabuf0"                # /dev/udmabuf0, /sys/class/u-dma-buf/udmabuf0
@@ -73,6 +73,11 @@ impl std::fmt::Display for AccelKind {
 fn default_timeout_ms() -> u64 {
     200
 }
+
+/// The longest `poll_timeout_ms` taken: one minute. Every wait for the hardware lasts up to
+/// this when nothing answers (no emulator running, a board that is not there), so a larger
+/// value would read to the user as a hang rather than as an error.
+pub const MAX_POLL_TIMEOUT_MS: u64 = 60_000;
 fn default_dev_root() -> PathBuf {
     PathBuf::from("/dev")
 }
@@ -324,6 +329,15 @@ impl BoardConfig {
         if self.poll_timeout_ms == 0 {
             return bad("poll_timeout_ms".into(), "must be at least 1".into());
         }
+        if self.poll_timeout_ms > MAX_POLL_TIMEOUT_MS {
+            return bad(
+                "poll_timeout_ms".into(),
+                format!(
+                    "{} ms is more than the longest wait taken, {MAX_POLL_TIMEOUT_MS} ms (one minute)",
+                    self.poll_timeout_ms
+                ),
+            );
+        }
         if self.udmabufs.is_empty() {
             return bad(
                 "udmabuf".into(),
@@ -514,5 +528,10 @@ mod tests {
         assert!(m.contains("colour"), "{m}");
         let m = e(&format!("poll_timeout_ms = 0\n{MINIMAL}"));
         assert!(m.contains("poll_timeout_ms"), "{m}");
+        let m = e(&format!("poll_timeout_ms = {}\n{MINIMAL}", i64::MAX));
+        assert!(
+            m.contains("poll_timeout_ms") && m.contains("60000 ms") && m.contains("t.toml"),
+            "{m}"
+        );
     }
 }
