@@ -533,7 +533,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         text.push('\n');
     }
     if let Some(note) = outcome.note {
-        text += note;
+        text += &textwrap::fill(note, rimms_cli::legend::WIDTH);
         text.push('\n');
     }
     let links: Vec<String> = run
