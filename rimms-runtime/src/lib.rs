@@ -30,7 +30,10 @@ pub mod stats;
 pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
-pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
+pub use data::{
+    HeteData, HeteSlice, HeteSliceMut, Input, Output, Seal, SecureKey, DEFAULT_FRAGMENT_BYTES,
+    SECURE_KEY_BYTES,
+};
 pub use hal::BackendError;
 pub use hal::{
     DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx, KernelValue, Refusal, ZipOp,

@@ -8,7 +8,7 @@ use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, SpaceBacking, SpaceSpec};
 use crate::data::{BufferMemorySystem, RawBuffer};
 use crate::hal::registry::registry;
-use crate::hal::{Device, Error, Result, SpaceId, SpaceName, MAX_SPACES};
+use crate::hal::{Device, Error, Result, SpaceId, SpaceName, SpaceSet, MAX_SPACES};
 use crate::machine::{DeviceEntry, DeviceTable, ExecMode, Runtime, Shared, SharedParts};
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::space::{MemorySystem, Pool, Region, SpaceEntry};
@@ -40,6 +40,8 @@ pub struct RuntimeBuilder {
     merge_calls: bool,
     /// `None`: as `RIMMS_CHECK` says.
     checksums: Option<bool>,
+    /// Spaces marked trusted or not by name (`trust`), applied in order over the default.
+    trust: Vec<(String, bool)>,
 }
 
 /// Which GPUs a builder adds.
@@ -72,6 +74,7 @@ impl Default for RuntimeBuilder {
             pool_limits: Vec::new(),
             merge_calls: true,
             checksums: None,
+            trust: Vec::new(),
         }
     }
 }
@@ -118,6 +121,19 @@ impl RuntimeBuilder {
     /// checksums"). Default: on if `RIMMS_CHECK` lists `checksums`, else off.
     pub fn checksums(mut self, on: bool) -> Self {
         self.checksums = Some(on);
+        self
+    }
+
+    /// Marks the memory space `space` (its name, or the name of a device that uses it, as
+    /// for [`Self::pool`]) trusted or not. Secure buffers ([`crate::HeteData::alloc_secure`])
+    /// are plaintext only in trusted spaces: in an untrusted one they are held as AES-256-GCM
+    /// ciphertext, and no kernel or host view may use them there. By default the host and
+    /// device-private memory (a GPU's, a sim device's) are trusted, and a space the CPU and
+    /// its device share by mapping (an FPGA's u-dma-buf, which another process or device can
+    /// map too) is not. The host cannot be untrusted: keys and plaintext live there. The
+    /// build fails for a name that is no space or device.
+    pub fn trust(mut self, space: impl Into<String>, trusted: bool) -> Self {
+        self.trust.push((space.into(), trusted));
         self
     }
 
@@ -451,14 +467,56 @@ impl RuntimeBuilder {
             None => checksums_from_env()?,
         };
         let tracked = self.mode == ExecMode::Tracked;
+        let names: Vec<String> = spaces.iter().map(|s| s.name().to_string()).collect();
+        let memory = MemorySystem::new(spaces, self.granule);
+        let untrusted = self.untrusted(&names, devices, memory.host_mapped())?;
         // Baseline mode keeps data on the host and stages through temporary blocks: there is
         // nothing of a buffer's to evict, and no placement to choose.
-        Ok(MemorySystem::new(spaces, self.granule)
+        Ok(memory
+            .with_untrusted(untrusted)
             .serving(devices.iter().map(|d| (d.device(), d.space())))
             .evicting(tracked)
             .zero_copy(self.zero_copy && tracked)
             .traced(trace, timeline)
             .checksummed(checksums))
+    }
+}
+
+impl RuntimeBuilder {
+    /// The spaces secure buffers are ciphertext in: the host-mapped device spaces, then each
+    /// `trust` setting in order.
+    fn untrusted(
+        &self,
+        names: &[String],
+        devices: &[DeviceEntry],
+        host_mapped: SpaceSet,
+    ) -> Result<SpaceSet> {
+        let mut untrusted = host_mapped;
+        for (name, trusted) in &self.trust {
+            let space = match names.iter().position(|n| n == name) {
+                Some(index) => SpaceId(index as u8),
+                None => match devices.iter().find(|d| &d.device().to_string() == name) {
+                    Some(device) => device.space(),
+                    None => {
+                        return Err(Error::NoSuchSpace {
+                            name: name.clone(),
+                            known: names.join(", "),
+                        })
+                    }
+                },
+            };
+            if space == SpaceId::HOST && !trusted {
+                return Err(Error::Config(
+                    "trust(\"host\", false): the host cannot be untrusted, since secure buffers' keys and plaintext live there".to_string(),
+                ));
+            }
+            untrusted = if *trusted {
+                SpaceSet(untrusted.0 & !space.bit())
+            } else {
+                untrusted.with(space)
+            };
+        }
+        Ok(untrusted)
     }
 }
 

@@ -24,6 +24,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
+use zeroize::{Zeroize, Zeroizing};
 
 /// One memory space as the memory system keeps it.
 pub(crate) struct SpaceEntry<H> {
@@ -193,6 +194,9 @@ pub(crate) struct MemorySystem<H> {
     /// Whether buffers record a checksum per written fragment and check it on the next read
     /// (`RuntimeBuilder::checksums`, `RIMMS_CHECK=checksums`; `data::checksum`).
     checksums: bool,
+    /// Spaces a secure buffer's bytes are ciphertext in (`RuntimeBuilder::trust`;
+    /// `data::secure`). Never the host.
+    untrusted: SpaceSet,
 }
 
 impl<H> MemorySystem<H> {
@@ -221,6 +225,7 @@ impl<H> MemorySystem<H> {
             trace: false,
             timeline: None,
             checksums: false,
+            untrusted: SpaceSet::EMPTY,
         }
     }
 
@@ -388,6 +393,20 @@ impl<H> MemorySystem<H> {
         self.checksums
     }
 
+    /// The spaces where secure buffers keep only ciphertext (`data::secure`); the host is
+    /// never among them.
+    #[must_use]
+    pub(crate) fn with_untrusted(mut self, spaces: SpaceSet) -> Self {
+        self.untrusted = SpaceSet(spaces.0 & !SpaceId::HOST.bit());
+        self
+    }
+
+    /// The spaces where secure buffers keep only ciphertext.
+    #[inline]
+    pub(crate) fn untrusted(&self) -> SpaceSet {
+        self.untrusted
+    }
+
     /// Whether transfer (and eviction) events go to `tracing`.
     pub(crate) fn tracing(&self) -> bool {
         self.trace
@@ -511,6 +530,41 @@ impl<H> MemorySystem<H> {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<Pending> {
+        self.copy_staged(from, to, src, dst, bytes, frags, reason, None)
+    }
+
+    /// [`Self::copy`] through a host staging copy that `transform` rewrites on the way (a
+    /// secure buffer's fragments sealed or opened: `data::secure`): the source's bytes are
+    /// read into host memory, transformed, and only then written to the destination, so the
+    /// destination sees only what `transform` made and nothing at all if it fails. The
+    /// staging copy is zeroised after. Counted and traced as one copy from `from` to `to`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy_through(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: *mut u8,
+        dst: *mut u8,
+        bytes: Range<usize>,
+        frags: &Range<usize>,
+        reason: &Reason,
+        transform: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+    ) -> Result<Pending> {
+        self.copy_staged(from, to, src, dst, bytes, frags, reason, Some(transform))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy_staged(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: *mut u8,
+        dst: *mut u8,
+        bytes: Range<usize>,
+        frags: &Range<usize>,
+        reason: &Reason,
+        transform: Option<&mut dyn FnMut(&mut [u8]) -> Result<()>>,
+    ) -> Result<Pending> {
         let failed = |source: BackendError| {
             Error::from_backend(
                 During::Transfer {
@@ -526,8 +580,23 @@ impl<H> MemorySystem<H> {
             return Err(failed(BackendError::InjectedFault("copy")));
         }
         let started = Instant::now();
-        self.move_bytes(from, to, src, dst, bytes.clone())
-            .map_err(failed)?;
+        match transform {
+            None => self
+                .move_bytes(from, to, src, dst, bytes.clone())
+                .map_err(failed)?,
+            Some(transform) => {
+                let mut stage = Zeroizing::new(vec![0u8; bytes.len()]);
+                // The staging copy stands for the block at the range: byte `bytes.start` of
+                // the buffer is its first byte, so its base lies `bytes.start` before it (a
+                // wrapping base, as a window's, never dereferenced itself).
+                let base = stage.as_mut_ptr().wrapping_sub(bytes.start);
+                self.move_bytes(from, SpaceId::HOST, src, base, bytes.clone())
+                    .map_err(failed)?;
+                transform(&mut stage)?;
+                self.move_bytes(SpaceId::HOST, to, base, dst, bytes.clone())
+                    .map_err(failed)?;
+            }
+        }
         let pending = match self.link(from, to) {
             Some((link, true)) => {
                 let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
@@ -616,6 +685,61 @@ impl<H> MemorySystem<H> {
                 source.copy_out(at(src), &mut bounce)?;
                 target.copy_in(at(dst), &bounce)
             }
+        }
+    }
+
+    /// Fills `bytes` of a block in `space` (at `base`, as [`Self::fill_zero`]) with zeros
+    /// that `transform` rewrote first, on the host (a secure buffer's zero fragments, sealed
+    /// for an untrusted space: `data::secure`). Counted as a fill.
+    pub(crate) fn fill_through(
+        &self,
+        space: SpaceId,
+        base: *mut u8,
+        bytes: Range<usize>,
+        transform: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut stage = vec![0u8; bytes.len()];
+        transform(&mut stage)?;
+        let stage_base = stage.as_mut_ptr().wrapping_sub(bytes.start);
+        self.move_bytes(SpaceId::HOST, space, stage_base, base, bytes.clone())
+            .map_err(|source| {
+                Error::from_backend(
+                    During::Fill {
+                        space: self.named(space),
+                        bytes: bytes.len(),
+                    },
+                    source,
+                )
+            })?;
+        self.counters.record_fill(space.index());
+        Ok(())
+    }
+
+    /// Zeroises `len` bytes of a block in `space` from its first byte `ptr`, with writes the
+    /// compiler may not drop: a secure buffer's block before it goes back to its pool.
+    pub(crate) fn wipe(&self, space: SpaceId, ptr: *mut u8, len: usize) -> Result<()> {
+        match self.device_memory(space) {
+            None => {
+                // Pool blocks are whole granules (at least 64 bytes, a power of two) from a
+                // granule-aligned region, so the block is a whole number of aligned words.
+                debug_assert!(ptr.addr() % 8 == 0 && len % 8 == 0);
+                // SAFETY: `ptr` is the first byte of a block of `space`'s pool, which holds
+                // at least `len` bytes (the pool bytes the block takes), host-addressable
+                // (no device memory), and aligned for u64 (above). Its buffer is giving it
+                // up under its lock, so no view, kernel or copy uses these bytes now.
+                let words = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u64>(), len / 8) };
+                words.zeroize();
+                Ok(())
+            }
+            Some(device) => device.fill_zero(ptr.addr(), len).map_err(|source| {
+                Error::from_backend(
+                    During::Fill {
+                        space: self.named(space),
+                        bytes: len,
+                    },
+                    source,
+                )
+            }),
         }
     }
 
