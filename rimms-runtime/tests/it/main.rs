@@ -29,5 +29,6 @@ mod merging;
 // Only the FPGA result tests compare against the direct DFT.
 #[cfg(feature = "fpga-emulator")]
 mod reference;
+mod secure;
 
 pub use rimms_test_support::rerun_test;
