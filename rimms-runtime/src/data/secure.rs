@@ -905,7 +905,9 @@ mod tests {
         let mut swapped = seals.clone();
         swapped.swap(0, 1);
         let other = SecureKey::generate();
-        let cases: [(&SecureKey, u64, usize, &[Seal], Option<usize>); 5] = [
+        // (key, buffer id, first fragment, seals, a byte to flip)
+        type Case<'a> = (&'a SecureKey, u64, usize, &'a [Seal], Option<usize>);
+        let cases: [Case<'_>; 5] = [
             (&key, 7, 3, &seals, Some(4096 + 5)),
             (&key, 8, 3, &seals, None),
             (&key, 7, 4, &seals, None),

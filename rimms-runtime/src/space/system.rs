@@ -26,6 +26,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 use zeroize::{Zeroize, Zeroizing};
 
+/// What a staged copy or fill does to the bytes on the host between source and destination
+/// (a secure buffer's sealing or opening, `data::secure`); an error stops the copy before the
+/// destination is written.
+pub(crate) type Transform<'a> = &'a mut dyn FnMut(&mut [u8]) -> Result<()>;
+
 /// One memory space as the memory system keeps it.
 pub(crate) struct SpaceEntry<H> {
     /// Its memory; the pool also carries the space's name (`SpaceName`).
@@ -548,7 +553,7 @@ impl<H> MemorySystem<H> {
         bytes: Range<usize>,
         frags: &Range<usize>,
         reason: &Reason,
-        transform: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+        transform: Transform<'_>,
     ) -> Result<Pending> {
         self.copy_staged(from, to, src, dst, bytes, frags, reason, Some(transform))
     }
@@ -563,7 +568,7 @@ impl<H> MemorySystem<H> {
         bytes: Range<usize>,
         frags: &Range<usize>,
         reason: &Reason,
-        transform: Option<&mut dyn FnMut(&mut [u8]) -> Result<()>>,
+        transform: Option<Transform<'_>>,
     ) -> Result<Pending> {
         let failed = |source: BackendError| {
             Error::from_backend(
@@ -696,7 +701,7 @@ impl<H> MemorySystem<H> {
         space: SpaceId,
         base: *mut u8,
         bytes: Range<usize>,
-        transform: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+        transform: Transform<'_>,
     ) -> Result<()> {
         let mut stage = vec![0u8; bytes.len()];
         transform(&mut stage)?;
