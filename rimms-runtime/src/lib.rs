@@ -66,7 +66,7 @@ pub mod __private {
         i < modes.len() && modes[i] as u8 == mode as u8
     }
 }
-pub use hal::{Device, SpaceId, SpaceName, SpaceSet, Target};
+pub use hal::{Device, DeviceGrain, FragmentRule, SpaceId, SpaceName, SpaceSet, Target};
 pub use num_complex::Complex32;
 pub use runtime::{ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy};

@@ -36,7 +36,8 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-/// Fragment size a buffer gets unless `fragment()` says otherwise.
+/// Fragment size a buffer gets unless `fragment()` says otherwise, or the runtime was built to
+/// take it from its devices (`RuntimeBuilder::fragments_from_devices`, `Runtime::fragment_rule`).
 pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
 
 /// A buffer of `len` elements of `T` managed by a runtime: allocated lazily in each memory space
@@ -184,7 +185,12 @@ impl<T: Pod> HeteData<T> {
                 type_name: type_name::<T>(),
                 elem_size: size,
             })?;
-        let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
+        let fragment = if memory.fragments_from_devices() {
+            memory.fragment_rule().bytes_for(size)
+        } else {
+            DEFAULT_FRAGMENT_BYTES.max(size)
+        };
+        let shift = check_fragment::<T>(fragment)?;
         Ok(HeteData {
             raw: RawBuffer::new(memory.clone(), bytes, shift, key),
             len,

@@ -8,7 +8,7 @@ use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, SpaceBacking, SpaceSpec};
 use crate::data::{BufferMemorySystem, RawBuffer};
 use crate::hal::registry::registry;
-use crate::hal::{Device, Error, Result, SpaceId, SpaceName, SpaceSet, MAX_SPACES};
+use crate::hal::{Device, Error, FragmentRule, Result, SpaceId, SpaceName, SpaceSet, MAX_SPACES};
 use crate::machine::{DeviceEntry, DeviceTable, ExecMode, Runtime, Shared, SharedParts};
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::space::{MemorySystem, Pool, Region, SpaceEntry};
@@ -42,6 +42,8 @@ pub struct RuntimeBuilder {
     checksums: Option<bool>,
     /// Spaces marked trusted or not by name (`trust`), applied in order over the default.
     trust: Vec<(String, bool)>,
+    /// Allocate with the devices' fragment size instead of 4 KiB.
+    fragments_from_devices: bool,
 }
 
 /// Which GPUs a builder adds.
@@ -75,6 +77,7 @@ impl Default for RuntimeBuilder {
             merge_calls: true,
             checksums: None,
             trust: Vec::new(),
+            fragments_from_devices: false,
         }
     }
 }
@@ -134,6 +137,18 @@ impl RuntimeBuilder {
     /// build fails for a name that is no space or device.
     pub fn trust(mut self, space: impl Into<String>, trusted: bool) -> Self {
         self.trust.push((space.into(), trusted));
+        self
+    }
+
+    /// Allocate buffers (`HeteData::alloc` and the constructors over it) with the fragment
+    /// size the devices present call for (`Runtime::fragment_rule`: RIMMS's `max(L2 line, DMA
+    /// burst, warp × element size)`, a power of two, at most the pool granule) instead of the
+    /// fixed [`crate::DEFAULT_FRAGMENT_BYTES`]. `HeteData::fragment` still overrides it per
+    /// buffer. Default off: the rule gives smaller fragments than 4 KiB on every device this
+    /// runtime knows (64 bytes on a CPU alone), which costs bookkeeping per byte, and it has
+    /// not been measured against 4 KiB on the apps yet.
+    pub fn fragments_from_devices(mut self, on: bool) -> Self {
+        self.fragments_from_devices = on;
         self
     }
 
@@ -255,9 +270,14 @@ impl RuntimeBuilder {
                 .map(|device| Box::new(device) as Box<dyn Backend>),
         );
         backends.extend(self.gpu_backends()?);
+        let grains = backends.iter().map(|b| (b.device(), b.grain())).collect();
+        let rule = FragmentRule::new(grains, self.granule);
         let (spaces, devices) = self.space_table(backends)?;
         self.check_pool_names(&spaces, &devices)?;
-        let memory = Arc::new(self.memory_system(spaces, &devices)?);
+        let memory = Arc::new(
+            self.memory_system(spaces, &devices)?
+                .with_fragment_rule(rule, self.fragments_from_devices),
+        );
         let stats_page = Publisher::create(self.stats_page.take(), memory.space_names())?;
         let devices = DeviceTable::new(devices, memory.host_mapped());
         let shared = Arc::new(Shared::new(SharedParts {

@@ -16,7 +16,7 @@ use super::{
     DeviceMemoryRef, LinkModel, Occupancy, Pending, Pool, SpaceId, SpaceName, SpaceSet, MAX_SPACES,
 };
 use crate::hal::BackendError;
-use crate::hal::Device;
+use crate::hal::{Device, FragmentRule};
 use crate::hal::{During, Error, Result};
 use crate::stats::{trace_transfer, Counters, LinkStats, Reason, SpaceStats, Timeline};
 use std::collections::BTreeMap;
@@ -202,6 +202,10 @@ pub(crate) struct MemorySystem<H> {
     /// Spaces a secure buffer's bytes are ciphertext in (`RuntimeBuilder::trust`;
     /// `data::secure`). Never the host.
     untrusted: SpaceSet,
+    /// The fragment size the devices call for (`hal::FragmentRule`), and whether buffers are
+    /// allocated with it (`RuntimeBuilder::fragments_from_devices`) instead of 4 KiB.
+    fragment_rule: FragmentRule,
+    rule_for_alloc: bool,
 }
 
 impl<H> MemorySystem<H> {
@@ -231,6 +235,8 @@ impl<H> MemorySystem<H> {
             timeline: None,
             checksums: false,
             untrusted: SpaceSet::EMPTY,
+            fragment_rule: FragmentRule::new(Vec::new(), granule),
+            rule_for_alloc: false,
         }
     }
 
@@ -404,6 +410,24 @@ impl<H> MemorySystem<H> {
     pub(crate) fn with_untrusted(mut self, spaces: SpaceSet) -> Self {
         self.untrusted = SpaceSet(spaces.0 & !SpaceId::HOST.bit());
         self
+    }
+
+    /// The devices' fragment-size rule, used for allocations if `for_alloc`.
+    #[must_use]
+    pub(crate) fn with_fragment_rule(mut self, rule: FragmentRule, for_alloc: bool) -> Self {
+        self.fragment_rule = rule;
+        self.rule_for_alloc = for_alloc;
+        self
+    }
+
+    /// The fragment size the devices call for.
+    pub(crate) fn fragment_rule(&self) -> &FragmentRule {
+        &self.fragment_rule
+    }
+
+    /// Whether buffers are allocated with the devices' fragment size.
+    pub(crate) fn fragments_from_devices(&self) -> bool {
+        self.rule_for_alloc
     }
 
     /// The spaces where secure buffers keep only ciphertext.

@@ -24,6 +24,7 @@ mod fpga_process;
 mod fpga_results;
 #[cfg(feature = "fpga-emulator")]
 mod fpga_strict;
+mod fragment_rule;
 mod layers;
 mod merging;
 // Only the FPGA result tests compare against the direct DFT.
