@@ -5,7 +5,8 @@
 //! `Debug` output.
 
 use rimms_runtime::{
-    ApiDecl, Device, Error, HeteData, KernelArg, Runtime, SecureKey, SimConfig, SpaceSet,
+    ApiDecl, Complex32, Device, Error, FftDirection, HeteData, KernelArg, Policy, Runtime,
+    SecureKey, SimConfig, SpaceSet, Target,
 };
 
 static FILL: ApiDecl = ApiDecl::new("secure_fill_u32");
@@ -127,6 +128,45 @@ fn a_kernel_on_an_untrusted_device_is_refused_saying_why() {
     assert_eq!(rt.stats().links.iter().map(|l| l.bytes).sum::<u64>(), 0);
 }
 
+/// The scheduler never picks a device whose memory is untrusted for a call with a secure
+/// argument: taking turns over the CPU, sim0 (untrusted) and sim1, every call runs; a plain
+/// buffer still goes to sim0 in its turn.
+#[test]
+fn automatic_placement_passes_over_untrusted_devices_for_secure_arguments() {
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .sim(SimConfig::default())
+        .trust("sim0", false)
+        .scheduler(Policy::RoundRobin)
+        .build()
+        .expect("runtime");
+    let sim0 = rt.space_of(Device::Sim(0)).expect("sim0");
+    let key = SecureKey::generate();
+    let n = 256;
+    let mut impulse = vec![Complex32::new(0.0, 0.0); n];
+    impulse[0] = Complex32::new(1.0, 0.0);
+    let x = HeteData::from_slice_secure(&rt, &impulse, &key).expect("x");
+    for call in 0..6 {
+        let mut y = HeteData::<Complex32>::alloc_secure(&rt, n, &key).expect("y");
+        rt.fft(Target::Auto, FftDirection::Forward, n, &x, &mut y)
+            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+        assert!(y
+            .host()
+            .expect("y")
+            .iter()
+            .all(|v| (v.re - 1.0).abs() < 1e-5));
+    }
+    let plain = HeteData::from_slice(&rt, &impulse).expect("plain");
+    let mut used_sim0 = false;
+    for _ in 0..3 {
+        let mut y = HeteData::<Complex32>::alloc(&rt, n).expect("y");
+        rt.fft(Target::Auto, FftDirection::Forward, n, &plain, &mut y)
+            .expect("plain fft");
+        used_sim0 |= y.fragment_state(0).expect("0").valid.contains(sim0);
+    }
+    assert!(used_sim0, "a plain buffer's call takes its turn on sim0");
+}
+
 #[test]
 fn the_host_cannot_be_untrusted_and_a_trusted_name_must_exist() {
     let err = Runtime::builder().trust("host", false).build().unwrap_err();
@@ -147,7 +187,7 @@ fn the_host_cannot_be_untrusted_and_a_trusted_name_must_exist() {
 mod udmabuf {
     use super::*;
     use rimms_runtime::backend::fpga::{Emulator, Udmabuf};
-    use rimms_runtime::{Complex32, FftDirection, FpgaSource};
+    use rimms_runtime::FpgaSource;
 
     fn words(buf: &Udmabuf) -> Vec<u32> {
         let mut all = vec![0u32; buf.len() / 4];
