@@ -42,8 +42,9 @@ pub struct RuntimeBuilder {
     checksums: Option<bool>,
     /// Spaces marked trusted or not by name (`trust`), applied in order over the default.
     trust: Vec<(String, bool)>,
-    /// Allocate with the devices' fragment size instead of 4 KiB.
-    fragments_from_devices: bool,
+    /// Allocate with the devices' fragment size instead of 4 KiB; `None`: as
+    /// `RIMMS_FRAGMENTS` says.
+    fragments_from_devices: Option<bool>,
 }
 
 /// Which GPUs a builder adds.
@@ -77,7 +78,7 @@ impl Default for RuntimeBuilder {
             merge_calls: true,
             checksums: None,
             trust: Vec::new(),
-            fragments_from_devices: false,
+            fragments_from_devices: None,
         }
     }
 }
@@ -146,9 +147,10 @@ impl RuntimeBuilder {
     /// fixed [`crate::DEFAULT_FRAGMENT_BYTES`]. `HeteData::fragment` still overrides it per
     /// buffer. Default off: the rule gives smaller fragments than 4 KiB on every device this
     /// runtime knows (64 bytes on a CPU alone), which costs bookkeeping per byte, and it has
-    /// not been measured against 4 KiB on the apps yet.
+    /// not been measured against 4 KiB on the apps yet. Default: on if `RIMMS_FRAGMENTS` is
+    /// `devices`, off if it is unset or `fixed`; another value fails the build.
     pub fn fragments_from_devices(mut self, on: bool) -> Self {
-        self.fragments_from_devices = on;
+        self.fragments_from_devices = Some(on);
         self
     }
 
@@ -272,11 +274,15 @@ impl RuntimeBuilder {
         backends.extend(self.gpu_backends()?);
         let grains = backends.iter().map(|b| (b.device(), b.grain())).collect();
         let rule = FragmentRule::new(grains, self.granule);
+        let from_devices = match self.fragments_from_devices {
+            Some(on) => on,
+            None => fragments_from_env()?,
+        };
         let (spaces, devices) = self.space_table(backends)?;
         self.check_pool_names(&spaces, &devices)?;
         let memory = Arc::new(
             self.memory_system(spaces, &devices)?
-                .with_fragment_rule(rule, self.fragments_from_devices),
+                .with_fragment_rule(rule, from_devices),
         );
         let stats_page = Publisher::create(self.stats_page.take(), memory.space_names())?;
         let devices = DeviceTable::new(devices, memory.host_mapped());
@@ -543,6 +549,25 @@ impl RuntimeBuilder {
 /// The variable that turns run-time checks on: a comma-separated list, of which `checksums`
 /// is the one there is (`RuntimeBuilder::checksums`).
 pub(crate) const CHECK_ENV: &str = "RIMMS_CHECK";
+
+/// The variable that chooses where buffers' default fragment size comes from
+/// (`RuntimeBuilder::fragments_from_devices`): `devices` or `fixed`.
+pub(crate) const FRAGMENTS_ENV: &str = "RIMMS_FRAGMENTS";
+
+/// Whether `RIMMS_FRAGMENTS` asks for the devices' fragment size; an unknown value fails the
+/// build.
+fn fragments_from_env() -> Result<bool> {
+    let Some(value) = std::env::var_os(FRAGMENTS_ENV) else {
+        return Ok(false);
+    };
+    match value.to_string_lossy().trim() {
+        "devices" => Ok(true),
+        "fixed" | "" => Ok(false),
+        other => Err(Error::Config(format!(
+            "{FRAGMENTS_ENV}={other}: unknown fragment source (known: devices, fixed)"
+        ))),
+    }
+}
 
 /// Whether `RIMMS_CHECK` asks for checksums; a word it does not know fails the build, so a
 /// misspelt check is not silently off.
