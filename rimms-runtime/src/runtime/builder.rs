@@ -557,10 +557,15 @@ pub(crate) const FRAGMENTS_ENV: &str = "RIMMS_FRAGMENTS";
 /// Whether `RIMMS_FRAGMENTS` asks for the devices' fragment size; an unknown value fails the
 /// build.
 fn fragments_from_env() -> Result<bool> {
-    let Some(value) = std::env::var_os(FRAGMENTS_ENV) else {
-        return Ok(false);
-    };
-    match value.to_string_lossy().trim() {
+    match std::env::var_os(FRAGMENTS_ENV) {
+        Some(value) => parse_fragments(&value.to_string_lossy()),
+        None => Ok(false),
+    }
+}
+
+/// Whether `value` (`RIMMS_FRAGMENTS`'s syntax) asks for the devices' fragment size.
+fn parse_fragments(value: &str) -> Result<bool> {
+    match value.trim() {
         "devices" => Ok(true),
         "fixed" | "" => Ok(false),
         other => Err(Error::Config(format!(
@@ -624,7 +629,19 @@ fn open_gpus(request: &GpuRequest, _pool: usize, _granule: usize) -> Result<Vec<
 
 #[cfg(test)]
 mod check_env_tests {
-    use super::parse_checks;
+    use super::{parse_checks, parse_fragments};
+
+    #[test]
+    fn rimms_fragments_chooses_the_devices_or_the_fixed_size_and_names_an_unknown_one() {
+        assert!(parse_fragments("devices").unwrap());
+        assert!(!parse_fragments(" fixed ").unwrap());
+        assert!(!parse_fragments("").unwrap());
+        let err = parse_fragments("device").unwrap_err().to_string();
+        assert!(
+            err.contains("RIMMS_FRAGMENTS") && err.contains("device"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn rimms_check_turns_checksums_on_and_names_an_unknown_check() {
