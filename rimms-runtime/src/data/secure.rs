@@ -158,7 +158,7 @@ impl SecureKey {
         fragment_bytes: usize,
         bytes: &mut [u8],
     ) -> Result<Vec<Seal>> {
-        check_fragment_bytes(fragment_bytes)?;
+        check_run(first_fragment, fragment_bytes, bytes.len())?;
         bytes
             .chunks_mut(fragment_bytes)
             .enumerate()
@@ -178,7 +178,7 @@ impl SecureKey {
         bytes: &mut [u8],
         seals: &[Seal],
     ) -> Result<()> {
-        check_fragment_bytes(fragment_bytes)?;
+        check_run(first_fragment, fragment_bytes, bytes.len())?;
         let count = bytes.len().div_ceil(fragment_bytes);
         if count != seals.len() {
             return Err(Error::SecureKey(format!(
@@ -261,11 +261,21 @@ impl SecureKey {
     }
 }
 
-fn check_fragment_bytes(fragment_bytes: usize) -> Result<()> {
+/// Refuses a run whose fragments cannot be numbered: a zero fragment size, or indices past
+/// `usize::MAX`.
+fn check_run(first_fragment: usize, fragment_bytes: usize, len: usize) -> Result<()> {
     if fragment_bytes == 0 {
         return Err(Error::SecureKey(
             "a run's fragment size must not be zero".to_string(),
         ));
+    }
+    if first_fragment
+        .checked_add(len.div_ceil(fragment_bytes))
+        .is_none()
+    {
+        return Err(Error::SecureKey(format!(
+            "a run from fragment {first_fragment} of {len} bytes numbers its fragments past the largest index"
+        )));
     }
     Ok(())
 }
@@ -899,6 +909,13 @@ mod tests {
         let nonces: std::collections::HashSet<_> =
             seals.iter().chain(&seals_again).map(|s| s.nonce).collect();
         assert_eq!(nonces.len(), 6);
+        // Runs that cannot be numbered are refused, not a panic.
+        for (first, size) in [(usize::MAX, 4096), (0, 0)] {
+            let err = key
+                .seal_run(7, first, size, &mut clear.clone())
+                .expect_err("refused");
+            assert!(matches!(err, Error::SecureKey(_)), "{err}");
+        }
         let mut opened = run.clone();
         key.open_run(7, 3, 4096, &mut opened, &seals).expect("open");
         assert_eq!(opened, clear);
