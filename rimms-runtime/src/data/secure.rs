@@ -742,6 +742,10 @@ mod tests {
     /// anything moved; on a trusted device the same call runs and is right (the FFT of an
     /// impulse is all ones).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a 1024-point FFT and its plan are slow under Miri; the unsafe code of secure buffers runs in the other tests"
+    )]
     fn a_kernel_in_an_untrusted_space_is_refused_and_runs_where_trusted() {
         let rt = Runtime::builder()
             .sim(SimConfig::default())
