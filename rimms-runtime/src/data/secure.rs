@@ -685,6 +685,24 @@ mod tests {
         assert_eq!(x.to_vec().expect("read back"), values);
     }
 
+    /// Zeros materialised in an untrusted space are sealed too: what rests there is not
+    /// zeros, and it opens to zeros.
+    #[test]
+    fn zeros_filled_in_an_untrusted_space_are_sealed() {
+        let rt = runtime(false, false);
+        let x = HeteData::<u32>::alloc_secure(&rt, 3000, &SecureKey::new(KEY)).expect("x");
+        x.prefetch(Device::Sim(0)).expect("prefetch");
+        let sim = rt.space_of(Device::Sim(0)).expect("sim0");
+        let at_rest = bytes_in(&x, sim);
+        let zeros = at_rest.iter().filter(|&&b| b == 0).count();
+        assert!(zeros < at_rest.len() / 32, "{zeros} zero bytes at rest");
+        x.validate().expect("opens to zeros");
+        x.raw
+            .evict(SpaceId::HOST, Pressure { needed: 0 })
+            .expect("evict");
+        assert!(x.to_vec().expect("read").iter().all(|&v| v == 0));
+    }
+
     /// A byte flipped in the untrusted copy, or two fragments swapped there, is an error
     /// naming the buffer, the fragment and the space; nothing is used or changed, and the
     /// fragments around it still read.
