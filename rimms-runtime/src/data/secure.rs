@@ -703,6 +703,31 @@ mod tests {
         assert!(x.to_vec().expect("read").iter().all(|&v| v == 0));
     }
 
+    /// Device memory the CPU cannot address (a discrete GPU's stand-in), marked untrusted: the
+    /// staged copies go through the backend both ways, the freed blocks are wiped with the
+    /// device's fill, and the values come back.
+    #[test]
+    fn a_round_trip_through_untrusted_device_memory_reads_the_values_back() {
+        let values = values();
+        let rt = Runtime::builder()
+            .host_pool(1 << 20)
+            .sim(SimConfig {
+                device_memory: true,
+                ..SimConfig::default()
+            })
+            .trust("sim0", false)
+            .build()
+            .expect("runtime");
+        let x = HeteData::from_slice_secure(&rt, &values, &SecureKey::new(KEY)).expect("x");
+        x.raw
+            .evict(SpaceId::HOST, Pressure { needed: 0 })
+            .expect("evict");
+        let sim = rt.space_of(Device::Sim(0)).expect("sim0");
+        assert_eq!(x.fragment_state(2).expect("2").valid, SpaceSet::only(sim));
+        x.validate().expect("opens in the clear");
+        assert_eq!(x.to_vec().expect("read back"), values);
+    }
+
     /// A byte flipped in the untrusted copy, or two fragments swapped there, is an error
     /// naming the buffer, the fragment and the space; nothing is used or changed, and the
     /// fragments around it still read.
