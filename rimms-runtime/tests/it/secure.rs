@@ -95,6 +95,63 @@ fn a_secure_buffer_evicted_into_an_untrusted_space_reads_back_intact() {
     assert_eq!(other.to_vec().expect("other")[0], 2);
 }
 
+/// Sealing, opening, a refusal and a tampered run, all traced and on the stats page: the key
+/// is in neither file, nor in any `Debug` or error message.
+#[test]
+fn the_key_is_in_no_trace_stats_page_or_debug_output() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (trace, page) = (dir.path().join("trace.json"), dir.path().join("stats"));
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .trust("sim0", false)
+        .trace_file(&trace)
+        .stats_page(&page)
+        .build()
+        .expect("runtime");
+    let key = SecureKey::new(KEY);
+    let values: Vec<u32> = (0..LEN as u32).collect();
+    let mut x = HeteData::from_slice_secure(&rt, &values, &key).expect("x");
+    x.prefetch(Device::Sim(0)).expect("sealed into sim0");
+    x.validate().expect("opened");
+    let refused = rt
+        .launch_host(
+            Device::Sim(0),
+            &FILL,
+            [KernelArg::write("out", &mut x)],
+            |[out]| {
+                out.into_slice_mut::<u32>()?.fill(1);
+                Ok(())
+            },
+        )
+        .expect_err("refused");
+    let mut run = vec![7u8; 100];
+    let seals = key.seal_run(x.secure_id(), 0, 64, &mut run).expect("seal");
+    run[3] ^= 1;
+    let tampered = key
+        .open_run(x.secure_id(), 0, 64, &mut run, &seals)
+        .expect_err("tampered");
+    let shown = format!(
+        "{key:?} {x:?} {rt:?} {:?} {refused:?} {refused} {tampered:?} {tampered} {seals:?} {:?}",
+        rt.stats(),
+        x.secure_key()
+    );
+    assert_no_key("Debug output", &shown);
+    assert!(shown.contains("redacted"), "{shown}");
+    // The stats page goes with the runtime: read while it is up.
+    let page = std::fs::read(&page).expect("stats page");
+    assert!(!page.is_empty());
+    assert_no_key("the stats page", &String::from_utf8_lossy(&page));
+    assert!(
+        !page.windows(KEY.len()).any(|w| w == KEY),
+        "raw key bytes in the stats page"
+    );
+    drop(x);
+    drop(rt);
+    let trace = std::fs::read_to_string(&trace).expect("trace file");
+    assert!(trace.contains("sim0"), "the trace has the transfers");
+    assert_no_key("the trace file", &trace);
+}
+
 /// A kernel on a device whose memory is untrusted is refused, saying why, and nothing moves.
 #[test]
 fn a_kernel_on_an_untrusted_device_is_refused_saying_why() {
