@@ -12,12 +12,14 @@ mod evict;
 mod lease;
 #[cfg(all(test, loom))]
 mod lease_loom;
+mod secure;
 mod validate;
 mod window;
 
 pub(crate) use buffer::RawBuffer;
 pub(crate) use checksum::{Writer, WrittenBy};
 pub(crate) use lease::{Held, Lease};
+pub use secure::{Seal, SecureKey, SECURE_KEY_BYTES};
 
 /// The memory system buffers live in: its spaces' holders are buffers.
 pub(crate) type BufferMemorySystem = crate::space::MemorySystem<RawBuffer>;
@@ -34,7 +36,8 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-/// Fragment size a buffer gets unless `fragment()` says otherwise.
+/// Fragment size a buffer gets unless `fragment()` says otherwise, or the runtime was built to
+/// take it from its devices (`RuntimeBuilder::fragments_from_devices`, `Runtime::fragment_rule`).
 pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
 
 /// A buffer of `len` elements of `T` managed by a runtime: allocated lazily in each memory space
@@ -162,6 +165,16 @@ impl<T: Pod> HeteData<T> {
     /// A buffer of `len` zeros in `memory`: what `HeteData::alloc` (in `runtime/buffers.rs`,
     /// beside the handle it takes) makes.
     pub(crate) fn alloc_in(memory: &Arc<BufferMemorySystem>, len: usize) -> Result<HeteData<T>> {
+        HeteData::alloc_keyed(memory, len, None)
+    }
+
+    /// A buffer of `len` zeros in `memory`, secure under `key` if given
+    /// ([`HeteData::alloc_secure`]).
+    pub(crate) fn alloc_keyed(
+        memory: &Arc<BufferMemorySystem>,
+        len: usize,
+        key: Option<SecureKey>,
+    ) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
         check_element::<T>(memory.granule())?;
         let bytes = len
@@ -172,9 +185,14 @@ impl<T: Pod> HeteData<T> {
                 type_name: type_name::<T>(),
                 elem_size: size,
             })?;
-        let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
+        let fragment = if memory.fragments_from_devices() {
+            memory.fragment_rule().bytes_for(size)
+        } else {
+            DEFAULT_FRAGMENT_BYTES.max(size)
+        };
+        let shift = check_fragment::<T>(fragment)?;
         Ok(HeteData {
-            raw: RawBuffer::new(memory.clone(), bytes, shift),
+            raw: RawBuffer::new(memory.clone(), bytes, shift, key),
             len,
             _elem: PhantomData,
         })
@@ -233,6 +251,24 @@ impl<T: Pod> HeteData<T> {
     /// The tracking granularity in bytes.
     pub fn fragment_bytes(&self) -> usize {
         self.raw.fragment_bytes()
+    }
+
+    /// Whether this is a secure buffer ([`HeteData::alloc_secure`]).
+    pub fn is_secure(&self) -> bool {
+        self.raw.is_secure()
+    }
+
+    /// The key of a secure buffer, for a layer that moves its fragments itself (the network
+    /// link): [`SecureKey::seal_run`] with [`Self::secure_id`] and [`Self::fragment_bytes`]
+    /// seals a run as the runtime seals it for an untrusted space.
+    pub fn secure_key(&self) -> Option<&SecureKey> {
+        self.raw.key()
+    }
+
+    /// The buffer id a secure buffer's fragments are sealed under in this runtime (bound into
+    /// every fragment's tag with the fragment's index); the id errors name the buffer by.
+    pub fn secure_id(&self) -> u64 {
+        self.raw.id()
     }
 
     /// Number of fragments.
@@ -420,6 +456,7 @@ impl<T: Pod> fmt::Debug for HeteData<T> {
             .field("type", &type_name::<T>())
             .field("len", &self.len)
             .field("fragment_bytes", &self.fragment_bytes())
+            .field("secure", &self.raw.is_secure())
             .finish()
     }
 }
