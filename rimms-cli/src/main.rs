@@ -558,7 +558,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             rimms_cli::human::bytes(e.written_back_bytes)
         );
     }
-    let retries = rimms_cli::logging::merge_retries();
+    let retries = run.merge_retries;
     if retries > 0 {
         text += &format!(
             "{} did not fit and ran again one call a row (-v says why)\n",

@@ -502,8 +502,8 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     drop(bodies);
     let mut out = Vec::with_capacity(n);
     for (((setup, opts), frame_times), result) in setups.iter().zip(runs).zip(times).zip(results) {
-        let (links, allocations, evictions) = match setup {
-            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new()),
+        let (links, allocations, evictions, merge_retries) = match setup {
+            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new(), 0),
             Setup::Managed(rt) => {
                 let stats = rt.stats();
                 let links = stats
@@ -528,7 +528,8 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
                     })
                     .collect();
                 let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
-                (links, allocations, evictions)
+                let retries = stats.apis.iter().map(|a| a.merge_retries).sum();
+                (links, allocations, evictions, retries)
             }
         };
         let result =
@@ -541,6 +542,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             links,
             allocations,
             evictions,
+            merge_retries,
             result,
         });
     }

@@ -112,6 +112,7 @@ impl Runtime {
                     misses: calls - hits,
                     merged,
                     merged_into,
+                    merge_retries: s.calls().merge_retries(index),
                 })
             })
             .collect();
