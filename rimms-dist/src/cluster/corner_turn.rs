@@ -71,6 +71,12 @@ impl Cluster<'_> {
                 ),
             });
         }
+        if src.key.is_some() || dst.key.is_some() {
+            return Err(ClusterError::Shape {
+                call,
+                what: "a corner turn of secure buffers: its packed blocks would cross the network unsealed, so it is refused; move the rows with fetch, which seals them".into(),
+            });
+        }
         let runs_of = |dist: Distribution, n: usize| -> Vec<Vec<Range<usize>>> {
             (0..ranks)
                 .map(|r| dist.rows_of(Rank(r as u16), n, ranks))

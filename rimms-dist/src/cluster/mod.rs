@@ -37,7 +37,7 @@ mod store;
 use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Transport};
 use crate::{Fragments, Packed, RankSet, TransportError};
 use bytemuck::Pod;
-use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime};
+use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime, Seal, SecureKey};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -169,6 +169,8 @@ pub struct DistData<T: Pod> {
     frag_elems: usize,
     entry: Rc<RefCell<Entry>>,
     store: RowStore<T>,
+    /// A secure buffer's key (`Cluster::alloc_secure`).
+    key: Option<SecureKey>,
 }
 
 impl<T: Pod> fmt::Debug for DistData<T> {
@@ -350,9 +352,37 @@ impl<'t> Cluster<'t> {
         row_len: usize,
         dist: Distribution,
     ) -> Result<DistData<T>> {
+        self.alloc_keyed(rows, row_len, dist, None)
+    }
+
+    /// [`Self::alloc`] of a secure buffer (RIMMS's `hete_Malloc_Secure` across ranks): every
+    /// rank's rows are secure buffers of its runtime under `key` (sealed wherever they leave
+    /// its trusted spaces), and every run of rows a fetch sends is sealed with AES-256-GCM
+    /// before it leaves the rank and authenticated before it lands: the network carries
+    /// ciphertext and one 28-byte seal per fragment, and a run altered on the way is an error
+    /// naming its fragment, never bytes. Every rank passes the same key. A corner turn of
+    /// secure buffers is refused (its packed blocks are not sealed yet).
+    pub fn alloc_secure<T: Pod>(
+        &self,
+        rows: usize,
+        row_len: usize,
+        dist: Distribution,
+        key: &SecureKey,
+    ) -> Result<DistData<T>> {
+        self.alloc_keyed(rows, row_len, dist, Some(key))
+    }
+
+    fn alloc_keyed<T: Pod>(
+        &self,
+        rows: usize,
+        row_len: usize,
+        dist: Distribution,
+        key: Option<&SecureKey>,
+    ) -> Result<DistData<T>> {
         let id = self.next_id.get();
+        let secure = if key.is_some() { ", secure" } else { "" };
         let call = self.call(format_args!(
-            "alloc buffer {id}: {rows} rows of {row_len}, {dist:?}"
+            "alloc buffer {id}: {rows} rows of {row_len}, {dist:?}{secure}"
         ));
         let frag_elems = fragment_elems(row_len, size_of::<T>());
         let table = RankTable::fresh(&dist, rows, row_len / frag_elems, self.ranks()).map_err(
@@ -361,12 +391,15 @@ impl<'t> Cluster<'t> {
                 source,
             },
         )?;
-        let store = RowStore::new(&self.rt, &dist, rows, row_len, self.ranks(), self.rank())
+        let (ranks, me) = (self.ranks(), self.rank());
+        let store = RowStore::new(&self.rt, &dist, rows, row_len, ranks, me, key)
             .map_err(|e| self.store_error(&call, e))?;
         self.next_id.set(id + 1);
-        // The buffer's id, shape and distribution: what every rank must have allocated alike.
+        // The buffer's id, shape, distribution and security: what every rank must have
+        // allocated alike.
         let mut hasher = DefaultHasher::new();
-        (id, rows, row_len, format!("{dist:?}"), table.digest()).hash(&mut hasher);
+        let shape = (id, rows, row_len, format!("{dist:?}"), key.is_some());
+        (shape, table.digest()).hash(&mut hasher);
         self.agree(&call, hasher.finish(), true)?;
         let entry = Entry { table, epoch: 0 };
         Ok(DistData {
@@ -377,6 +410,7 @@ impl<'t> Cluster<'t> {
             frag_elems,
             entry: Rc::new(RefCell::new(entry)),
             store,
+            key: key.cloned(),
         })
     }
 
@@ -565,6 +599,7 @@ impl<'t> Cluster<'t> {
                 store: &mut buf.store,
                 per_row: buf.row_len / buf.frag_elems,
                 frag_bytes: buf.frag_elems * size_of::<T>(),
+                sealed: buf.key.as_ref().map(|key| (key, sealing_id(buf.id, epoch))),
             };
             crate::execute_on(&*self.transport, &exchange, buf.id, epoch, &mut rows).map_err(
                 |e| match e {
@@ -717,6 +752,65 @@ struct RowBytes<'a, T: Pod> {
     store: &'a mut RowStore<T>,
     per_row: usize,
     frag_bytes: usize,
+    /// A secure buffer's key and the id its seals bind ([`sealing_id`]).
+    sealed: Option<(&'a SecureKey, u64)>,
+}
+
+/// What a secure buffer's seals bind besides the fragment: the buffer (the same id on every
+/// rank) and its write epoch, so that a run recorded from an earlier epoch cannot be replayed
+/// as this one's.
+fn sealing_id(buffer: u64, epoch: u64) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    ("rimms-dist sealed run", buffer, epoch).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Bytes of one fragment's seal on the wire: the nonce, then the tag.
+pub const SEAL_BYTES: usize = 28;
+
+/// `plain` sealed under `key` as fragments `first..` of `id`: the ciphertext, then one seal
+/// per fragment.
+fn seal_message(
+    key: &SecureKey,
+    id: u64,
+    first: usize,
+    frag_bytes: usize,
+    plain: &[u8],
+) -> rimms_runtime::Result<Vec<u8>> {
+    let mut message = plain.to_vec();
+    let seals = key.seal_run(id, first, frag_bytes, &mut message)?;
+    for seal in seals {
+        message.extend_from_slice(&seal.nonce);
+        message.extend_from_slice(&seal.tag);
+    }
+    Ok(message)
+}
+
+/// Opens into `room` a message [`seal_message`] made: as many bytes of ciphertext as `room`
+/// holds, then the seals.
+fn open_message(
+    key: &SecureKey,
+    id: u64,
+    first: usize,
+    frag_bytes: usize,
+    message: &mut [u8],
+    room: &mut [u8],
+) -> rimms_runtime::Result<()> {
+    let (text, tail) = message.split_at_mut(room.len());
+    let seals: Vec<Seal> = tail
+        .chunks_exact(SEAL_BYTES)
+        .map(|s| {
+            let (nonce, tag) = s.split_at(12);
+            Seal {
+                // A chunk of SEAL_BYTES split at 12 is 12 and 16 bytes: the fallback never runs.
+                nonce: nonce.try_into().unwrap_or_default(),
+                tag: tag.try_into().unwrap_or_default(),
+            }
+        })
+        .collect();
+    key.open_run(id, first, frag_bytes, text, &seals)?;
+    room.copy_from_slice(text);
+    Ok(())
 }
 
 impl<T: Pod> RowBytes<'_, T> {
@@ -737,7 +831,15 @@ impl<T: Pod> Fragments for RowBytes<'_, T> {
         send: impl FnOnce(&[u8]) -> std::result::Result<(), TransportError>,
     ) -> std::result::Result<(), Moved> {
         let (rows, bytes) = self.rows(&frags);
-        self.store.read_bytes(&rows, |all| Ok(send(&all[bytes])?))
+        let frag_bytes = self.frag_bytes;
+        let sealed = self.sealed;
+        self.store.read_bytes(&rows, |all| match sealed {
+            None => Ok(send(&all[bytes])?),
+            Some((key, id)) => {
+                let message = seal_message(key, id, frags.start, frag_bytes, &all[bytes])?;
+                Ok(send(&message)?)
+            }
+        })
     }
     fn write(
         &mut self,
@@ -745,7 +847,23 @@ impl<T: Pod> Fragments for RowBytes<'_, T> {
         recv: impl FnOnce(&mut [u8]) -> std::result::Result<(), TransportError>,
     ) -> std::result::Result<(), Moved> {
         let (rows, bytes) = self.rows(&frags);
-        self.store
-            .write_bytes(&rows, |all| Ok(recv(&mut all[bytes])?))
+        let frag_bytes = self.frag_bytes;
+        let sealed = self.sealed;
+        self.store.write_bytes(&rows, |all| match sealed {
+            None => Ok(recv(&mut all[bytes])?),
+            Some((key, id)) => {
+                let room = &mut all[bytes];
+                let mut message = vec![0u8; room.len() + frags.len() * SEAL_BYTES];
+                recv(&mut message)?;
+                Ok(open_message(
+                    key,
+                    id,
+                    frags.start,
+                    frag_bytes,
+                    &mut message,
+                    room,
+                )?)
+            }
+        })
     }
 }

@@ -5,8 +5,10 @@
 //! launcher (`mpi_ranks.rs`) run the same list; every program keeps the ranks' collectives in
 //! step, failures included, so the next one starts clean on the same transport.
 
-use rimms_dist::{corner_turn_bytes, Cluster, ClusterError, Distribution, Rank, TransportError};
-use rimms_runtime::{Complex32, Device, FftDirection};
+use rimms_dist::{
+    corner_turn_bytes, Cluster, ClusterError, Distribution, Rank, TransportError, SEAL_BYTES,
+};
+use rimms_runtime::{Complex32, Device, FftDirection, SecureKey};
 use std::ops::Range;
 
 /// One program, as one rank.
@@ -44,6 +46,7 @@ pub const PROGRAMS: &[(&str, Program)] = &[
         owner_computes(cl, Distribution::BlockCyclic { block: 2 })
     }),
     ("read_cache", read_cache),
+    ("secure_read", secure_read),
     ("fft_2d", fft_2d),
     ("drift", drift),
     ("failing_kernel", failing_kernel),
@@ -454,6 +457,66 @@ fn owner_computes(cl: &Cluster<'_>, dist: Distribution) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A secure buffer on rank 0 read by every rank: the values arrive, and each peer gets the
+/// rows' bytes plus one seal per fragment (a row of 256 `f32`s is one fragment); a corner turn
+/// of secure buffers is refused on every rank.
+fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
+    let (rows, cols) = (8, 256);
+    // Every rank must hold the same key: here a fixed one, as a job would read it from its
+    // secrets.
+    let key = SecureKey::new([7u8; 32]);
+    let mut a = cl
+        .alloc_secure::<f32>(rows, cols, Distribution::OnRank(Rank(0)), &key)
+        .map_err(err)?;
+    cl.compute(&mut a, 0..rows, false, "fill", |_, rs, mut view| {
+        let host = view.host_write()?;
+        for (i, r) in rs.enumerate() {
+            for c in 0..cols {
+                host[i * cols + c] = value(r, c);
+            }
+        }
+        Ok(())
+    })
+    .map_err(err)?;
+    let start = cl.net_bytes();
+    cl.fetch(&mut a, |_| 0..rows).map_err(err)?;
+    let sent: Vec<u64> = cl
+        .net_bytes()
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| a - b)
+        .collect();
+    let me = cl.rank();
+    let sealed = (rows * cols * 4 + rows * SEAL_BYTES) as u64;
+    let want: Vec<u64> = (0..cl.ranks())
+        .map(|to| match me == Rank(0) && to != 0 {
+            true => sealed,
+            false => 0,
+        })
+        .collect();
+    check("sealed bytes per peer", sent == want, || {
+        format!("sent {sent:?}, rows and seals are {want:?}")
+    })?;
+    let got = cl.read(&a, 0..rows).map_err(err)?;
+    for r in 0..rows {
+        for c in 0..cols {
+            check("secure values", got[r * cols + c] == value(r, c), || {
+                format!("[{r}][{c}] is {}, not {}", got[r * cols + c], value(r, c))
+            })?;
+        }
+    }
+    let mut t = cl
+        .alloc_secure::<f32>(cols, rows, Distribution::BlockRows, &key)
+        .map_err(err)?;
+    let mut b = cl
+        .alloc_secure::<f32>(rows, cols, Distribution::BlockRows, &key)
+        .map_err(err)?;
+    match cl.corner_turn(&mut b, &mut t) {
+        Err(ClusterError::Shape { what, .. }) if what.contains("secure") => Ok(()),
+        other => Err(format!("a corner turn of secure buffers: {other:?}")),
+    }
 }
 
 /// A buffer on rank 0 read by every rank: sent once to each, nothing the second time, again
