@@ -34,7 +34,7 @@
 mod corner_turn;
 mod store;
 
-use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Transport};
+use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Span, Transport};
 use crate::{Fragments, Packed, RankSet, TransportError};
 use bytemuck::Pod;
 use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime, Seal, SecureKey};
@@ -458,6 +458,56 @@ impl<'t> Cluster<'t> {
         })
     }
 
+    /// `kernel` runs on `rank` alone for `rows` of `out`, whoever owns them (an explicit
+    /// placement overriding owner-computes): that rank first receives the rows' newest bytes
+    /// (a kernel may read what it writes), then every rank records them valid on `rank`
+    /// alone, so a later read of them comes from there. The rows must be one owner's run
+    /// (refused on every rank otherwise, naming the rows).
+    pub fn compute_on<T: Pod>(
+        &self,
+        rank: Rank,
+        out: &mut DistData<T>,
+        rows: Range<usize>,
+        name: &str,
+        mut kernel: impl FnMut(&Runtime, Range<usize>, HeteSliceMut<'_, T>) -> rimms_runtime::Result<()>,
+    ) -> Result<()> {
+        let call = self.call(format_args!(
+            "{name} on rows {rows:?} of buffer {} on {rank}",
+            out.id
+        ));
+        let dist_error = |source| ClusterError::Dist {
+            call: call.clone(),
+            source,
+        };
+        if usize::from(rank.0) >= self.ranks() {
+            return Err(dist_error(DistError::NoSuchRank {
+                rank,
+                ranks: self.ranks(),
+            }));
+        }
+        if rows.end > out.rows || rows.start > rows.end {
+            return Err(dist_error(DistError::OutOfRange {
+                end: rows.end,
+                len: out.rows,
+            }));
+        }
+        // Every rank cuts rows alike, so every rank refuses alike.
+        if !out.store.one_segment(&rows) {
+            return Err(ClusterError::AcrossOwners {
+                buffer: out.id,
+                rows,
+                rank: self.rank(),
+            });
+        }
+        let spans = vec![Span {
+            ranks: RankSet::only(rank),
+            rows,
+        }];
+        self.run_spans(out, spans, &call, |rows, view| {
+            kernel(&self.rt, rows, view).map_err(|e| self.runtime_error(&call, e))
+        })
+    }
+
     /// Owner computes from another buffer's same rows: `kernel` gets this rank's rows of `src`
     /// (which must be here: the owners of `out`'s rows hold them when both are distributed
     /// alike, or after a fetch) and the same rows of `out`. A map from one distributed buffer
@@ -491,13 +541,34 @@ impl<'t> Cluster<'t> {
         })
     }
 
-    /// What `compute` and `compute_from` share: run the kernel on this rank's spans, record
-    /// every span's write on every rank, agree.
+    /// What `compute` and `compute_from` share: split the rows by owner, then
+    /// [`Self::run_spans`].
     fn owner_computes<T: Pod>(
         &self,
         out: &mut DistData<T>,
         rows: Range<usize>,
         row_wise: bool,
+        call: &str,
+        kernel: impl FnMut(Range<usize>, HeteSliceMut<'_, T>) -> Result<()>,
+    ) -> Result<()> {
+        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise).map_err(
+            |source| ClusterError::Dist {
+                call: call.into(),
+                source,
+            },
+        )?;
+        self.run_spans(out, spans, call, kernel)
+    }
+
+    /// Runs the kernel on this rank's spans (each one segment's rows), then records every
+    /// span's write on every rank, and agrees. Each rank that runs a span first holds its
+    /// rows' newest bytes, since a kernel may read what it writes: nothing moves where the
+    /// owners hold them (always, unless a placement elsewhere wrote them, or a flush left a
+    /// replicated buffer's rows on its first rank alone).
+    fn run_spans<T: Pod>(
+        &self,
+        out: &mut DistData<T>,
+        spans: Vec<Span>,
         call: &str,
         mut kernel: impl FnMut(Range<usize>, HeteSliceMut<'_, T>) -> Result<()>,
     ) -> Result<()> {
@@ -505,12 +576,14 @@ impl<'t> Cluster<'t> {
             call: call.into(),
             source,
         };
-        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise)
-            .map_err(dist_error)?;
+        self.fetch_runs(out, call, |rank| {
+            let runs = spans.iter().filter(|s| s.ranks.contains(rank));
+            runs.map(|s| s.rows.clone()).collect()
+        })?;
         let me = self.rank();
         let mut failed = None;
         for span in spans.iter().filter(|s| s.ranks.contains(me)) {
-            // An owner's span is one of its segments' rows, which it always keeps.
+            // A span is one segment's rows, which the fetch above gave room here.
             let run = match out.store.view_mut(&span.rows) {
                 Some(Ok(view)) => kernel(span.rows.clone(), view),
                 Some(Err(e)) => Err(self.runtime_error(call, e)),

@@ -47,6 +47,7 @@ pub const PROGRAMS: &[(&str, Program)] = &[
     }),
     ("read_cache", read_cache),
     ("secure_read", secure_read),
+    ("compute_on_another_rank", compute_on_another_rank),
     ("fft_2d", fft_2d),
     ("drift", drift),
     ("failing_kernel", failing_kernel),
@@ -160,6 +161,23 @@ pub fn random_program(
         .map(|s| owners_of(dist, s.start, rows, ranks) >> me & 1 == 1)
         .collect();
     let start = cl.net_bytes();
+    // Row `r` to `reader` where it lacks it: from the owner if it holds it, else from the
+    // lowest rank that does; this rank's bytes to the reader grow where it is the source.
+    let receive = |valid: &mut Vec<u64>, expected: &mut Vec<u64>, r: usize, reader: usize| {
+        if valid[r] >> reader & 1 == 1 {
+            return;
+        }
+        let owner = owners_of(dist, r, rows, ranks).trailing_zeros() as usize;
+        let from = if valid[r] >> owner & 1 == 1 {
+            owner
+        } else {
+            valid[r].trailing_zeros() as usize
+        };
+        if from == me {
+            expected[reader] += (cols * 4) as u64;
+        }
+        valid[r] |= 1 << reader;
+    };
     let mut first_difference: Result<(), String> = Ok(());
     let mut note = |outcome: Result<(), String>| {
         if first_difference.is_ok() {
@@ -174,6 +192,14 @@ pub fn random_program(
                 seed: s,
             } => {
                 let s = *s;
+                // The ranks that write a row first hold its newest bytes (a kernel may read
+                // what it writes): after a flush, a replicated row comes to its other owners.
+                for r in range.clone() {
+                    let owners = owners_of(dist, r, rows, ranks);
+                    for writer in (0..ranks).filter(|w| owners >> w & 1 == 1) {
+                        receive(&mut valid, &mut expected, r, writer);
+                    }
+                }
                 cl.compute(&mut buf, range.clone(), true, "write", |_, rs, mut view| {
                     let host = view.host_write()?;
                     for (k, r) in rs.enumerate() {
@@ -205,19 +231,7 @@ pub fn random_program(
                 })
                 .map_err(|e| format!("{what}: {e}"))?;
                 for r in range.clone() {
-                    if valid[r] >> reader & 1 == 1 {
-                        continue;
-                    }
-                    let owner = owners_of(dist, r, rows, ranks).trailing_zeros() as usize;
-                    let from = if valid[r] >> owner & 1 == 1 {
-                        owner
-                    } else {
-                        valid[r].trailing_zeros() as usize
-                    };
-                    if from == me {
-                        expected[reader] += (cols * 4) as u64;
-                    }
-                    valid[r] |= 1 << reader;
+                    receive(&mut valid, &mut expected, r, reader);
                 }
                 if me == reader {
                     for (k, segment) in segments.iter().enumerate() {
@@ -454,6 +468,77 @@ fn owner_computes(cl: &Cluster<'_>, dist: Distribution) -> Result<(), String> {
                 whole[row * 4..row * 4 + 4] == [expected; 4],
                 || format!("{dist:?} row {row} was written by {:?}", whole[row * 4]),
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Rows of rank 0 written on the last rank (an explicit placement): valid there alone, so
+/// rank 0's next call on them, which reads them, first receives exactly those rows from the
+/// last rank; a placement over two owners' rows is refused on every rank.
+fn compute_on_another_rank(cl: &Cluster<'_>) -> Result<(), String> {
+    let (ranks, cols) = (cl.ranks(), 256);
+    let rows = 2 * ranks;
+    let last = Rank((ranks - 1) as u16);
+    let mut a = cl
+        .alloc::<f32>(rows, cols, Distribution::BlockRows)
+        .map_err(err)?;
+    cl.compute_on(last, &mut a, 0..2, "placed", |_, rs, mut view| {
+        let host = view.host_write()?;
+        for (i, r) in rs.enumerate() {
+            for c in 0..cols {
+                host[i * cols + c] = value(r, c);
+            }
+        }
+        Ok(())
+    })
+    .map_err(err)?;
+    check(
+        "written on the last rank",
+        a.valid_on(0) == Some(rimms_dist::RankSet::only(last)),
+        || format!("row 0 valid on {:?}", a.valid_on(0)),
+    )?;
+    let start = cl.net_bytes();
+    cl.compute(&mut a, 0..2, true, "add one", |_, _, mut view| {
+        view.host_mut()?.iter_mut().for_each(|v| *v += 1.0);
+        Ok(())
+    })
+    .map_err(err)?;
+    let sent: Vec<u64> = cl
+        .net_bytes()
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| a - b)
+        .collect();
+    let want: Vec<u64> = (0..ranks)
+        .map(|to| match cl.rank() == last && to == 0 && last != Rank(0) {
+            true => (2 * cols * 4) as u64,
+            false => 0,
+        })
+        .collect();
+    check("bytes to the owner", sent == want, || {
+        format!("sent {sent:?}, want {want:?}")
+    })?;
+    cl.gather(&mut a, Rank(0)).map_err(err)?;
+    if cl.rank() == Rank(0) {
+        let got = cl.read(&a, 0..2).map_err(err)?;
+        for r in 0..2 {
+            for c in 0..cols {
+                check(
+                    "placed then added",
+                    got[r * cols + c] == value(r, c) + 1.0,
+                    || format!("[{r}][{c}] is {}", got[r * cols + c]),
+                )?;
+            }
+        }
+    }
+    if ranks > 1 {
+        match cl.compute_on(last, &mut a, 1..3, "across", |_, _, _| Ok(())) {
+            Err(ClusterError::AcrossOwners {
+                rows: Range { start: 1, end: 3 },
+                ..
+            }) => {}
+            other => return Err(format!("a placement over two owners: {other:?}")),
         }
     }
     Ok(())
