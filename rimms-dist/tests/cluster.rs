@@ -151,6 +151,8 @@ struct OnTheWire {
     inner: rimms_dist::InProcess,
     seen: std::sync::Mutex<Vec<u8>>,
     flip: Option<usize>,
+    /// Flip the first byte of each block an all-to-all sends.
+    flip_blocks: bool,
 }
 
 impl rimms_dist::Transport for OnTheWire {
@@ -186,10 +188,19 @@ impl rimms_dist::Transport for OnTheWire {
     }
     fn all_to_all_overlapped(
         &self,
-        send: rimms_dist::Packed,
+        mut send: rimms_dist::Packed,
         recv: rimms_dist::Packed,
         meanwhile: &mut dyn FnMut(),
     ) -> Result<(rimms_dist::Packed, rimms_dist::Packed), TransportError> {
+        if self.flip_blocks {
+            let starts: Vec<usize> = (0..self.ranks())
+                .filter(|&to| send.counts()[to] > 0)
+                .map(|to| send.offset(to))
+                .collect();
+            for at in starts {
+                send.bytes_mut()[at] ^= 1;
+            }
+        }
         self.inner.all_to_all_overlapped(send, recv, meanwhile)
     }
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
@@ -219,6 +230,7 @@ fn secure_rows_cross_as_ciphertext_and_a_flipped_bit_is_an_error_not_bytes() {
                             inner: inner.with_timeout(Duration::from_secs(30)),
                             seen: Default::default(),
                             flip,
+                            flip_blocks: false,
                         };
                         let rt = Runtime::new().expect("runtime");
                         let cl = Cluster::new(rt, &wire);
@@ -276,5 +288,71 @@ fn secure_rows_cross_as_ciphertext_and_a_flipped_bit_is_an_error_not_bytes() {
                 );
             }
         }
+    }
+}
+
+/// A corner turn of secure buffers whose blocks are altered on the way fails on the ranks
+/// that receive them, naming the altered block, and leaves their rows of the transpose as
+/// they were: the diagonal waits until every block has opened.
+#[test]
+fn a_sealed_corner_turn_altered_on_the_way_fails_and_changes_nothing() {
+    use rimms_runtime::{Error, Runtime, SecureKey};
+    let (rows, cols) = (4, 256);
+    let outcomes: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = rimms_dist::InProcess::world(2)
+            .into_iter()
+            .map(|inner| {
+                s.spawn(move || {
+                    let wire = OnTheWire {
+                        inner: inner.with_timeout(Duration::from_secs(30)),
+                        seen: Default::default(),
+                        flip: None,
+                        flip_blocks: true,
+                    };
+                    let cl = Cluster::new(Runtime::new().expect("runtime"), &wire);
+                    cl.check_drift(false);
+                    let key = SecureKey::new([5u8; 32]);
+                    let block = Distribution::BlockRows;
+                    let mut a = cl.alloc_secure::<f32>(rows, cols, block, &key).expect("a");
+                    let mut t = cl.alloc_secure::<f32>(cols, rows, block, &key).expect("t");
+                    cl.compute(&mut t, 0..cols, true, "before", |_, _, mut v| {
+                        v.host_write()?.fill(-1.0);
+                        Ok(())
+                    })
+                    .expect("fill t");
+                    let turned = cl.corner_turn(&mut a, &mut t);
+                    let mine = if cl.rank() == Rank(0) {
+                        0..128
+                    } else {
+                        128..256
+                    };
+                    let kept = cl
+                        .here(&t, mine)
+                        .expect("own rows")
+                        .host()
+                        .expect("host")
+                        .to_vec();
+                    (turned, kept)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank"))
+            .collect()
+    });
+    for (rank, (turned, kept)) in outcomes.into_iter().enumerate() {
+        match turned {
+            Err(ClusterError::Runtime { source, .. }) => match *source {
+                // Rank `from`'s block to `to` is numbered from · ranks + to.
+                Error::Tampered { fragment, .. } => assert_eq!(fragment, (1 - rank) * 2 + rank),
+                other => panic!("rank {rank}: not Tampered: {other}"),
+            },
+            other => panic!("rank {rank}: an altered block was taken: {other:?}"),
+        }
+        assert!(
+            kept.iter().all(|&v| v == -1.0),
+            "rank {rank}: its rows changed"
+        );
     }
 }

@@ -32,12 +32,15 @@
 //! spaces rather than among them (so its 16-space summary word and fast path stay as they are).
 
 mod corner_turn;
+mod sealed;
 mod store;
 
 use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Span, Transport};
 use crate::{Fragments, Packed, RankSet, TransportError};
 use bytemuck::Pod;
-use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime, Seal, SecureKey};
+use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime, SecureKey};
+pub use sealed::SEAL_BYTES;
+use sealed::{open_message, seal_message, sealing_id};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -360,8 +363,8 @@ impl<'t> Cluster<'t> {
     /// its trusted spaces), and every run of rows a fetch sends is sealed with AES-256-GCM
     /// before it leaves the rank and authenticated before it lands: the network carries
     /// ciphertext and one 28-byte seal per fragment, and a run altered on the way is an error
-    /// naming its fragment, never bytes. Every rank passes the same key. A corner turn of
-    /// secure buffers is refused (its packed blocks are not sealed yet).
+    /// naming its fragment, never bytes. Every rank passes the same key. A corner turn with a
+    /// secure side seals its packed blocks the same way (`sealed.rs`).
     pub fn alloc_secure<T: Pod>(
         &self,
         rows: usize,
@@ -672,7 +675,10 @@ impl<'t> Cluster<'t> {
                 store: &mut buf.store,
                 per_row: buf.row_len / buf.frag_elems,
                 frag_bytes: buf.frag_elems * size_of::<T>(),
-                sealed: buf.key.as_ref().map(|key| (key, sealing_id(buf.id, epoch))),
+                sealed: buf
+                    .key
+                    .as_ref()
+                    .map(|key| (key, sealing_id("fetch", buf.id, epoch))),
             };
             crate::execute_on(&*self.transport, &exchange, buf.id, epoch, &mut rows).map_err(
                 |e| match e {
@@ -827,63 +833,6 @@ struct RowBytes<'a, T: Pod> {
     frag_bytes: usize,
     /// A secure buffer's key and the id its seals bind ([`sealing_id`]).
     sealed: Option<(&'a SecureKey, u64)>,
-}
-
-/// What a secure buffer's seals bind besides the fragment: the buffer (the same id on every
-/// rank) and its write epoch, so that a run recorded from an earlier epoch cannot be replayed
-/// as this one's.
-fn sealing_id(buffer: u64, epoch: u64) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    ("rimms-dist sealed run", buffer, epoch).hash(&mut hasher);
-    hasher.finish()
-}
-
-/// Bytes of one fragment's seal on the wire: the nonce, then the tag.
-pub const SEAL_BYTES: usize = 28;
-
-/// `plain` sealed under `key` as fragments `first..` of `id`: the ciphertext, then one seal
-/// per fragment.
-fn seal_message(
-    key: &SecureKey,
-    id: u64,
-    first: usize,
-    frag_bytes: usize,
-    plain: &[u8],
-) -> rimms_runtime::Result<Vec<u8>> {
-    let mut message = plain.to_vec();
-    let seals = key.seal_run(id, first, frag_bytes, &mut message)?;
-    for seal in seals {
-        message.extend_from_slice(&seal.nonce);
-        message.extend_from_slice(&seal.tag);
-    }
-    Ok(message)
-}
-
-/// Opens into `room` a message [`seal_message`] made: as many bytes of ciphertext as `room`
-/// holds, then the seals.
-fn open_message(
-    key: &SecureKey,
-    id: u64,
-    first: usize,
-    frag_bytes: usize,
-    message: &mut [u8],
-    room: &mut [u8],
-) -> rimms_runtime::Result<()> {
-    let (text, tail) = message.split_at_mut(room.len());
-    let seals: Vec<Seal> = tail
-        .chunks_exact(SEAL_BYTES)
-        .map(|s| {
-            let (nonce, tag) = s.split_at(12);
-            Seal {
-                // A chunk of SEAL_BYTES split at 12 is 12 and 16 bytes: the fallback never runs.
-                nonce: nonce.try_into().unwrap_or_default(),
-                tag: tag.try_into().unwrap_or_default(),
-            }
-        })
-        .collect();
-    key.open_run(id, first, frag_bytes, text, &seals)?;
-    room.copy_from_slice(text);
-    Ok(())
 }
 
 impl<T: Pod> RowBytes<'_, T> {

@@ -545,8 +545,8 @@ fn compute_on_another_rank(cl: &Cluster<'_>) -> Result<(), String> {
 }
 
 /// A secure buffer on rank 0 read by every rank: the values arrive, and each peer gets the
-/// rows' bytes plus one seal per fragment (a row of 256 `f32`s is one fragment); a corner turn
-/// of secure buffers is refused on every rank.
+/// rows' bytes plus one seal per fragment (a row of 256 `f32`s is one fragment); its corner
+/// turn into a secure transpose carries one seal per block.
 fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
     let (rows, cols) = (8, 256);
     // Every rank must hold the same key: here a fixed one, as a job would read it from its
@@ -592,16 +592,50 @@ fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
             })?;
         }
     }
+    // A corner turn of secure buffers: the transpose arrives, and each off-diagonal block
+    // carries one seal in a slot of whole elements (28 bytes: seven f32s).
     let mut t = cl
         .alloc_secure::<f32>(cols, rows, Distribution::BlockRows, &key)
         .map_err(err)?;
-    let mut b = cl
-        .alloc_secure::<f32>(rows, cols, Distribution::BlockRows, &key)
-        .map_err(err)?;
-    match cl.corner_turn(&mut b, &mut t) {
-        Err(ClusterError::Shape { what, .. }) if what.contains("secure") => Ok(()),
-        other => Err(format!("a corner turn of secure buffers: {other:?}")),
+    let start = cl.net_bytes();
+    cl.corner_turn(&mut a, &mut t).map_err(err)?;
+    let sent: Vec<u64> = cl
+        .net_bytes()
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| a - b)
+        .collect();
+    let ranks = cl.ranks();
+    let mine = usize::from(me.0);
+    let want: Vec<u64> = (0..ranks)
+        .map(|to| {
+            // All rows are rank 0's: it alone sends, each rank its block of columns.
+            let theirs = (0..cols)
+                .filter(|&c| owners_of(Distribution::BlockRows, c, cols, ranks) >> to & 1 == 1)
+                .count();
+            match mine == 0 && to != 0 && theirs > 0 {
+                true => (rows * theirs * 4 + SEAL_BYTES) as u64,
+                false => 0,
+            }
+        })
+        .collect();
+    check("sealed corner turn bytes per peer", sent == want, || {
+        format!("sent {sent:?}, blocks and seals are {want:?}")
+    })?;
+    cl.gather(&mut t, Rank(0)).map_err(err)?;
+    if me == Rank(0) {
+        let whole = cl.read(&t, 0..cols).map_err(err)?;
+        for c in 0..cols {
+            for r in 0..rows {
+                check(
+                    "sealed transpose",
+                    whole[c * rows + r] == value(r, c),
+                    || format!("[{c}][{r}] is {}, not {}", whole[c * rows + r], value(r, c)),
+                )?;
+            }
+        }
     }
+    Ok(())
 }
 
 /// A buffer on rank 0 read by every rank: sent once to each, nothing the second time, again
