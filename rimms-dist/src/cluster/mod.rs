@@ -513,7 +513,8 @@ impl<'t> Cluster<'t> {
 
     /// Owner computes from another buffer's same rows: `kernel` gets this rank's rows of `src`
     /// (which must be here: the owners of `out`'s rows hold them when both are distributed
-    /// alike, or after a fetch) and the same rows of `out`. A map from one distributed buffer
+    /// alike, or after a fetch; and within one owner's run of `src`, as `here` views) and the
+    /// same rows of `out`. A map from one distributed buffer
     /// to another, as the stages of a pipeline are.
     pub fn compute_from<S: Pod, T: Pod>(
         &self,
