@@ -3,6 +3,7 @@
 
 use super::checksum::{Checksums, WrittenBy};
 use super::evict::{self, Pressure};
+use super::in_flight::InFlight;
 use super::lease::{Held, Lease, Leases};
 use super::secure::{Seals, SecureKey};
 use super::window::Window;
@@ -19,6 +20,7 @@ use crate::stats::{trace_eviction, Reason};
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Weak;
+use std::time::Instant;
 
 const NO_HOME: u8 = u8::MAX;
 
@@ -64,6 +66,22 @@ pub(crate) struct RawBuffer {
     key: Option<SecureKey>,
 }
 
+/// What an acquire leaves its caller to wait for, outside the lock.
+#[derive(Clone, Copy, Debug)]
+struct Landing {
+    /// When its bytes (its own copies, and copies in flight it needs) have landed.
+    pending: Pending,
+    /// Whether copies were in flight: their spaces' bits come back once they land.
+    in_flight: bool,
+}
+
+impl Landing {
+    const NONE: Landing = Landing {
+        pending: Pending::NONE,
+        in_flight: false,
+    };
+}
+
 pub(super) struct Inner {
     pub(super) table: FragmentTable,
     /// Per space, the block there: the whole buffer, or a window of it (`data::window`).
@@ -77,6 +95,9 @@ pub(super) struct Inner {
     /// The spaces whose "every fragment is valid here" bit the published summary leaves out:
     /// a secure buffer's untrusted spaces, where no access may use its bytes in place.
     pub(super) hidden: u64,
+    /// Copies in flight (`data::in_flight`): their spaces' bits are left out of the summary
+    /// too, until the copies land.
+    pub(super) in_flight: InFlight,
 }
 
 impl WithTable for Inner {
@@ -91,7 +112,7 @@ impl WithTable for Inner {
     fn summary(&self) -> u64 {
         match self.sums {
             Some(_) => coherence::WITHDRAWN,
-            None => self.table.summary() & !self.hidden,
+            None => self.table.summary() & !self.hidden & !self.in_flight.mask,
         }
     }
 }
@@ -129,6 +150,7 @@ impl RawBuffer {
                 sums,
                 seals,
                 hidden,
+                in_flight: InFlight::default(),
             }),
             key,
         })
@@ -307,9 +329,53 @@ impl RawBuffer {
         reason: &Reason,
         held: Held,
     ) -> Result<bool> {
+        let (moved, landing) =
+            self.acquire_planned(start, len, space, access, reason, held, false)?;
+        self.land(landing);
+        Ok(moved)
+    }
+
+    /// [`Self::acquire`] for reading that does not wait for its copies to land: they are
+    /// recorded in flight (`data::in_flight`), and the next access in `space` waits for what
+    /// is left of them. Returns when they land: a prefetch's handle.
+    pub(crate) fn acquire_async(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        reason: &Reason,
+    ) -> Result<Pending> {
+        let (_, landing) =
+            self.acquire_planned(start, len, space, Access::Read, reason, Held::ONE, true)?;
+        Ok(landing.pending)
+    }
+
+    /// Waits (no lock held) for what an acquire must wait for, then, where copies were in
+    /// flight, gives their spaces' summary bits back once they have landed.
+    fn land(&self, landing: Landing) {
+        landing.pending.wait();
+        if landing.in_flight {
+            let mut inner = self.lock();
+            inner.in_flight.settle(Instant::now());
+        }
+    }
+
+    /// The acquire itself, under the lock: plans, copies, fills, commits; with `in_flight`,
+    /// records its copies as in flight instead of having its caller wait for them.
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_planned(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        access: Access,
+        reason: &Reason,
+        held: Held,
+        in_flight: bool,
+    ) -> Result<(bool, Landing)> {
         // An empty range needs no bytes anywhere, and an empty buffer is never allocated.
         if len == 0 {
-            return Ok(false);
+            return Ok((false, Landing::NONE));
         }
         self.refuse_plaintext(space, reason)?;
         let mut inner = self.lock();
@@ -320,14 +386,21 @@ impl RawBuffer {
         let need = self.frag_bytes(span.frags.clone(), shift);
         let window = self.ensure_window(&mut inner, space, need, held)?;
         let plan = self.plan(&inner.table, start, len, space, access);
+        // Bytes already on their way here (or, for a write, anywhere) are waited for.
+        let mut landing = Landing {
+            pending: inner.in_flight.before(space, access),
+            in_flight: inner.in_flight.mask != 0,
+        };
         if plan.is_empty() {
             if inner.sums.is_some() {
                 self.check_read(&mut inner, &span, &plan, access)?;
             }
-            return Ok(false);
+            return Ok((false, landing));
         }
         let mut pending = Pending::NONE;
         for m in &plan.moves {
+            // A copy out of a space waits for the bytes to have landed there.
+            landing.pending = landing.pending.and(inner.in_flight.source(m.src));
             let src = inner.blocks[m.src.index()]
                 .ok_or_else(|| missing_block(&self.memory, m.src, space))?
                 .base();
@@ -349,9 +422,13 @@ impl RawBuffer {
             self.check_read(&mut inner, &span, &plan, access)?;
         }
         inner.table.commit_acquire(&plan);
+        if in_flight {
+            inner.in_flight.record(space, pending);
+            landing.in_flight |= pending.deadline().is_some();
+        }
+        landing.pending = landing.pending.and(pending);
         drop(inner);
-        pending.wait();
-        Ok(true)
+        Ok((true, landing))
     }
 
     /// What an access of bytes `start..start+len` by a device whose space is `own` (and which

@@ -9,6 +9,7 @@
 mod buffer;
 mod checksum;
 mod evict;
+mod in_flight;
 mod lease;
 #[cfg(all(test, loom))]
 mod lease_loom;
@@ -437,6 +438,24 @@ impl<T: Pod> HeteData<T> {
             Held::ONE,
         )?;
         Ok(())
+    }
+
+    /// Starts bringing the newest bytes into `device`'s memory and returns without waiting
+    /// for them to arrive: the copies are in flight (`data::in_flight`) until the link's time
+    /// has passed, and a call on `device` that reads the buffer meanwhile finds them there and
+    /// waits only for what is left of that time, instead of copying and waiting in full. So
+    /// a copy overlaps whatever runs until the call that needs it.
+    ///
+    /// RIMMS: `hete_Sync_Async`.
+    #[doc(alias = "hete_Sync_Async")]
+    pub fn prefetch_async(&self, device: Device) -> Result<Prefetch> {
+        let space = self.raw.memory().device_space(device)?;
+        // As for `prefetch`: the acquire may move windows, so it holds a lease while it runs.
+        let _lease = self.raw.lease();
+        let lands = self
+            .raw
+            .acquire_async(0, self.raw.bytes(), space, &Reason::Prefetch)?;
+        Ok(Prefetch { lands })
     }
 
     /// Compares every valid copy of every fragment (and zero-marked copies against zero) and
@@ -894,6 +913,28 @@ impl<T: Pod> Output<T> for HeteSliceMut<'_, T> {
 impl<'a, T: Pod> HeteSliceMut<'a, T> {
     pub(crate) fn into_raw(self) -> &'a RawBuffer {
         self.raw
+    }
+}
+
+/// A prefetch in flight ([`HeteData::prefetch_async`]): done once its copies have landed.
+/// Dropping it waits for nothing; the next call that needs the bytes waits for what is left.
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a prefetch handle says when its copies land; drop it to let the next call wait instead"]
+pub struct Prefetch {
+    lands: crate::space::Pending,
+}
+
+impl Prefetch {
+    /// Whether the copies have landed.
+    pub fn is_done(&self) -> bool {
+        self.lands
+            .deadline()
+            .is_none_or(|deadline| deadline <= std::time::Instant::now())
+    }
+
+    /// Waits until the copies have landed.
+    pub fn wait(self) {
+        self.lands.wait();
     }
 }
 

@@ -27,6 +27,7 @@ mod fpga_strict;
 mod fragment_rule;
 mod layers;
 mod merging;
+mod prefetch;
 // Only the FPGA result tests compare against the direct DFT.
 #[cfg(feature = "fpga-emulator")]
 mod reference;
