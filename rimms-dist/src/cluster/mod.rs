@@ -567,8 +567,7 @@ impl<'t> Cluster<'t> {
     /// Runs the kernel on this rank's spans (each one segment's rows), then records every
     /// span's write on every rank, and agrees. Each rank that runs a span first holds its
     /// rows' newest bytes, since a kernel may read what it writes: nothing moves where the
-    /// owners hold them (always, unless a placement elsewhere wrote them, or a flush left a
-    /// replicated buffer's rows on its first rank alone).
+    /// owners hold them (always, unless a placement elsewhere wrote them).
     fn run_spans<T: Pod>(
         &self,
         out: &mut DistData<T>,

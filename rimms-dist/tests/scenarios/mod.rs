@@ -268,11 +268,12 @@ pub fn random_program(
             }
             Step::Flush => {
                 cl.flush(&mut buf).map_err(|e| format!("{what}: {e}"))?;
+                // Owners holding a row keep it (every rank of a replicated buffer); the other
+                // copies go.
                 for (r, v) in valid.iter_mut().enumerate() {
                     let owners = owners_of(dist, r, rows, ranks);
-                    let owner = 1u64 << owners.trailing_zeros();
-                    if *v & owner != 0 {
-                        *v = owner;
+                    if *v & owners != 0 {
+                        *v &= owners;
                     }
                 }
             }
