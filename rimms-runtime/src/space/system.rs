@@ -749,15 +749,13 @@ impl<H> MemorySystem<H> {
     pub(crate) fn wipe(&self, space: SpaceId, ptr: *mut u8, len: usize) -> Result<()> {
         match self.device_memory(space) {
             None => {
-                // Pool blocks are whole granules (at least 64 bytes, a power of two) from a
-                // granule-aligned region, so the block is a whole number of aligned words.
-                debug_assert!(ptr.addr() % 8 == 0 && len % 8 == 0);
                 // SAFETY: `ptr` is the first byte of a block of `space`'s pool, which holds
-                // at least `len` bytes (the pool bytes the block takes), host-addressable
-                // (no device memory), and aligned for u64 (above). Its buffer is giving it
-                // up under its lock, so no view, kernel or copy uses these bytes now.
-                let words = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u64>(), len / 8) };
-                words.zeroize();
+                // at least `len` bytes (the pool bytes the block takes) and is
+                // host-addressable (no device memory); bytes need no alignment, so nothing
+                // about the block's placement is assumed. Its buffer is giving it up under
+                // its lock, so no view, kernel or copy uses these bytes now.
+                let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+                bytes.zeroize();
                 Ok(())
             }
             Some(device) => device.fill_zero(ptr.addr(), len).map_err(|source| {
