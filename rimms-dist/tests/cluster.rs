@@ -153,6 +153,8 @@ struct OnTheWire {
     flip: Option<usize>,
     /// Flip the first byte of each block an all-to-all sends.
     flip_blocks: bool,
+    /// Send the first message again in place of each later one of its length (a replay).
+    replay: bool,
 }
 
 impl rimms_dist::Transport for OnTheWire {
@@ -172,10 +174,13 @@ impl rimms_dist::Transport for OnTheWire {
         if let Some(at) = self.flip.filter(|&at| at < bytes.len()) {
             bytes[at] ^= 1;
         }
-        self.seen
-            .lock()
-            .expect("not poisoned")
-            .extend_from_slice(&bytes);
+        let mut seen = self.seen.lock().expect("not poisoned");
+        let len = bytes.len();
+        if self.replay && seen.len() >= len {
+            bytes.copy_from_slice(&seen[..len]);
+        }
+        seen.extend_from_slice(&bytes);
+        drop(seen);
         self.inner.send(to, envelope, &bytes)
     }
     fn recv(
@@ -231,6 +236,7 @@ fn secure_rows_cross_as_ciphertext_and_a_flipped_bit_is_an_error_not_bytes() {
                             seen: Default::default(),
                             flip,
                             flip_blocks: false,
+                            replay: false,
                         };
                         let rt = Runtime::new().expect("runtime");
                         let cl = Cluster::new(rt, &wire);
@@ -308,6 +314,7 @@ fn a_sealed_corner_turn_altered_on_the_way_fails_and_changes_nothing() {
                         seen: Default::default(),
                         flip: None,
                         flip_blocks: true,
+                        replay: false,
                     };
                     let cl = Cluster::new(Runtime::new().expect("runtime"), &wire);
                     cl.check_drift(false);
@@ -355,4 +362,61 @@ fn a_sealed_corner_turn_altered_on_the_way_fails_and_changes_nothing() {
             "rank {rank}: its rows changed"
         );
     }
+}
+
+/// A sealed run recorded in one exchange and sent again in a later one (after the rows were
+/// written anew) does not open: the seals bind the buffer's write epoch, so the reader gets an
+/// error, never the old values.
+#[test]
+fn a_sealed_run_replayed_from_an_earlier_write_is_an_error_not_old_values() {
+    use rimms_runtime::{Error, Runtime, SecureKey};
+    let (rows, cols) = (2, 256);
+    let outcomes: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = rimms_dist::InProcess::world(2)
+            .into_iter()
+            .map(|inner| {
+                s.spawn(move || {
+                    let wire = OnTheWire {
+                        inner: inner.with_timeout(Duration::from_secs(30)),
+                        seen: Default::default(),
+                        flip: None,
+                        flip_blocks: false,
+                        replay: true,
+                    };
+                    let cl = Cluster::new(Runtime::new().expect("runtime"), &wire);
+                    cl.check_drift(false);
+                    let key = SecureKey::new([9u8; 32]);
+                    let on_0 = Distribution::OnRank(Rank(0));
+                    let mut a = cl.alloc_secure::<f32>(rows, cols, on_0, &key).expect("a");
+                    let write = |a: &mut rimms_dist::DistData<f32>, v: f32| {
+                        cl.compute(a, 0..rows, false, "write", |_, _, mut view| {
+                            view.host_write()?.fill(v);
+                            Ok(())
+                        })
+                    };
+                    write(&mut a, 1.0).expect("first write");
+                    cl.fetch(&mut a, |_| 0..rows).expect("first fetch");
+                    write(&mut a, 2.0).expect("second write");
+                    let again = cl.fetch(&mut a, |_| 0..rows);
+                    let read = cl.read(&a, 0..rows);
+                    (again, read)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank"))
+            .collect()
+    });
+    let (again, read) = &outcomes[1];
+    match again {
+        Err(ClusterError::Runtime { source, .. }) => {
+            assert!(matches!(**source, Error::Tampered { .. }), "{source}")
+        }
+        other => panic!("a replayed run was taken: {other:?}, then read {read:?}"),
+    }
+    assert!(
+        matches!(read, Err(ClusterError::NotHere { .. })),
+        "{read:?}"
+    );
 }
