@@ -413,7 +413,10 @@ fn a_sealed_run_replayed_from_an_earlier_write_is_an_error_not_old_values() {
         Err(ClusterError::Runtime { source, .. }) => {
             assert!(matches!(**source, Error::Tampered { .. }), "{source}")
         }
-        other => panic!("a replayed run was taken: {other:?}, then read {read:?}"),
+        other => panic!(
+            "a replayed run was taken: {other:?}, then read {:?}",
+            read.as_ref().map(|v| v.first())
+        ),
     }
     assert!(
         matches!(read, Err(ClusterError::NotHere { .. })),
