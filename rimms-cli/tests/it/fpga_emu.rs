@@ -2,28 +2,11 @@
 //! where it was started, whatever `--dir` was; `touch DIR/stop` stops it and a restart runs;
 //! a second emulator on a folder that has one is refused.
 
+use crate::common::command::{rimms, Running};
 use crate::common::output_within;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// Kills the emulator however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn rimms() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
-    cmd.env_remove("RIMMS_FPGA_BOARD")
-        .env_remove("RIMMS_TRACE_FILE")
-        .env_remove("RIMMS_STATS_PAGE");
-    cmd
-}
 
 /// Starts `rimms fpga-emu --dir DIR` in `cwd`, its messages going to `log`.
 fn emulator(cwd: &Path, dir: &Path, log: &Path) -> Running {

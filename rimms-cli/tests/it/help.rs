@@ -3,43 +3,9 @@
 //! command of the README, is run here and must succeed, so an example that stops working
 //! fails the suite instead of the reader.
 
-use std::process::{Child, Command, Output, Stdio};
+use crate::common::command::{rimms, rimms_args, run, Running};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn rimms() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
-    // Tests run where the user's variables could change the answers.
-    cmd.env_remove("RIMMS_FPGA_BOARD")
-        .env_remove("RIMMS_TRACE")
-        .env_remove("RIMMS_TRACE_FILE")
-        .env_remove("RIMMS_STATS_PAGE");
-    cmd
-}
-
-fn run(cmd: &mut Command) -> (Option<i32>, String, String) {
-    let out: Output = cmd.output().expect("the rimms binary runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr,
-    )
-}
-
-fn rimms_args(args: &[&str]) -> (Option<i32>, String, String) {
-    run(rimms().args(args))
-}
-
-/// A command an example left running (`&`), killed however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Issue 32's conventions: help is wrapped to the terminal (COLUMNS here, at most 100), not
 /// lines of 247 characters.

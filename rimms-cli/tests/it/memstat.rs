@@ -2,20 +2,11 @@
 //! `RIMMS_STATS_PAGE=1` publishes its page, and memstat in another process reads its spaces
 //! and the bytes on its links; without a page, memstat says how to get one.
 
+use crate::common::command::Running;
 use crate::common::{fifo, output_within};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// Kills the child however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn memstat(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rimms"))

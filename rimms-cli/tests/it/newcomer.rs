@@ -3,45 +3,11 @@
 //!
 //! Every case checks the exit status, the message, and that nothing panicked.
 
+use crate::common::command::{rimms, rimms_args, run, Running};
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn rimms() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
-    // Tests run where the user's variables could change the answers.
-    cmd.env_remove("RIMMS_FPGA_BOARD")
-        .env_remove("RIMMS_TRACE")
-        .env_remove("RIMMS_TRACE_FILE")
-        .env_remove("RIMMS_STATS_PAGE");
-    cmd
-}
-
-fn run(cmd: &mut Command) -> (Option<i32>, String, String) {
-    let out: Output = cmd.output().expect("the rimms binary runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr,
-    )
-}
-
-fn rimms_args(args: &[&str]) -> (Option<i32>, String, String) {
-    run(rimms().args(args))
-}
-
-/// Kills the child however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn frame_counts_out_of_range_are_refused_up_front() {

@@ -3,18 +3,11 @@
 //! path that is not a regular file (a FIFO, a device) is refused without blocking and without
 //! being removed.
 
+use crate::common::command::rimms;
 use crate::common::{fifo, output_within};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn rimms() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
-    cmd.env_remove("RIMMS_FPGA_BOARD")
-        .env_remove("RIMMS_TRACE_FILE")
-        .env_remove("RIMMS_STATS_PAGE");
-    cmd
-}
 
 /// Runs `cmd` to its end (failing the test after a minute) and returns its exit code and
 /// standard error, checking that nothing panicked.

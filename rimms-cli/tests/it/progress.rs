@@ -2,16 +2,9 @@
 //! bench` show frames done, a rate and the time left on a terminal, and nothing of it where
 //! standard error is a pipe or a file, or with `-q`.
 
+use crate::common::command::rimms;
 use std::io::Read;
-use std::process::{Command, Stdio};
-
-fn rimms() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
-    cmd.env_remove("RIMMS_FPGA_BOARD")
-        .env_remove("RIMMS_TRACE_FILE")
-        .env_remove("RIMMS_STATS_PAGE");
-    cmd
-}
+use std::process::Stdio;
 
 /// What `args` writes to standard error when that is a terminal (a pseudo-terminal here).
 fn stderr_on_a_terminal(args: &[&str]) -> String {

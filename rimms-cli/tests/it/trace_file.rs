@@ -9,14 +9,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The user's `rimms`, without the variables that change how the log looks either.
 fn rimms() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rimms"));
-    cmd.env_remove("RIMMS_FPGA_BOARD")
-        .env_remove("RIMMS_TRACE")
-        .env_remove("RIMMS_TRACE_FILE")
-        .env_remove("RIMMS_STATS_PAGE")
-        .env_remove("NO_COLOR")
-        .env_remove("RUST_LOG");
+    let mut cmd = crate::common::command::rimms();
+    cmd.env_remove("NO_COLOR").env_remove("RUST_LOG");
     cmd
 }
 

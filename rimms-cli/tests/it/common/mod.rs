@@ -2,6 +2,8 @@
 //! own, and where the CEDR data lives.
 #![allow(dead_code)]
 
+pub mod command;
+
 use num_complex::Complex64;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
