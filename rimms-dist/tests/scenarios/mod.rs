@@ -636,6 +636,20 @@ fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
             }
         }
     }
+    // And back, from block rows over every rank: each rank's sealed blocks open on the others.
+    let mut back = cl
+        .alloc_secure::<f32>(rows, cols, Distribution::BlockRows, &key)
+        .map_err(err)?;
+    cl.corner_turn(&mut t, &mut back).map_err(err)?;
+    cl.gather(&mut back, Rank(0)).map_err(err)?;
+    if me == Rank(0) {
+        let whole = cl.read(&back, 0..rows).map_err(err)?;
+        check(
+            "sealed turn back",
+            (0..rows * cols).all(|i| whole[i] == value(i / cols, i % cols)),
+            || "the values differ after two sealed corner turns".into(),
+        )?;
+    }
     Ok(())
 }
 
