@@ -394,8 +394,9 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>, wide: bool) -> St
     }
     if let Some(model) = model {
         out += &format!(
-            "fpga rows are modelled: the emulator with the {model} timing model (modelled DMA, core,\n\
-             register and host-copy times, on top of the emulator's own work on this machine)\n\n"
+            "fpga rows are modelled: the host's own work measured here, plus the {model} timing\n\
+             model's DMA, core, register, cache-maintenance and host-copy times on a virtual\n\
+             clock (the emulator's own time on this machine is not counted)\n\n"
         );
     }
     out.push_str(&crate::legend::legend(if wide {

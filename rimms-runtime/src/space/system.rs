@@ -36,6 +36,8 @@ pub(crate) struct SpaceEntry<H> {
     /// copy planner and the scheduler rank by this when it is set.
     measured: OnceLock<LinkModel>,
     simulate: bool,
+    /// Copies over the link charge the virtual clock instead of waiting ([`crate::vclock`]).
+    virtual_clock: bool,
     /// Copies to and from this space fail (fault injection): set by `SimConfig::fail_copies`,
     /// switched by `Runtime::inject_copy_faults`.
     fail_copies: AtomicBool,
@@ -58,6 +60,7 @@ impl<H> SpaceEntry<H> {
             link: None,
             measured: OnceLock::new(),
             simulate: false,
+            virtual_clock: false,
             fail_copies: AtomicBool::new(false),
             residents: Residents::default(),
             host_mapped: true,
@@ -82,6 +85,14 @@ impl<H> SpaceEntry<H> {
     #[must_use]
     pub(crate) fn simulated(mut self, on: bool) -> Self {
         self.simulate = on;
+        self
+    }
+
+    /// Copies over the link charge their modelled time to the virtual clock and their wall
+    /// time is excluded (an emulated FPGA under a timing model), instead of waiting it out.
+    #[must_use]
+    pub(crate) fn virtual_clock(mut self, on: bool) -> Self {
+        self.virtual_clock = on;
         self
     }
 
@@ -526,9 +537,20 @@ impl<H> MemorySystem<H> {
             return Err(failed(BackendError::InjectedFault("copy")));
         }
         let started = Instant::now();
-        self.move_bytes(from, to, src, dst, bytes.clone())
-            .map_err(failed)?;
+        let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
+        let virtual_clock = a.virtual_clock || b.virtual_clock;
+        let moved = || self.move_bytes(from, to, src, dst, bytes.clone());
+        if virtual_clock {
+            crate::vclock::exclude(moved).map_err(failed)?;
+        } else {
+            moved().map_err(failed)?;
+        }
         let pending = match self.link(from, to) {
+            Some((link, true)) if virtual_clock => {
+                // The modelled copy counts on the virtual clock; nothing to wait out.
+                crate::vclock::charge(link.duration(bytes.len()));
+                Pending::NONE
+            }
             Some((link, true)) => {
                 let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
                 let links = [a, b].map(|s| s.link.is_some().then_some(&s.busy));

@@ -126,6 +126,10 @@ impl FpgaParts {
                     .map_err(|e| {
                         Error::Config(format!("cannot create the emulator's folder: {e}"))
                     })?;
+                if let Some(t) = &layout.timing {
+                    // FPGA time is modelled from here on: frames read the virtual clock.
+                    crate::vclock::enable(t.costs());
+                }
                 let emulator = Emulator::start(dir.path(), &layout)?;
                 let board = Arc::new(FpgaBoard::open(emulator.config())?);
                 Ok(FpgaParts {
@@ -198,6 +202,7 @@ impl Backend for FpgaDevice {
             pool_bytes: range.len(),
             link: link.unwrap_or(LinkModel::ZYNQ_HP),
             simulate: link.is_some(),
+            virtual_clock: link.is_some() && crate::vclock::is_on(),
             fail_copies: false,
             host_mapped: true,
             memory: SpaceBacking::Mapped(MappedMemory {

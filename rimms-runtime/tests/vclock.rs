@@ -1,0 +1,64 @@
+//! The virtual clock against a hand computation from the timing model's constants.
+//!
+//! Its own test binary: the clock is one per process, and no other test may charge it while
+//! this one reads it.
+
+use std::time::Duration;
+
+use num_complex::Complex32;
+use rimms_runtime::backend::fpga::{FpgaParts, FpgaSource, TimingModel};
+use rimms_runtime::vclock;
+use rimms_runtime::FftDirection;
+
+/// One 256-point FFT on `fft0` of an emulated ZCU102 under the zcu102 model charges exactly:
+///
+/// - three syncs of 2,048 bytes (input and output for the device, output for the CPU), each
+///   5 µs + 2,048 B / 2 GB/s = 6,024 ns: 18,072 ns;
+/// - one transfer: 1 µs of DMA start-up + 256 clocks in + 256 of latency + 256 out at 100 MHz:
+///   8,680 ns;
+/// - registers: 11 writes (5 for the GPIO config, 2 per channel for address and LENGTH, 2 IOC
+///   acknowledgements) at 30 ns and 4 reads (the config read-back, the two status reads that
+///   see the transfer done, S2MM LENGTH) at 200 ns: 1,130 ns;
+///
+/// 27,882 ns in all; the inverse adds the 1/N pass over 2,048 bytes at the cached A53 memcpy
+/// rate, 2 µs + 2,048 B / 1.2 GB/s = 3,707 ns. The emulator's own account per core and
+/// channel holds the transfer's parts. However long the emulator took on this machine, the
+/// modelled time is the same every time, and the call's wall time is excluded.
+#[test]
+fn an_emulated_fft_charges_the_hand_computed_model_time() {
+    let mut layout = FpgaSource::default_layout();
+    layout.timing = Some(TimingModel::zcu102());
+    let parts = FpgaParts::open(FpgaSource::Emulated(layout)).unwrap();
+    assert!(vclock::is_on());
+    let acc = &parts.board().accelerators()[0];
+    assert_eq!(acc.name(), "fft0");
+    let input: Vec<Complex32> = (0..256).map(|k| Complex32::new(k as f32, 0.0)).collect();
+    acc.memory().write_complex(0, &input).unwrap();
+    for (dir, want) in [
+        (FftDirection::Forward, 27_882),
+        (FftDirection::Inverse, 27_882 + 3_707),
+    ] {
+        for _ in 0..3 {
+            let before = vclock::read();
+            acc.fft(dir, 256, 1, 0, 4096).unwrap();
+            let after = vclock::read();
+            assert_eq!(
+                before.modelled_until(after),
+                Duration::from_nanos(want),
+                "{dir:?}"
+            );
+            assert!(
+                after.excluded_ns > before.excluded_ns,
+                "the call's wall time is excluded"
+            );
+        }
+    }
+    let emu = parts.emulator().unwrap();
+    let p = emu.modelled("fft0").unwrap();
+    // Six transfers so far (plus none at open: resets move no data).
+    assert_eq!(p.setup, Duration::from_nanos(6 * 1_000));
+    assert_eq!(p.mm2s, Duration::from_nanos(6 * 2_560));
+    assert_eq!(p.core, Duration::from_nanos(6 * 2_560));
+    assert_eq!(p.s2mm, Duration::from_nanos(6 * 2_560));
+    assert_eq!(emu.modelled("zip0").unwrap().total(), Duration::ZERO);
+}
