@@ -41,6 +41,8 @@ pub struct Cell {
     pub bytes: u64,
     pub copies: u64,
     pub allocations: u64,
+    /// Modelled time over the timed frames, by virtual-clock term (zero where not modelled).
+    pub modelled: [Duration; rimms::drivers::vclock::TERMS],
     pub result: AppResult,
 }
 
@@ -108,6 +110,7 @@ fn cell(run: apps::Run<AppResult>) -> Cell {
         bytes: run.total_bytes(),
         copies: run.links.iter().map(|l| l.copies).sum(),
         allocations: run.allocations,
+        modelled: run.modelled,
         times: run.frame_times,
         result: run.result,
     }
@@ -398,6 +401,13 @@ pub fn table(rows: &[Row], frames: usize, model: Option<&str>, wide: bool) -> St
              model's DMA, core, register, cache-maintenance and host-copy times on a virtual\n\
              clock (the emulator's own time on this machine is not counted)\n\n"
         );
+        out += "where an fpga row's frame goes (ms per frame: host work measured here, modelled terms):\n";
+        out += &crate::bench_model::breakdown(rows);
+        out += &format!(
+            "\nthe {model} model beside the paper's ZCU102 figures (docs/fpga-model.md):\n"
+        );
+        out += &crate::bench_model::against_paper(rows);
+        out.push('\n');
     }
     out.push_str(&crate::legend::legend(if wide {
         crate::legend::View::Wide
@@ -533,6 +543,7 @@ pub(crate) fn test_cell(us: &[u64]) -> Cell {
         bytes: 0,
         copies: 0,
         allocations: 0,
+        modelled: Default::default(),
         result: AppResult::Chain(apps::Checksum { checksum: 0.0 }),
     }
 }

@@ -29,13 +29,55 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 static ON: AtomicBool = AtomicBool::new(false);
-static MODELLED_NS: AtomicU64 = AtomicU64::new(0);
+static MODELLED_NS: [AtomicU64; TERMS] = [const { AtomicU64::new(0) }; TERMS];
 static EXCLUDED: Mutex<Excluded> = Mutex::new(Excluded {
     active: 0,
     since: None,
     total_ns: 0,
 });
 static MODEL: OnceLock<ModelCosts> = OnceLock::new();
+
+/// What a piece of modelled time is, so a frame's modelled time can be taken apart (which
+/// term makes the difference between two modes, or between the model and a paper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Term {
+    /// DMA transfers through the cores (the emulator's account).
+    Transfer,
+    /// AXI-Lite register accesses by the driver.
+    Register,
+    /// Cache maintenance of u-dma-buf ranges.
+    Sync,
+    /// Host copies between host memory and a u-dma-buf (the runtime's links, native uploads).
+    Copy,
+    /// The A53 reading and writing a u-dma-buf in place inside a driver call (ZIP staging, the
+    /// inverse FFT's 1/N pass).
+    CpuPass,
+}
+
+/// How many [`Term`]s there are.
+pub const TERMS: usize = 5;
+
+impl Term {
+    /// Every term, in [`Reading::terms`] order.
+    pub const ALL: [Term; TERMS] = [
+        Term::Transfer,
+        Term::Register,
+        Term::Sync,
+        Term::Copy,
+        Term::CpuPass,
+    ];
+
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Term::Transfer => "dma+core",
+            Term::Register => "registers",
+            Term::Sync => "cache sync",
+            Term::Copy => "host copies",
+            Term::CpuPass => "cpu passes",
+        }
+    }
+}
 
 /// The excluded intervals' union so far.
 struct Excluded {
@@ -112,11 +154,11 @@ pub fn costs() -> Option<ModelCosts> {
     is_on().then(|| MODEL.get().copied()).flatten()
 }
 
-/// Adds `d` of modelled time (nothing while the clock is off).
-pub fn charge(d: Duration) {
+/// Adds `d` of modelled time of kind `term` (nothing while the clock is off).
+pub fn charge(term: Term, d: Duration) {
     if is_on() {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        MODELLED_NS.fetch_add(ns, Ordering::AcqRel);
+        MODELLED_NS[term as usize].fetch_add(ns, Ordering::AcqRel);
     }
 }
 
@@ -165,8 +207,8 @@ fn leave() {
 /// The clock's counters at one moment; two of them bracket a frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reading {
-    /// Modelled nanoseconds charged so far.
-    pub modelled_ns: u64,
+    /// Modelled nanoseconds charged so far, by [`Term`] (in [`Term::ALL`] order).
+    pub terms: [u64; TERMS],
     /// Wall nanoseconds excluded so far (finished intervals; a frame reads the clock when no
     /// call of its own is in flight).
     pub excluded_ns: u64,
@@ -175,23 +217,32 @@ pub struct Reading {
 /// The counters now.
 pub fn read() -> Reading {
     Reading {
-        modelled_ns: MODELLED_NS.load(Ordering::Acquire),
+        terms: MODELLED_NS.each_ref().map(|t| t.load(Ordering::Acquire)),
         excluded_ns: lock().total_ns,
     }
 }
 
 impl Reading {
+    /// Modelled nanoseconds charged so far, all terms.
+    pub fn modelled_ns(&self) -> u64 {
+        self.terms.iter().sum()
+    }
+
     /// A frame's time on the virtual clock: its `wall` time less the wall time excluded since
     /// `self`, plus the modelled time charged since `self`, up to `end`.
     pub fn frame_time(self, end: Reading, wall: Duration) -> Duration {
         let excluded = Duration::from_nanos(end.excluded_ns.saturating_sub(self.excluded_ns));
-        let modelled = Duration::from_nanos(end.modelled_ns.saturating_sub(self.modelled_ns));
-        wall.saturating_sub(excluded) + modelled
+        wall.saturating_sub(excluded) + self.modelled_until(end)
     }
 
     /// Modelled time charged between `self` and `end`.
     pub fn modelled_until(self, end: Reading) -> Duration {
-        Duration::from_nanos(end.modelled_ns.saturating_sub(self.modelled_ns))
+        Duration::from_nanos(end.modelled_ns().saturating_sub(self.modelled_ns()))
+    }
+
+    /// Modelled time charged between `self` and `end`, by term (in [`Term::ALL`] order).
+    pub fn terms_until(self, end: Reading) -> [Duration; TERMS] {
+        std::array::from_fn(|i| Duration::from_nanos(end.terms[i].saturating_sub(self.terms[i])))
     }
 }
 
@@ -202,23 +253,27 @@ mod tests {
     #[test]
     fn a_frame_is_wall_less_excluded_plus_modelled() {
         let a = Reading {
-            modelled_ns: 1_000,
+            terms: [1_000, 0, 0, 0, 0],
             excluded_ns: 5_000,
         };
         let b = Reading {
-            modelled_ns: 4_000,
+            terms: [3_000, 0, 2_000, 0, 0],
             excluded_ns: 6_500,
         };
-        // 10 µs wall, 1.5 µs of it excluded, 3 µs modelled: 11.5 µs.
+        // 10 µs wall, 1.5 µs of it excluded, 4 µs modelled: 12.5 µs.
         assert_eq!(
             a.frame_time(b, Duration::from_nanos(10_000)),
-            Duration::from_nanos(11_500)
+            Duration::from_nanos(12_500)
         );
-        assert_eq!(a.modelled_until(b), Duration::from_nanos(3_000));
+        assert_eq!(a.modelled_until(b), Duration::from_nanos(4_000));
+        assert_eq!(
+            a.terms_until(b)[Term::Sync as usize],
+            Duration::from_nanos(2_000)
+        );
         // More excluded than wall (a call that began before the frame): never negative.
         assert_eq!(
             a.frame_time(b, Duration::from_nanos(1_000)),
-            Duration::from_nanos(3_000)
+            Duration::from_nanos(4_000)
         );
     }
 

@@ -468,6 +468,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         .collect::<Result<Vec<_>, AppError>>()?;
     let n = bodies.len();
     let mut times: Vec<Vec<Duration>> = (0..n).map(|_| Vec::new()).collect();
+    let mut modelled = vec![[Duration::ZERO; vclock::TERMS]; n];
     let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
     let mut timed_since = None;
     for i in 0..warmup + frames {
@@ -494,9 +495,14 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             let clock = vclock::read();
             let start = Instant::now();
             let result = bodies[k]()?;
-            let elapsed = clock.frame_time(vclock::read(), start.elapsed());
+            let wall = start.elapsed();
+            let end = vclock::read();
+            let elapsed = clock.frame_time(end, wall);
             if i >= warmup {
                 times[k].push(elapsed);
+                for (sum, d) in modelled[k].iter_mut().zip(clock.terms_until(end)) {
+                    *sum += d;
+                }
             }
             results[k] = Some(result);
         }
@@ -506,7 +512,13 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     }
     drop(bodies);
     let mut out = Vec::with_capacity(n);
-    for (((setup, opts), frame_times), result) in setups.iter().zip(runs).zip(times).zip(results) {
+    for ((((setup, opts), frame_times), result), modelled) in setups
+        .iter()
+        .zip(runs)
+        .zip(times)
+        .zip(results)
+        .zip(modelled)
+    {
         let (links, allocations, evictions) = match setup {
             Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new()),
             Setup::Managed(rt) => {
@@ -546,6 +558,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             links,
             allocations,
             evictions,
+            modelled,
             result,
         });
     }

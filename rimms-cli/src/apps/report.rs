@@ -54,6 +54,9 @@ pub struct Run<R> {
     pub allocations: u64,
     /// Spaces that evicted blocks over the run (a pool too small for the working set).
     pub evictions: Vec<Eviction>,
+    /// Modelled time over the timed frames, by term of the virtual clock (all zero where
+    /// nothing is modelled): where an FPGA row's modelled time goes.
+    pub modelled: [Duration; rimms::drivers::vclock::TERMS],
     /// The last frame's result.
     pub result: R,
 }
@@ -100,6 +103,7 @@ impl<R> Run<R> {
             links: self.links,
             allocations: self.allocations,
             evictions: self.evictions,
+            modelled: self.modelled,
             result: f(self.result),
         }
     }

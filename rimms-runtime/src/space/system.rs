@@ -548,7 +548,7 @@ impl<H> MemorySystem<H> {
         let pending = match self.link(from, to) {
             Some((link, true)) if virtual_clock => {
                 // The modelled copy counts on the virtual clock; nothing to wait out.
-                crate::vclock::charge(link.duration(bytes.len()));
+                crate::vclock::charge(crate::vclock::Term::Copy, link.duration(bytes.len()));
                 Pending::NONE
             }
             Some((link, true)) => {

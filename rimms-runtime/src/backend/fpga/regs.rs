@@ -231,7 +231,7 @@ thread_local! {
 /// A modelled access time: charged to the virtual clock when it runs, else waited out.
 fn take_time(d: Duration) {
     if crate::vclock::is_on() {
-        crate::vclock::charge(d);
+        crate::vclock::charge(crate::vclock::Term::Register, d);
     } else {
         spin_for(d);
     }

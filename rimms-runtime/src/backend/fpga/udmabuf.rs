@@ -429,7 +429,7 @@ impl Udmabuf {
         }
         // Under a timing model the request costs its modelled time, not the emulator's.
         if let Some(c) = crate::vclock::costs() {
-            crate::vclock::charge(c.sync(len));
+            crate::vclock::charge(crate::vclock::Term::Sync, c.sync(len));
         }
         crate::vclock::exclude(|| self.sync_request(which, offset, len, dir))
     }
@@ -624,7 +624,10 @@ impl Udmabuf {
     /// copy's worth at the buffer's cached or uncached memcpy rate).
     fn charge_cpu_pass(&self, bytes: usize) {
         if let Some(c) = crate::vclock::costs() {
-            crate::vclock::charge(c.copy(bytes, self.cache == CacheMode::Cached));
+            crate::vclock::charge(
+                crate::vclock::Term::CpuPass,
+                c.copy(bytes, self.cache == CacheMode::Cached),
+            );
         }
     }
 }

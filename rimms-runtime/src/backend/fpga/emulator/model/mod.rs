@@ -699,7 +699,7 @@ impl AccelModel {
         // With the virtual clock on, the modelled time is charged to it (before the transfer
         // can complete, so the driver's call sees it) and not waited out here.
         let wait = if crate::vclock::is_on() {
-            crate::vclock::charge(modelled);
+            crate::vclock::charge(crate::vclock::Term::Transfer, modelled);
             Duration::ZERO
         } else {
             modelled

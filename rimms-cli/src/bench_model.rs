@@ -1,0 +1,95 @@
+//! The modelled FPGA rows of `rimms bench --fpga-timing` taken apart by term of the virtual
+//! clock, and held against the RIMMS paper's ZCU102 figures.
+//!
+//! Why: a ratio alone does not say why the model and the paper differ. Each mode's frame is
+//! the host's own measured work plus modelled terms (DMA and core, registers, cache
+//! maintenance, host copies into and out of the u-dma-buf, A53 passes over it inside a driver
+//! call); printing them side by side shows which term separates baseline from rimms, rimms
+//! from native, and the model from the paper (docs/fpga-model.md discusses the figures).
+
+use crate::bench::{ms, Cell, Ratio, Row};
+use rimms::drivers::vclock::{Term, TERMS};
+use std::time::Duration;
+
+/// The paper's ZCU102 figures (RIMMS, CPU + FPGA, against CEDR's copy-at-every-call
+/// baseline): the chain, its baseline and RIMMS times where the paper gives them, the speedup,
+/// and the bench row that stands for it (`None`: no row here runs that chain).
+pub const PAPER: [(&str, Option<(f64, f64)>, f64, Option<(&str, &str)>); 3] = [
+    (
+        "2FFT FPGA-FPGA",
+        Some((604.78, 132.13)),
+        4.58,
+        Some(("2fft", "fpga")),
+    ),
+    // FFT on the CPU, inverse on the FPGA: no mapping here splits the two FFTs of a chain
+    // (fpga-cpu runs both FFTs on the FPGA and the ZIPs on the CPU).
+    ("2FFT CPU-FPGA", Some((638.59, 486.21)), 1.31, None),
+    ("FZF (best case)", None, 1.82, Some(("fzf", "fpga"))),
+];
+
+/// Mean per timed frame of a cell: (host's own work, modelled terms).
+fn per_frame(c: &Cell) -> (Duration, [Duration; TERMS]) {
+    let n = c.times.len().max(1) as u32;
+    let total: Duration = c.times.iter().sum();
+    let modelled: Duration = c.modelled.iter().sum();
+    (
+        total.saturating_sub(modelled) / n,
+        c.modelled.map(|d| d / n),
+    )
+}
+
+/// The FPGA rows' frames by term, per mode, in milliseconds per frame.
+pub fn breakdown(rows: &[Row]) -> String {
+    let mut out = format!("{:<11} {:<8} {:<9} {:>8}", "app", "map", "mode", "host");
+    for t in Term::ALL {
+        out += &format!(" {:>11}", t.name());
+    }
+    out += &format!(" {:>9}\n", "total");
+    for r in rows.iter().filter(|r| r.map.starts_with("fpga")) {
+        let modes = [("baseline", Some(&r.baseline)), ("rimms", Some(&r.rimms))]
+            .into_iter()
+            .chain(std::iter::once(("native", r.native.as_ref())));
+        for (mode, cell) in modes {
+            let Some(cell) = cell else { continue };
+            let (host, terms) = per_frame(cell);
+            out += &format!(
+                "{:<11} {:<8} {:<9} {:>8.3}",
+                r.app.name(),
+                r.map,
+                mode,
+                ms(host)
+            );
+            for t in terms {
+                out += &format!(" {:>11.3}", ms(t));
+            }
+            out += &format!(" {:>9.3}\n", ms(host + terms.iter().sum::<Duration>()));
+        }
+    }
+    out
+}
+
+/// The modelled speedups beside the paper's.
+pub fn against_paper(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:<16} {:<11} {:>15} {:>22}\n",
+        "paper chain", "row here", "model speedup", "paper (ZCU102)"
+    );
+    for (chain, times, speedup, row) in PAPER {
+        let found = row.and_then(|(app, map)| {
+            rows.iter()
+                .find(|r| r.app.name() == app && r.map == map)
+                .map(|r| (format!("{app} {map}"), Ratio::of(&r.baseline, &r.rimms)))
+        });
+        let (name, model) = match found {
+            Some((name, ratio)) => (name, format!("{:.2}x", ratio.median)),
+            None if row.is_none() => ("none".to_string(), "-".to_string()),
+            None => ("not run".to_string(), "-".to_string()),
+        };
+        let paper = match times {
+            Some((base, rimms)) => format!("{speedup:.2}x ({base:.2} → {rimms:.2} ms)"),
+            None => format!("up to {speedup:.2}x"),
+        };
+        out += &format!("{chain:<16} {name:<11} {model:>15} {paper:>22}\n");
+    }
+    out
+}
