@@ -337,3 +337,56 @@ fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32])
     acc.zip_in_pieces(op, out.len(), a, b, o)
         .map_err(|e| ctx.error("zip", e))
 }
+
+/// The `accepts` check of `zip_rows` on an FPGA: whole rows, and the operation on one row as
+/// [`zip_fits`] checks it (the kernel runs one row at a time, each split as a ZIP is).
+fn zip_rows_fits(
+    dev: &DeviceCtx<'_>,
+    op: ZipOp,
+    a: usize,
+    row: usize,
+    out: usize,
+) -> std::result::Result<(), Refusal> {
+    if row == 0 || a % row != 0 || out != a {
+        return Err(Refusal::new(format!(
+            "zip_rows of {a} elements by a row of {row} into {out}: not whole rows"
+        )));
+    }
+    zip_fits(dev, op, row, row, row)
+}
+
+/// `out[r] = a[r] op row` on the ZIP core, one row at a time: each row of `a` and the shared
+/// row are one ZIP (staged into one packet by the driver, as any ZIP whose inputs are apart).
+#[rimms_macros::kernel(api = apis::zip_rows, device = fpga, accepts = zip_rows_fits)]
+fn zip_rows(
+    ctx: &KernelCtx,
+    op: ZipOp,
+    a: &[C32],
+    row: &[C32],
+    #[out] out: &mut [C32],
+) -> Result<()> {
+    let acc = accelerator(ctx)?;
+    let len = row.len();
+    if len == 0 || a.len() % len != 0 || out.len() != a.len() {
+        return Err(ctx.error(
+            "zip_rows",
+            BackendError::Invalid(format!(
+                "{} elements by a row of {len} into {}: not whole rows",
+                a.len(),
+                out.len()
+            )),
+        ));
+    }
+    let (a_at, row_at, out_at) = (
+        offset_of(ctx, acc, a)?,
+        offset_of(ctx, acc, row)?,
+        offset_of(ctx, acc, out)?,
+    );
+    let row_bytes = std::mem::size_of_val(row);
+    for r in 0..a.len() / len {
+        let at = r * row_bytes;
+        acc.zip_in_pieces(op, len, a_at + at, row_at, out_at + at)
+            .map_err(|e| ctx.error("zip_rows", e))?;
+    }
+    Ok(())
+}
