@@ -60,11 +60,18 @@ impl FpgaSource {
                 layout.strict = Self::strict_from_env()?;
                 if let Some(name) = std::env::var_os(TIMING_ENV) {
                     let name = name.to_string_lossy();
-                    layout.timing = Some(TimingModel::by_name(&name).ok_or_else(|| {
+                    let model = TimingModel::by_name(&name).ok_or_else(|| {
                         Error::Config(format!(
-                            "{TIMING_ENV}={name}: no such timing model (known: zcu102)"
+                            "{TIMING_ENV}={name}: no such timing model (known: {})",
+                            TimingModel::NAMES
                         ))
-                    })?);
+                    })?;
+                    if model.uncached_udmabuf {
+                        for u in &mut layout.udmabufs {
+                            u.cache = CacheMode::Uncached;
+                        }
+                    }
+                    layout.timing = Some(model);
                 }
                 Ok(FpgaSource::Emulated(layout))
             }

@@ -48,6 +48,11 @@ pub struct TimingModel {
     /// Cache maintenance by line over the range (clean or invalidate by VA), bytes per second.
     #[serde(default = "default_sync_bps")]
     pub sync_bps: f64,
+    /// The u-dma-buf is mapped uncached (opened `O_SYNC`, as CEDR's drivers open it): no cache
+    /// maintenance, and every A53 copy into or out of it, and every pass over it inside a
+    /// driver call, runs at `cpu_copy_uncached_bps`.
+    #[serde(default)]
+    pub uncached_udmabuf: bool,
 }
 
 fn default_sync_call_ns() -> u64 {
@@ -94,6 +99,17 @@ impl TimingModel {
             register_read_ns: 200,
             sync_call_ns: default_sync_call_ns(),
             sync_bps: default_sync_bps(),
+            uncached_udmabuf: false,
+        }
+    }
+
+    /// [`TimingModel::zcu102`] with the u-dma-buf mapped uncached, as CEDR maps it (`O_SYNC`
+    /// on `/dev/udmabufN`): the condition under which the paper's baseline copies ran.
+    pub fn zcu102_uncached() -> Self {
+        Self {
+            name: "zcu102-uncached".to_owned(),
+            uncached_udmabuf: true,
+            ..Self::zcu102()
         }
     }
 
@@ -108,10 +124,15 @@ impl TimingModel {
         }
     }
 
-    /// A model by name (`zcu102`), for command lines and environment variables.
+    /// The names [`TimingModel::by_name`] knows.
+    pub const NAMES: &'static str = "zcu102, zcu102-uncached";
+
+    /// A model by name (`zcu102`, `zcu102-uncached`), for command lines and environment
+    /// variables.
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "zcu102" => Some(Self::zcu102()),
+            "zcu102-uncached" => Some(Self::zcu102_uncached()),
             _ => None,
         }
     }
@@ -192,6 +213,7 @@ mod tests {
             Duration::from_nanos(1_000 + 30_720)
         );
         assert!(TimingModel::by_name("zcu102").is_some());
+        assert!(TimingModel::by_name("zcu102-uncached").is_some_and(|m| m.uncached_udmabuf));
         assert!(TimingModel::by_name("vcu128").is_none());
     }
 }
