@@ -1,7 +1,8 @@
 //! The board as runtime devices: every accelerator instance is a device `fpga(n)`, all of them
 //! sharing their u-dma-buf as one memory space that the CPU maps too. The built-in `fft`,
-//! `fft_in_place` and `zip` APIs run on them; the kernels hand the accelerators offsets into
-//! that space, so data an FPGA kernel uses never leaves it.
+//! `fft_in_place`, `zip` and `zip_rows` (one row at a time on the ZIP core) APIs run on them;
+//! the kernels hand the accelerators offsets into that space, so data an FPGA kernel uses
+//! never leaves it.
 
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
