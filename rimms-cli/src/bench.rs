@@ -507,6 +507,12 @@ pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
             "bytes": c.bytes,
             "copies": c.copies,
             "allocations": c.allocations,
+            // Per timed frame, by virtual-clock term (zero where nothing is modelled).
+            "modelled_ms": rimms::drivers::vclock::Term::ALL
+                .iter()
+                .zip(&c.modelled)
+                .map(|(t, d)| (t.name().to_string(), serde_json::json!(ms(*d) / c.times.len().max(1) as f64)))
+                .collect::<serde_json::Map<_, _>>(),
         })
     };
     let items: Vec<serde_json::Value> = rows

@@ -93,3 +93,36 @@ pub fn against_paper(rows: &[Row]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::App;
+    use crate::bench::test_row;
+
+    /// A 2fft fpga row of 10 ms baseline and 4 ms rimms frames, 3 ms of them modelled DMA and
+    /// 1 ms modelled copies in baseline: the breakdown shows host = frame − modelled per mode,
+    /// and the paper table puts the row's speedup (2.50x) beside 4.58x, with a dash for the
+    /// chain no row runs.
+    #[test]
+    fn rows_are_taken_apart_and_set_beside_the_paper() {
+        let mut row = test_row(&[10_000; 2], &[4_000; 2]);
+        row.app = App::TwoFft;
+        row.map = "fpga";
+        let ms = Duration::from_millis;
+        row.baseline.modelled = [ms(6), ms(0), ms(0), ms(2), ms(0)];
+        row.rimms.modelled = [ms(6), ms(0), ms(0), ms(0), ms(0)];
+        let b = breakdown(std::slice::from_ref(&row));
+        let lines: Vec<&str> = b.lines().collect();
+        assert_eq!(lines.len(), 3, "{b}");
+        // Baseline: 2 frames of 10 ms, 8 ms modelled in all: host 6 ms a frame.
+        assert!(lines[1].contains("baseline     6.000       3.000"), "{b}");
+        assert!(lines[1].ends_with("10.000"), "{b}");
+        assert!(lines[2].contains("rimms        1.000       3.000"), "{b}");
+        let p = against_paper(&[row]);
+        assert!(p.contains("2fft fpga             2.50x"), "{p}");
+        assert!(p.contains("4.58x (604.78 → 132.13 ms)"), "{p}");
+        assert!(p.contains("2FFT CPU-FPGA    none"), "{p}");
+        assert!(p.contains("fzf fpga") || p.contains("not run"), "{p}");
+    }
+}

@@ -592,6 +592,11 @@ fn fpga_timing_labels_the_fpga_rows_as_modelled() {
         })
         .collect();
     assert!(rows.len() >= 4, "{stdout}");
+    // Each cell's modelled time by term; the emulated ZIPs' DMA time is there.
+    assert!(
+        stdout.contains("\"modelled_ms\":{\"cache sync\""),
+        "{stdout}"
+    );
     for (map, modelled) in &rows {
         let want = if map.starts_with("\"fpga") {
             "\"zcu102\""
@@ -617,6 +622,15 @@ fn fpga_timing_labels_the_fpga_rows_as_modelled() {
         ),
         "{stdout}"
     );
+    // The FPGA rows taken apart by term, and the model beside the paper's figures.
+    for line in [
+        "zip3x       fpga     rimms",
+        "dma+core",
+        "the zcu102 model beside the paper's ZCU102 figures",
+        "2FFT FPGA-FPGA   not run",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing: {stdout}");
+    }
     let (_, stdout, _) = run(rimms()
         .env_remove("RIMMS_FPGA_TIMING")
         .args(["bench", "--frames", "1", "--app", "zip3x"]));
