@@ -3,6 +3,8 @@
 //! Its own test binary: the clock is one per process, and no other test may charge it while
 //! this one reads it.
 
+#![cfg(feature = "fpga-emulator")]
+
 use std::time::Duration;
 
 use num_complex::Complex32;
