@@ -5,7 +5,7 @@
 
 #![cfg(feature = "fpga-emulator")]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use num_complex::Complex32;
 use rimms_runtime::backend::fpga::{FpgaParts, FpgaSource, TimingModel};
@@ -63,4 +63,26 @@ fn an_emulated_fft_charges_the_hand_computed_model_time() {
     assert_eq!(p.core, Duration::from_nanos(6 * 2_560));
     assert_eq!(p.s2mm, Duration::from_nanos(6 * 2_560));
     assert_eq!(emu.modelled("zip0").unwrap().total(), Duration::ZERO);
+
+    // However long the emulator takes (here at least 2 ms a transfer), the charge is the same
+    // and that wall time is excluded: a frame around the call is the rest of its wall time
+    // plus the modelled 27,882 ns.
+    let mut slow = FpgaSource::default_layout();
+    slow.timing = Some(TimingModel::zcu102());
+    slow.transfer_floor_us = 2_000;
+    let slow = FpgaParts::open(FpgaSource::Emulated(slow)).unwrap();
+    let acc = &slow.board().accelerators()[0];
+    acc.memory().write_complex(0, &input).unwrap();
+    let started = Instant::now();
+    let before = vclock::read();
+    acc.fft(FftDirection::Forward, 256, 1, 0, 4096).unwrap();
+    let after = vclock::read();
+    let wall = started.elapsed();
+    assert_eq!(before.modelled_until(after), Duration::from_nanos(27_882));
+    assert!(after.excluded_ns - before.excluded_ns >= 2_000_000);
+    let frame = before.frame_time(after, wall);
+    assert!(
+        frame + Duration::from_micros(1_900) < wall,
+        "{frame:?} of {wall:?}"
+    );
 }
