@@ -123,10 +123,11 @@ impl ModelCosts {
     }
 }
 
-/// `bytes` at `bps`, rounded to the nanosecond (so a hand computation matches exactly).
+/// `bytes` at `bps`, cut to whole nanoseconds as `LinkModel::cost_ns` cuts a link's copy (one
+/// convention for every modelled copy, and a hand computation matches exactly).
 fn per_byte(bytes: usize, bps: f64) -> Duration {
     if bps > 0.0 {
-        Duration::from_nanos((bytes as f64 * 1e9 / bps).round() as u64)
+        Duration::from_nanos((bytes as f64 * 1e9 / bps) as u64)
     } else {
         Duration::ZERO
     }
