@@ -128,12 +128,7 @@ impl FpgaParts {
             }),
             #[cfg(feature = "fpga-emulator")]
             FpgaSource::Emulated(layout) => {
-                let dir = tempfile::Builder::new()
-                    .prefix("rimms-fpga-emu")
-                    .tempdir()
-                    .map_err(|e| {
-                        Error::Config(format!("cannot create the emulator's folder: {e}"))
-                    })?;
+                let dir = emulator_folder()?;
                 if let Some(t) = &layout.timing {
                     // FPGA time is modelled from here on: frames read the virtual clock.
                     crate::vclock::enable(t.costs());
@@ -170,6 +165,30 @@ impl FpgaParts {
             })
             .collect()
     }
+}
+
+/// Where the emulator's files go: under `$TMPDIR` where it is set (the user's choice), else
+/// under `/dev/shm` where it exists (RAM, as a board's u-dma-buf is), else the system's
+/// temporary folder. A u-dma-buf file on a disk-backed `/tmp` has its dirty pages written back
+/// and write-protected by the kernel, and the next CPU write to each page faults: a cost of
+/// this machine's file system that host code writing the buffer in place (rimms's and
+/// native's FPGA modes) paid and the board does not (issue 31).
+#[cfg(feature = "fpga-emulator")]
+fn emulator_folder() -> Result<tempfile::TempDir> {
+    let builder = || {
+        let mut b = tempfile::Builder::new();
+        b.prefix("rimms-fpga-emu");
+        b
+    };
+    let shm = std::path::Path::new("/dev/shm");
+    if std::env::var_os("TMPDIR").is_none_or(|t| t.is_empty()) && shm.is_dir() {
+        if let Ok(dir) = builder().tempdir_in(shm) {
+            return Ok(dir);
+        }
+    }
+    builder()
+        .tempdir()
+        .map_err(|e| Error::Config(format!("cannot create the emulator's folder: {e}")))
 }
 
 /// One accelerator instance as a runtime device.
