@@ -169,10 +169,10 @@ impl FpgaParts {
 
 /// Where the emulator's files go: under `$TMPDIR` where it is set (the user's choice), else
 /// under `/dev/shm` where it exists (RAM, as a board's u-dma-buf is), else the system's
-/// temporary folder. A u-dma-buf file on a disk-backed `/tmp` has its dirty pages written back
-/// and write-protected by the kernel, and the next CPU write to each page faults: a cost of
-/// this machine's file system that host code writing the buffer in place (rimms's and
-/// native's FPGA modes) paid and the board does not (issue 31).
+/// temporary folder. With the u-dma-buf file on a disk-backed `/tmp`, host code that writes
+/// the buffer in place (rimms's and native's FPGA modes) ran measurably slower than in RAM
+/// (likely page faults after the kernel's writeback): a cost of this machine's file system
+/// that the board does not have (issue 31, docs/fpga-model.md).
 #[cfg(feature = "fpga-emulator")]
 fn emulator_folder() -> Result<tempfile::TempDir> {
     let builder = || {
