@@ -360,10 +360,17 @@ pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
-/// Whether a row's times come from the emulator's timing model rather than from hardware.
+/// Whether a row's times come from the emulator's timing model rather than from hardware:
+/// an FPGA row under a model, unless none of its modes charged any modelled time (a mapping
+/// that puts none of the app's steps on the FPGA, such as zip3x on fpga-cpu, is measured on
+/// this machine like any CPU row).
 fn is_modelled(row: &Row, model: Option<&str>) -> Option<String> {
     let fpga = row.map.starts_with("fpga");
-    model.filter(|_| fpga).map(str::to_string)
+    let charged = [&row.baseline, &row.rimms, &row.unmerged]
+        .into_iter()
+        .chain(row.native.as_ref())
+        .any(|c| c.modelled.iter().any(|d| !d.is_zero()));
+    model.filter(|_| fpga && charged).map(str::to_string)
 }
 
 /// The table; `model` names the FPGA emulator's timing model when its rows are modelled.

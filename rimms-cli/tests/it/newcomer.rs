@@ -554,7 +554,8 @@ fn a_bad_image_path_fails_before_sar_runs() {
 }
 
 /// `--fpga-timing zcu102` runs the emulator with its timing model and labels exactly the FPGA
-/// rows as modelled, in the JSON and under the table; an unknown model is refused up front.
+/// rows with modelled time as modelled, in the JSON and under the table; an unknown model is
+/// refused up front.
 #[test]
 fn fpga_timing_labels_the_fpga_rows_as_modelled() {
     let (code, _, stderr) = rimms_args(&["bench", "--fpga-timing", "vcu128", "--frames", "1"]);
@@ -598,7 +599,8 @@ fn fpga_timing_labels_the_fpga_rows_as_modelled() {
         "{stdout}"
     );
     for (map, modelled) in &rows {
-        let want = if map.starts_with("\"fpga") {
+        // zip3x on fpga-cpu runs its ZIPs on the CPU: nothing of it is modelled.
+        let want = if map == "\"fpga\"" {
             "\"zcu102\""
         } else {
             "null"
