@@ -128,6 +128,9 @@ pub use rimms_runtime::FpgaSource;
 pub use rimms_runtime::{Device, ExecMode, Runtime, RuntimeBuilder, SimConfig};
 // Managed data.
 pub use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
+// Secure buffers (`HeteData::alloc_secure`): the key, and a fragment's seal for a layer that
+// moves sealed runs itself.
+pub use rimms_runtime::{Prefetch, Seal, SecureKey, SECURE_KEY_BYTES};
 // Memory spaces and links, by name or id.
 pub use rimms_runtime::{LinkModel, SpaceId, SpaceName, SpaceSet};
 // The built-in APIs and what each device runs.

@@ -60,21 +60,12 @@ pub fn legend(view: View) -> String {
         if !views.contains(&view) {
             continue;
         }
-        let mut line = format!("{term:<indent$}");
-        let mut fresh = true;
-        for word in text.split(' ') {
-            if !fresh && line.chars().count() + 1 + word.chars().count() > WIDTH {
-                lines.push(line);
-                line = " ".repeat(indent);
-                fresh = true;
-            }
-            if !fresh {
-                line.push(' ');
-            }
-            line.push_str(word);
-            fresh = false;
-        }
-        lines.push(line);
+        let head = format!("{term:<indent$}");
+        let hang = " ".repeat(indent);
+        let options = textwrap::Options::new(WIDTH)
+            .initial_indent(&head)
+            .subsequent_indent(&hang);
+        lines.extend(textwrap::wrap(text, options).into_iter().map(String::from));
     }
     if view == Table {
         lines.push("--wide adds native and unmerged times, vs native, fastest–slowest, minimum and allocations".to_string());

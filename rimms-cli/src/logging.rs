@@ -1,36 +1,22 @@
 //! The command's log on standard error: the level `-q` / `-v` ask for (`RUST_LOG` overrides),
-//! and a count, instead of a line each, of merged calls that failed and ran again one by one.
+//! without the runtime's warning per merged call that failed and ran again one by one.
 //!
 //! Under memory pressure (`--pool`) a merged call over many rows can fail to fit where its
 //! rows one at a time do; the runtime warns and runs them singly. A run that succeeds printed
 //! one warning of some 400 characters per such call, tens of them; the run's output now says
-//! how many in one line, and `-v` still shows each with its reason.
+//! how many in one line (the runtime counts them: `ApiStats::merge_retries`), and `-v` still
+//! shows each with its reason.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use tracing_subscriber::filter::{EnvFilter, Targets};
-use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::filter::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::Layer;
 
 /// Where the runtime warns of a merged call run again one by one.
 const MERGE_TARGET: &str = "rimms_runtime::kernel::merge";
 
-/// Merged calls that failed and ran again one by one, so far.
-static MERGE_RETRIES: AtomicU64 = AtomicU64::new(0);
-
-/// Counts the runtime's warnings that a merged call ran again one by one.
-struct CountRetries;
-
-impl<S: tracing::Subscriber> Layer<S> for CountRetries {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if *event.metadata().level() == tracing::Level::WARN {
-            MERGE_RETRIES.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
 /// The filter for `-q` / `-v` (`verbose` counts the v's): the retries' warnings are left to
-/// [`merge_retries`] unless asked for with `-v` or more.
+/// the run's count of them unless asked for with `-v` or more.
 pub fn default_filter(quiet: bool, verbose: u8) -> String {
     match (quiet, verbose) {
         (true, _) => "error".to_string(),
@@ -48,16 +34,6 @@ pub fn init(default: &str, colour: bool) {
         .with_ansi(colour)
         .with_writer(std::io::stderr)
         .with_filter(filter);
-    let retries =
-        CountRetries.with_filter(Targets::new().with_target(MERGE_TARGET, tracing::Level::WARN));
     // A second subscriber (none is set elsewhere) would only lose the log, never the run.
-    let _ = tracing_subscriber::registry()
-        .with(log)
-        .with(retries)
-        .try_init();
-}
-
-/// How many merged calls failed and ran again one by one since the log was set up.
-pub fn merge_retries() -> u64 {
-    MERGE_RETRIES.load(Ordering::Relaxed)
+    let _ = tracing_subscriber::registry().with(log).try_init();
 }

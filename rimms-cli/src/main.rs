@@ -538,7 +538,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         text.push('\n');
     }
     if let Some(note) = outcome.note {
-        text += note;
+        text += &textwrap::fill(note, rimms_cli::legend::WIDTH);
         text.push('\n');
     }
     let links: Vec<String> = run
@@ -563,7 +563,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             rimms_cli::human::bytes(e.written_back_bytes)
         );
     }
-    let retries = rimms_cli::logging::merge_retries();
+    let retries = run.merge_retries;
     if retries > 0 {
         text += &format!(
             "{} did not fit and ran again one call a row (-v says why)\n",

@@ -26,7 +26,7 @@ mod distribution;
 mod table;
 pub mod transport;
 
-pub use cluster::{on_threads, Cluster, ClusterError, DistData};
+pub use cluster::{on_threads, Cluster, ClusterError, DistData, SEAL_BYTES};
 pub use distribution::{
     corner_turn_bytes, owner_computes, transpose_bytes, Distribution, Span, DISTRIBUTION_NAMES,
 };

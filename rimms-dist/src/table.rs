@@ -15,7 +15,11 @@ use std::ops::Range;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct State {
+    /// The rank that serves it when several hold it: its owner, or a replicated buffer's
+    /// lowest rank.
     owner: Rank,
+    /// Every rank the distribution gives it to: one, or every rank of a replicated buffer.
+    owners: RankSet,
     valid: RankSet,
 }
 
@@ -74,10 +78,12 @@ impl RankTable {
         let frags = (0..rows)
             .flat_map(|row| {
                 // A replicated row's owner is the lowest rank: any holder may serve it.
-                let owner = dist.owners(row, rows, ranks).first().unwrap_or(Rank(0));
+                let owners = dist.owners(row, rows, ranks);
+                let owner = owners.first().unwrap_or(Rank(0));
                 std::iter::repeat_n(
                     State {
                         owner,
+                        owners,
                         valid: RankSet::all(ranks),
                     },
                     frags_per_row,
@@ -102,9 +108,14 @@ impl RankTable {
         self.frags.get(frag).map(|s| s.valid)
     }
 
-    /// The owner of fragment `frag`.
+    /// The owner of fragment `frag`: the rank that serves it where several hold it.
     pub fn owner(&self, frag: usize) -> Option<Rank> {
         self.frags.get(frag).map(|s| s.owner)
+    }
+
+    /// The ranks the distribution gives fragment `frag` to.
+    pub fn owners(&self, frag: usize) -> Option<RankSet> {
+        self.frags.get(frag).map(|s| s.owners)
     }
 
     fn check(&self, rank: Rank, frags: &Range<usize>) -> Result<(), DistError> {
@@ -193,11 +204,13 @@ impl RankTable {
     }
 
     /// Forgets every copy but the owners' (StarPU-MPI's cache flush): later reads send again.
-    /// Fragments the owner does not hold are left as they are, so nothing is lost.
+    /// A replicated buffer's copies are all its owners', so it keeps them. Fragments no owner
+    /// holds are left as they are, so nothing is lost.
     pub fn flush(&mut self) {
         for state in &mut self.frags {
-            if state.valid.contains(state.owner) {
-                state.valid = RankSet::only(state.owner);
+            let kept = RankSet(state.valid.0 & state.owners.0);
+            if kept != RankSet::EMPTY {
+                state.valid = kept;
             }
         }
     }

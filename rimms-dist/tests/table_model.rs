@@ -117,11 +117,15 @@ proptest! {
                     twin.mark_written(writers, range).expect("write");
                 }
                 Op::Flush => {
+                    // The owners that hold the newest bytes keep them, everyone else forgets;
+                    // where no owner holds them, nothing changes.
                     for f in 0..len {
-                        let owner = table.owner(f).expect("owner").0 as usize;
-                        if model.held[owner][f] == model.newest[f] {
+                        let owners = table.owners(f).expect("owners");
+                        let owner_holds = (0..ranks)
+                            .any(|r| owners.contains(Rank(r as u16)) && model.held[r][f] == model.newest[f]);
+                        if owner_holds {
                             for r in 0..ranks {
-                                if r != owner {
+                                if !owners.contains(Rank(r as u16)) {
                                     model.held[r][f] = STALE;
                                 }
                             }

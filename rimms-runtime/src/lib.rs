@@ -31,7 +31,10 @@ pub mod vclock;
 pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
-pub use data::{HeteData, HeteSlice, HeteSliceMut, Input, Output, DEFAULT_FRAGMENT_BYTES};
+pub use data::{
+    HeteData, HeteSlice, HeteSliceMut, Input, Output, Prefetch, Seal, SecureKey,
+    DEFAULT_FRAGMENT_BYTES, SECURE_KEY_BYTES,
+};
 pub use hal::BackendError;
 pub use hal::{
     DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx, KernelValue, Refusal, ZipOp,
@@ -64,7 +67,7 @@ pub mod __private {
         i < modes.len() && modes[i] as u8 == mode as u8
     }
 }
-pub use hal::{Device, SpaceId, SpaceName, SpaceSet, Target};
+pub use hal::{Device, DeviceGrain, FragmentRule, SpaceId, SpaceName, SpaceSet, Target};
 pub use num_complex::Complex32;
 pub use runtime::{ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy};

@@ -519,8 +519,8 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         .zip(results)
         .zip(modelled)
     {
-        let (links, allocations, evictions) = match setup {
-            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new()),
+        let (links, allocations, evictions, merge_retries) = match setup {
+            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new(), 0),
             Setup::Managed(rt) => {
                 let stats = rt.stats();
                 let links = stats
@@ -545,7 +545,8 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
                     })
                     .collect();
                 let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
-                (links, allocations, evictions)
+                let retries = stats.apis.iter().map(|a| a.merge_retries).sum();
+                (links, allocations, evictions, retries)
             }
         };
         let result =
@@ -559,6 +560,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             allocations,
             evictions,
             modelled,
+            merge_retries,
             result,
         });
     }

@@ -57,6 +57,8 @@ pub struct Run<R> {
     /// Modelled time over the timed frames, by term of the virtual clock (all zero where
     /// nothing is modelled): where an FPGA row's modelled time goes.
     pub modelled: [Duration; rimms::drivers::vclock::TERMS],
+    /// Merged calls that did not fit (memory pressure) and ran again one call a row.
+    pub merge_retries: u64,
     /// The last frame's result.
     pub result: R,
 }
@@ -104,6 +106,7 @@ impl<R> Run<R> {
             allocations: self.allocations,
             evictions: self.evictions,
             modelled: self.modelled,
+            merge_retries: self.merge_retries,
             result: f(self.result),
         }
     }
@@ -119,13 +122,20 @@ struct RunJson<'a, R> {
     links: &'a [Link],
     allocations: u64,
     evictions: &'a [Eviction],
+    #[serde(skip_serializing_if = "is_zero")]
+    merge_retries: u64,
     result: &'a R,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl<R: Serialize> Run<R> {
     /// The run as one JSON object: `app`, `mode`, `map`, `frames`, `median_ms`, `links`
     /// (`{from, to, copies, bytes}`), `allocations`, `evictions` (`{space, evictions,
-    /// dropped_bytes, written_back_bytes}` for each space that evicted) and `result`.
+    /// dropped_bytes, written_back_bytes}` for each space that evicted), `merge_retries` (merged
+    /// calls run again one call a row, where any were) and `result`.
     pub fn to_json(&self) -> String {
         let json = RunJson {
             app: self.app.name(),
@@ -136,6 +146,7 @@ impl<R: Serialize> Run<R> {
             links: &self.links,
             allocations: self.allocations,
             evictions: &self.evictions,
+            merge_retries: self.merge_retries,
             result: &self.result,
         };
         // Every field is a string, a number or a list of plain structs, all of which

@@ -720,13 +720,43 @@ fn a_run_under_pressure_sums_up_instead_of_warning_per_call() {
         stdout.contains("merged calls did not fit and ran again one call a row (-v says why)"),
         "{stdout}"
     );
+    let summed: u64 = stdout
+        .lines()
+        .find(|l| l.contains("merged calls did not fit"))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a count of merged calls run again");
     let verbose: Vec<&str> = ["-v"].into_iter().chain(args).collect();
     let (code, _, stderr) = rimms_args(&verbose);
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(
-        stderr.contains("its calls run again one by one"),
-        "{stderr}"
-    );
+    // The count is the runtime's, the same as the warnings `-v` shows one by one, and the
+    // same in --json.
+    let warned = stderr.matches("its calls run again one by one").count() as u64;
+    assert_eq!(summed, warned, "{stderr}");
+    let json: Vec<&str> = args.into_iter().chain(["--json"]).collect();
+    let (code, stdout, stderr) = rimms_args(&json);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert_eq!(report["merge_retries"], summed, "{report}");
+}
+
+/// The apps' notes, paragraphs of several hundred characters, wrap at the 100 columns the
+/// output keeps to.
+#[test]
+fn a_runs_note_wraps_at_100_columns() {
+    for app in ["sar", "pulse-doppler"] {
+        let (code, stdout, stderr) = rimms_args(&["run", app, "--frames", "1"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let note: Vec<&str> = stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("note: "))
+            .take_while(|l| !l.starts_with("moved: "))
+            .collect();
+        assert!(note.len() > 1, "{stdout}");
+        for line in note {
+            assert!(line.chars().count() <= 100, "{app}: {line}");
+        }
+    }
 }
 
 /// Issue 32's conventions: 2fft, fzf and zip3x say what they computed and print the

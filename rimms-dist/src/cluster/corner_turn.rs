@@ -7,6 +7,7 @@
 //! the destination's row order, and unpacks what it receives straight into its rows of the
 //! transpose. The bytes are `corner_turn_bytes`'s minimum: the diagonal blocks stay home.
 
+use super::sealed::{open_blocks, seal_blocks, seal_slot, sealing_id};
 use super::{Cluster, ClusterError, DistData, Result};
 use crate::{Distribution, Rank, RankSet};
 use bytemuck::Pod;
@@ -82,12 +83,22 @@ impl Cluster<'_> {
         let (mine, my_cols) = (&src_runs[me], &dst_runs[me]);
         let (n_mine, n_my_cols) = (count(mine), count(my_cols));
         let size = size_of::<T>();
-        let send_counts = (0..ranks)
+        // A secure side seals each block on the wire (the source's key, else the
+        // destination's): its bytes, then a seal in a slot of whole elements.
+        let key = src.key.as_ref().or(dst.key.as_ref()).cloned();
+        let sealing = sealing_id("corner turn", dst.id, dst.entry.borrow().epoch);
+        let with_slot = |len: usize| match &key {
+            Some(_) if len > 0 => len + seal_slot(size),
+            _ => len,
+        };
+        let send_plain: Vec<usize> = (0..ranks)
             .map(|to| (to != me) as usize * count(&dst_runs[to]) * n_mine * size)
             .collect();
-        let recv_counts = (0..ranks)
+        let recv_plain: Vec<usize> = (0..ranks)
             .map(|from| (from != me) as usize * count(&src_runs[from]) * n_my_cols * size)
             .collect();
+        let send_counts = send_plain.iter().map(|&n| with_slot(n)).collect();
+        let recv_counts = recv_plain.iter().map(|&n| with_slot(n)).collect();
         let misaligned = || {
             ClusterError::Shape {
             call: call.clone(),
@@ -130,6 +141,9 @@ impl Cluster<'_> {
                 first_col += theirs.len();
             }
         }
+        if let Some(key) = &key {
+            seal_blocks(key, sealing, &mut send, &send_plain, me).map_err(runtime_error)?;
+        }
         // The diagonal stays home: transposed straight into this rank's rows of `dst` while
         // the other blocks are in flight.
         let mut diagonal_failed = None;
@@ -148,13 +162,24 @@ impl Cluster<'_> {
                 }
             }
         };
-        let (send, received) = self
+        // Sealed blocks are all opened before `dst` is touched, so a block altered on the way
+        // fails the turn with `dst` as it was; then the diagonal waits for them.
+        let overlap = key.is_none();
+        let (send, mut received) = self
             .transport
-            .all_to_all_overlapped(send, recv.reshape(recv_counts), &mut diagonal)
+            .all_to_all_overlapped(send, recv.reshape(recv_counts), &mut || {
+                if overlap {
+                    diagonal()
+                }
+            })
             .map_err(|source| ClusterError::Transport {
                 call: call.clone(),
                 source,
             })?;
+        if let Some(key) = &key {
+            open_blocks(key, sealing, &mut received, &recv_plain, me).map_err(runtime_error)?;
+            diagonal();
+        }
         if let Some(e) = diagonal_failed {
             return Err(runtime_error(e));
         }

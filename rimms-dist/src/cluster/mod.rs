@@ -32,12 +32,15 @@
 //! spaces rather than among them (so its 16-space summary word and fast path stay as they are).
 
 mod corner_turn;
+mod sealed;
 mod store;
 
-use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Transport};
+use crate::{owner_computes, DistError, Distribution, Exchange, Rank, RankTable, Span, Transport};
 use crate::{Fragments, Packed, RankSet, TransportError};
 use bytemuck::Pod;
-use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime};
+use rimms_runtime::{HeteSlice, HeteSliceMut, Runtime, SecureKey};
+pub use sealed::SEAL_BYTES;
+use sealed::{open_message, seal_message, sealing_id};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -169,6 +172,8 @@ pub struct DistData<T: Pod> {
     frag_elems: usize,
     entry: Rc<RefCell<Entry>>,
     store: RowStore<T>,
+    /// A secure buffer's key (`Cluster::alloc_secure`).
+    key: Option<SecureKey>,
 }
 
 impl<T: Pod> fmt::Debug for DistData<T> {
@@ -350,9 +355,37 @@ impl<'t> Cluster<'t> {
         row_len: usize,
         dist: Distribution,
     ) -> Result<DistData<T>> {
+        self.alloc_keyed(rows, row_len, dist, None)
+    }
+
+    /// [`Self::alloc`] of a secure buffer (RIMMS's `hete_Malloc_Secure` across ranks): every
+    /// rank's rows are secure buffers of its runtime under `key` (sealed wherever they leave
+    /// its trusted spaces), and every run of rows a fetch sends is sealed with AES-256-GCM
+    /// before it leaves the rank and authenticated before it lands: the network carries
+    /// ciphertext and one 28-byte seal per fragment, and a run altered on the way is an error
+    /// naming its fragment, never bytes. Every rank passes the same key. A corner turn with a
+    /// secure side seals its packed blocks the same way (`sealed.rs`).
+    pub fn alloc_secure<T: Pod>(
+        &self,
+        rows: usize,
+        row_len: usize,
+        dist: Distribution,
+        key: &SecureKey,
+    ) -> Result<DistData<T>> {
+        self.alloc_keyed(rows, row_len, dist, Some(key))
+    }
+
+    fn alloc_keyed<T: Pod>(
+        &self,
+        rows: usize,
+        row_len: usize,
+        dist: Distribution,
+        key: Option<&SecureKey>,
+    ) -> Result<DistData<T>> {
         let id = self.next_id.get();
+        let secure = if key.is_some() { ", secure" } else { "" };
         let call = self.call(format_args!(
-            "alloc buffer {id}: {rows} rows of {row_len}, {dist:?}"
+            "alloc buffer {id}: {rows} rows of {row_len}, {dist:?}{secure}"
         ));
         let frag_elems = fragment_elems(row_len, size_of::<T>());
         let table = RankTable::fresh(&dist, rows, row_len / frag_elems, self.ranks()).map_err(
@@ -361,12 +394,15 @@ impl<'t> Cluster<'t> {
                 source,
             },
         )?;
-        let store = RowStore::new(&self.rt, &dist, rows, row_len, self.ranks(), self.rank())
+        let (ranks, me) = (self.ranks(), self.rank());
+        let store = RowStore::new(&self.rt, &dist, rows, row_len, ranks, me, key)
             .map_err(|e| self.store_error(&call, e))?;
         self.next_id.set(id + 1);
-        // The buffer's id, shape and distribution: what every rank must have allocated alike.
+        // The buffer's id, shape, distribution and security: what every rank must have
+        // allocated alike.
         let mut hasher = DefaultHasher::new();
-        (id, rows, row_len, format!("{dist:?}"), table.digest()).hash(&mut hasher);
+        let shape = (id, rows, row_len, format!("{dist:?}"), key.is_some());
+        (shape, table.digest()).hash(&mut hasher);
         self.agree(&call, hasher.finish(), true)?;
         let entry = Entry { table, epoch: 0 };
         Ok(DistData {
@@ -377,6 +413,7 @@ impl<'t> Cluster<'t> {
             frag_elems,
             entry: Rc::new(RefCell::new(entry)),
             store,
+            key: key.cloned(),
         })
     }
 
@@ -424,9 +461,60 @@ impl<'t> Cluster<'t> {
         })
     }
 
+    /// `kernel` runs on `rank` alone for `rows` of `out`, whoever owns them (an explicit
+    /// placement overriding owner-computes): that rank first receives the rows' newest bytes
+    /// (a kernel may read what it writes), then every rank records them valid on `rank`
+    /// alone, so a later read of them comes from there. The rows must be one owner's run
+    /// (refused on every rank otherwise, naming the rows).
+    pub fn compute_on<T: Pod>(
+        &self,
+        rank: Rank,
+        out: &mut DistData<T>,
+        rows: Range<usize>,
+        name: &str,
+        mut kernel: impl FnMut(&Runtime, Range<usize>, HeteSliceMut<'_, T>) -> rimms_runtime::Result<()>,
+    ) -> Result<()> {
+        let call = self.call(format_args!(
+            "{name} on rows {rows:?} of buffer {} on {rank}",
+            out.id
+        ));
+        let dist_error = |source| ClusterError::Dist {
+            call: call.clone(),
+            source,
+        };
+        if usize::from(rank.0) >= self.ranks() {
+            return Err(dist_error(DistError::NoSuchRank {
+                rank,
+                ranks: self.ranks(),
+            }));
+        }
+        if rows.end > out.rows || rows.start > rows.end {
+            return Err(dist_error(DistError::OutOfRange {
+                end: rows.end,
+                len: out.rows,
+            }));
+        }
+        // Every rank cuts rows alike, so every rank refuses alike.
+        if !out.store.one_segment(&rows) {
+            return Err(ClusterError::AcrossOwners {
+                buffer: out.id,
+                rows,
+                rank: self.rank(),
+            });
+        }
+        let spans = vec![Span {
+            ranks: RankSet::only(rank),
+            rows,
+        }];
+        self.run_spans(out, spans, &call, |rows, view| {
+            kernel(&self.rt, rows, view).map_err(|e| self.runtime_error(&call, e))
+        })
+    }
+
     /// Owner computes from another buffer's same rows: `kernel` gets this rank's rows of `src`
     /// (which must be here: the owners of `out`'s rows hold them when both are distributed
-    /// alike, or after a fetch) and the same rows of `out`. A map from one distributed buffer
+    /// alike, or after a fetch; and within one owner's run of `src`, as `here` views) and the
+    /// same rows of `out`. A map from one distributed buffer
     /// to another, as the stages of a pipeline are.
     pub fn compute_from<S: Pod, T: Pod>(
         &self,
@@ -457,13 +545,33 @@ impl<'t> Cluster<'t> {
         })
     }
 
-    /// What `compute` and `compute_from` share: run the kernel on this rank's spans, record
-    /// every span's write on every rank, agree.
+    /// What `compute` and `compute_from` share: split the rows by owner, then
+    /// [`Self::run_spans`].
     fn owner_computes<T: Pod>(
         &self,
         out: &mut DistData<T>,
         rows: Range<usize>,
         row_wise: bool,
+        call: &str,
+        kernel: impl FnMut(Range<usize>, HeteSliceMut<'_, T>) -> Result<()>,
+    ) -> Result<()> {
+        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise).map_err(
+            |source| ClusterError::Dist {
+                call: call.into(),
+                source,
+            },
+        )?;
+        self.run_spans(out, spans, call, kernel)
+    }
+
+    /// Runs the kernel on this rank's spans (each one segment's rows), then records every
+    /// span's write on every rank, and agrees. Each rank that runs a span first holds its
+    /// rows' newest bytes, since a kernel may read what it writes: nothing moves where the
+    /// owners hold them (always, unless a placement elsewhere wrote them).
+    fn run_spans<T: Pod>(
+        &self,
+        out: &mut DistData<T>,
+        spans: Vec<Span>,
         call: &str,
         mut kernel: impl FnMut(Range<usize>, HeteSliceMut<'_, T>) -> Result<()>,
     ) -> Result<()> {
@@ -471,12 +579,14 @@ impl<'t> Cluster<'t> {
             call: call.into(),
             source,
         };
-        let spans = owner_computes(&out.dist, out.rows, self.ranks(), rows, row_wise)
-            .map_err(dist_error)?;
+        self.fetch_runs(out, call, |rank| {
+            let runs = spans.iter().filter(|s| s.ranks.contains(rank));
+            runs.map(|s| s.rows.clone()).collect()
+        })?;
         let me = self.rank();
         let mut failed = None;
         for span in spans.iter().filter(|s| s.ranks.contains(me)) {
-            // An owner's span is one of its segments' rows, which it always keeps.
+            // A span is one segment's rows, which the fetch above gave room here.
             let run = match out.store.view_mut(&span.rows) {
                 Some(Ok(view)) => kernel(span.rows.clone(), view),
                 Some(Err(e)) => Err(self.runtime_error(call, e)),
@@ -565,6 +675,10 @@ impl<'t> Cluster<'t> {
                 store: &mut buf.store,
                 per_row: buf.row_len / buf.frag_elems,
                 frag_bytes: buf.frag_elems * size_of::<T>(),
+                sealed: buf
+                    .key
+                    .as_ref()
+                    .map(|key| (key, sealing_id("fetch", buf.id, epoch))),
             };
             crate::execute_on(&*self.transport, &exchange, buf.id, epoch, &mut rows).map_err(
                 |e| match e {
@@ -717,6 +831,8 @@ struct RowBytes<'a, T: Pod> {
     store: &'a mut RowStore<T>,
     per_row: usize,
     frag_bytes: usize,
+    /// A secure buffer's key and the id its seals bind ([`sealing_id`]).
+    sealed: Option<(&'a SecureKey, u64)>,
 }
 
 impl<T: Pod> RowBytes<'_, T> {
@@ -737,7 +853,15 @@ impl<T: Pod> Fragments for RowBytes<'_, T> {
         send: impl FnOnce(&[u8]) -> std::result::Result<(), TransportError>,
     ) -> std::result::Result<(), Moved> {
         let (rows, bytes) = self.rows(&frags);
-        self.store.read_bytes(&rows, |all| Ok(send(&all[bytes])?))
+        let frag_bytes = self.frag_bytes;
+        let sealed = self.sealed;
+        self.store.read_bytes(&rows, |all| match sealed {
+            None => Ok(send(&all[bytes])?),
+            Some((key, id)) => {
+                let message = seal_message(key, id, frags.start, frag_bytes, &all[bytes])?;
+                Ok(send(&message)?)
+            }
+        })
     }
     fn write(
         &mut self,
@@ -745,7 +869,23 @@ impl<T: Pod> Fragments for RowBytes<'_, T> {
         recv: impl FnOnce(&mut [u8]) -> std::result::Result<(), TransportError>,
     ) -> std::result::Result<(), Moved> {
         let (rows, bytes) = self.rows(&frags);
-        self.store
-            .write_bytes(&rows, |all| Ok(recv(&mut all[bytes])?))
+        let frag_bytes = self.frag_bytes;
+        let sealed = self.sealed;
+        self.store.write_bytes(&rows, |all| match sealed {
+            None => Ok(recv(&mut all[bytes])?),
+            Some((key, id)) => {
+                let room = &mut all[bytes];
+                let mut message = vec![0u8; room.len() + frags.len() * SEAL_BYTES];
+                recv(&mut message)?;
+                Ok(open_message(
+                    key,
+                    id,
+                    frags.start,
+                    frag_bytes,
+                    &mut message,
+                    room,
+                )?)
+            }
+        })
     }
 }

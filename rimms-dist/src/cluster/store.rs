@@ -18,7 +18,7 @@
 //! edges owner-computes splits calls at, so a call's rows are always one segment's rows.
 
 use bytemuck::Pod;
-use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Runtime};
+use rimms_runtime::{HeteData, HeteSlice, HeteSliceMut, Runtime, SecureKey};
 use std::ops::Range;
 
 use crate::{owner_computes, DistError, Distribution, Rank};
@@ -37,6 +37,8 @@ pub(super) struct RowStore<T: Pod> {
     /// Where empty views come from on a rank that owns no rows (the runtime has no empty
     /// buffers): one element, only there.
     spare: Option<HeteData<T>>,
+    /// A secure buffer's key: every segment is a secure buffer of the local runtime.
+    key: Option<SecureKey>,
 }
 
 impl<T: Pod> RowStore<T> {
@@ -49,12 +51,15 @@ impl<T: Pod> RowStore<T> {
         row_len: usize,
         ranks: usize,
         me: Rank,
+        key: Option<&SecureKey>,
     ) -> Result<RowStore<T>, StoreError> {
         let spans = owner_computes(dist, rows, ranks, 0..rows, true)?;
         let mut segments = Vec::with_capacity(spans.len());
         for span in spans {
             let owned = span.ranks.contains(me);
-            let data = owned.then(|| alloc(rt, &span.rows, row_len)).transpose()?;
+            let data = owned
+                .then(|| alloc(rt, &span.rows, row_len, key))
+                .transpose()?;
             segments.push(Segment {
                 rows: span.rows,
                 owned,
@@ -63,12 +68,13 @@ impl<T: Pod> RowStore<T> {
         }
         let spare = match segments.iter().any(|s| s.owned) {
             true => None,
-            false => Some(alloc(rt, &(0..1), 1)?),
+            false => Some(alloc(rt, &(0..1), 1, key)?),
         };
         Ok(RowStore {
             row_len,
             segments,
             spare,
+            key: key.cloned(),
         })
     }
 
@@ -126,10 +132,10 @@ impl<T: Pod> RowStore<T> {
         rt: &Runtime,
         rows: &Range<usize>,
     ) -> Result<(), StoreError> {
-        let row_len = self.row_len;
+        let (row_len, key) = (self.row_len, self.key.clone());
         for segment in self.touching_mut(rows) {
             if segment.data.is_none() {
-                segment.data = Some(alloc(rt, &segment.rows, row_len)?);
+                segment.data = Some(alloc(rt, &segment.rows, row_len, key.as_ref())?);
             }
         }
         Ok(())
@@ -254,12 +260,16 @@ fn alloc<T: Pod>(
     rt: &Runtime,
     rows: &Range<usize>,
     row_len: usize,
+    key: Option<&SecureKey>,
 ) -> Result<HeteData<T>, StoreError> {
     let len = rows
         .len()
         .checked_mul(row_len)
         .ok_or(StoreError::Overflow)?;
-    Ok(HeteData::alloc(rt, len)?)
+    Ok(match key {
+        Some(key) => HeteData::alloc_secure(rt, len, key)?,
+        None => HeteData::alloc(rt, len)?,
+    })
 }
 
 /// Why a store could not be made or grown.

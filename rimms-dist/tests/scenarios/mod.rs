@@ -5,8 +5,10 @@
 //! launcher (`mpi_ranks.rs`) run the same list; every program keeps the ranks' collectives in
 //! step, failures included, so the next one starts clean on the same transport.
 
-use rimms_dist::{corner_turn_bytes, Cluster, ClusterError, Distribution, Rank, TransportError};
-use rimms_runtime::{Complex32, Device, FftDirection};
+use rimms_dist::{
+    corner_turn_bytes, Cluster, ClusterError, Distribution, Rank, TransportError, SEAL_BYTES,
+};
+use rimms_runtime::{Complex32, Device, FftDirection, SecureKey};
 use std::ops::Range;
 
 /// One program, as one rank.
@@ -44,6 +46,8 @@ pub const PROGRAMS: &[(&str, Program)] = &[
         owner_computes(cl, Distribution::BlockCyclic { block: 2 })
     }),
     ("read_cache", read_cache),
+    ("secure_read", secure_read),
+    ("compute_on_another_rank", compute_on_another_rank),
     ("fft_2d", fft_2d),
     ("drift", drift),
     ("failing_kernel", failing_kernel),
@@ -157,6 +161,23 @@ pub fn random_program(
         .map(|s| owners_of(dist, s.start, rows, ranks) >> me & 1 == 1)
         .collect();
     let start = cl.net_bytes();
+    // Row `r` to `reader` where it lacks it: from the owner if it holds it, else from the
+    // lowest rank that does; this rank's bytes to the reader grow where it is the source.
+    let receive = |valid: &mut Vec<u64>, expected: &mut Vec<u64>, r: usize, reader: usize| {
+        if valid[r] >> reader & 1 == 1 {
+            return;
+        }
+        let owner = owners_of(dist, r, rows, ranks).trailing_zeros() as usize;
+        let from = if valid[r] >> owner & 1 == 1 {
+            owner
+        } else {
+            valid[r].trailing_zeros() as usize
+        };
+        if from == me {
+            expected[reader] += (cols * 4) as u64;
+        }
+        valid[r] |= 1 << reader;
+    };
     let mut first_difference: Result<(), String> = Ok(());
     let mut note = |outcome: Result<(), String>| {
         if first_difference.is_ok() {
@@ -171,6 +192,14 @@ pub fn random_program(
                 seed: s,
             } => {
                 let s = *s;
+                // The ranks that write a row first hold its newest bytes (a kernel may read
+                // what it writes): after a flush, a replicated row comes to its other owners.
+                for r in range.clone() {
+                    let owners = owners_of(dist, r, rows, ranks);
+                    for writer in (0..ranks).filter(|w| owners >> w & 1 == 1) {
+                        receive(&mut valid, &mut expected, r, writer);
+                    }
+                }
                 cl.compute(&mut buf, range.clone(), true, "write", |_, rs, mut view| {
                     let host = view.host_write()?;
                     for (k, r) in rs.enumerate() {
@@ -202,19 +231,7 @@ pub fn random_program(
                 })
                 .map_err(|e| format!("{what}: {e}"))?;
                 for r in range.clone() {
-                    if valid[r] >> reader & 1 == 1 {
-                        continue;
-                    }
-                    let owner = owners_of(dist, r, rows, ranks).trailing_zeros() as usize;
-                    let from = if valid[r] >> owner & 1 == 1 {
-                        owner
-                    } else {
-                        valid[r].trailing_zeros() as usize
-                    };
-                    if from == me {
-                        expected[reader] += (cols * 4) as u64;
-                    }
-                    valid[r] |= 1 << reader;
+                    receive(&mut valid, &mut expected, r, reader);
                 }
                 if me == reader {
                     for (k, segment) in segments.iter().enumerate() {
@@ -251,11 +268,12 @@ pub fn random_program(
             }
             Step::Flush => {
                 cl.flush(&mut buf).map_err(|e| format!("{what}: {e}"))?;
+                // Owners holding a row keep it (every rank of a replicated buffer); the other
+                // copies go.
                 for (r, v) in valid.iter_mut().enumerate() {
                     let owners = owners_of(dist, r, rows, ranks);
-                    let owner = 1u64 << owners.trailing_zeros();
-                    if *v & owner != 0 {
-                        *v = owner;
+                    if *v & owners != 0 {
+                        *v &= owners;
                     }
                 }
             }
@@ -451,6 +469,171 @@ fn owner_computes(cl: &Cluster<'_>, dist: Distribution) -> Result<(), String> {
                 whole[row * 4..row * 4 + 4] == [expected; 4],
                 || format!("{dist:?} row {row} was written by {:?}", whole[row * 4]),
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Rows of rank 0 written on the last rank (an explicit placement): valid there alone, so
+/// rank 0's next call on them, which reads them, first receives exactly those rows from the
+/// last rank; a placement over two owners' rows is refused on every rank.
+fn compute_on_another_rank(cl: &Cluster<'_>) -> Result<(), String> {
+    let (ranks, cols) = (cl.ranks(), 256);
+    let rows = 2 * ranks;
+    let last = Rank((ranks - 1) as u16);
+    let mut a = cl
+        .alloc::<f32>(rows, cols, Distribution::BlockRows)
+        .map_err(err)?;
+    cl.compute_on(last, &mut a, 0..2, "placed", |_, rs, mut view| {
+        let host = view.host_write()?;
+        for (i, r) in rs.enumerate() {
+            for c in 0..cols {
+                host[i * cols + c] = value(r, c);
+            }
+        }
+        Ok(())
+    })
+    .map_err(err)?;
+    check(
+        "written on the last rank",
+        a.valid_on(0) == Some(rimms_dist::RankSet::only(last)),
+        || format!("row 0 valid on {:?}", a.valid_on(0)),
+    )?;
+    let start = cl.net_bytes();
+    cl.compute(&mut a, 0..2, true, "add one", |_, _, mut view| {
+        view.host_mut()?.iter_mut().for_each(|v| *v += 1.0);
+        Ok(())
+    })
+    .map_err(err)?;
+    let sent: Vec<u64> = cl
+        .net_bytes()
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| a - b)
+        .collect();
+    let want: Vec<u64> = (0..ranks)
+        .map(|to| match cl.rank() == last && to == 0 && last != Rank(0) {
+            true => (2 * cols * 4) as u64,
+            false => 0,
+        })
+        .collect();
+    check("bytes to the owner", sent == want, || {
+        format!("sent {sent:?}, want {want:?}")
+    })?;
+    cl.gather(&mut a, Rank(0)).map_err(err)?;
+    if cl.rank() == Rank(0) {
+        let got = cl.read(&a, 0..2).map_err(err)?;
+        for r in 0..2 {
+            for c in 0..cols {
+                check(
+                    "placed then added",
+                    got[r * cols + c] == value(r, c) + 1.0,
+                    || format!("[{r}][{c}] is {}", got[r * cols + c]),
+                )?;
+            }
+        }
+    }
+    if ranks > 1 {
+        match cl.compute_on(last, &mut a, 1..3, "across", |_, _, _| Ok(())) {
+            Err(ClusterError::AcrossOwners {
+                rows: Range { start: 1, end: 3 },
+                ..
+            }) => {}
+            other => return Err(format!("a placement over two owners: {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// A secure buffer on rank 0 read by every rank: the values arrive, and each peer gets the
+/// rows' bytes plus one seal per fragment (a row of 256 `f32`s is one fragment); its corner
+/// turn into a secure transpose carries one seal per block.
+fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
+    let (rows, cols) = (8, 256);
+    // Every rank must hold the same key: here a fixed one, as a job would read it from its
+    // secrets.
+    let key = SecureKey::new([7u8; 32]);
+    let mut a = cl
+        .alloc_secure::<f32>(rows, cols, Distribution::OnRank(Rank(0)), &key)
+        .map_err(err)?;
+    cl.compute(&mut a, 0..rows, false, "fill", |_, rs, mut view| {
+        let host = view.host_write()?;
+        for (i, r) in rs.enumerate() {
+            for c in 0..cols {
+                host[i * cols + c] = value(r, c);
+            }
+        }
+        Ok(())
+    })
+    .map_err(err)?;
+    let start = cl.net_bytes();
+    cl.fetch(&mut a, |_| 0..rows).map_err(err)?;
+    let sent: Vec<u64> = cl
+        .net_bytes()
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| a - b)
+        .collect();
+    let me = cl.rank();
+    let sealed = (rows * cols * 4 + rows * SEAL_BYTES) as u64;
+    let want: Vec<u64> = (0..cl.ranks())
+        .map(|to| match me == Rank(0) && to != 0 {
+            true => sealed,
+            false => 0,
+        })
+        .collect();
+    check("sealed bytes per peer", sent == want, || {
+        format!("sent {sent:?}, rows and seals are {want:?}")
+    })?;
+    let got = cl.read(&a, 0..rows).map_err(err)?;
+    for r in 0..rows {
+        for c in 0..cols {
+            check("secure values", got[r * cols + c] == value(r, c), || {
+                format!("[{r}][{c}] is {}, not {}", got[r * cols + c], value(r, c))
+            })?;
+        }
+    }
+    // A corner turn of secure buffers: the transpose arrives, and each off-diagonal block
+    // carries one seal in a slot of whole elements (28 bytes: seven f32s).
+    let mut t = cl
+        .alloc_secure::<f32>(cols, rows, Distribution::BlockRows, &key)
+        .map_err(err)?;
+    let start = cl.net_bytes();
+    cl.corner_turn(&mut a, &mut t).map_err(err)?;
+    let sent: Vec<u64> = cl
+        .net_bytes()
+        .iter()
+        .zip(&start)
+        .map(|(a, b)| a - b)
+        .collect();
+    let ranks = cl.ranks();
+    let mine = usize::from(me.0);
+    let want: Vec<u64> = (0..ranks)
+        .map(|to| {
+            // All rows are rank 0's: it alone sends, each rank its block of columns.
+            let theirs = (0..cols)
+                .filter(|&c| owners_of(Distribution::BlockRows, c, cols, ranks) >> to & 1 == 1)
+                .count();
+            match mine == 0 && to != 0 && theirs > 0 {
+                true => (rows * theirs * 4 + SEAL_BYTES) as u64,
+                false => 0,
+            }
+        })
+        .collect();
+    check("sealed corner turn bytes per peer", sent == want, || {
+        format!("sent {sent:?}, blocks and seals are {want:?}")
+    })?;
+    cl.gather(&mut t, Rank(0)).map_err(err)?;
+    if me == Rank(0) {
+        let whole = cl.read(&t, 0..cols).map_err(err)?;
+        for c in 0..cols {
+            for r in 0..rows {
+                check(
+                    "sealed transpose",
+                    whole[c * rows + r] == value(r, c),
+                    || format!("[{c}][{r}] is {}, not {}", whole[c * rows + r], value(r, c)),
+                )?;
+            }
         }
     }
     Ok(())

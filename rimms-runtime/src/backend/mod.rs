@@ -86,6 +86,11 @@ pub(crate) trait Backend: Send + Sync {
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {
         None
     }
+    /// What its memory system moves at once, for the fragment-size rule
+    /// ([`crate::hal::FragmentRule`]).
+    fn grain(&self) -> crate::hal::DeviceGrain {
+        crate::hal::DeviceGrain::CACHE_LINE_64
+    }
     /// Reports how the kernel that just ran ended: where a real device reads its status
     /// registers or stream error, and where a sim device injects a fault.
     fn completion(&self) -> Result<(), BackendError>;

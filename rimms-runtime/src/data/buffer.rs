@@ -3,7 +3,9 @@
 
 use super::checksum::{Checksums, WrittenBy};
 use super::evict::{self, Pressure};
+use super::in_flight::InFlight;
 use super::lease::{Held, Lease, Leases};
+use super::secure::{Seals, SecureKey};
 use super::window::Window;
 use super::BufferMemorySystem;
 use crate::coherence::{
@@ -18,6 +20,7 @@ use crate::stats::{trace_eviction, Reason};
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Weak;
+use std::time::Instant;
 
 const NO_HOME: u8 = u8::MAX;
 
@@ -58,6 +61,25 @@ pub(crate) struct RawBuffer {
     held: [AtomicUsize; MAX_SPACES],
     /// The fragment table and the blocks, and the summary the fast path reads.
     state: Published<Inner>,
+    /// The key of a secure buffer (`data::secure`): its fragments are ciphertext in the
+    /// runtime's untrusted spaces.
+    key: Option<SecureKey>,
+}
+
+/// What an acquire leaves its caller to wait for, outside the lock.
+#[derive(Clone, Copy, Debug)]
+struct Landing {
+    /// When its bytes (its own copies, and copies in flight it needs) have landed.
+    pending: Pending,
+    /// Whether copies were in flight: their spaces' bits come back once they land.
+    in_flight: bool,
+}
+
+impl Landing {
+    const NONE: Landing = Landing {
+        pending: Pending::NONE,
+        in_flight: false,
+    };
 }
 
 pub(super) struct Inner {
@@ -67,6 +89,15 @@ pub(super) struct Inner {
     /// Per fragment, the checksum of its bytes as last written, where checksums are on
     /// (`data::checksum`).
     pub(super) sums: Option<Checksums>,
+    /// For a secure buffer, the seal (nonce and tag) of each fragment in each untrusted space
+    /// that holds its ciphertext (`data::secure`).
+    pub(super) seals: Option<Seals>,
+    /// The spaces whose "every fragment is valid here" bit the published summary leaves out:
+    /// a secure buffer's untrusted spaces, where no access may use its bytes in place.
+    pub(super) hidden: u64,
+    /// Copies in flight (`data::in_flight`): their spaces' bits are left out of the summary
+    /// too, until the copies land.
+    pub(super) in_flight: InFlight,
 }
 
 impl WithTable for Inner {
@@ -74,24 +105,34 @@ impl WithTable for Inner {
         &self.table
     }
 
-    /// A checksummed buffer is never resident to the fast path, which cannot check bytes.
+    /// A checksummed buffer is never resident to the fast path, which cannot check bytes; a
+    /// secure buffer is never resident in a space that holds only its ciphertext. (Only the
+    /// "every fragment" bits go: a copy there still keeps a write elsewhere off the fast
+    /// path, so the write is marked and the ciphertext invalidated.)
     fn summary(&self) -> u64 {
         match self.sums {
             Some(_) => coherence::WITHDRAWN,
-            None => self.table.summary(),
+            None => self.table.summary() & !self.hidden & !self.in_flight.mask,
         }
     }
 }
 
 impl RawBuffer {
+    /// A buffer of `bytes` in fragments of `1 << frag_shift`, secure under `key` if given.
     pub(crate) fn new(
         memory: Arc<BufferMemorySystem>,
         bytes: usize,
         frag_shift: u32,
+        key: Option<SecureKey>,
     ) -> Arc<RawBuffer> {
         let count = bytes.div_ceil(1 << frag_shift);
         let id = memory.next_holder_id();
         let sums = memory.checksums().then(|| Checksums::new(count));
+        let seals = key.as_ref().map(|_| Seals::new());
+        let hidden = match key {
+            Some(_) => u64::from(memory.untrusted().0),
+            None => 0,
+        };
         Arc::new_cyclic(|me| RawBuffer {
             memory,
             id,
@@ -107,8 +148,17 @@ impl RawBuffer {
                 table: FragmentTable::new(count),
                 blocks: [None; MAX_SPACES],
                 sums,
+                seals,
+                hidden,
+                in_flight: InFlight::default(),
             }),
+            key,
         })
+    }
+
+    /// The key of a secure buffer.
+    pub(crate) fn key(&self) -> Option<&SecureKey> {
+        self.key.as_ref()
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -279,10 +329,55 @@ impl RawBuffer {
         reason: &Reason,
         held: Held,
     ) -> Result<bool> {
+        let (moved, landing) =
+            self.acquire_planned(start, len, space, access, reason, held, false)?;
+        self.land(landing);
+        Ok(moved)
+    }
+
+    /// [`Self::acquire`] for reading that does not wait for its copies to land: they are
+    /// recorded in flight (`data::in_flight`), and the next access in `space` waits for what
+    /// is left of them. Returns when they land: a prefetch's handle.
+    pub(crate) fn acquire_async(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        reason: &Reason,
+    ) -> Result<Pending> {
+        let (_, landing) =
+            self.acquire_planned(start, len, space, Access::Read, reason, Held::ONE, true)?;
+        Ok(landing.pending)
+    }
+
+    /// Waits (no lock held) for what an acquire must wait for, then, where copies were in
+    /// flight, gives their spaces' summary bits back once they have landed.
+    fn land(&self, landing: Landing) {
+        landing.pending.wait();
+        if landing.in_flight {
+            let mut inner = self.lock();
+            inner.in_flight.settle(Instant::now());
+        }
+    }
+
+    /// The acquire itself, under the lock: plans, copies, fills, commits; with `in_flight`,
+    /// records its copies as in flight instead of having its caller wait for them.
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_planned(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        access: Access,
+        reason: &Reason,
+        held: Held,
+        in_flight: bool,
+    ) -> Result<(bool, Landing)> {
         // An empty range needs no bytes anywhere, and an empty buffer is never allocated.
         if len == 0 {
-            return Ok(false);
+            return Ok((false, Landing::NONE));
         }
+        self.refuse_plaintext(space, reason)?;
         let mut inner = self.lock();
         let now = self.memory.tick();
         self.stamps[space.index()].store(now, Ordering::Relaxed);
@@ -291,34 +386,49 @@ impl RawBuffer {
         let need = self.frag_bytes(span.frags.clone(), shift);
         let window = self.ensure_window(&mut inner, space, need, held)?;
         let plan = self.plan(&inner.table, start, len, space, access);
+        // Bytes already on their way here (or, for a write, anywhere) are waited for.
+        let mut landing = Landing {
+            pending: inner.in_flight.before(space, access),
+            in_flight: inner.in_flight.mask != 0,
+        };
         if plan.is_empty() {
             if inner.sums.is_some() {
                 self.check_read(&mut inner, &span, &plan, access)?;
             }
-            return Ok(false);
+            return Ok((false, landing));
         }
         let mut pending = Pending::NONE;
         for m in &plan.moves {
-            let bytes = self.frag_bytes(m.frags.clone(), shift);
+            // A copy out of a space waits for the bytes to have landed there.
+            landing.pending = landing.pending.and(inner.in_flight.source(m.src));
             let src = inner.blocks[m.src.index()]
                 .ok_or_else(|| missing_block(&self.memory, m.src, space))?
                 .base();
-            let copy =
-                self.memory
-                    .copy(m.src, space, src, window.base(), bytes, &m.frags, reason)?;
+            let copy = self.copy_run(
+                &mut inner,
+                m.src,
+                space,
+                src,
+                window.base(),
+                m.frags.clone(),
+                reason,
+            )?;
             pending = pending.and(copy);
         }
         for run in &plan.fills {
-            let bytes = self.frag_bytes(run.clone(), shift);
-            self.memory.fill_zero(space, window.base(), bytes)?;
+            self.fill_run(&mut inner, space, window.base(), run.clone())?;
         }
         if inner.sums.is_some() {
             self.check_read(&mut inner, &span, &plan, access)?;
         }
         inner.table.commit_acquire(&plan);
+        if in_flight {
+            inner.in_flight.record(space, pending);
+            landing.in_flight |= pending.deadline().is_some();
+        }
+        landing.pending = landing.pending.and(pending);
         drop(inner);
-        pending.wait();
-        Ok(true)
+        Ok((true, landing))
     }
 
     /// What an access of bytes `start..start+len` by a device whose space is `own` (and which
@@ -466,6 +576,19 @@ impl RawBuffer {
         let plan = inner.table.plan_evict_except(space, span.frags);
         let why = Pressure { needed: need.len() };
         self.evict_fragments(&mut inner, &plan, window, why)?;
+        if self.is_secure() {
+            // The granules going back to the pool held this buffer's bytes: wiped first.
+            let held = pool.held(&window.block);
+            for cut in [0..keep.start * granule, keep.end * granule..held] {
+                if !cut.is_empty() {
+                    self.memory.wipe(
+                        space,
+                        window.block.ptr().wrapping_add(cut.start),
+                        cut.len(),
+                    )?;
+                }
+            }
+        }
         let origin = window.origin + keep.start * granule;
         let trimmed = Window {
             block: pool.shrink(window.block, keep),
@@ -529,7 +652,7 @@ impl RawBuffer {
                 .memory
                 .move_bytes(space, space, old.base(), new.base(), bytes)
             {
-                self.memory.pool(space).free(new.block);
+                self.free_block(space, new.block);
                 return Err(Error::from_backend(
                     During::Transfer {
                         from: self.memory.named(space),
@@ -540,7 +663,7 @@ impl RawBuffer {
                 ));
             }
         }
-        self.memory.pool(space).free(old.block);
+        self.free_block(space, old.block);
         self.keep_block(inner, space, new);
         Ok(new)
     }
@@ -597,7 +720,7 @@ impl RawBuffer {
         inner.blocks[space.index()] = None;
         self.ptrs[space.index()].store(NO_BLOCK, Ordering::Release);
         self.held[space.index()].store(0, Ordering::Relaxed);
-        self.memory.pool(space).free(window.block);
+        self.free_block(space, window.block);
         self.memory.residents(space).remove(self.id);
         Ok(self.memory.pool(space).held(&window.block))
     }
@@ -697,9 +820,15 @@ impl RawBuffer {
         let reason = Reason::WriteBack { needed: why.needed };
         let mut pending = Pending::NONE;
         for run in &plan.write_back {
-            let copy =
-                self.memory
-                    .copy(from, to, window.base(), dst.base(), runs(run), run, &reason)?;
+            let copy = self.copy_run(
+                inner,
+                from,
+                to,
+                window.base(),
+                dst.base(),
+                run.clone(),
+                &reason,
+            )?;
             pending = pending.and(copy);
         }
         pending.wait();
@@ -712,6 +841,8 @@ impl RawBuffer {
     /// that.
     #[inline]
     pub(crate) fn target(&self, own: SpaceId, reach: SpaceSet) -> SpaceId {
+        // A secure buffer is never placed where it would be ciphertext.
+        let reach = SpaceSet(reach.0 & !self.sealed_spaces().0);
         match self.home.load(Ordering::Relaxed) {
             NO_HOME => match self.memory.default_home() {
                 Some(home) if reach.contains(home) => home,
@@ -784,7 +915,14 @@ impl RawBuffer {
     /// merge would otherwise lose data.
     pub(crate) fn refragment(&self, shift: u32) -> Result<()> {
         let old = self.shift();
-        if shift > old && self.lock().table.merge_needs_gather(1 << (shift - old)) {
+        // A secure buffer's ciphertext is sealed fragment by fragment at the old size: it is
+        // opened on the host, and its untrusted blocks dropped, before the size changes.
+        let sealed = self.sealed_spaces();
+        let ciphertext = {
+            let inner = self.lock();
+            sealed.iter().any(|s| inner.blocks[s.index()].is_some())
+        };
+        if ciphertext || (shift > old && self.lock().table.merge_needs_gather(1 << (shift - old))) {
             // The buffer is borrowed mutably: no one else holds a lease.
             self.acquire(
                 0,
@@ -796,6 +934,15 @@ impl RawBuffer {
             )?;
         }
         let mut inner = self.lock();
+        if ciphertext {
+            for space in sealed.iter() {
+                // The host holds every fragment now: nothing is written back, all dropped.
+                self.retire(&mut inner, space, Pressure { needed: 0 })?;
+            }
+            if let Some(seals) = inner.seals.as_mut() {
+                seals.clear();
+            }
+        }
         let count = self.bytes.div_ceil(1 << shift);
         inner.table = if shift >= old {
             inner.table.merged(1 << (shift - old))
@@ -818,7 +965,8 @@ impl RawBuffer {
 
     /// The table's own summary, under the lock (the published one may be withdrawn).
     pub(super) fn lock_summary(&self) -> u64 {
-        self.lock().table.summary()
+        let inner = self.lock();
+        inner.table.summary() & !inner.hidden
     }
 }
 
@@ -842,7 +990,7 @@ impl Drop for RawBuffer {
             if let Some(window) = block.take() {
                 let space = SpaceId(space as u8);
                 self.memory.residents(space).remove(self.id);
-                self.memory.pool(space).free(window.block);
+                self.free_block(space, window.block);
             }
         }
     }

@@ -9,15 +9,18 @@
 mod buffer;
 mod checksum;
 mod evict;
+mod in_flight;
 mod lease;
 #[cfg(all(test, loom))]
 mod lease_loom;
+mod secure;
 mod validate;
 mod window;
 
 pub(crate) use buffer::RawBuffer;
 pub(crate) use checksum::{Writer, WrittenBy};
 pub(crate) use lease::{Held, Lease};
+pub use secure::{Seal, SecureKey, SECURE_KEY_BYTES};
 
 /// The memory system buffers live in: its spaces' holders are buffers.
 pub(crate) type BufferMemorySystem = crate::space::MemorySystem<RawBuffer>;
@@ -34,7 +37,8 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-/// Fragment size a buffer gets unless `fragment()` says otherwise.
+/// Fragment size a buffer gets unless `fragment()` says otherwise, or the runtime was built to
+/// take it from its devices (`RuntimeBuilder::fragments_from_devices`, `Runtime::fragment_rule`).
 pub const DEFAULT_FRAGMENT_BYTES: usize = 4096;
 
 /// A buffer of `len` elements of `T` managed by a runtime: allocated lazily in each memory space
@@ -162,6 +166,16 @@ impl<T: Pod> HeteData<T> {
     /// A buffer of `len` zeros in `memory`: what `HeteData::alloc` (in `runtime/buffers.rs`,
     /// beside the handle it takes) makes.
     pub(crate) fn alloc_in(memory: &Arc<BufferMemorySystem>, len: usize) -> Result<HeteData<T>> {
+        HeteData::alloc_keyed(memory, len, None)
+    }
+
+    /// A buffer of `len` zeros in `memory`, secure under `key` if given
+    /// ([`HeteData::alloc_secure`]).
+    pub(crate) fn alloc_keyed(
+        memory: &Arc<BufferMemorySystem>,
+        len: usize,
+        key: Option<SecureKey>,
+    ) -> Result<HeteData<T>> {
         let size = elem_size::<T>();
         check_element::<T>(memory.granule())?;
         let bytes = len
@@ -172,9 +186,14 @@ impl<T: Pod> HeteData<T> {
                 type_name: type_name::<T>(),
                 elem_size: size,
             })?;
-        let shift = check_fragment::<T>(DEFAULT_FRAGMENT_BYTES.max(size))?;
+        let fragment = if memory.fragments_from_devices() {
+            memory.fragment_rule().bytes_for(size)
+        } else {
+            DEFAULT_FRAGMENT_BYTES.max(size)
+        };
+        let shift = check_fragment::<T>(fragment)?;
         Ok(HeteData {
-            raw: RawBuffer::new(memory.clone(), bytes, shift),
+            raw: RawBuffer::new(memory.clone(), bytes, shift, key),
             len,
             _elem: PhantomData,
         })
@@ -233,6 +252,24 @@ impl<T: Pod> HeteData<T> {
     /// The tracking granularity in bytes.
     pub fn fragment_bytes(&self) -> usize {
         self.raw.fragment_bytes()
+    }
+
+    /// Whether this is a secure buffer ([`HeteData::alloc_secure`]).
+    pub fn is_secure(&self) -> bool {
+        self.raw.is_secure()
+    }
+
+    /// The key of a secure buffer, for a layer that moves its fragments itself (the network
+    /// link): [`SecureKey::seal_run`] with [`Self::secure_id`] and [`Self::fragment_bytes`]
+    /// seals a run as the runtime seals it for an untrusted space.
+    pub fn secure_key(&self) -> Option<&SecureKey> {
+        self.raw.key()
+    }
+
+    /// The buffer id a secure buffer's fragments are sealed under in this runtime (bound into
+    /// every fragment's tag with the fragment's index); the id errors name the buffer by.
+    pub fn secure_id(&self) -> u64 {
+        self.raw.id()
     }
 
     /// Number of fragments.
@@ -403,6 +440,24 @@ impl<T: Pod> HeteData<T> {
         Ok(())
     }
 
+    /// Starts bringing the newest bytes into `device`'s memory and returns without waiting
+    /// for them to arrive: the copies are in flight (`data::in_flight`) until the link's time
+    /// has passed, and a call on `device` that reads the buffer meanwhile finds them there and
+    /// waits only for what is left of that time, instead of copying and waiting in full. So
+    /// a copy overlaps whatever runs until the call that needs it.
+    ///
+    /// RIMMS: `hete_Sync_Async`.
+    #[doc(alias = "hete_Sync_Async")]
+    pub fn prefetch_async(&self, device: Device) -> Result<Prefetch> {
+        let space = self.raw.memory().device_space(device)?;
+        // As for `prefetch`: the acquire may move windows, so it holds a lease while it runs.
+        let _lease = self.raw.lease();
+        let lands = self
+            .raw
+            .acquire_async(0, self.raw.bytes(), space, &Reason::Prefetch)?;
+        Ok(Prefetch { lands })
+    }
+
     /// Compares every valid copy of every fragment (and zero-marked copies against zero) and
     /// names the first that differs: something wrote behind the runtime's back. Costs a pass
     /// over every copy; meant for checked builds and tests.
@@ -420,6 +475,7 @@ impl<T: Pod> fmt::Debug for HeteData<T> {
             .field("type", &type_name::<T>())
             .field("len", &self.len)
             .field("fragment_bytes", &self.fragment_bytes())
+            .field("secure", &self.raw.is_secure())
             .finish()
     }
 }
@@ -857,6 +913,28 @@ impl<T: Pod> Output<T> for HeteSliceMut<'_, T> {
 impl<'a, T: Pod> HeteSliceMut<'a, T> {
     pub(crate) fn into_raw(self) -> &'a RawBuffer {
         self.raw
+    }
+}
+
+/// A prefetch in flight ([`HeteData::prefetch_async`]): done once its copies have landed.
+/// Dropping it waits for nothing; the next call that needs the bytes waits for what is left.
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a prefetch handle says when its copies land; drop it to let the next call wait instead"]
+pub struct Prefetch {
+    lands: crate::space::Pending,
+}
+
+impl Prefetch {
+    /// Whether the copies have landed.
+    pub fn is_done(&self) -> bool {
+        self.lands
+            .deadline()
+            .is_none_or(|deadline| deadline <= std::time::Instant::now())
+    }
+
+    /// Waits until the copies have landed.
+    pub fn wait(self) {
+        self.lands.wait();
     }
 }
 

@@ -28,6 +28,8 @@ impl RawBuffer {
                     continue;
                 };
                 let bytes = self.read_back(space, window, range.clone())?;
+                // A secure buffer's ciphertext is compared in the clear, once authenticated.
+                let bytes = self.in_clear(&inner, space, frag, bytes)?;
                 let differs_from = if state.zero {
                     bytes.iter().any(|&b| b != 0).then_some(None)
                 } else if let Some((first, expected)) = &reference {

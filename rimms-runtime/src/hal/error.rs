@@ -298,6 +298,44 @@ pub enum Error {
         writer: String,
     },
 
+    /// A fragment of a secure buffer ([`crate::HeteData::alloc_secure`]) did not authenticate
+    /// when it was decrypted: its ciphertext (or tag) was changed, or a fragment of another
+    /// buffer or index was put in its place, while it was outside the trusted spaces. Its
+    /// bytes were not used, and nothing was changed.
+    #[error("secure buffer #{buffer}: fragment {fragment} (bytes {start}..{end}) held in {held_in} failed authentication: it was changed or swapped outside the trusted spaces, and was not used")]
+    Tampered {
+        /// The buffer's id (its creation order in its runtime, or the id the caller sealed a
+        /// run under: [`crate::SecureKey::seal_run`]).
+        buffer: u64,
+        /// The fragment that failed.
+        fragment: usize,
+        /// Its first byte in the buffer.
+        start: usize,
+        /// Its end.
+        end: usize,
+        /// Where the ciphertext was held: a space's name, or `"transport"` for a run opened
+        /// with [`crate::SecureKey::open_run`].
+        held_in: String,
+    },
+
+    /// A secure buffer's plaintext was asked for in a space that is not trusted
+    /// ([`crate::RuntimeBuilder::trust`]): a kernel there, or a host view in place there, would
+    /// see its bytes in the clear. Refused before anything moved.
+    #[error("secure buffer #{buffer} cannot be used in the clear in {space}: that space is not trusted (RuntimeBuilder::trust), and {why} needs its plaintext there; run it on a device whose memory is trusted, or mark {space} trusted")]
+    Untrusted {
+        /// The buffer's id.
+        buffer: u64,
+        /// The untrusted space.
+        space: SpaceName,
+        /// What asked: `"kernel zip, argument x"`, `"host view"`.
+        why: String,
+    },
+
+    /// A secure key could not be made or used: a key of the wrong length, a run whose length
+    /// does not match its seals, or a key whose nonces are used up.
+    #[error("secure key: {0}")]
+    SecureKey(String),
+
     /// No implementation of the API for the kind of device asked for.
     #[error("{api} has no implementation for {device} (implemented for: {available})")]
     NoImplementation {

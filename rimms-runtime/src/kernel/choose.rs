@@ -51,6 +51,11 @@ fn choose_auto<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
                 .implementation(index, entry.device().kind(), entry.form())
                 .is_some()
                 && fits(entry)
+                // A secure argument is never handed to a device whose memory holds only its
+                // ciphertext (`data::secure`): that call would be refused.
+                && !args
+                    .iter()
+                    .any(|a| a.raw.sealed_spaces().contains(entry.space()))
         },
         |entry| {
             args.iter()

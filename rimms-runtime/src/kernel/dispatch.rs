@@ -8,7 +8,7 @@
 //! fixed-size array.
 
 use crate::coherence::Access;
-use crate::data::{Held, RawBuffer, Writer, WrittenBy};
+use crate::data::{BufferMemorySystem, Held, RawBuffer, Writer, WrittenBy};
 use crate::hal::SpaceId;
 use crate::hal::{During, Error, Result};
 use crate::kernel::arg_names::name_argument;
@@ -431,9 +431,21 @@ fn baseline<const N: usize>(
     body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
     let space = entry.space();
+    // A secure argument is staged in the clear: only into a trusted space, and wiped after.
+    for arg in args {
+        let reason = Reason::Baseline {
+            api: api.name(),
+            arg: arg.name,
+        };
+        arg.raw.refuse_plaintext(space, &reason)?;
+    }
     let mut temps = Staging {
         pool: shared.memory().pool(space),
         blocks: Vec::with_capacity(N),
+        wipe: args
+            .iter()
+            .any(|a| a.raw.is_secure())
+            .then(|| (shared.memory().as_ref(), space)),
     };
     // From the acquire on the host until the write-back is marked, the host bytes are this
     // call's: every argument holds a lease, so no eviction writes another copy back into
@@ -531,11 +543,18 @@ fn baseline<const N: usize>(
 struct Staging<'p> {
     pool: &'p Pool,
     blocks: Vec<Block>,
+    /// Where a secure argument was staged in the clear: the blocks are zeroised first.
+    wipe: Option<(&'p BufferMemorySystem, SpaceId)>,
 }
 
 impl Drop for Staging<'_> {
     fn drop(&mut self) {
         for block in self.blocks.drain(..) {
+            if let Some((memory, space)) = self.wipe {
+                if let Err(e) = memory.wipe(space, block.ptr(), self.pool.held(&block)) {
+                    tracing::error!(error = %e, "a secure argument's staging block could not be zeroised");
+                }
+            }
             self.pool.free(block);
         }
     }

@@ -320,10 +320,13 @@ impl<'a> Group<'a> {
             );
             match outcome {
                 Ok(()) => return Ok(()),
-                Err(error) => tracing::warn!(
-                    %error, api = rule.api.name(), %device, calls,
-                    "a merged call failed; its calls run again one by one"
-                ),
+                Err(error) => {
+                    rt.shared().calls().record_merge_retry(rule.api.index());
+                    tracing::warn!(
+                        %error, api = rule.api.name(), %device, calls,
+                        "a merged call failed; its calls run again one by one"
+                    )
+                }
             }
         }
         let mut first_error = None;

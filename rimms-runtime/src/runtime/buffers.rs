@@ -3,7 +3,7 @@
 //! runtime.
 
 use super::Runtime;
-use crate::data::HeteData;
+use crate::data::{HeteData, SecureKey};
 use crate::hal::Result;
 use bytemuck::Pod;
 
@@ -16,6 +16,29 @@ impl<T: Pod> HeteData<T> {
     #[doc(alias = "hete_Malloc")]
     pub fn alloc(rt: &Runtime, len: usize) -> Result<HeteData<T>> {
         HeteData::alloc_in(rt.shared().memory(), len)
+    }
+
+    /// A secure buffer of `len` zeros: its fragments are encrypted with AES-256-GCM under
+    /// `key` whenever they are in a space the runtime does not trust
+    /// ([`crate::RuntimeBuilder::trust`]; a shared u-dma-buf mapping is untrusted unless
+    /// marked), and authenticated when they come back: a fragment changed there is
+    /// [`crate::Error::Tampered`], never wrong bytes. Kernels and host views use it only in
+    /// trusted spaces (elsewhere [`crate::Error::Untrusted`]); its freed blocks are zeroised.
+    /// `docs/security.md` states what this protects against.
+    ///
+    /// RIMMS: `hete_Malloc_Secure(size, AES256_KEY)`.
+    #[doc(alias = "hete_Malloc_Secure")]
+    pub fn alloc_secure(rt: &Runtime, len: usize, key: &SecureKey) -> Result<HeteData<T>> {
+        HeteData::alloc_keyed(rt.shared().memory(), len, Some(key.clone()))
+    }
+
+    /// A secure buffer ([`Self::alloc_secure`]) holding a copy of `values`, written on the
+    /// host.
+    pub fn from_slice_secure(rt: &Runtime, values: &[T], key: &SecureKey) -> Result<HeteData<T>> {
+        let mut data = HeteData::alloc_secure(rt, values.len(), key)?;
+        data.host_write()?.copy_from_slice(values);
+        data.settle_host_writes();
+        Ok(data)
     }
 
     /// A buffer holding a copy of `values`, written on the host.

@@ -8,7 +8,7 @@ use crate::backend::sim::{SimBackend, SimConfig};
 use crate::backend::{Backend, SpaceBacking, SpaceSpec};
 use crate::data::{BufferMemorySystem, RawBuffer};
 use crate::hal::registry::registry;
-use crate::hal::{Device, Error, Result, SpaceId, SpaceName, MAX_SPACES};
+use crate::hal::{Device, Error, FragmentRule, Result, SpaceId, SpaceName, SpaceSet, MAX_SPACES};
 use crate::machine::{DeviceEntry, DeviceTable, ExecMode, Runtime, Shared, SharedParts};
 use crate::sched::{CostTable, Policy, Scheduler};
 use crate::space::{MemorySystem, Pool, Region, SpaceEntry};
@@ -40,6 +40,11 @@ pub struct RuntimeBuilder {
     merge_calls: bool,
     /// `None`: as `RIMMS_CHECK` says.
     checksums: Option<bool>,
+    /// Spaces marked trusted or not by name (`trust`), applied in order over the default.
+    trust: Vec<(String, bool)>,
+    /// Allocate with the devices' fragment size instead of 4 KiB; `None`: as
+    /// `RIMMS_FRAGMENTS` says.
+    fragments_from_devices: Option<bool>,
 }
 
 /// Which GPUs a builder adds.
@@ -72,6 +77,8 @@ impl Default for RuntimeBuilder {
             pool_limits: Vec::new(),
             merge_calls: true,
             checksums: None,
+            trust: Vec::new(),
+            fragments_from_devices: None,
         }
     }
 }
@@ -118,6 +125,32 @@ impl RuntimeBuilder {
     /// checksums"). Default: on if `RIMMS_CHECK` lists `checksums`, else off.
     pub fn checksums(mut self, on: bool) -> Self {
         self.checksums = Some(on);
+        self
+    }
+
+    /// Marks the memory space `space` (its name, or the name of a device that uses it, as
+    /// for [`Self::pool`]) trusted or not. Secure buffers ([`crate::HeteData::alloc_secure`])
+    /// are plaintext only in trusted spaces: in an untrusted one they are held as AES-256-GCM
+    /// ciphertext, and no kernel or host view may use them there. By default the host and
+    /// device-private memory (a GPU's, a sim device's) are trusted, and a space the CPU and
+    /// its device share by mapping (an FPGA's u-dma-buf, which another process or device can
+    /// map too) is not. The host cannot be untrusted: keys and plaintext live there. The
+    /// build fails for a name that is no space or device.
+    pub fn trust(mut self, space: impl Into<String>, trusted: bool) -> Self {
+        self.trust.push((space.into(), trusted));
+        self
+    }
+
+    /// Allocate buffers (`HeteData::alloc` and the constructors over it) with the fragment
+    /// size the devices present call for (`Runtime::fragment_rule`: RIMMS's `max(L2 line, DMA
+    /// burst, warp × element size)`, a power of two, at most the pool granule) instead of the
+    /// fixed [`crate::DEFAULT_FRAGMENT_BYTES`]. `HeteData::fragment` still overrides it per
+    /// buffer. Default off: the rule gives smaller fragments than 4 KiB on every device this
+    /// runtime knows (64 bytes on a CPU alone), which costs bookkeeping per byte, and it has
+    /// not been measured against 4 KiB on the apps yet. Default: on if `RIMMS_FRAGMENTS` is
+    /// `devices`, off if it is unset or `fixed`; another value fails the build.
+    pub fn fragments_from_devices(mut self, on: bool) -> Self {
+        self.fragments_from_devices = Some(on);
         self
     }
 
@@ -239,9 +272,18 @@ impl RuntimeBuilder {
                 .map(|device| Box::new(device) as Box<dyn Backend>),
         );
         backends.extend(self.gpu_backends()?);
+        let grains = backends.iter().map(|b| (b.device(), b.grain())).collect();
+        let rule = FragmentRule::new(grains, self.granule);
+        let from_devices = match self.fragments_from_devices {
+            Some(on) => on,
+            None => fragments_from_env()?,
+        };
         let (spaces, devices) = self.space_table(backends)?;
         self.check_pool_names(&spaces, &devices)?;
-        let memory = Arc::new(self.memory_system(spaces, &devices)?);
+        let memory = Arc::new(
+            self.memory_system(spaces, &devices)?
+                .with_fragment_rule(rule, from_devices),
+        );
         let stats_page = Publisher::create(self.stats_page.take(), memory.space_names())?;
         let devices = DeviceTable::new(devices, memory.host_mapped());
         let shared = Arc::new(Shared::new(SharedParts {
@@ -452,9 +494,13 @@ impl RuntimeBuilder {
             None => checksums_from_env()?,
         };
         let tracked = self.mode == ExecMode::Tracked;
+        let names: Vec<String> = spaces.iter().map(|s| s.name().to_string()).collect();
+        let memory = MemorySystem::new(spaces, self.granule);
+        let untrusted = self.untrusted(&names, devices, memory.host_mapped())?;
         // Baseline mode keeps data on the host and stages through temporary blocks: there is
         // nothing of a buffer's to evict, and no placement to choose.
-        Ok(MemorySystem::new(spaces, self.granule)
+        Ok(memory
+            .with_untrusted(untrusted)
             .serving(devices.iter().map(|d| (d.device(), d.space())))
             .evicting(tracked)
             .zero_copy(self.zero_copy && tracked)
@@ -463,9 +509,71 @@ impl RuntimeBuilder {
     }
 }
 
+impl RuntimeBuilder {
+    /// The spaces secure buffers are ciphertext in: the host-mapped device spaces, then each
+    /// `trust` setting in order.
+    fn untrusted(
+        &self,
+        names: &[String],
+        devices: &[DeviceEntry],
+        host_mapped: SpaceSet,
+    ) -> Result<SpaceSet> {
+        let mut untrusted = host_mapped;
+        for (name, trusted) in &self.trust {
+            let space = match names.iter().position(|n| n == name) {
+                Some(index) => SpaceId(index as u8),
+                None => match devices.iter().find(|d| &d.device().to_string() == name) {
+                    Some(device) => device.space(),
+                    None => {
+                        return Err(Error::NoSuchSpace {
+                            name: name.clone(),
+                            known: names.join(", "),
+                        })
+                    }
+                },
+            };
+            if space == SpaceId::HOST && !trusted {
+                return Err(Error::Config(
+                    "trust(\"host\", false): the host cannot be untrusted, since secure buffers' keys and plaintext live there".to_string(),
+                ));
+            }
+            untrusted = if *trusted {
+                SpaceSet(untrusted.0 & !space.bit())
+            } else {
+                untrusted.with(space)
+            };
+        }
+        Ok(untrusted)
+    }
+}
+
 /// The variable that turns run-time checks on: a comma-separated list, of which `checksums`
 /// is the one there is (`RuntimeBuilder::checksums`).
 pub(crate) const CHECK_ENV: &str = "RIMMS_CHECK";
+
+/// The variable that chooses where buffers' default fragment size comes from
+/// (`RuntimeBuilder::fragments_from_devices`): `devices` or `fixed`.
+pub(crate) const FRAGMENTS_ENV: &str = "RIMMS_FRAGMENTS";
+
+/// Whether `RIMMS_FRAGMENTS` asks for the devices' fragment size; an unknown value fails the
+/// build.
+fn fragments_from_env() -> Result<bool> {
+    match std::env::var_os(FRAGMENTS_ENV) {
+        Some(value) => parse_fragments(&value.to_string_lossy()),
+        None => Ok(false),
+    }
+}
+
+/// Whether `value` (`RIMMS_FRAGMENTS`'s syntax) asks for the devices' fragment size.
+fn parse_fragments(value: &str) -> Result<bool> {
+    match value.trim() {
+        "devices" => Ok(true),
+        "fixed" | "" => Ok(false),
+        other => Err(Error::Config(format!(
+            "{FRAGMENTS_ENV}={other}: unknown fragment source (known: devices, fixed)"
+        ))),
+    }
+}
 
 /// Whether `RIMMS_CHECK` asks for checksums; a word it does not know fails the build, so a
 /// misspelt check is not silently off.
@@ -522,7 +630,19 @@ fn open_gpus(request: &GpuRequest, _pool: usize, _granule: usize) -> Result<Vec<
 
 #[cfg(test)]
 mod check_env_tests {
-    use super::parse_checks;
+    use super::{parse_checks, parse_fragments};
+
+    #[test]
+    fn rimms_fragments_chooses_the_devices_or_the_fixed_size_and_names_an_unknown_one() {
+        assert!(parse_fragments("devices").unwrap());
+        assert!(!parse_fragments(" fixed ").unwrap());
+        assert!(!parse_fragments("").unwrap());
+        let err = parse_fragments("device").unwrap_err().to_string();
+        assert!(
+            err.contains("RIMMS_FRAGMENTS") && err.contains("device"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn rimms_check_turns_checksums_on_and_names_an_unknown_check() {

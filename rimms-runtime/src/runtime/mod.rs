@@ -74,6 +74,14 @@ impl Runtime {
         self.shared().device_space(device)
     }
 
+    /// The fragment size the devices of this runtime call for, and what each reported: RIMMS's
+    /// `max(L2 line, DMA burst, warp × element size)` over them, rounded up to a power of
+    /// two and at most the pool granule (`rule.bytes_for(size_of::<T>())`). Buffers are
+    /// allocated with it where the builder said `fragments_from_devices(true)`.
+    pub fn fragment_rule(&self) -> &crate::hal::FragmentRule {
+        self.shared().memory().fragment_rule()
+    }
+
     /// The name of `space` ("host", "sim0", …), as stats report it.
     pub fn space_name(&self, space: SpaceId) -> &str {
         self.shared().memory().space_name(space)
@@ -104,6 +112,7 @@ impl Runtime {
                     misses: calls - hits,
                     merged,
                     merged_into,
+                    merge_retries: s.calls().merge_retries(index),
                 })
             })
             .collect();

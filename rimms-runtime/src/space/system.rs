@@ -16,7 +16,7 @@ use super::{
     DeviceMemoryRef, LinkModel, Occupancy, Pending, Pool, SpaceId, SpaceName, SpaceSet, MAX_SPACES,
 };
 use crate::hal::BackendError;
-use crate::hal::Device;
+use crate::hal::{Device, FragmentRule};
 use crate::hal::{During, Error, Result};
 use crate::stats::{trace_transfer, Counters, LinkStats, Reason, SpaceStats, Timeline};
 use std::collections::BTreeMap;
@@ -24,6 +24,12 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
+use zeroize::{Zeroize, Zeroizing};
+
+/// What a staged copy or fill does to the bytes on the host between source and destination
+/// (a secure buffer's sealing or opening, `data::secure`); an error stops the copy before the
+/// destination is written.
+pub(crate) type Transform<'a> = &'a mut dyn FnMut(&mut [u8]) -> Result<()>;
 
 /// One memory space as the memory system keeps it.
 pub(crate) struct SpaceEntry<H> {
@@ -204,6 +210,13 @@ pub(crate) struct MemorySystem<H> {
     /// Whether buffers record a checksum per written fragment and check it on the next read
     /// (`RuntimeBuilder::checksums`, `RIMMS_CHECK=checksums`; `data::checksum`).
     checksums: bool,
+    /// Spaces a secure buffer's bytes are ciphertext in (`RuntimeBuilder::trust`;
+    /// `data::secure`). Never the host.
+    untrusted: SpaceSet,
+    /// The fragment size the devices call for (`hal::FragmentRule`), and whether buffers are
+    /// allocated with it (`RuntimeBuilder::fragments_from_devices`) instead of 4 KiB.
+    fragment_rule: FragmentRule,
+    rule_for_alloc: bool,
 }
 
 impl<H> MemorySystem<H> {
@@ -232,6 +245,9 @@ impl<H> MemorySystem<H> {
             trace: false,
             timeline: None,
             checksums: false,
+            untrusted: SpaceSet::EMPTY,
+            fragment_rule: FragmentRule::new(Vec::new(), granule),
+            rule_for_alloc: false,
         }
     }
 
@@ -399,6 +415,38 @@ impl<H> MemorySystem<H> {
         self.checksums
     }
 
+    /// The spaces where secure buffers keep only ciphertext (`data::secure`); the host is
+    /// never among them.
+    #[must_use]
+    pub(crate) fn with_untrusted(mut self, spaces: SpaceSet) -> Self {
+        self.untrusted = SpaceSet(spaces.0 & !SpaceId::HOST.bit());
+        self
+    }
+
+    /// The devices' fragment-size rule, used for allocations if `for_alloc`.
+    #[must_use]
+    pub(crate) fn with_fragment_rule(mut self, rule: FragmentRule, for_alloc: bool) -> Self {
+        self.fragment_rule = rule;
+        self.rule_for_alloc = for_alloc;
+        self
+    }
+
+    /// The fragment size the devices call for.
+    pub(crate) fn fragment_rule(&self) -> &FragmentRule {
+        &self.fragment_rule
+    }
+
+    /// Whether buffers are allocated with the devices' fragment size.
+    pub(crate) fn fragments_from_devices(&self) -> bool {
+        self.rule_for_alloc
+    }
+
+    /// The spaces where secure buffers keep only ciphertext.
+    #[inline]
+    pub(crate) fn untrusted(&self) -> SpaceSet {
+        self.untrusted
+    }
+
     /// Whether transfer (and eviction) events go to `tracing`.
     pub(crate) fn tracing(&self) -> bool {
         self.trace
@@ -522,6 +570,41 @@ impl<H> MemorySystem<H> {
         frags: &Range<usize>,
         reason: &Reason,
     ) -> Result<Pending> {
+        self.copy_staged(from, to, src, dst, bytes, frags, reason, None)
+    }
+
+    /// [`Self::copy`] through a host staging copy that `transform` rewrites on the way (a
+    /// secure buffer's fragments sealed or opened: `data::secure`): the source's bytes are
+    /// read into host memory, transformed, and only then written to the destination, so the
+    /// destination sees only what `transform` made and nothing at all if it fails. The
+    /// staging copy is zeroised after. Counted and traced as one copy from `from` to `to`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy_through(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: *mut u8,
+        dst: *mut u8,
+        bytes: Range<usize>,
+        frags: &Range<usize>,
+        reason: &Reason,
+        transform: Transform<'_>,
+    ) -> Result<Pending> {
+        self.copy_staged(from, to, src, dst, bytes, frags, reason, Some(transform))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy_staged(
+        &self,
+        from: SpaceId,
+        to: SpaceId,
+        src: *mut u8,
+        dst: *mut u8,
+        bytes: Range<usize>,
+        frags: &Range<usize>,
+        reason: &Reason,
+        transform: Option<Transform<'_>>,
+    ) -> Result<Pending> {
         let failed = |source: BackendError| {
             Error::from_backend(
                 During::Transfer {
@@ -539,11 +622,32 @@ impl<H> MemorySystem<H> {
         let started = Instant::now();
         let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
         let virtual_clock = a.virtual_clock || b.virtual_clock;
-        let moved = || self.move_bytes(from, to, src, dst, bytes.clone());
+        let moved = || -> Result<()> {
+            match transform {
+                None => self
+                    .move_bytes(from, to, src, dst, bytes.clone())
+                    .map_err(failed)?,
+                Some(transform) => {
+                    let mut stage = Zeroizing::new(vec![0u8; bytes.len()]);
+                    // The staging copy stands for the block at the range: byte `bytes.start`
+                    // of the buffer is its first byte, so its base lies `bytes.start` before
+                    // it (a wrapping base, as a window's, never dereferenced itself).
+                    let base = stage.as_mut_ptr().wrapping_sub(bytes.start);
+                    self.move_bytes(from, SpaceId::HOST, src, base, bytes.clone())
+                        .map_err(failed)?;
+                    transform(&mut stage)?;
+                    self.move_bytes(SpaceId::HOST, to, base, dst, bytes.clone())
+                        .map_err(failed)?;
+                }
+            }
+            Ok(())
+        };
+        // Under the virtual clock the copy's wall time is excluded; its modelled time is
+        // charged below.
         if virtual_clock {
-            crate::vclock::exclude(moved).map_err(failed)?;
+            crate::vclock::exclude(moved)?;
         } else {
-            moved().map_err(failed)?;
+            moved()?;
         }
         let pending = match self.link(from, to) {
             Some((link, true)) if virtual_clock => {
@@ -638,6 +742,59 @@ impl<H> MemorySystem<H> {
                 source.copy_out(at(src), &mut bounce)?;
                 target.copy_in(at(dst), &bounce)
             }
+        }
+    }
+
+    /// Fills `bytes` of a block in `space` (at `base`, as [`Self::fill_zero`]) with zeros
+    /// that `transform` rewrote first, on the host (a secure buffer's zero fragments, sealed
+    /// for an untrusted space: `data::secure`). Counted as a fill.
+    pub(crate) fn fill_through(
+        &self,
+        space: SpaceId,
+        base: *mut u8,
+        bytes: Range<usize>,
+        transform: Transform<'_>,
+    ) -> Result<()> {
+        let mut stage = vec![0u8; bytes.len()];
+        transform(&mut stage)?;
+        let stage_base = stage.as_mut_ptr().wrapping_sub(bytes.start);
+        self.move_bytes(SpaceId::HOST, space, stage_base, base, bytes.clone())
+            .map_err(|source| {
+                Error::from_backend(
+                    During::Fill {
+                        space: self.named(space),
+                        bytes: bytes.len(),
+                    },
+                    source,
+                )
+            })?;
+        self.counters.record_fill(space.index());
+        Ok(())
+    }
+
+    /// Zeroises `len` bytes of a block in `space` from its first byte `ptr`, with writes the
+    /// compiler may not drop: a secure buffer's block before it goes back to its pool.
+    pub(crate) fn wipe(&self, space: SpaceId, ptr: *mut u8, len: usize) -> Result<()> {
+        match self.device_memory(space) {
+            None => {
+                // SAFETY: `ptr` is the first byte of a block of `space`'s pool, which holds
+                // at least `len` bytes (the pool bytes the block takes) and is
+                // host-addressable (no device memory); bytes need no alignment, so nothing
+                // about the block's placement is assumed. Its buffer is giving it up under
+                // its lock, so no view, kernel or copy uses these bytes now.
+                let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+                bytes.zeroize();
+                Ok(())
+            }
+            Some(device) => device.fill_zero(ptr.addr(), len).map_err(|source| {
+                Error::from_backend(
+                    During::Fill {
+                        space: self.named(space),
+                        bytes: len,
+                    },
+                    source,
+                )
+            }),
         }
     }
 

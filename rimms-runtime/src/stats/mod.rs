@@ -37,6 +37,8 @@ pub(crate) struct ApiCounter {
     /// became (see `kernel::merge`).
     merged: AtomicU64,
     merged_into: AtomicU64,
+    /// Merged calls that failed and ran again one call a row.
+    merge_retries: AtomicU64,
 }
 
 /// What eviction did in one space.
@@ -147,6 +149,20 @@ impl ApiCounters {
         }
     }
 
+    /// A merged call of API `api` failed and its calls run again one by one.
+    pub(crate) fn record_merge_retry(&self, api: usize) {
+        if let Some(c) = self.apis.get(api) {
+            c.merge_retries.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Merged calls of one API that ran again one by one.
+    pub(crate) fn merge_retries(&self, api: usize) -> u64 {
+        self.apis
+            .get(api)
+            .map_or(0, |c| c.merge_retries.load(Relaxed))
+    }
+
     /// (calls merged, device calls they became) of one API.
     pub(crate) fn merges(&self, api: usize) -> (u64, u64) {
         self.apis.get(api).map_or((0, 0), |c| {
@@ -168,6 +184,7 @@ impl ApiCounters {
             a.misses.store(0, Relaxed);
             a.merged.store(0, Relaxed);
             a.merged_into.store(0, Relaxed);
+            a.merge_retries.store(0, Relaxed);
         }
     }
 }
@@ -230,6 +247,9 @@ pub struct ApiStats {
     /// The device calls those merged calls became, each counted in `calls` of the API it ran
     /// as (`zip`s with a shared operand run as one `zip_rows`).
     pub merged_into: u64,
+    /// Merged calls that failed (a merged call over many rows may not fit where its rows one
+    /// at a time do, under memory pressure) and whose calls ran again one by one.
+    pub merge_retries: u64,
 }
 
 /// A snapshot of a runtime's counters.
@@ -381,6 +401,7 @@ impl Stats {
                 misses: 0,
                 merged: 0,
                 merged_into: 0,
+                merge_retries: 0,
             }),
             None => Err(Error::UnknownName {
                 what: "API",

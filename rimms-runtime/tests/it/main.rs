@@ -24,10 +24,13 @@ mod fpga_process;
 mod fpga_results;
 #[cfg(feature = "fpga-emulator")]
 mod fpga_strict;
+mod fragment_rule;
 mod layers;
 mod merging;
+mod prefetch;
 // Only the FPGA result tests compare against the direct DFT.
 #[cfg(feature = "fpga-emulator")]
 mod reference;
+mod secure;
 
 pub use rimms_test_support::rerun_test;

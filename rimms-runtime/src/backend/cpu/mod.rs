@@ -5,7 +5,7 @@
 pub use super::host_kernels as kernels;
 
 use super::{Backend, BackendError, SpaceSpec};
-use crate::hal::{ArgForm, Device};
+use crate::hal::{ArgForm, Device, DeviceGrain};
 use std::any::Any;
 
 pub(crate) struct CpuBackend {
@@ -32,6 +32,15 @@ impl Backend for CpuBackend {
 
     fn arg_form(&self) -> ArgForm {
         ArgForm::Host
+    }
+
+    /// Its L2 line as Linux reports it (`cache/index2/coherency_line_size` of CPU 0), else
+    /// 64 bytes; no DMA engine or warp.
+    fn grain(&self) -> DeviceGrain {
+        DeviceGrain {
+            l2_line: l2_line().unwrap_or(64),
+            ..DeviceGrain::CACHE_LINE_64
+        }
     }
 
     /// Its FFT plans, which its FFT kernels reach through their context.
@@ -182,4 +191,15 @@ mod implementations {
         kernels::gemm(m, k, n, a, b, c);
         Ok(())
     }
+}
+
+/// The L2 line size of CPU 0 from sysfs, where Linux reports a plausible one.
+fn l2_line() -> Option<usize> {
+    let text =
+        std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/coherency_line_size")
+            .ok()?;
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| n.is_power_of_two() && (16..=4096).contains(n))
 }

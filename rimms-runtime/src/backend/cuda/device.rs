@@ -105,6 +105,16 @@ impl Backend for GpuBackend {
         Device::Gpu(self.index)
     }
 
+    /// Warps of 32 threads (every NVIDIA GPU so far) over 128-byte cache lines (L1 and L2
+    /// lines of 4 32-byte sectors since Fermi); copies are the driver's, no burst of ours.
+    fn grain(&self) -> crate::hal::DeviceGrain {
+        crate::hal::DeviceGrain {
+            l2_line: 128,
+            dma_burst: 0,
+            warp: 32,
+        }
+    }
+
     fn own_space(&self) -> Option<SpaceSpec> {
         Some(SpaceSpec {
             name: self.space.device().to_string(),

@@ -211,6 +211,17 @@ impl Backend for FpgaDevice {
         Device::Fpga(self.index as u8)
     }
 
+    /// An accelerator's AXI DMA moves bursts of 16 beats (PG021's default maximum burst
+    /// size) of a 128-bit memory-mapped port (the ZynqMP's S_AXI_HP width): 256 bytes. The
+    /// board configuration does not state either yet; a board built otherwise reports wrong
+    /// here until it does.
+    fn grain(&self) -> crate::hal::DeviceGrain {
+        crate::hal::DeviceGrain {
+            dma_burst: 16 * 16,
+            ..crate::hal::DeviceGrain::CACHE_LINE_64
+        }
+    }
+
     fn own_space(&self) -> Option<SpaceSpec> {
         let acc = self.accelerator();
         let memory = acc.memory();
