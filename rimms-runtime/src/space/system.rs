@@ -622,32 +622,28 @@ impl<H> MemorySystem<H> {
         let started = Instant::now();
         let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
         let virtual_clock = a.virtual_clock || b.virtual_clock;
-        let moved = || -> Result<()> {
-            match transform {
-                None => self
-                    .move_bytes(from, to, src, dst, bytes.clone())
-                    .map_err(failed)?,
-                Some(transform) => {
-                    let mut stage = Zeroizing::new(vec![0u8; bytes.len()]);
-                    // The staging copy stands for the block at the range: byte `bytes.start`
-                    // of the buffer is its first byte, so its base lies `bytes.start` before
-                    // it (a wrapping base, as a window's, never dereferenced itself).
-                    let base = stage.as_mut_ptr().wrapping_sub(bytes.start);
-                    self.move_bytes(from, SpaceId::HOST, src, base, bytes.clone())
-                        .map_err(failed)?;
-                    transform(&mut stage)?;
-                    self.move_bytes(SpaceId::HOST, to, base, dst, bytes.clone())
-                        .map_err(failed)?;
-                }
+        // Under the virtual clock a copy's wall time is excluded (its modelled time is charged
+        // below); a staged copy's transform is host work and stays counted.
+        let mv = |f: SpaceId, t: SpaceId, s: *mut u8, d: *mut u8| {
+            let go = || self.move_bytes(f, t, s, d, bytes.clone());
+            if virtual_clock {
+                crate::vclock::exclude(go)
+            } else {
+                go()
             }
-            Ok(())
         };
-        // Under the virtual clock the copy's wall time is excluded; its modelled time is
-        // charged below.
-        if virtual_clock {
-            crate::vclock::exclude(moved)?;
-        } else {
-            moved()?;
+        match transform {
+            None => mv(from, to, src, dst).map_err(failed)?,
+            Some(transform) => {
+                let mut stage = Zeroizing::new(vec![0u8; bytes.len()]);
+                // The staging copy stands for the block at the range: byte `bytes.start` of
+                // the buffer is its first byte, so its base lies `bytes.start` before it (a
+                // wrapping base, as a window's, never dereferenced itself).
+                let base = stage.as_mut_ptr().wrapping_sub(bytes.start);
+                mv(from, SpaceId::HOST, src, base).map_err(failed)?;
+                transform(&mut stage)?;
+                mv(SpaceId::HOST, to, base, dst).map_err(failed)?;
+            }
         }
         let pending = match self.link(from, to) {
             Some((link, true)) if virtual_clock => {
