@@ -1,9 +1,9 @@
 //! Ctrl-C (SIGINT) and SIGTERM end `rimms run` and `rimms bench` between frames, so that
 //! their runtimes are dropped and take their files with them (the stats page
-//! `$TMPDIR/rimms-stats-<pid>`, the FPGA emulator's `rimms-fpga-emu…` folder in `$TMPDIR` or
-//! `/dev/shm`) rather than the signal ending the process where it stands. The process then
-//! ends by the same signal, so a shell sees what it always saw (status 130 or 143). A second
-//! signal ends it at once, as before.
+//! `$TMPDIR/rimms-stats-<pid>`, the FPGA emulator's `$TMPDIR/rimms-fpga-emu…` folder) rather
+//! than the signal ending the process where it stands. The process then ends by the same
+//! signal, so a shell sees what it always saw (status 130 or 143). A second signal ends it
+//! at once, as before.
 
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::sync::atomic::{AtomicI32, Ordering};

@@ -128,7 +128,12 @@ impl FpgaParts {
             }),
             #[cfg(feature = "fpga-emulator")]
             FpgaSource::Emulated(layout) => {
-                let dir = emulator_folder()?;
+                let dir = tempfile::Builder::new()
+                    .prefix("rimms-fpga-emu")
+                    .tempdir()
+                    .map_err(|e| {
+                        Error::Config(format!("cannot create the emulator's folder: {e}"))
+                    })?;
                 if let Some(t) = &layout.timing {
                     // FPGA time is modelled from here on: frames read the virtual clock.
                     crate::vclock::enable(t.costs());
@@ -165,30 +170,6 @@ impl FpgaParts {
             })
             .collect()
     }
-}
-
-/// Where the emulator's files go: under `$TMPDIR` where it is set (the user's choice), else
-/// under `/dev/shm` where it exists (RAM, as a board's u-dma-buf is), else the system's
-/// temporary folder. With the u-dma-buf file on a disk-backed `/tmp`, host code that writes
-/// the buffer in place (rimms's and native's FPGA modes) ran measurably slower than in RAM
-/// (likely page faults after the kernel's writeback): a cost of this machine's file system
-/// that the board does not have (issue 31, docs/fpga-model.md).
-#[cfg(feature = "fpga-emulator")]
-fn emulator_folder() -> Result<tempfile::TempDir> {
-    let builder = || {
-        let mut b = tempfile::Builder::new();
-        b.prefix("rimms-fpga-emu");
-        b
-    };
-    let shm = std::path::Path::new("/dev/shm");
-    if std::env::var_os("TMPDIR").is_none_or(|t| t.is_empty()) && shm.is_dir() {
-        if let Ok(dir) = builder().tempdir_in(shm) {
-            return Ok(dir);
-        }
-    }
-    builder()
-        .tempdir()
-        .map_err(|e| Error::Config(format!("cannot create the emulator's folder: {e}")))
 }
 
 /// One accelerator instance as a runtime device.
