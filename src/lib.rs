@@ -182,6 +182,9 @@ pub mod drivers {
     pub use rimms_runtime::kernel::HostArg;
     /// Memory a backend provides: a device's own memory, or one mapped into the process.
     pub use rimms_runtime::space::{DeviceMemory, MappedMemory};
+    /// The virtual clock: modelled time for what an emulator stands in for (an emulated FPGA
+    /// under a timing model); frames read it to count modelled time, not the emulator's.
+    pub use rimms_runtime::vclock;
 }
 
 /// What the macros expand to. Not a stable API: use the macros.

@@ -5,6 +5,7 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 pub mod apps;
 pub mod bench;
+pub mod bench_model;
 pub mod fpga_emu;
 pub mod human;
 pub mod interrupt;

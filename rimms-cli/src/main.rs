@@ -18,7 +18,10 @@ use std::process::ExitCode;
 fn fpga_timing_arg(text: &str) -> Result<String, String> {
     match rimms::drivers::fpga::TimingModel::by_name(text) {
         Some(_) => Ok(text.to_string()),
-        None => Err(format!("no timing model named {text:?} (known: zcu102)")),
+        None => Err(format!(
+            "no timing model named {text:?} (known: {})",
+            rimms::drivers::fpga::TimingModel::NAMES
+        )),
     }
 }
 
@@ -209,8 +212,10 @@ enum Command {
         /// before the bench runs).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
-        /// Run the FPGA emulator with a timing model (`zcu102`: modelled DMA, core, register
-        /// and host-copy times) and label its rows as modelled; the same as setting
+        /// Run the FPGA emulator with a timing model (`zcu102`: modelled DMA, core, register,
+        /// cache-maintenance and host-copy times on a virtual clock; `zcu102-uncached`: the same
+        /// with the u-dma-buf mapped uncached, as CEDR maps it) and label its rows as
+        /// modelled; the same as setting
         /// RIMMS_FPGA_TIMING. Ignored, with a note, where RIMMS_FPGA_BOARD names a real board.
         #[arg(long, value_name = "MODEL", value_parser = fpga_timing_arg)]
         fpga_timing: Option<String>,

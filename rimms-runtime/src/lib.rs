@@ -25,6 +25,7 @@ mod sched;
 mod scope;
 pub mod space;
 pub mod stats;
+pub mod vclock;
 
 #[cfg(feature = "fpga")]
 pub use backend::fpga::FpgaSource;

@@ -367,3 +367,48 @@ fn zero_copy_puts_unplaced_host_and_cpu_data_in_the_u_dma_buf() {
         (4, 3)
     );
 }
+
+/// `zip_rows` runs on the ZIP core, one row at a time (the shared row and each row of `a` as
+/// one packet): every element matches the formula, and the core's transfers count one per
+/// row; an operation the core lacks (multiply by the conjugate) is refused before anything
+/// moves, as for `zip`.
+#[test]
+fn zip_rows_runs_on_the_zip_core_one_row_at_a_time() {
+    let dir = tempfile::tempdir().expect("dir");
+    let emu = Emulator::start(dir.path(), &strict_layout()).expect("emulator");
+    let rt = Runtime::builder()
+        .fpga(FpgaSource::Board(emu.config().clone()))
+        .build()
+        .expect("runtime");
+    let a_host = signal(LEN, 3);
+    let row_host = signal(N, 4);
+    let a = HeteData::from_slice(&rt, &a_host).unwrap();
+    let row = HeteData::from_slice(&rt, &row_host).unwrap();
+    let mut out = HeteData::<rimms::Complex32>::alloc(&rt, LEN).unwrap();
+    let before = emu.transfers("zip0").unwrap();
+    rt.zip_rows(ZIP0, ZipOp::Mul, &a, &row, &mut out).unwrap();
+    assert_eq!(emu.transfers("zip0").unwrap() - before, ROWS as u64);
+    let got = out.host().unwrap();
+    for (i, g) in got.iter().enumerate() {
+        let want = a_host[i] * row_host[i % N];
+        assert!(
+            (g - want).norm() <= 1e-6 * (1.0 + want.norm()),
+            "{i}: {g} vs {want}"
+        );
+    }
+    let err = rt
+        .zip_rows(ZIP0, ZipOp::MulConj, &a, &row, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unsupported {
+                api: "zip_rows",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(emu.violations().is_empty(), "{:?}", emu.violations());
+    emu.stop();
+}

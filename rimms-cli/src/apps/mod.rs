@@ -32,6 +32,7 @@ pub use mapping::{Mapping, Sched, Step};
 pub use report::{Checksum, Eviction, Link, Run};
 
 use native::Native;
+use rimms::drivers::vclock;
 use rimms::{
     Complex32, CostTable, ExecMode, FftDirection, HeteData, HeteSlice, HeteSliceMut, Policy,
     Runtime, SimConfig, Target, ZipOp,
@@ -467,6 +468,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         .collect::<Result<Vec<_>, AppError>>()?;
     let n = bodies.len();
     let mut times: Vec<Vec<Duration>> = (0..n).map(|_| Vec::new()).collect();
+    let mut modelled = vec![[Duration::ZERO; vclock::TERMS]; n];
     let mut results: Vec<Option<P::Output>> = (0..n).map(|_| None).collect();
     let mut timed_since = None;
     for i in 0..warmup + frames {
@@ -487,11 +489,20 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         }
         for j in 0..n {
             let k = (i + j) % n;
+            // Under an FPGA timing model a frame's time is the host's own work plus the
+            // modelled FPGA time (the virtual clock); otherwise the two readings are equal and
+            // this is the wall time.
+            let clock = vclock::read();
             let start = Instant::now();
             let result = bodies[k]()?;
-            let elapsed = start.elapsed();
+            let wall = start.elapsed();
+            let end = vclock::read();
+            let elapsed = clock.frame_time(end, wall);
             if i >= warmup {
                 times[k].push(elapsed);
+                for (sum, d) in modelled[k].iter_mut().zip(clock.terms_until(end)) {
+                    *sum += d;
+                }
             }
             results[k] = Some(result);
         }
@@ -501,7 +512,13 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
     }
     drop(bodies);
     let mut out = Vec::with_capacity(n);
-    for (((setup, opts), frame_times), result) in setups.iter().zip(runs).zip(times).zip(results) {
+    for ((((setup, opts), frame_times), result), modelled) in setups
+        .iter()
+        .zip(runs)
+        .zip(times)
+        .zip(results)
+        .zip(modelled)
+    {
         let (links, allocations, evictions, merge_retries) = match setup {
             Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new(), 0),
             Setup::Managed(rt) => {
@@ -542,6 +559,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             links,
             allocations,
             evictions,
+            modelled,
             merge_retries,
             result,
         });

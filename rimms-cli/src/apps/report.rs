@@ -54,6 +54,9 @@ pub struct Run<R> {
     pub allocations: u64,
     /// Spaces that evicted blocks over the run (a pool too small for the working set).
     pub evictions: Vec<Eviction>,
+    /// Modelled time over the timed frames, by term of the virtual clock (all zero where
+    /// nothing is modelled): where an FPGA row's modelled time goes.
+    pub modelled: [Duration; rimms::drivers::vclock::TERMS],
     /// Merged calls that did not fit (memory pressure) and ran again one call a row.
     pub merge_retries: u64,
     /// The last frame's result.
@@ -102,6 +105,7 @@ impl<R> Run<R> {
             links: self.links,
             allocations: self.allocations,
             evictions: self.evictions,
+            modelled: self.modelled,
             merge_retries: self.merge_retries,
             result: f(self.result),
         }

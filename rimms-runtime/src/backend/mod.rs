@@ -30,6 +30,10 @@ pub(crate) struct SpaceSpec {
     pub link: LinkModel,
     /// Make copies over that link take the modelled time.
     pub simulate: bool,
+    /// Copies over that link charge the modelled time to the virtual clock ([`crate::vclock`])
+    /// instead of waiting it out, and their wall time is excluded (an emulated FPGA under a
+    /// timing model).
+    pub virtual_clock: bool,
     /// Fault injection: every copy to or from this space fails.
     pub fail_copies: bool,
     /// Where the space's bytes are. Devices whose specs name the same space share it.

@@ -89,7 +89,9 @@ pub(crate) fn of_devices(shared: &Shared) -> Vec<Capabilities> {
                 apis.retain(|a| *a != "fft_in_place");
             }
             if !zip.iter().any(|(_, s)| matches!(s, ZipSupport::Yes { .. })) {
-                apis.retain(|a| *a != "zip");
+                // `zip_rows` is a ZIP row by row: where no ZIP runs, neither does it (an
+                // FPGA's FFT core).
+                apis.retain(|a| *a != "zip" && *a != "zip_rows");
                 zip.clear();
             }
             Capabilities {

@@ -434,6 +434,7 @@ impl RuntimeBuilder {
         };
         Ok(SpaceEntry::linked(pool, spec.link)
             .simulated(spec.simulate)
+            .virtual_clock(spec.virtual_clock)
             .failing_copies(spec.fail_copies)
             .host_mapped(spec.host_mapped)
             .device_memory(device_memory))

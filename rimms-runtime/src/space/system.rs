@@ -42,6 +42,8 @@ pub(crate) struct SpaceEntry<H> {
     /// copy planner and the scheduler rank by this when it is set.
     measured: OnceLock<LinkModel>,
     simulate: bool,
+    /// Copies over the link charge the virtual clock instead of waiting ([`crate::vclock`]).
+    virtual_clock: bool,
     /// Copies to and from this space fail (fault injection): set by `SimConfig::fail_copies`,
     /// switched by `Runtime::inject_copy_faults`.
     fail_copies: AtomicBool,
@@ -64,6 +66,7 @@ impl<H> SpaceEntry<H> {
             link: None,
             measured: OnceLock::new(),
             simulate: false,
+            virtual_clock: false,
             fail_copies: AtomicBool::new(false),
             residents: Residents::default(),
             host_mapped: true,
@@ -88,6 +91,14 @@ impl<H> SpaceEntry<H> {
     #[must_use]
     pub(crate) fn simulated(mut self, on: bool) -> Self {
         self.simulate = on;
+        self
+    }
+
+    /// Copies over the link charge their modelled time to the virtual clock and their wall
+    /// time is excluded (an emulated FPGA under a timing model), instead of waiting it out.
+    #[must_use]
+    pub(crate) fn virtual_clock(mut self, on: bool) -> Self {
+        self.virtual_clock = on;
         self
     }
 
@@ -609,24 +620,37 @@ impl<H> MemorySystem<H> {
             return Err(failed(BackendError::InjectedFault("copy")));
         }
         let started = Instant::now();
+        let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
+        let virtual_clock = a.virtual_clock || b.virtual_clock;
+        // Under the virtual clock a copy's wall time is excluded (its modelled time is charged
+        // below); a staged copy's transform is host work and stays counted.
+        let mv = |f: SpaceId, t: SpaceId, s: *mut u8, d: *mut u8| {
+            let go = || self.move_bytes(f, t, s, d, bytes.clone());
+            if virtual_clock {
+                crate::vclock::exclude(go)
+            } else {
+                go()
+            }
+        };
         match transform {
-            None => self
-                .move_bytes(from, to, src, dst, bytes.clone())
-                .map_err(failed)?,
+            None => mv(from, to, src, dst).map_err(failed)?,
             Some(transform) => {
                 let mut stage = Zeroizing::new(vec![0u8; bytes.len()]);
                 // The staging copy stands for the block at the range: byte `bytes.start` of
                 // the buffer is its first byte, so its base lies `bytes.start` before it (a
                 // wrapping base, as a window's, never dereferenced itself).
                 let base = stage.as_mut_ptr().wrapping_sub(bytes.start);
-                self.move_bytes(from, SpaceId::HOST, src, base, bytes.clone())
-                    .map_err(failed)?;
+                mv(from, SpaceId::HOST, src, base).map_err(failed)?;
                 transform(&mut stage)?;
-                self.move_bytes(SpaceId::HOST, to, base, dst, bytes.clone())
-                    .map_err(failed)?;
+                mv(SpaceId::HOST, to, base, dst).map_err(failed)?;
             }
         }
         let pending = match self.link(from, to) {
+            Some((link, true)) if virtual_clock => {
+                // The modelled copy counts on the virtual clock; nothing to wait out.
+                crate::vclock::charge(crate::vclock::Term::Copy, link.duration(bytes.len()));
+                Pending::NONE
+            }
             Some((link, true)) => {
                 let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
                 let links = [a, b].map(|s| s.link.is_some().then_some(&s.busy));

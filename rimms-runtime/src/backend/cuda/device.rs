@@ -121,6 +121,7 @@ impl Backend for GpuBackend {
             pool_bytes: crate::hal::DeviceMemory::capacity(&*self.space),
             link: PCIE_GEN5,
             simulate: false,
+            virtual_clock: false,
             fail_copies: false,
             host_mapped: false,
             memory: SpaceBacking::Device(self.space.clone()),

@@ -1,7 +1,8 @@
 //! The board as runtime devices: every accelerator instance is a device `fpga(n)`, all of them
 //! sharing their u-dma-buf as one memory space that the CPU maps too. The built-in `fft`,
-//! `fft_in_place` and `zip` APIs run on them; the kernels hand the accelerators offsets into
-//! that space, so data an FPGA kernel uses never leaves it.
+//! `fft_in_place`, `zip` and `zip_rows` (one row at a time on the ZIP core) APIs run on them;
+//! the kernels hand the accelerators offsets into that space, so data an FPGA kernel uses
+//! never leaves it.
 
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
@@ -60,11 +61,18 @@ impl FpgaSource {
                 layout.strict = Self::strict_from_env()?;
                 if let Some(name) = std::env::var_os(TIMING_ENV) {
                     let name = name.to_string_lossy();
-                    layout.timing = Some(TimingModel::by_name(&name).ok_or_else(|| {
+                    let model = TimingModel::by_name(&name).ok_or_else(|| {
                         Error::Config(format!(
-                            "{TIMING_ENV}={name}: no such timing model (known: zcu102)"
+                            "{TIMING_ENV}={name}: no such timing model (known: {})",
+                            TimingModel::NAMES
                         ))
-                    })?);
+                    })?;
+                    if model.uncached_udmabuf {
+                        for u in &mut layout.udmabufs {
+                            u.cache = CacheMode::Uncached;
+                        }
+                    }
+                    layout.timing = Some(model);
                 }
                 Ok(FpgaSource::Emulated(layout))
             }
@@ -126,6 +134,10 @@ impl FpgaParts {
                     .map_err(|e| {
                         Error::Config(format!("cannot create the emulator's folder: {e}"))
                     })?;
+                if let Some(t) = &layout.timing {
+                    // FPGA time is modelled from here on: frames read the virtual clock.
+                    crate::vclock::enable(t.costs());
+                }
                 let emulator = Emulator::start(dir.path(), &layout)?;
                 let board = Arc::new(FpgaBoard::open(emulator.config())?);
                 Ok(FpgaParts {
@@ -209,6 +221,7 @@ impl Backend for FpgaDevice {
             pool_bytes: range.len(),
             link: link.unwrap_or(LinkModel::ZYNQ_HP),
             simulate: link.is_some(),
+            virtual_clock: link.is_some() && crate::vclock::is_on(),
             fail_copies: false,
             host_mapped: true,
             memory: SpaceBacking::Mapped(MappedMemory {
@@ -342,4 +355,57 @@ fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32])
     );
     acc.zip_in_pieces(op, out.len(), a, b, o)
         .map_err(|e| ctx.error("zip", e))
+}
+
+/// The `accepts` check of `zip_rows` on an FPGA: whole rows, and the operation on one row as
+/// [`zip_fits`] checks it (the kernel runs one row at a time, each split as a ZIP is).
+fn zip_rows_fits(
+    dev: &DeviceCtx<'_>,
+    op: ZipOp,
+    a: usize,
+    row: usize,
+    out: usize,
+) -> std::result::Result<(), Refusal> {
+    if row == 0 || a % row != 0 || out != a {
+        return Err(Refusal::new(format!(
+            "zip_rows of {a} elements by a row of {row} into {out}: not whole rows"
+        )));
+    }
+    zip_fits(dev, op, row, row, row)
+}
+
+/// `out[r] = a[r] op row` on the ZIP core, one row at a time: each row of `a` and the shared
+/// row are one ZIP (staged into one packet by the driver, as any ZIP whose inputs are apart).
+#[rimms_macros::kernel(api = apis::zip_rows, device = fpga, accepts = zip_rows_fits)]
+fn zip_rows(
+    ctx: &KernelCtx,
+    op: ZipOp,
+    a: &[C32],
+    row: &[C32],
+    #[out] out: &mut [C32],
+) -> Result<()> {
+    let acc = accelerator(ctx)?;
+    let len = row.len();
+    if len == 0 || a.len() % len != 0 || out.len() != a.len() {
+        return Err(ctx.error(
+            "zip_rows",
+            BackendError::Invalid(format!(
+                "{} elements by a row of {len} into {}: not whole rows",
+                a.len(),
+                out.len()
+            )),
+        ));
+    }
+    let (a_at, row_at, out_at) = (
+        offset_of(ctx, acc, a)?,
+        offset_of(ctx, acc, row)?,
+        offset_of(ctx, acc, out)?,
+    );
+    let row_bytes = std::mem::size_of_val(row);
+    for r in 0..a.len() / len {
+        let at = r * row_bytes;
+        acc.zip_in_pieces(op, len, a_at + at, row_at, out_at + at)
+            .map_err(|e| ctx.error("zip_rows", e))?;
+    }
+    Ok(())
 }

@@ -63,6 +63,6 @@ pub use emulator::{
 pub use fault::FpgaFault;
 pub use fft_ip::FftIp;
 pub use regs::RegisterPage;
-pub use timing::TimingModel;
+pub use timing::{Phases, TimingModel};
 pub use udmabuf::{CacheMode, SyncDirection, SyncFor, SyncMethod, Udmabuf};
 pub use zip_ip::{ZipCoreOp, ZipIp};

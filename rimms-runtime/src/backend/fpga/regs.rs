@@ -167,7 +167,12 @@ impl RegisterPage {
         let v = unsafe { p.read_volatile() };
         fence(Ordering::SeqCst);
         if let Some((_, read)) = self.model {
-            spin_for(read);
+            if POLL_READS
+                .with(|n| n.get().map(|k| n.set(Some(k + 1))))
+                .is_none()
+            {
+                take_time(read);
+            }
         }
         Ok(v)
     }
@@ -194,9 +199,41 @@ impl RegisterPage {
             unsafe { p.write_volatile(value) };
         }
         if let Some((write, _)) = self.model {
-            spin_for(write);
+            take_time(write);
         }
         Ok(())
+    }
+
+    /// Runs one evaluation of a poll's condition: its register reads are counted, not charged
+    /// (the reads of a wait overlap the transfer the emulator has already charged; how many
+    /// there are depends on this machine's speed). Returns `f`'s result and the reads counted.
+    pub fn polled<T>(f: impl FnOnce() -> T) -> (T, u32) {
+        let outer = POLL_READS.with(|n| n.replace(Some(0)));
+        let out = f();
+        let reads = POLL_READS.with(|n| n.replace(outer)).unwrap_or(0);
+        (out, reads)
+    }
+
+    /// Charges `reads` modelled register reads (the last evaluation of a wait, which the board
+    /// makes once the event has happened).
+    pub fn charge_reads(&self, reads: u32) {
+        if let Some((_, read)) = self.model {
+            take_time(read * reads);
+        }
+    }
+}
+
+thread_local! {
+    /// Inside [`RegisterPage::polled`]: the reads counted so far.
+    static POLL_READS: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// A modelled access time: charged to the virtual clock when it runs, else waited out.
+fn take_time(d: Duration) {
+    if crate::vclock::is_on() {
+        crate::vclock::charge(crate::vclock::Term::Register, d);
+    } else {
+        spin_for(d);
     }
 }
 

@@ -41,6 +41,26 @@ pub struct TimingModel {
     pub register_write_ns: u64,
     /// One AXI-Lite register read from the A53 (a full round trip to the PL).
     pub register_read_ns: u64,
+    /// One cache-maintenance request on a cached u-dma-buf: the sysfs write (`sync_for_cpu` /
+    /// `sync_for_device`) and its syscall, before any line is touched.
+    #[serde(default = "default_sync_call_ns")]
+    pub sync_call_ns: u64,
+    /// Cache maintenance by line over the range (clean or invalidate by VA), bytes per second.
+    #[serde(default = "default_sync_bps")]
+    pub sync_bps: f64,
+    /// The u-dma-buf is mapped uncached (opened `O_SYNC`, as CEDR's drivers open it): no cache
+    /// maintenance, and every A53 copy into or out of it, and every pass over it inside a
+    /// driver call, runs at `cpu_copy_uncached_bps`.
+    #[serde(default)]
+    pub uncached_udmabuf: bool,
+}
+
+fn default_sync_call_ns() -> u64 {
+    5_000
+}
+
+fn default_sync_bps() -> f64 {
+    2.0e9
 }
 
 impl TimingModel {
@@ -60,6 +80,10 @@ impl TimingModel {
     ///   slower than a cached one), to be measured on the board.
     /// - Register access: 30 ns per posted write and 200 ns per read are assumptions for
     ///   AXI-Lite through M_AXI_HPM0_FPD.
+    /// - Cache maintenance: 5 µs per request (a write to a sysfs attribute: open, write and
+    ///   the driver's range check on a 1.2 GHz A53) and 2 GB/s by line over the range (`dc
+    ///   civac` per 64-byte line, bounded by the DDR write-back of dirty lines) are
+    ///   assumptions, to be measured on the board.
     pub fn zcu102() -> Self {
         Self {
             name: "zcu102".to_owned(),
@@ -73,13 +97,42 @@ impl TimingModel {
             cpu_copy_latency_ns: 2_000,
             register_write_ns: 30,
             register_read_ns: 200,
+            sync_call_ns: default_sync_call_ns(),
+            sync_bps: default_sync_bps(),
+            uncached_udmabuf: false,
         }
     }
 
-    /// A model by name (`zcu102`), for command lines and environment variables.
+    /// [`TimingModel::zcu102`] with the u-dma-buf mapped uncached, as CEDR maps it (`O_SYNC`
+    /// on `/dev/udmabufN`): the condition under which the paper's baseline copies ran.
+    pub fn zcu102_uncached() -> Self {
+        Self {
+            name: "zcu102-uncached".to_owned(),
+            uncached_udmabuf: true,
+            ..Self::zcu102()
+        }
+    }
+
+    /// The host-side costs the virtual clock charges under this model.
+    pub fn costs(&self) -> crate::vclock::ModelCosts {
+        crate::vclock::ModelCosts {
+            copy_cached_bps: self.cpu_copy_cached_bps,
+            copy_uncached_bps: self.cpu_copy_uncached_bps,
+            copy_latency_ns: self.cpu_copy_latency_ns,
+            sync_call_ns: self.sync_call_ns,
+            sync_bps: self.sync_bps,
+        }
+    }
+
+    /// The names [`TimingModel::by_name`] knows.
+    pub const NAMES: &'static str = "zcu102, zcu102-uncached";
+
+    /// A model by name (`zcu102`, `zcu102-uncached`), for command lines and environment
+    /// variables.
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "zcu102" => Some(Self::zcu102()),
+            "zcu102-uncached" => Some(Self::zcu102_uncached()),
             _ => None,
         }
     }
@@ -88,18 +141,60 @@ impl TimingModel {
         Duration::from_secs_f64(n / self.pl_clock_hz)
     }
 
-    /// One FFT frame of `bytes` through DMA and core: stream in, core latency, stream out.
-    pub fn fft_transfer(&self, bytes: usize) -> Duration {
+    /// One FFT packet of `bytes` through DMA and core, phase by phase: stream in, core latency,
+    /// stream out.
+    pub fn fft_phases(&self, bytes: usize) -> Phases {
         let points = bytes as f64 / self.fft_stream_bytes;
-        Duration::from_nanos(self.dma_setup_ns)
-            + self.clocks(points * (2.0 + self.fft_latency_clocks_per_point))
+        Phases {
+            setup: Duration::from_nanos(self.dma_setup_ns),
+            mm2s: self.clocks(points),
+            core: self.clocks(points * self.fft_latency_clocks_per_point),
+            s2mm: self.clocks(points),
+        }
     }
 
     /// One ZIP packet of `bytes` (both inputs) through DMA and core: stream in, one result per
-    /// input pair, stream out (half the input).
-    pub fn zip_transfer(&self, bytes: usize) -> Duration {
+    /// input pair as it streams (no latency of its own), stream out (half the input).
+    pub fn zip_phases(&self, bytes: usize) -> Phases {
         let beats = bytes as f64 / self.zip_stream_bytes;
-        Duration::from_nanos(self.dma_setup_ns) + self.clocks(beats * 1.5)
+        Phases {
+            setup: Duration::from_nanos(self.dma_setup_ns),
+            mm2s: self.clocks(beats),
+            core: Duration::ZERO,
+            s2mm: self.clocks(beats / 2.0),
+        }
+    }
+
+    /// One FFT packet's whole time ([`TimingModel::fft_phases`] end to end).
+    pub fn fft_transfer(&self, bytes: usize) -> Duration {
+        self.fft_phases(bytes).total()
+    }
+
+    /// One ZIP packet's whole time ([`TimingModel::zip_phases`] end to end).
+    pub fn zip_transfer(&self, bytes: usize) -> Duration {
+        self.zip_phases(bytes).total()
+    }
+}
+
+/// One transfer's modelled time by part: the DMA's start-up, the MM2S channel streaming the
+/// input, the core's latency, the S2MM channel streaming the output. They follow one another
+/// (one packet at a time: the driver waits for each before the next).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// The DMA's start-up (`dma_setup_ns`).
+    pub setup: Duration,
+    /// The MM2S channel streaming the packet into the core.
+    pub mm2s: Duration,
+    /// The core's latency beyond streaming.
+    pub core: Duration,
+    /// The S2MM channel streaming the result out.
+    pub s2mm: Duration,
+}
+
+impl Phases {
+    /// The transfer end to end.
+    pub fn total(&self) -> Duration {
+        self.setup + self.mm2s + self.core + self.s2mm
     }
 }
 
@@ -118,6 +213,7 @@ mod tests {
             Duration::from_nanos(1_000 + 30_720)
         );
         assert!(TimingModel::by_name("zcu102").is_some());
+        assert!(TimingModel::by_name("zcu102-uncached").is_some_and(|m| m.uncached_udmabuf));
         assert!(TimingModel::by_name("vcu128").is_none());
     }
 }

@@ -427,6 +427,20 @@ impl Udmabuf {
         if len == 0 || self.cache == CacheMode::Uncached {
             return Ok(());
         }
+        // Under a timing model the request costs its modelled time, not the emulator's.
+        if let Some(c) = crate::vclock::costs() {
+            crate::vclock::charge(crate::vclock::Term::Sync, c.sync(len));
+        }
+        crate::vclock::exclude(|| self.sync_request(which, offset, len, dir))
+    }
+
+    fn sync_request(
+        &self,
+        which: SyncFor,
+        offset: usize,
+        len: usize,
+        dir: SyncDirection,
+    ) -> Result<()> {
         let trigger = self.class_dir.join(which.attribute());
         let _guard = self.attr_lock.lock().unwrap_or_else(|p| p.into_inner());
         let packed = if self.sync == SyncMethod::Packed {
@@ -590,6 +604,7 @@ impl Udmabuf {
         for (a, b) in s.iter().zip(d) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        self.charge_cpu_pass(bytes);
         Ok(())
     }
 
@@ -601,7 +616,19 @@ impl Udmabuf {
                 Ordering::Relaxed,
             );
         }
+        self.charge_cpu_pass(count * 4);
         Ok(())
+    }
+
+    /// Under a timing model: the A53 reading and writing `bytes` of this buffer in place (one
+    /// copy's worth at the buffer's cached or uncached memcpy rate).
+    fn charge_cpu_pass(&self, bytes: usize) {
+        if let Some(c) = crate::vclock::costs() {
+            crate::vclock::charge(
+                crate::vclock::Term::CpuPass,
+                c.copy(bytes, self.cache == CacheMode::Cached),
+            );
+        }
     }
 }
 

@@ -113,6 +113,7 @@ impl Backend for SimBackend {
             pool_bytes: self.state.config.pool_bytes,
             link: self.state.config.link,
             simulate: self.state.config.simulate_link,
+            virtual_clock: false,
             fail_copies: self.state.config.fail_copies,
             host_mapped: self.state.config.host_mapped,
             memory: if self.state.config.device_memory {

@@ -363,6 +363,8 @@ pub(crate) struct Control {
     faults: Mutex<Vec<VecDeque<InjectedFault>>>,
     transfers: Vec<AtomicU64>,
     completions: Vec<AtomicU64>,
+    /// Modelled nanoseconds per accelerator: DMA start-up, MM2S, core, S2MM (timing model only).
+    modelled: Vec<[AtomicU64; 4]>,
     sync_log: Mutex<Vec<SyncRecord>>,
     /// Completed poll passes, so a handle can wait for the thread to catch up.
     epoch: AtomicU64,
@@ -379,6 +381,7 @@ impl Control {
             faults: Mutex::new(vec![VecDeque::new(); n]),
             transfers: (0..n).map(|_| AtomicU64::new(0)).collect(),
             completions: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            modelled: (0..n).map(|_| Default::default()).collect(),
             sync_log: Mutex::new(Vec::new()),
             epoch: AtomicU64::new(0),
         }
@@ -437,6 +440,16 @@ impl Control {
     pub(crate) fn count_transfer(&self, idx: usize) {
         if let Some(c) = self.transfers.get(idx) {
             c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds one transfer's modelled phases to accelerator `idx`'s counters.
+    pub(crate) fn count_modelled(&self, idx: usize, p: &timing::Phases) {
+        if let Some(c) = self.modelled.get(idx) {
+            for (slot, d) in c.iter().zip([p.setup, p.mm2s, p.core, p.s2mm]) {
+                let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                slot.fetch_add(ns, Ordering::Relaxed);
+            }
         }
     }
 
@@ -531,6 +544,21 @@ impl Emulator {
     pub fn transfers(&self, accel: &str) -> Result<u64> {
         let i = self.control.index(accel)?;
         Ok(self.control.transfers[i].load(Ordering::Relaxed))
+    }
+
+    /// The modelled time `accel`'s transfers have taken so far, by part (timing model only;
+    /// zero without one): the virtual clock's per-core and per-channel account.
+    pub fn modelled(&self, accel: &str) -> Result<timing::Phases> {
+        let i = self.control.index(accel)?;
+        let [setup, mm2s, core, s2mm] = self.control.modelled[i]
+            .each_ref()
+            .map(|c| Duration::from_nanos(c.load(Ordering::Relaxed)));
+        Ok(timing::Phases {
+            setup,
+            mm2s,
+            core,
+            s2mm,
+        })
     }
 
     /// S2MM completions `accel` has signalled.

@@ -688,11 +688,23 @@ impl AccelModel {
             );
         }
         self.mm2s.data = Some((data, fault));
-        let modelled = model.map_or(Duration::ZERO, |m| match self.core {
-            Core::Fft(_) => m.fft_transfer(len as usize),
-            Core::Zip(_) => m.zip_transfer(len as usize),
+        let phases = model.map(|m| match self.core {
+            Core::Fft(_) => m.fft_phases(len as usize),
+            Core::Zip(_) => m.zip_phases(len as usize),
         });
-        self.mm2s.due = Some(now + floor.max(modelled));
+        let modelled = phases.map_or(Duration::ZERO, |p| p.total());
+        if let Some(p) = &phases {
+            ctl.count_modelled(self.idx, p);
+        }
+        // With the virtual clock on, the modelled time is charged to it (before the transfer
+        // can complete, so the driver's call sees it) and not waited out here.
+        let wait = if crate::vclock::is_on() {
+            crate::vclock::charge(crate::vclock::Term::Transfer, modelled);
+            Duration::ZERO
+        } else {
+            modelled
+        };
+        self.mm2s.due = Some(now + floor.max(wait));
     }
 
     /// MM2S has sent its packet: the core turns it into output packets on the stream, which

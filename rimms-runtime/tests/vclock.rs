@@ -1,0 +1,117 @@
+//! The virtual clock against a hand computation from the timing model's constants.
+//!
+//! Its own test binary: the clock is one per process, and no other test may charge it while
+//! this one reads it.
+
+#![cfg(feature = "fpga-emulator")]
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use num_complex::Complex32;
+use rimms_runtime::backend::fpga::{FpgaParts, FpgaSource, TimingModel};
+use rimms_runtime::vclock::{self, Term};
+use rimms_runtime::{Device, FftDirection, HeteData, Runtime};
+
+/// The clock is one per process: the tests take turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+/// One 256-point FFT on `fft0` of an emulated ZCU102 under the zcu102 model charges exactly:
+///
+/// - three syncs of 2,048 bytes (input and output for the device, output for the CPU), each
+///   5 µs + 2,048 B / 2 GB/s = 6,024 ns: 18,072 ns;
+/// - one transfer: 1 µs of DMA start-up + 256 clocks in + 256 of latency + 256 out at 100 MHz:
+///   8,680 ns;
+/// - registers: 11 writes (5 for the GPIO config, 2 per channel for address and LENGTH, 2 IOC
+///   acknowledgements) at 30 ns and 4 reads (the config read-back, the two status reads that
+///   see the transfer done, S2MM LENGTH) at 200 ns: 1,130 ns;
+///
+/// 27,882 ns in all; the inverse adds the 1/N pass over 2,048 bytes at the cached A53 memcpy
+/// rate, 2 µs + 2,048 B / 1.2 GB/s = 3,706 ns (cut to whole nanoseconds, as a link's copy
+/// is). The emulator's own account per core and channel holds the transfer's parts. However long the emulator took on this machine, the
+/// modelled time is the same every time, and the call's wall time is excluded.
+#[test]
+fn an_emulated_fft_charges_the_hand_computed_model_time() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let mut layout = FpgaSource::default_layout();
+    layout.timing = Some(TimingModel::zcu102());
+    let parts = FpgaParts::open(FpgaSource::Emulated(layout)).unwrap();
+    assert!(vclock::is_on());
+    let acc = &parts.board().accelerators()[0];
+    assert_eq!(acc.name(), "fft0");
+    let input: Vec<Complex32> = (0..256).map(|k| Complex32::new(k as f32, 0.0)).collect();
+    acc.memory().write_complex(0, &input).unwrap();
+    for (dir, want) in [
+        (FftDirection::Forward, 27_882),
+        (FftDirection::Inverse, 27_882 + 3_706),
+    ] {
+        for _ in 0..3 {
+            let before = vclock::read();
+            acc.fft(dir, 256, 1, 0, 4096).unwrap();
+            let after = vclock::read();
+            assert_eq!(
+                before.modelled_until(after),
+                Duration::from_nanos(want),
+                "{dir:?}"
+            );
+            assert!(
+                after.excluded_ns > before.excluded_ns,
+                "the call's wall time is excluded"
+            );
+        }
+    }
+    let emu = parts.emulator().unwrap();
+    let p = emu.modelled("fft0").unwrap();
+    // Six transfers so far (plus none at open: resets move no data).
+    assert_eq!(p.setup, Duration::from_nanos(6 * 1_000));
+    assert_eq!(p.mm2s, Duration::from_nanos(6 * 2_560));
+    assert_eq!(p.core, Duration::from_nanos(6 * 2_560));
+    assert_eq!(p.s2mm, Duration::from_nanos(6 * 2_560));
+    assert_eq!(emu.modelled("zip0").unwrap().total(), Duration::ZERO);
+
+    // However long the emulator takes (here at least 2 ms a transfer), the charge is the same
+    // and that wall time is excluded: a frame around the call is the rest of its wall time
+    // plus the modelled 27,882 ns.
+    let mut slow = FpgaSource::default_layout();
+    slow.timing = Some(TimingModel::zcu102());
+    slow.transfer_floor_us = 2_000;
+    let slow = FpgaParts::open(FpgaSource::Emulated(slow)).unwrap();
+    let acc = &slow.board().accelerators()[0];
+    acc.memory().write_complex(0, &input).unwrap();
+    let started = Instant::now();
+    let before = vclock::read();
+    acc.fft(FftDirection::Forward, 256, 1, 0, 4096).unwrap();
+    let after = vclock::read();
+    let wall = started.elapsed();
+    assert_eq!(before.modelled_until(after), Duration::from_nanos(27_882));
+    assert!(after.excluded_ns - before.excluded_ns >= 2_000_000);
+    let frame = before.frame_time(after, wall);
+    assert!(
+        frame + Duration::from_micros(1_900) < wall,
+        "{frame:?} of {wall:?}"
+    );
+}
+
+/// The runtime's copy of a host buffer into the u-dma-buf is an A53 memcpy on the clock:
+/// 2 µs + 2,048 B / 1.2 GB/s = 3,706 ns (cut to whole nanoseconds) for the FFT's 256-point
+/// input, charged as a host copy
+/// and waited out nowhere; the FFT's own terms come on top, as above.
+#[test]
+fn a_runtime_copy_into_the_u_dma_buf_charges_the_a53_memcpy() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let mut layout = FpgaSource::default_layout();
+    layout.timing = Some(TimingModel::zcu102());
+    let rt = Runtime::builder()
+        .fpga(FpgaSource::Emulated(layout))
+        .build()
+        .unwrap();
+    let input: Vec<Complex32> = (0..256).map(|k| Complex32::new(k as f32, 1.0)).collect();
+    let x = HeteData::from_slice(&rt, &input).unwrap();
+    let mut y = HeteData::<Complex32>::alloc(&rt, 256).unwrap();
+    let before = vclock::read();
+    rt.fft(Device::Fpga(0), FftDirection::Forward, 256, &x, &mut y)
+        .unwrap();
+    let terms = before.terms_until(vclock::read());
+    assert_eq!(terms[Term::Copy as usize], Duration::from_nanos(3_706));
+    assert_eq!(terms[Term::Transfer as usize], Duration::from_nanos(8_680));
+}
