@@ -46,7 +46,7 @@ pub enum Term {
     /// AXI-Lite register accesses by the driver.
     Register,
     /// Cache maintenance of u-dma-buf ranges.
-    Sync,
+    CacheSync,
     /// Host copies between host memory and a u-dma-buf (the runtime's links, native uploads).
     Copy,
     /// The A53 reading and writing a u-dma-buf in place inside a driver call (ZIP staging, the
@@ -62,7 +62,7 @@ impl Term {
     pub const ALL: [Term; TERMS] = [
         Term::Transfer,
         Term::Register,
-        Term::Sync,
+        Term::CacheSync,
         Term::Copy,
         Term::CpuPass,
     ];
@@ -72,7 +72,7 @@ impl Term {
         match self {
             Term::Transfer => "dma+core",
             Term::Register => "registers",
-            Term::Sync => "cache sync",
+            Term::CacheSync => "cache sync",
             Term::Copy => "host copies",
             Term::CpuPass => "cpu passes",
         }
@@ -268,7 +268,7 @@ mod tests {
         );
         assert_eq!(a.modelled_until(b), Duration::from_nanos(4_000));
         assert_eq!(
-            a.terms_until(b)[Term::Sync as usize],
+            a.terms_until(b)[Term::CacheSync as usize],
             Duration::from_nanos(2_000)
         );
         // More excluded than wall (a call that began before the frame): never negative.

@@ -429,7 +429,7 @@ impl Udmabuf {
         }
         // Under a timing model the request costs its modelled time, not the emulator's.
         if let Some(c) = crate::vclock::costs() {
-            crate::vclock::charge(crate::vclock::Term::Sync, c.sync(len));
+            crate::vclock::charge(crate::vclock::Term::CacheSync, c.sync(len));
         }
         crate::vclock::exclude(|| self.sync_request(which, offset, len, dir))
     }
