@@ -4,15 +4,15 @@
 //! class, and a bitmap says which lists are non-empty. NF keeps its node table and adds the
 //! same for nodes: each node with room is filed under the class of its longest-run bound
 //! (`NodeHeader::max_run`, at least the node's longest free run). A request of `n` units then
-//! takes the smallest non-empty class whose every member's bound is at least `n`, and in it the
-//! lowest node: one trailing-zero count on the class bitmap and one `Levels` lookup, instead of
-//! a walk over the node headers from node 0.
+//! takes the lowest node of the non-empty classes whose every member's bound is at least `n`:
+//! trailing-zero counts on the class bitmap and one `Levels` lookup per such class, instead of
+//! a walk over the node headers from node 0. (The lowest node, not TLSF's best fit by class:
+//! see [`Classes::fitting`].)
 //!
 //! Classes follow TLSF's two levels: the power of two of a length (its first level) and four
-//! linear subdivisions of it (the second), so a class spans at most a quarter of its lengths
-//! and best fit by class wastes little. Lengths are at most a node's 512 units, so the 37
-//! classes fit one 64-bit word and the first-level bitmap of TLSF is not needed: the
-//! non-empty classes are one word's bits.
+//! linear subdivisions of it (the second), so a class spans at most a quarter of its lengths.
+//! Lengths are at most a node's 512 units, so the 37 classes fit one 64-bit word and the
+//! first-level bitmap of TLSF is not needed: the non-empty classes are one word's bits.
 
 use super::levels::Levels;
 
@@ -104,7 +104,7 @@ impl Classes {
     /// The lowest node, not the lowest of the smallest class (TLSF's best fit): NF keeps runs
     /// inside nodes, and requests of a node or more need whole free nodes, which only packing
     /// runs towards node 0 leaves (on the fragmenting workload of `benches/alloc_rivals.rs`,
-    /// best fit by class left 119 refusals where this leaves none).
+    /// best fit by class left 119 refusals where this leaves 3).
     #[inline]
     pub(super) fn fitting(&self, n: usize) -> Option<usize> {
         let mut above = self.nonempty & (u64::MAX << fitting_class(n));

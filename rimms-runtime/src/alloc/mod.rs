@@ -38,17 +38,19 @@
 //!   summary and its map is already in cache.
 //! - **A size-class index for runs (what TLSF has).** Each node with room is filed under the
 //!   size class of its longest-run bound (`classes.rs`: TLSF's power of two and four linear
-//!   subdivisions of it; the 37 classes of lengths up to 512 fit one bitmap word). Runs of
-//!   more than one unit go best fit by class: the lowest node of the smallest class whose
-//!   bounds all reach the request, one trailing-zero count and one summary lookup. Next fit
-//!   (the seed's) spread runs over the whole pool, first fit from node 0 walked the headers
-//!   of every node with room; best fit keeps long runs and whole nodes for the requests that
-//!   need them (`benches/alloc_rivals.rs`).
+//!   subdivisions of it; the 37 classes of lengths up to 512 fit one bitmap word). A run of
+//!   more than one unit goes to the lowest node among the classes whose bounds all reach it:
+//!   a trailing-zero count and a summary lookup per such class, where the seed walked the
+//!   headers of every node with room from node 0. Lowest node, not TLSF's best fit: NF keeps
+//!   runs inside nodes, and requests of a node or more need whole free nodes, which packing
+//!   runs towards node 0 leaves (`benches/alloc_rivals.rs`: best fit by class refused 119
+//!   requests of its fragmenting workload, this 3). Next fit (the seed's first design) spread
+//!   runs over the whole pool and refused thousands.
 //!
 //! Per request size: one unit takes the lowest free unit of the cursor's node (or of the
 //! next node with room, from the summary), found with a trailing-zero count of the header's
-//! word mask and one of the word. `2..512` units look for a run inside one node, best fit by
-//! class as above; a bound is loose after takes, so a node it lets through that holds no such
+//! word mask and one of the word. `2..512` units look for a run inside one node, by class as
+//! above; a bound is loose after takes, so a node it lets through that holds no such
 //! run costs one failed search, which sets the bound exactly and refiles the node below the
 //! request. Inside a node the search jumps from run to run with trailing-zero counts, never
 //! bit by bit. `512` or more units look for the first run of fully free nodes in the "fully
@@ -69,7 +71,8 @@
 //! no run of `units` contiguous free units exists. Where it places a run:
 //!
 //! - `1 <= units < 512`: inside one node whenever some node holds `units` contiguous free
-//!   units inside itself (for more than one unit, best fit by size class);
+//!   units inside itself (for more than one unit, the lowest node of the size classes that
+//!   fit, then the nodes of the request's own class);
 //! - `units >= 512`: from a node boundary over whole free nodes whenever there is a node `s`
 //!   with `s * 512 + units <= capacity` such that the `ceil(units / 512)` nodes `s, s + 1, ...`
 //!   are all fully free (every unit of each, up to `capacity`, free), at the first such `s`.

@@ -114,14 +114,17 @@ impl std::fmt::Debug for NfAllocator {
 
 impl NfAllocator {
     /// Books `n` units of `node` as taken (its bits and word mask already updated).
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, node: usize, n: usize) {
         let h = &mut self.headers[node];
         let was_whole = h.free == h.len;
         // `n <= free <= 512`: the bits were free, so the cast and subtraction are exact.
         h.free -= n as u16;
-        if h.free == 0 || was_whole {
+        if h.free == 0 {
             self.sync_summary(node, true);
+        } else if was_whole {
+            // Still filed, under the same bound: only `whole` changes.
+            self.set_whole(node, false);
         }
         self.free -= n;
     }
@@ -146,7 +149,8 @@ impl NfAllocator {
                 let len = usize::from(h.len);
                 self.set_bound(node, len);
             }
-            self.sync_summary(node, true);
+            // It had room and keeps it: only `whole` changes.
+            self.set_whole(node, true);
         } else if h.max_run < h.free {
             // The freed run may have merged with its neighbours, and only that merged run
             // can exceed the old bound. Only nodes where a multi-unit search failed get here.
@@ -156,8 +160,10 @@ impl NfAllocator {
     }
 
     /// Sets `node`'s longest-run bound, refiling it in the class index (it has room, so it is
-    /// filed there).
-    #[inline]
+    /// filed there). Out of line: the single-unit paths reach it only when a node turns
+    /// whole after a failed search lowered its bound, and inlined it made their code larger.
+    #[cold]
+    #[inline(never)]
     fn set_bound(&mut self, node: usize, bound: usize) {
         let h = &mut self.headers[node];
         let old = usize::from(h.max_run);
@@ -196,6 +202,18 @@ impl NfAllocator {
         }
     }
 
+    /// Puts `node` in `whole` or takes it out. Out of line like `sync_summary`: inlined, it
+    /// made the common single-unit paths (which never reach it) 15 % longer.
+    #[cold]
+    #[inline(never)]
+    fn set_whole(&mut self, node: usize, whole: bool) {
+        if whole {
+            self.whole.insert(node);
+        } else {
+            self.whole.remove(node);
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn raise_max_run(&mut self, node: usize, lo: usize, hi: usize) {
@@ -206,7 +224,7 @@ impl NfAllocator {
         self.set_bound(node, bound);
     }
 
-    #[inline]
+    #[inline(always)]
     fn alloc_one(&mut self) -> Option<usize> {
         // Next fit: the cursor's node usually still has room, and its header says so without
         // a look at the summary.
@@ -228,7 +246,7 @@ impl NfAllocator {
     }
 
     /// Takes the lowest free unit of `node`, which has room.
-    #[inline]
+    #[inline(always)]
     fn take_one(&mut self, node: usize) -> Option<usize> {
         let h = self.headers.get_mut(node)?;
         // The node has room, so its word mask is non-zero and `w < NODE_WORDS`.
@@ -293,9 +311,10 @@ impl NfAllocator {
     /// the bound to the node's exact longest run and so files the node in a class below
     /// `units`, where this search does not come back to it.
     ///
-    /// Best fit keeps long runs and whole nodes for the requests that need them: first fit
-    /// from node 0 (before the index) left 5 refusals on the fragmenting workload of
-    /// `benches/alloc_rivals.rs`, and walked the headers of every node with room on the way.
+    /// The lowest fitting node, as the seed's first fit from node 0 chose, but found from the
+    /// class bitmap instead of by walking the headers of every node with room: packing runs
+    /// towards node 0 leaves whole nodes for the requests that need them (on the fragmenting
+    /// workload of `benches/alloc_rivals.rs`, 3 refusals; best fit by class, 119).
     fn alloc_in_node(&mut self, units: usize) -> Option<usize> {
         while let Some(node) = self.classes.fitting(units) {
             if let Some(start) = self.try_node(node, units) {
