@@ -35,23 +35,31 @@
 //! - **A roving next-fit cursor for single units.** A single unit comes from the node of the
 //!   last allocation while it has room. In a frame loop that allocates and frees the same
 //!   sizes, that node usually has room for the next one, so its header answers without the
-//!   summary and its map is already in cache. Runs of more than one unit go first fit
-//!   instead (from node 0, partly used nodes before fully free ones): next fit spread them
-//!   over the whole pool, and on a random-size workload (`benches/alloc_rivals.rs`) that left
-//!   no long run for larger requests.
+//!   summary and its map is already in cache.
+//! - **A size-class index for runs (what TLSF has).** Each node with room is filed under the
+//!   size class of its longest-run bound (`classes.rs`: TLSF's power of two and four linear
+//!   subdivisions of it; the 37 classes of lengths up to 512 fit one bitmap word). A run of
+//!   more than one unit goes to the lowest node among the classes whose bounds all reach it:
+//!   a trailing-zero count and a summary lookup per such class, where the seed walked the
+//!   headers of every node with room from node 0. Lowest node, not TLSF's best fit: NF keeps
+//!   runs inside nodes, and requests of a node or more need whole free nodes, which packing
+//!   runs towards node 0 leaves (`benches/alloc_rivals.rs`: best fit by class refused 119
+//!   requests of its fragmenting workload, this 3). Next fit (the seed's first design) spread
+//!   runs over the whole pool and refused thousands.
 //!
 //! Per request size: one unit takes the lowest free unit of the cursor's node (or of the
 //! next node with room, from the summary), found with a trailing-zero count of the header's
-//! word mask and one of the word. `2..512` units look for a run inside one node, visiting
-//! nodes with room from node 0 on and skipping those whose longest-run bound is too short,
-//! and take a fully free node only if no partly used one fits;
-//! inside a node the search jumps from run to run with trailing-zero counts, never bit by bit.
-//! `512` or more units look for the first run of fully free nodes in the "fully free" summary. A
-//! free validates the whole range first (in bounds, every unit allocated), then sets bits and
-//! updates counts, touching the summaries only when a node becomes empty, non-empty, fully
-//! free or no longer fully free. If neither search finds a run, a last resort scans the node
-//! maps laid end to end (the pool's bitmap) for the first run of `units` free units across
-//! node boundaries, so a request that fits anywhere is granted.
+//! word mask and one of the word. `2..512` units look for a run inside one node, by class as
+//! above; a bound is loose after takes, so a node it lets through that holds no such
+//! run costs one failed search, which sets the bound exactly and refiles the node below the
+//! request. Inside a node the search jumps from run to run with trailing-zero counts, never
+//! bit by bit. `512` or more units look for the first run of fully free nodes in the "fully
+//! free" summary. A free validates the whole range first (in bounds, every unit allocated),
+//! then sets bits and updates counts, touching the summaries only when a node becomes empty,
+//! non-empty, fully free or no longer fully free, and the class index only when a bound
+//! changes class. If neither search finds a run, a last resort looks for the first run across
+//! node boundaries: a free tail, fully free nodes, a free head, read from the headers and
+//! the edge words of partly used nodes; so a request that fits anywhere is granted.
 //!
 //! A single-unit alloc + free pair is about a hundred instructions whatever the pool size,
 //! with no allocation and no loop over nodes; the benchmark's `per_op` group shows it flat
@@ -63,8 +71,8 @@
 //! no run of `units` contiguous free units exists. Where it places a run:
 //!
 //! - `1 <= units < 512`: inside one node whenever some node holds `units` contiguous free
-//!   units inside itself (for more than one unit, the first partly used such node, else the
-//!   first fully free one);
+//!   units inside itself (for more than one unit, the lowest node of the size classes that
+//!   fit, then the nodes of the request's own class);
 //! - `units >= 512`: from a node boundary over whole free nodes whenever there is a node `s`
 //!   with `s * 512 + units <= capacity` such that the `ceil(units / 512)` nodes `s, s + 1, ...`
 //!   are all fully free (every unit of each, up to `capacity`, free), at the first such `s`.
@@ -81,6 +89,7 @@
 //! pool, which is now also the largest request NF grants.
 
 mod bitset;
+mod classes;
 mod levels;
 mod nf;
 

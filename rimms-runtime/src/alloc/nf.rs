@@ -2,6 +2,7 @@
 //! [module documentation](super).
 
 use super::bitset::{find_run, first_one_in, for_each_mask, longest_run, next_zero, run_start};
+use super::classes::Classes;
 use super::levels::Levels;
 use super::{check_range, FreeError, UnitAllocator};
 
@@ -47,6 +48,32 @@ impl NodeHeader {
     }
 }
 
+/// Free units at the start of `map`.
+#[inline]
+fn head_len(map: &[u64; NODE_WORDS]) -> usize {
+    let mut n = 0;
+    for &w in map {
+        if w != u64::MAX {
+            return n + w.trailing_ones() as usize;
+        }
+        n += 64;
+    }
+    n
+}
+
+/// Free units at the end of `map` (0 for a partial node, whose bits past its end are clear).
+#[inline]
+fn tail_len(map: &[u64; NODE_WORDS]) -> usize {
+    let mut n = 0;
+    for &w in map.iter().rev() {
+        if w != u64::MAX {
+            return n + w.leading_ones() as usize;
+        }
+        n += 64;
+    }
+    n
+}
+
 /// Which words of `map` have a free unit.
 #[inline]
 fn word_mask(map: &[u64; NODE_WORDS]) -> u8 {
@@ -68,6 +95,8 @@ pub struct NfAllocator {
     room: Levels,
     /// Nodes whose every unit is free.
     whole: Levels,
+    /// The nodes of `room`, by the size class of their longest-run bound.
+    classes: Classes,
     /// Node of the last allocation; searches start here and wrap.
     cursor: usize,
 }
@@ -85,14 +114,17 @@ impl std::fmt::Debug for NfAllocator {
 
 impl NfAllocator {
     /// Books `n` units of `node` as taken (its bits and word mask already updated).
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, node: usize, n: usize) {
         let h = &mut self.headers[node];
         let was_whole = h.free == h.len;
         // `n <= free <= 512`: the bits were free, so the cast and subtraction are exact.
         h.free -= n as u16;
-        if h.free == 0 || was_whole {
-            self.sync_summary(node);
+        if h.free == 0 {
+            self.sync_summary(node, true);
+        } else if was_whole {
+            // Still filed, under the same bound: only `whole` changes.
+            self.set_whole(node, false);
         }
         self.free -= n;
     }
@@ -102,28 +134,62 @@ impl NfAllocator {
     fn give(&mut self, node: usize, lo: usize, hi: usize) {
         let h = &mut self.headers[node];
         let was_empty = h.free == 0;
+        // At most the node's 512 units.
         h.free += (hi - lo) as u16;
-        let whole = h.free == h.len;
-        if whole {
+        if was_empty {
+            // The node was full. `hi - lo` would be its exact bound, but every single-unit free
+            // after it would then raise the bound (a run measurement and a refiling each, which
+            // made single-unit pairs half again as slow); the node's length is a bound that
+            // needs no raising, and a multi-unit search that finds it loose lowers it once.
             h.max_run = h.len;
+            self.sync_summary(node, false);
+        } else if h.free == h.len {
+            // Usually already the node's length: only a failed search lowers it.
+            if h.max_run != h.len {
+                let len = usize::from(h.len);
+                self.set_bound(node, len);
+            }
+            // It had room and keeps it: only `whole` changes.
+            self.set_whole(node, true);
         } else if h.max_run < h.free {
             // The freed run may have merged with its neighbours, and only that merged run
             // can exceed the old bound. Only nodes where a multi-unit search failed get here.
             self.raise_max_run(node, lo, hi);
         }
-        if was_empty || whole {
-            self.sync_summary(node);
-        }
         self.free += hi - lo;
     }
 
-    /// Brings `room` and `whole` in line with `node`'s free count. Needed only when the count
-    /// reaches or leaves 0 or the node's length, which in steady state is rare: kept out of
-    /// line so the single-unit paths stay small.
+    /// Sets `node`'s longest-run bound, refiling it in the class index (it has room, so it is
+    /// filed there). Out of line: the single-unit paths reach it only when a node turns
+    /// whole after a failed search lowered its bound, and inlined it made their code larger.
     #[cold]
     #[inline(never)]
-    fn sync_summary(&mut self, node: usize) {
+    fn set_bound(&mut self, node: usize, bound: usize) {
+        let h = &mut self.headers[node];
+        let old = usize::from(h.max_run);
+        // A run in a node: at most 512 units.
+        h.max_run = bound as u16;
+        self.classes.refile(node, old, bound);
+    }
+
+    /// Brings `room`, `classes` and `whole` in line with `node`'s free count; `was_filed`
+    /// says whether the node had room before, and so was filed in `classes` under its bound.
+    /// Whole nodes are filed too (under their length): keeping them out would refile a node
+    /// each time a single unit makes it partly used or whole again, which on an empty pool is
+    /// every alloc + free pair. Needed only when the count reaches or leaves 0 or the node's
+    /// length, which in steady state is rare: kept out of line so the single-unit paths stay
+    /// small.
+    #[cold]
+    #[inline(never)]
+    fn sync_summary(&mut self, node: usize, was_filed: bool) {
         let h = self.headers[node];
+        let bound = usize::from(h.max_run);
+        let filed = h.free != 0;
+        if was_filed && !filed {
+            self.classes.remove(node, bound);
+        } else if filed && !was_filed {
+            self.classes.insert(node, bound);
+        }
         if h.free == 0 {
             self.room.remove(node);
         } else {
@@ -136,17 +202,29 @@ impl NfAllocator {
         }
     }
 
+    /// Puts `node` in `whole` or takes it out. Out of line like `sync_summary`: inlined, it
+    /// made the common single-unit paths (which never reach it) 15 % longer.
+    #[cold]
+    #[inline(never)]
+    fn set_whole(&mut self, node: usize, whole: bool) {
+        if whole {
+            self.whole.insert(node);
+        } else {
+            self.whole.remove(node);
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn raise_max_run(&mut self, node: usize, lo: usize, hi: usize) {
         let map = &self.maps[node].0;
         // The run through `lo..hi`; at most NODE_UNITS long, so the cast is exact.
-        let merged = (next_zero(map, hi, NODE_UNITS) - run_start(map, lo)) as u16;
-        let h = &mut self.headers[node];
-        h.max_run = h.max_run.max(merged);
+        let merged = next_zero(map, hi, NODE_UNITS) - run_start(map, lo);
+        let bound = usize::from(self.headers[node].max_run).max(merged);
+        self.set_bound(node, bound);
     }
 
-    #[inline]
+    #[inline(always)]
     fn alloc_one(&mut self) -> Option<usize> {
         // Next fit: the cursor's node usually still has room, and its header says so without
         // a look at the summary.
@@ -168,7 +246,7 @@ impl NfAllocator {
     }
 
     /// Takes the lowest free unit of `node`, which has room.
-    #[inline]
+    #[inline(always)]
     fn take_one(&mut self, node: usize) -> Option<usize> {
         let h = self.headers.get_mut(node)?;
         // The node has room, so its word mask is non-zero and `w < NODE_WORDS`.
@@ -194,52 +272,81 @@ impl NfAllocator {
         }
     }
 
-    /// The first run of `units` free units anywhere, node boundaries or not: the node maps
-    /// laid end to end are the pool's bitmap (a partial last node's bits past the end are
-    /// clear), so one scan of it finds the run a first-fit bitset would. It costs a pass over
-    /// the pool where the node searches cost a few summary lookups, but it runs only when they
-    /// failed: there refusing a request that fits would make the runtime evict or fail, which
-    /// costs far more. (Without it, NF refused 28 % of a random-size workload's requests that
-    /// a bitset, TLSF or the offset allocator granted: `benches/alloc_rivals.rs`.)
+    /// The first run of `units` free units that crosses a node boundary, called only when no
+    /// node holds `units` inside itself (so it is the first run of `units` in the pool). Such
+    /// a run is the free tail of one node, any fully free nodes, then the free head of the
+    /// node after, so the search reads each node's header and, for a partly used node, the
+    /// first and last words of its map that are not all free: never a node's inner runs.
+    /// (It used to scan the pool's bitmap run by run, which on a fragmented pool was most of
+    /// NF's time on the fragmenting workload of `benches/alloc_rivals.rs`.) It runs only when
+    /// the node searches failed: there refusing a request that fits would make the runtime
+    /// evict or fail, which costs far more.
     #[cold]
     #[inline(never)]
     fn alloc_spanning(&mut self, units: usize) -> Option<usize> {
-        let words: &[u64] = bytemuck::cast_slice(&self.maps);
-        let start = find_run(words, units).ok()?;
-        self.take_range(start, units);
-        Some(start)
+        // Free units that run up to the start of node `node`.
+        let mut run = 0;
+        for (node, (h, map)) in self.headers.iter().zip(&self.maps).enumerate() {
+            let (base, len) = (node * NODE_UNITS, usize::from(h.len));
+            let start = if h.free == h.len {
+                run += len;
+                (run >= units).then(|| base + len - run)
+            } else {
+                let found = (run + head_len(&map.0) >= units).then(|| base - run);
+                run = tail_len(&map.0);
+                found
+            };
+            if let Some(start) = start {
+                self.take_range(start, units);
+                return Some(start);
+            }
+        }
+        None
     }
 
-    /// `2..NODE_UNITS` units from a single node: the first partly used node with room for
-    /// them, and only if there is none, the first fully free one. First fit from node 0, not
-    /// next fit from the cursor, and partly used nodes before whole ones: both spread small
-    /// runs over the whole pool otherwise, and on a random-size workload no long run was then
-    /// left for larger requests (`benches/alloc_rivals.rs`, the fragmenting workload: 11,904
-    /// refusals with next fit and whole nodes first, 5 with this).
+    /// `2..NODE_UNITS` units from a single node, by size class (`classes`): the lowest node
+    /// of the classes whose bounds all reach `units`, then the nodes of the class of `units`
+    /// itself in order. A bound is loose after takes (they leave it as it
+    /// was): a node it lets through that holds no such run costs one failed search, which sets
+    /// the bound to the node's exact longest run and so files the node in a class below
+    /// `units`, where this search does not come back to it.
+    ///
+    /// The lowest fitting node, as the seed's first fit from node 0 chose, but found from the
+    /// class bitmap instead of by walking the headers of every node with room: packing runs
+    /// towards node 0 leaves whole nodes for the requests that need them (on the fragmenting
+    /// workload of `benches/alloc_rivals.rs`, 3 refusals; best fit by class, 119).
     fn alloc_in_node(&mut self, units: usize) -> Option<usize> {
-        let mut first_whole = None;
-        let mut p = 0;
-        while let Some(node) = self.room.next_set(p) {
-            let h = self.headers[node];
-            if h.free == h.len {
-                // Only the partial last node can be whole and still too short.
-                if usize::from(h.len) >= units {
-                    first_whole.get_or_insert(node);
-                }
-            } else if usize::from(h.max_run) >= units {
-                // An upper bound, and loose after takes (they leave it as it was): a node it
-                // lets through that holds no such run costs one failed search, which makes it
-                // exact.
-                match find_run(&self.maps[node].0, units) {
-                    Ok(off) => return Some(self.take_in_node(node, off, units)),
-                    // Every run was measured: this is the node's exact longest run.
-                    Err(longest) => self.headers[node].max_run = longest as u16,
-                }
+        while let Some(node) = self.classes.fitting(units) {
+            if let Some(start) = self.try_node(node, units) {
+                return Some(start);
             }
-            p = node + 1;
         }
-        let node = first_whole?;
-        Some(self.take_in_node(node, 0, units))
+        if !Classes::class_fits(units) {
+            let mut p = 0;
+            while let Some(node) = self.classes.in_class_of(units, p) {
+                if usize::from(self.headers[node].max_run) >= units {
+                    if let Some(start) = self.try_node(node, units) {
+                        return Some(start);
+                    }
+                }
+                p = node + 1;
+            }
+        }
+        None
+    }
+
+    /// `units` from `node` if it holds a run of them; if not, lowers its bound to its exact
+    /// longest run.
+    fn try_node(&mut self, node: usize, units: usize) -> Option<usize> {
+        match find_run(&self.maps[node].0, units) {
+            Ok(off) => Some(self.take_in_node(node, off, units)),
+            Err(longest) => {
+                // Every run was measured: this is the node's exact longest run, at least 1
+                // since the node has room.
+                self.set_bound(node, longest);
+                None
+            }
+        }
     }
 
     /// Takes `units` free units at offset `off` of `node`; the cursor moves there.
@@ -335,6 +442,11 @@ impl UnitAllocator for NfAllocator {
                 *h = NodeHeader::new(tail as u16);
             }
         }
+        // Every node is whole, filed under its length.
+        let mut classes = Classes::new(nodes);
+        for (node, h) in headers.iter().enumerate() {
+            classes.insert(node, usize::from(h.len));
+        }
         Self {
             capacity,
             free: capacity,
@@ -342,6 +454,7 @@ impl UnitAllocator for NfAllocator {
             headers,
             room: Levels::new(nodes, true),
             whole: Levels::new(nodes, true),
+            classes,
             cursor: 0,
         }
     }
@@ -405,11 +518,17 @@ mod tests {
             assert_eq!(free, u32::from(h.free), "node {i}");
             assert_eq!(a.room.contains(i), h.free > 0, "node {i}");
             assert_eq!(a.whole.contains(i), h.free == h.len, "node {i}");
+            if h.free > 0 {
+                assert!(a.classes.contains(i, usize::from(h.max_run)), "node {i}");
+            } else {
+                assert!(a.classes.holds_nothing(i), "node {i}");
+            }
             assert!(usize::from(h.max_run) >= longest_run(m.0), "node {i}");
             assert_eq!(h.words, word_mask(&m.0), "node {i}");
             total += free as usize;
         }
         assert_eq!(total, a.free);
+        assert!(a.classes.nonempty_matches());
     }
 
     #[test]
@@ -437,7 +556,7 @@ mod tests {
         // Freeing 4..8 joins 0..12 into one run of 12.
         a.free(4, 4).expect("free");
         check(&a);
-        // Partly used nodes first, from node 0: the run of 12 at 0, not 520 in node 1.
+        // The lowest node whose bound fits: node 0, whose run of 12 comes before node 1's.
         assert_eq!(a.alloc(12), Some(0));
         check(&a);
     }
@@ -445,7 +564,8 @@ mod tests {
     #[test]
     fn debug_shows_capacity_free_units_nodes_and_cursor() {
         let mut a = NfAllocator::with_capacity(700);
-        a.alloc(10).expect("fits");
+        // The lowest node whose class fits: node 0.
+        assert_eq!(a.alloc(10), Some(0));
         assert_eq!(
             format!("{a:?}"),
             "NfAllocator { capacity: 700, free_units: 690, nodes: 2, cursor: 0, .. }"
@@ -564,7 +684,9 @@ mod tests {
     fn invalid_frees_change_nothing() {
         let mut a = NfAllocator::with_capacity(1100);
         let x = a.alloc(600).unwrap();
+        // The lowest node whose class fits: node 1, right after `x`.
         let y = a.alloc(3).unwrap();
+        assert_eq!((x, y), (0, 600));
         assert_eq!(
             a.free(x + 590, 20),
             Err(FreeError::NotAllocated { unit: 603 })

@@ -422,6 +422,53 @@ proptest! {
         }
     }
 
+    /// Pools whose nodes are cut into many short runs, then requests of 2 to 511 units: the
+    /// NF size-class index files nodes by a bound that takes leave loose, so this is where a
+    /// stale class could make it pass a fitting node by (a refusal the model's first fit
+    /// contradicts), hand out a run twice, or fail to coalesce a freed run with its
+    /// neighbours (a later request for the merged length refused). The random programs above
+    /// rarely cut nodes this finely.
+    #[test]
+    fn nf_in_node_requests_on_finely_cut_nodes(
+        nodes in 1..=6usize,
+        tail in 0..NODE,
+        cuts in prop::collection::vec(1..=24usize, 20..200),
+        keep in prop::collection::vec(prop::bool::weighted(0.4), 200),
+        requests in prop::collection::vec(prop_oneof![2..=24usize, 2..NODE], 1..40),
+    ) {
+        let cap = (nodes * NODE).saturating_sub(tail).max(1);
+        let mut a = NfAllocator::with_capacity(cap);
+        let mut m = Model(vec![true; cap]);
+        let mut live = Vec::new();
+        for &n in &cuts {
+            if let Some(start) = alloc_checked(&mut a, &mut m, &NF, n)? {
+                live.push((start, n));
+            }
+        }
+        // Free the runs not kept: neighbours freed together must merge.
+        let mut kept = Vec::new();
+        for (i, (s, n)) in live.into_iter().enumerate() {
+            if keep[i % keep.len()] {
+                kept.push((s, n));
+            } else {
+                prop_assert_eq!(a.free(s, n), Ok(()));
+                m.set(s, n, true);
+            }
+        }
+        agree(&a, &m, "cutting the nodes")?;
+        for (i, n) in requests.into_iter().enumerate() {
+            alloc_checked(&mut a, &mut m, &NF, n)?;
+            agree(&a, &m, "a request on cut nodes")?;
+            // Now and then give a kept run back, so that runs merge between requests.
+            if i % 3 == 2 {
+                if let Some((s, n)) = kept.pop() {
+                    prop_assert_eq!(a.free(s, n), Ok(()));
+                    m.set(s, n, true);
+                }
+            }
+        }
+    }
+
     #[test]
     fn nf_matches_model(cap in capacity(), ops in prop::collection::vec(op(), 1..80)) {
         exercise::<NfAllocator>(cap, &ops, &NF)?;
