@@ -8,7 +8,7 @@
 use rimms_dist::{
     corner_turn_bytes, Cluster, ClusterError, Distribution, Rank, TransportError, SEAL_BYTES,
 };
-use rimms_runtime::{Complex32, Device, FftDirection, SecureKey};
+use rimms_runtime::{Complex32, Device, FftDirection, HeteSliceMut, Runtime, SecureKey};
 use std::ops::Range;
 
 /// One program, as one rank.
@@ -278,12 +278,7 @@ pub fn random_program(
                 }
             }
         }
-        let sent: Vec<u64> = cl
-            .net_bytes()
-            .iter()
-            .zip(&start)
-            .map(|(a, b)| a - b)
-            .collect();
+        let sent = sent_since(cl, &start);
         note(check(&what, sent == expected, || {
             format!("sent {sent:?}, the model says {expected:?}")
         }));
@@ -341,6 +336,30 @@ fn segments_of(dist: Distribution, rows: usize, ranks: usize) -> Vec<Range<usize
         }
     }
     runs
+}
+
+/// What this rank has sent each peer since `start`, a reading of `Cluster::net_bytes`.
+fn sent_since(cl: &Cluster<'_>, start: &[u64]) -> Vec<u64> {
+    cl.net_bytes()
+        .iter()
+        .zip(start)
+        .map(|(a, b)| a - b)
+        .collect()
+}
+
+/// A kernel that writes [`value`]`(r, c)` into its rows `r` of `cols` columns.
+fn fill_values(
+    cols: usize,
+) -> impl FnMut(&Runtime, Range<usize>, HeteSliceMut<'_, f32>) -> rimms_runtime::Result<()> {
+    move |_, rs, mut view| {
+        let host = view.host_write()?;
+        for (i, r) in rs.enumerate() {
+            for c in 0..cols {
+                host[i * cols + c] = value(r, c);
+            }
+        }
+        Ok(())
+    }
 }
 
 fn check(what: &str, ok: bool, detail: impl FnOnce() -> String) -> Result<(), String> {
@@ -407,24 +426,11 @@ fn corner_turn(
             || format!("{minimum:?} is not corner_turn_bytes's"),
         )?;
     }
-    cl.compute(&mut a, 0..rows, true, "fill", |_, rs, mut view| {
-        let host = view.host_write()?;
-        for (i, r) in rs.enumerate() {
-            for c in 0..cols {
-                host[i * cols + c] = value(r, c);
-            }
-        }
-        Ok(())
-    })
-    .map_err(err)?;
+    cl.compute(&mut a, 0..rows, true, "fill", fill_values(cols))
+        .map_err(err)?;
     let before = cl.net_bytes();
     cl.corner_turn(&mut a, &mut t).map_err(err)?;
-    let sent: Vec<u64> = cl
-        .net_bytes()
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| a - b)
-        .collect();
+    let sent = sent_since(cl, &before);
     check("bytes per peer", sent == minimum, || {
         format!("sent {sent:?}, the minimum is {minimum:?}")
     })?;
@@ -484,16 +490,8 @@ fn compute_on_another_rank(cl: &Cluster<'_>) -> Result<(), String> {
     let mut a = cl
         .alloc::<f32>(rows, cols, Distribution::BlockRows)
         .map_err(err)?;
-    cl.compute_on(last, &mut a, 0..2, "placed", |_, rs, mut view| {
-        let host = view.host_write()?;
-        for (i, r) in rs.enumerate() {
-            for c in 0..cols {
-                host[i * cols + c] = value(r, c);
-            }
-        }
-        Ok(())
-    })
-    .map_err(err)?;
+    cl.compute_on(last, &mut a, 0..2, "placed", fill_values(cols))
+        .map_err(err)?;
     check(
         "written on the last rank",
         a.valid_on(0) == Some(rimms_dist::RankSet::only(last)),
@@ -505,12 +503,7 @@ fn compute_on_another_rank(cl: &Cluster<'_>) -> Result<(), String> {
         Ok(())
     })
     .map_err(err)?;
-    let sent: Vec<u64> = cl
-        .net_bytes()
-        .iter()
-        .zip(&start)
-        .map(|(a, b)| a - b)
-        .collect();
+    let sent = sent_since(cl, &start);
     let want: Vec<u64> = (0..ranks)
         .map(|to| match cl.rank() == last && to == 0 && last != Rank(0) {
             true => (2 * cols * 4) as u64,
@@ -556,24 +549,11 @@ fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
     let mut a = cl
         .alloc_secure::<f32>(rows, cols, Distribution::OnRank(Rank(0)), &key)
         .map_err(err)?;
-    cl.compute(&mut a, 0..rows, false, "fill", |_, rs, mut view| {
-        let host = view.host_write()?;
-        for (i, r) in rs.enumerate() {
-            for c in 0..cols {
-                host[i * cols + c] = value(r, c);
-            }
-        }
-        Ok(())
-    })
-    .map_err(err)?;
+    cl.compute(&mut a, 0..rows, false, "fill", fill_values(cols))
+        .map_err(err)?;
     let start = cl.net_bytes();
     cl.fetch(&mut a, |_| 0..rows).map_err(err)?;
-    let sent: Vec<u64> = cl
-        .net_bytes()
-        .iter()
-        .zip(&start)
-        .map(|(a, b)| a - b)
-        .collect();
+    let sent = sent_since(cl, &start);
     let me = cl.rank();
     let sealed = (rows * cols * 4 + rows * SEAL_BYTES) as u64;
     let want: Vec<u64> = (0..cl.ranks())
@@ -600,12 +580,7 @@ fn secure_read(cl: &Cluster<'_>) -> Result<(), String> {
         .map_err(err)?;
     let start = cl.net_bytes();
     cl.corner_turn(&mut a, &mut t).map_err(err)?;
-    let sent: Vec<u64> = cl
-        .net_bytes()
-        .iter()
-        .zip(&start)
-        .map(|(a, b)| a - b)
-        .collect();
+    let sent = sent_since(cl, &start);
     let ranks = cl.ranks();
     let mine = usize::from(me.0);
     let want: Vec<u64> = (0..ranks)
@@ -668,13 +643,7 @@ fn read_cache(cl: &Cluster<'_>) -> Result<(), String> {
     })
     .map_err(err)?;
     let mut sent = Vec::new();
-    let since = |cl: &Cluster<'_>| -> Vec<u64> {
-        cl.net_bytes()
-            .iter()
-            .zip(&start)
-            .map(|(a, b)| a - b)
-            .collect()
-    };
+    let since = |cl: &Cluster<'_>| sent_since(cl, &start);
     let own = if cl.rank() == Rank(0) {
         whole as usize
     } else {
