@@ -193,13 +193,20 @@ mod implementations {
     }
 }
 
-/// The L2 line size of CPU 0 from sysfs, where Linux reports a plausible one.
+/// The L2 line size of CPU 0 from sysfs, where Linux reports a plausible one: read once per
+/// process, since every runtime's build asks (for the fragment rule it reports). Not under
+/// Miri, whose isolation has no files: the runtime must build there too.
 fn l2_line() -> Option<usize> {
-    let text =
-        std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/coherency_line_size")
-            .ok()?;
-    text.trim()
-        .parse::<usize>()
-        .ok()
-        .filter(|n| n.is_power_of_two() && (16..=4096).contains(n))
+    static LINE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    if cfg!(miri) {
+        return None;
+    }
+    *LINE.get_or_init(|| {
+        let path = "/sys/devices/system/cpu/cpu0/cache/index2/coherency_line_size";
+        let text = std::fs::read_to_string(path).ok()?;
+        text.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| n.is_power_of_two() && (16..=4096).contains(n))
+    })
 }
