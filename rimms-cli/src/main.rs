@@ -51,6 +51,19 @@ fn seconds_arg(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `--sim-link GB/S`: a bandwidth within what a runtime accepts of a link (`LinkModel`'s
+/// 1 kB/s to 10 TB/s).
+fn link_arg(text: &str) -> Result<f64, String> {
+    let lowest = LinkModel::MIN_BYTES_PER_SECOND / 1e9;
+    let highest = LinkModel::MAX_BYTES_PER_SECOND / 1e9;
+    match text.parse::<f64>() {
+        Ok(g) if (lowest.max(0.001)..=highest).contains(&g) => Ok(g),
+        _ => Err(format!(
+            "a bandwidth in GB/s from 0.001 to {highest}, such as 12 (PCIe 4) or 1"
+        )),
+    }
+}
+
 /// `--pool SPACE=SIZE`: a space name and a size such as `2MiB`, `512KiB` or `65536`.
 fn pool_arg(text: &str) -> Result<(String, usize), String> {
     let (space, size) = text
@@ -322,6 +335,15 @@ struct RunArgs {
     /// into one batched call (rimms mode; baseline never merges).
     #[arg(long)]
     no_merge: bool,
+    /// Start no copy ahead of the call that needs it: a scope's inputs move when their call
+    /// runs, and a merged call waits for all of them (rimms mode; values and bytes moved are
+    /// the same, only the overlap of copies with compute goes).
+    #[arg(long)]
+    no_prefetch: bool,
+    /// The simulated card's link bandwidth in GB/s (--map sim and auto; default 12, a
+    /// PCIe 4 link), from 0.001 to 10000: a slower link makes copies matter.
+    #[arg(long, value_name = "GB/S", value_parser = link_arg)]
+    sim_link: Option<f64>,
     /// Run pulse-doppler or sar across this many ranks, as threads of this process (each
     /// with its own runtime), 1 … 64. Under `mpirun` the ranks are its processes instead
     /// (a build with the feature `mpi`), and this may be left out.
@@ -368,6 +390,8 @@ fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
         ("--map", args.map != Mapping::Cpu),
         ("--pool", !args.pool.is_empty()),
         ("--no-merge", args.no_merge),
+        ("--no-prefetch", args.no_prefetch),
+        ("--sim-link", args.sim_link.is_some()),
         (
             "--azimuth",
             args.azimuth != rimms_cli::apps::sar::Azimuth::Cedr,
@@ -480,7 +504,12 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
     };
     let opts = Options {
         sim: SimConfig {
-            link: LinkModel::PCIE,
+            link: LinkModel {
+                bytes_per_second: args
+                    .sim_link
+                    .map_or(LinkModel::PCIE.bytes_per_second, |g| g * 1e9),
+                ..LinkModel::PCIE
+            },
             simulate_link: true,
             ..SimConfig::default()
         },
@@ -489,6 +518,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
         sar_azimuth: args.azimuth,
         pools: args.pool.clone(),
         merge: !args.no_merge,
+        prefetch: !args.no_prefetch,
         progress: Some(rimms_cli::progress::frames(args.frames as u64)),
         ..Options::new(args.mode, args.map).frames(args.frames)
     };

@@ -96,6 +96,7 @@ impl Mapping {
             Runtime::builder()
                 .mode(mode)
                 .merge_calls(opts.merge)
+                .prefetch(opts.prefetch)
                 .scheduler(opts.policy.clone())
                 .costs(opts.costs.clone()),
             |builder, (space, bytes)| builder.pool(space.clone(), *bytes),

@@ -169,6 +169,9 @@ pub struct Options {
     /// Whether the runtime merges calls submitted to a scope over following rows into one
     /// device call (`RuntimeBuilder::merge_calls`; on by default, and never in baseline mode).
     pub merge: bool,
+    /// Whether copies start ahead of the calls that need them (`RuntimeBuilder::prefetch`;
+    /// on by default, and never in baseline mode).
+    pub prefetch: bool,
     /// Where the runtime writes its Chrome / Perfetto timeline (`RuntimeBuilder::trace_file`);
     /// `None` leaves it to `RIMMS_TRACE_FILE`.
     pub trace_file: Option<PathBuf>,
@@ -191,6 +194,7 @@ impl Options {
             sar_azimuth: sar::Azimuth::default(),
             pools: Vec::new(),
             merge: true,
+            prefetch: true,
             trace_file: None,
             progress: None,
         }

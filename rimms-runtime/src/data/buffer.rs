@@ -384,11 +384,11 @@ impl RawBuffer {
         let shift = self.shift();
         let span = FragmentSpan::of(start..start + len, shift, self.bytes);
         let need = self.frag_bytes(span.frags.clone(), shift);
-        let window = self.ensure_window(&mut inner, space, need, held)?;
+        let window = self.ensure_window(&mut inner, space, need.clone(), held)?;
         let plan = self.plan(&inner.table, start, len, space, access);
         // Bytes already on their way here (or, for a write, anywhere) are waited for.
         let mut landing = Landing {
-            pending: inner.in_flight.before(space, access),
+            pending: inner.in_flight.before(space, &need, access),
             in_flight: inner.in_flight.mask != 0,
         };
         if plan.is_empty() {
@@ -400,7 +400,8 @@ impl RawBuffer {
         let mut pending = Pending::NONE;
         for m in &plan.moves {
             // A copy out of a space waits for the bytes to have landed there.
-            landing.pending = landing.pending.and(inner.in_flight.source(m.src));
+            let bytes = self.frag_bytes(m.frags.clone(), shift);
+            landing.pending = landing.pending.and(inner.in_flight.source(m.src, &bytes));
             let src = inner.blocks[m.src.index()]
                 .ok_or_else(|| missing_block(&self.memory, m.src, space))?
                 .base();
@@ -413,6 +414,10 @@ impl RawBuffer {
                 m.frags.clone(),
                 reason,
             )?;
+            if in_flight {
+                inner.in_flight.record(space, bytes, copy);
+                landing.in_flight |= copy.deadline().is_some();
+            }
             pending = pending.and(copy);
         }
         for run in &plan.fills {
@@ -422,10 +427,6 @@ impl RawBuffer {
             self.check_read(&mut inner, &span, &plan, access)?;
         }
         inner.table.commit_acquire(&plan);
-        if in_flight {
-            inner.in_flight.record(space, pending);
-            landing.in_flight |= pending.deadline().is_some();
-        }
         landing.pending = landing.pending.and(pending);
         drop(inner);
         Ok((true, landing))

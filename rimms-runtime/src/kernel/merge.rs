@@ -39,13 +39,16 @@
 //! device call (with merging off a group holds at most [`UNMERGED_GROUP`] calls, which is the
 //! jobs-of-a-few-rows split the apps used before, so turning merging off changes nothing but
 //! the merging). A group of several runs as one call of the first rule that still holds: one
-//! acquire per argument over the whole range, one kernel, one completion.
+//! acquire per argument over the whole range, one kernel, one completion; or, where its inputs
+//! are still on a link whose copies take time, as a few such calls over consecutive members,
+//! each starting once its own rows have landed (`kernel::pieces`).
 //!
 //! # When a merged call fails
 //!
 //! A shape error is returned by the call that submitted it, before anything is held. A device
 //! error of a merged call marks its written ranges as a failed call's are (the last valid copy
-//! survives), and then every member runs again on its own, in order: members that succeed have
+//! survives), and then every member runs again on its own, in order (from the failed piece's
+//! first member, where the group ran in pieces): members that succeed have
 //! their results, each member that fails fails alone, and the scope returns the first error
 //! (later ones are logged).
 //!
@@ -55,6 +58,7 @@
 //! [`crate::ApiStats::merged_into`] the device calls they became; each merged call emits a
 //! `tracing` event (target `rimms::merge`) with the API, device and member count.
 
+use super::pieces;
 use super::registry::{registry, ApiDecl};
 use super::KernelArg;
 use crate::coherence::Access;
@@ -196,6 +200,8 @@ pub(crate) struct Group<'a> {
     /// The members' arguments, one call after another (one allocation per group, not per
     /// call).
     args: Vec<KernelArg<'a>>,
+    /// The pieces it runs in, once its inputs' copies have started (`kernel::pieces`).
+    pieces: Option<usize>,
 }
 
 impl<'a> Group<'a> {
@@ -239,6 +245,7 @@ impl<'a> Group<'a> {
             arity: N,
             disjoint,
             args: all,
+            pieces: None,
         }
     }
 
@@ -285,53 +292,89 @@ impl<'a> Group<'a> {
         holding
     }
 
-    /// Runs the group: one merged call if merging is on and a rule holds for several calls,
-    /// else (or if the merged call failed) each call on its own.
-    pub(crate) fn run(self, rt: &Runtime, merge: bool) -> Result<()> {
+    /// The rule the group runs under as one merged call, if it does: merging is on and a
+    /// rule holds for several calls.
+    fn merged_rule(&self, merge: bool) -> Option<&'static MergeRule> {
+        (merge && self.len() > 1 && self.holding != 0)
+            .then(|| self.rules[self.holding.trailing_zeros() as usize])
+    }
+
+    /// Starts its inputs' copies where they can overlap what runs before it, and decides the
+    /// pieces it runs in (`kernel::pieces`); once per group, when it is handed to its queue
+    /// or else when it runs.
+    pub(crate) fn prefetch(&mut self, rt: &Runtime, merge: bool) {
+        if self.pieces.is_none() {
+            let joins = self.merged_rule(merge).map(|rule| rule.joins);
+            let pieces = pieces::start(rt.shared(), self.position, joins, &self.args, self.arity);
+            self.pieces = Some(pieces);
+        }
+    }
+
+    /// Runs the group: merged calls if merging is on and a rule holds for several calls (one,
+    /// or one per piece where its inputs are still on their way), else (or from a merged call
+    /// that failed on) each call on its own.
+    pub(crate) fn run(mut self, rt: &Runtime, merge: bool) -> Result<()> {
+        self.prefetch(rt, merge);
         let calls = self.len();
+        let rule = self.merged_rule(merge);
         let Group {
             device,
             rules,
-            holding,
             params,
             arity,
             args,
+            pieces,
             ..
         } = self;
         let plain = rules[0];
-        if merge && calls > 1 && holding != 0 {
-            let rule = rules[holding.trailing_zeros() as usize];
-            let merged = merged_args(rule.joins, &args[..arity], &args[args.len() - arity..]);
-            let outcome = (rule.run)(
-                rt,
-                device,
-                params,
-                &mut MergedArgs::new(rule.runs_as.name(), device, merged),
-            );
-            rt.shared().calls().record_merge(rule.api.index(), calls);
-            tracing::debug!(
-                target: "rimms::merge",
-                api = rule.api.name(),
-                runs_as = rule.runs_as.name(),
-                %device,
-                calls,
-                ok = outcome.is_ok(),
-                "merged calls"
-            );
-            match outcome {
-                Ok(()) => return Ok(()),
-                Err(error) => {
+        let mut from = 0;
+        if let Some(rule) = rule {
+            let pieces = pieces.unwrap_or(1);
+            for k in 0..pieces {
+                let members = pieces::members(k, pieces, calls);
+                let (first, last) = (members.start * arity, (members.end - 1) * arity);
+                let merged = merged_args(
+                    rule.joins,
+                    &args[first..first + arity],
+                    &args[last..last + arity],
+                );
+                let outcome = (rule.run)(
+                    rt,
+                    device,
+                    params,
+                    &mut MergedArgs::new(rule.runs_as.name(), device, merged),
+                );
+                rt.shared()
+                    .calls()
+                    .record_merge(rule.api.index(), members.len());
+                tracing::debug!(
+                    target: "rimms::merge",
+                    api = rule.api.name(),
+                    runs_as = rule.runs_as.name(),
+                    %device,
+                    calls = members.len(),
+                    piece = k,
+                    ok = outcome.is_ok(),
+                    "merged calls"
+                );
+                if let Err(error) = outcome {
                     rt.shared().calls().record_merge_retry(rule.api.index());
                     tracing::warn!(
-                        %error, api = rule.api.name(), %device, calls,
-                        "a merged call failed; its calls run again one by one"
-                    )
+                        %error, api = rule.api.name(), %device, calls = members.len(),
+                        "a merged call failed; its calls and those after it run again one by one"
+                    );
+                    from = members.start;
+                    break;
                 }
+                from = members.end;
+            }
+            if from == calls {
+                return Ok(());
             }
         }
         let mut first_error = None;
-        let mut args = args.into_iter();
-        for _ in 0..calls {
+        let mut args = args.into_iter().skip(from * arity);
+        for _ in from..calls {
             let member: Vec<KernelArg<'a>> = args.by_ref().take(arity).collect();
             let outcome = (plain.run)(
                 rt,

@@ -18,6 +18,7 @@ mod device_args;
 mod dispatch;
 mod host_args;
 pub mod merge;
+mod pieces;
 
 pub(crate) use crate::hal::registry;
 

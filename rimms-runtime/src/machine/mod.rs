@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     mode: ExecMode,
     /// Whether scopes merge the calls submitted to them (`RuntimeBuilder::merge_calls`).
     merge_calls: bool,
+    /// Whether copies start ahead of the calls that need them (`RuntimeBuilder::prefetch`).
+    prefetch: bool,
     devices: DeviceTable,
     /// Spaces, pools, links, copies and their counters; every buffer holds it too.
     memory: Arc<BufferMemorySystem>,
@@ -188,6 +190,7 @@ pub(crate) struct Shared {
 pub(crate) struct SharedParts {
     pub(crate) mode: ExecMode,
     pub(crate) merge_calls: bool,
+    pub(crate) prefetch: bool,
     pub(crate) devices: DeviceTable,
     pub(crate) memory: Arc<BufferMemorySystem>,
     pub(crate) calls: ApiCounters,
@@ -204,6 +207,7 @@ impl Shared {
             queues: DeviceQueues::new(parts.devices.entries.len()),
             mode: parts.mode,
             merge_calls: parts.merge_calls,
+            prefetch: parts.prefetch,
             devices: parts.devices,
             memory: parts.memory,
             calls: parts.calls,
@@ -233,6 +237,11 @@ impl Shared {
     /// Whether scopes merge the calls submitted to them.
     pub(crate) fn merges_calls(&self) -> bool {
         self.merge_calls
+    }
+
+    /// Whether copies start ahead of the calls that need them.
+    pub(crate) fn prefetches(&self) -> bool {
+        self.prefetch
     }
 
     /// The memory system: spaces, pools, links, the copy engine.

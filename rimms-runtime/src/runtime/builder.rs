@@ -38,6 +38,7 @@ pub struct RuntimeBuilder {
     /// Pool sizes set by space name (`pool`), applied when the spaces are made.
     pool_limits: Vec<(String, usize)>,
     merge_calls: bool,
+    prefetch: bool,
     /// `None`: as `RIMMS_CHECK` says.
     checksums: Option<bool>,
     /// Spaces marked trusted or not by name (`trust`), applied in order over the default.
@@ -76,6 +77,7 @@ impl Default for RuntimeBuilder {
             calibrate_links: false,
             pool_limits: Vec::new(),
             merge_calls: true,
+            prefetch: true,
             checksums: None,
             trust: Vec::new(),
             fragments_from_devices: None,
@@ -234,6 +236,17 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether copies start ahead of the calls that need them (default: on): a scope call's
+    /// inputs start moving when its group is handed to the device's queue, and a merged group
+    /// on a device whose copies take time runs in pieces, each starting once its own rows
+    /// have landed (`kernel::merge`, "Pieces"). Off, every copy starts when the call that
+    /// needs it runs and the call waits for all of it, so the two settings differ by the
+    /// overlap alone. Values, and the bytes moved, are the same either way.
+    pub fn prefetch(mut self, on: bool) -> Self {
+        self.prefetch = on;
+        self
+    }
+
     /// Measure every device link when the runtime starts — a few timed copies of a small and
     /// a large block each way — and rank copies and scheduler candidates by what was measured
     /// instead of the configured [`LinkModel`](crate::space::LinkModel)s (see [`Runtime::link_model`]). Off by default:
@@ -290,6 +303,7 @@ impl RuntimeBuilder {
             scheduler: Scheduler::new(self.policy, self.costs, devices.devices()),
             mode: self.mode,
             merge_calls: self.merge_calls && self.mode == ExecMode::Tracked,
+            prefetch: self.prefetch && self.mode == ExecMode::Tracked,
             devices,
             memory,
             calls: ApiCounters::new(registry().api_count()),

@@ -225,8 +225,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         });
     }
 
-    fn hand_over(&'scope self, group: Group<'scope>) {
+    fn hand_over(&'scope self, mut group: Group<'scope>) {
         let merge = self.rt.shared().merges_calls();
+        // Its inputs start moving now, while the queue works through what is ahead of it.
+        group.prefetch(self.rt, merge);
         let (position, device) = (group.position, group.device);
         self.submit(position, device, move |rt| group.run(rt, merge));
     }

@@ -370,6 +370,16 @@ impl<H> MemorySystem<H> {
         self.spaces.iter().map(SpaceEntry::name)
     }
 
+    /// The link of `space` if its copies take modelled time that the caller waits out (a
+    /// simulated link not on the virtual clock): only such a copy can overlap compute here,
+    /// since every other copy is complete when it returns.
+    pub(crate) fn timed_link(&self, space: SpaceId) -> Option<LinkModel> {
+        let entry = self.spaces.get(space.index())?;
+        (entry.simulate && !entry.virtual_clock)
+            .then_some(entry.link)
+            .flatten()
+    }
+
     /// The model copies between `space` and the host are ranked by: measured if calibrated,
     /// else configured; `None` for the host and for an unknown space.
     pub(crate) fn link_model(&self, space: SpaceId) -> Option<LinkModel> {

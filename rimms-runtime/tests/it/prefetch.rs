@@ -149,3 +149,105 @@ fn random_programs_with_prefetches_in_flight_keep_every_value() {
         handles.into_iter().for_each(|h| h.wait());
     }
 }
+
+/// A runtime like [`slow_link`], with copies ahead of their calls switched `on` or off.
+fn slow_link_prefetching(on: bool) -> Runtime {
+    Runtime::builder()
+        .sim(SimConfig {
+            link: LinkModel {
+                latency: Duration::from_micros(10),
+                bytes_per_second: 20e6,
+            },
+            simulate_link: true,
+            ..SimConfig::default()
+        })
+        .prefetch(on)
+        .build()
+        .expect("runtime")
+}
+
+/// The DFT of `x`, straight from its definition, in f64.
+fn naive_dft(x: &[rimms_runtime::Complex32]) -> Vec<(f64, f64)> {
+    let n = x.len();
+    (0..n)
+        .map(|k| {
+            x.iter().enumerate().fold((0.0, 0.0), |(re, im), (t, v)| {
+                let angle = -2.0 * std::f64::consts::PI * (k * t % n) as f64 / n as f64;
+                let (s, c) = angle.sin_cos();
+                let (a, b) = (f64::from(v.re), f64::from(v.im));
+                (re + a * c - b * s, im + a * s + b * c)
+            })
+        })
+        .collect()
+}
+
+/// A scope's row FFTs whose input is on the host, on a sim device behind a slow link: with
+/// copies ahead, the merged group runs in pieces (each starting once its own rows landed);
+/// off, as one call that waits for every row. The same bytes move either way, one copy per
+/// piece, and every row is its DFT.
+#[test]
+fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
+    let (rows, points) = (32, 128);
+    let input: Vec<rimms_runtime::Complex32> = (0..rows * points)
+        .map(|i| rimms_runtime::Complex32::new((i % 13) as f32 - 6.0, (i % 5) as f32))
+        .collect();
+    let run = |on: bool| {
+        let rt = slow_link_prefetching(on);
+        let x = HeteData::from_slice(&rt, &input).expect("x");
+        let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("y");
+        y.fragment(points * 8).expect("a row per fragment");
+        let (ins, mut outs) = (
+            x.rows(points).expect("rows"),
+            y.rows_mut(points).expect("rows"),
+        );
+        rt.scope(|s| {
+            for (row, out) in ins.iter().zip(outs.iter_mut()) {
+                s.fft(
+                    Device::Sim(0),
+                    rimms_runtime::FftDirection::Forward,
+                    points,
+                    row,
+                    out,
+                )?;
+            }
+            Ok::<(), rimms_runtime::Error>(())
+        })
+        .expect("scope")
+        .expect("ffts");
+        drop(outs);
+        let fft = rt
+            .stats()
+            .apis
+            .into_iter()
+            .find(|a| a.name == "fft")
+            .expect("fft ran");
+        let values = y.host().expect("y").to_vec();
+        (values, fft.merged, fft.merged_into, copies_to_sim(&rt))
+    };
+    let (ahead, merged, pieces, copies) = run(true);
+    let (waited, merged_off, calls_off, copies_off) = run(false);
+    // 32 KiB over 20 MB/s is 1.6 ms, 164 latencies of 10 µs: 8 pieces of 4 rows, at most.
+    assert_eq!((merged, pieces), (32, 8), "pieces of the merged group");
+    assert_eq!(
+        (merged_off, calls_off),
+        (32, 1),
+        "one merged call without copies ahead"
+    );
+    assert_eq!(
+        copies,
+        (8, (rows * points * 8) as u64),
+        "one copy per piece, every byte once"
+    );
+    assert_eq!(copies_off, (1, (rows * points * 8) as u64));
+    assert_eq!(ahead, waited, "pieces change no value");
+    for (r, row) in input.chunks(points).enumerate() {
+        for (k, want) in naive_dft(row).into_iter().enumerate() {
+            let got = ahead[r * points + k];
+            let err = (f64::from(got.re) - want.0).hypot(f64::from(got.im) - want.1);
+            assert!(
+                err <= 1e-3 * (1.0 + want.0.hypot(want.1)),
+                "row {r} bin {k}: {got} vs {want:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Pieces: a held group's inputs start moving when it is handed over, and a merged group runs
+//! as its rows land.
+//!
+//! A scope holds a device's calls until one arrives that does not continue them (`merge`);
+//! the group then goes to the device's queue, where it may wait behind work already there.
+//! Where the device's copies take time that a caller would wait out (a simulated link), the
+//! group's inputs start moving at that moment, as StarPU prefetches a task's data when the
+//! task is scheduled rather than when it starts: each piece's inputs are one asynchronous
+//! acquire (`data::in_flight`), so the link carries them one after another while the device
+//! works through what is ahead of the group. A merged group then runs as a few merged calls
+//! over consecutive members instead of one, each waiting only for its own rows: the first
+//! starts once its rows have landed while the link carries the next piece's. A group whose
+//! calls run one by one (merging off) overlaps the same way, call by call.
+//!
+//! Why a copy may start at submission: a scope call borrows its views until the scope ends,
+//! and views that exist at once never share a fragment with a written one (mutable views split
+//! on fragment boundaries), so nothing can write the bytes a held group reads before the group
+//! has run. The copy is an acquire like any other (planned, copied and committed under the
+//! buffer's lock, with a lease held while it runs); only the waiting is left to the call that
+//! needs the bytes. A copy that fails changes nothing, and the call that needs the bytes then
+//! makes it again and reports what fails.
+//!
+//! How many pieces: enough that the first piece's rows land soon, few enough that each piece's
+//! copies take at least [`LATENCIES`] link latencies (the latency is paid per copy), at most
+//! [`MAX_PIECES`], and at least two calls each, so the merged calls stay few.
+
+use super::merge::Joins;
+use super::KernelArg;
+use crate::coherence::Access;
+use crate::machine::{DeviceEntry, Shared};
+use crate::stats::Reason;
+use std::ops::Range;
+
+/// The most merged calls one group is cut into.
+pub(crate) const MAX_PIECES: usize = 8;
+
+/// Each piece's copies take at least this many link latencies.
+const LATENCIES: u64 = 16;
+
+/// The members (call indices) of piece `k` of `pieces` over `calls` calls.
+pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
+    k * calls / pieces..(k + 1) * calls / pieces
+}
+
+/// Starts the copies of a held group's inputs into the device at `position`, piece by piece,
+/// where its copies take time and prefetching is on; returns the pieces the group runs in
+/// (1: as one call, or as its members one by one, with nothing started ahead). `merged`
+/// holds the joins of the rule the group runs under as one merged call, `None` when its
+/// calls run one by one (then every call is its own piece). `args` are the members'
+/// arguments, `arity` per call.
+pub(crate) fn start(
+    shared: &Shared,
+    position: usize,
+    merged: Option<&[Joins]>,
+    args: &[KernelArg<'_>],
+    arity: usize,
+) -> usize {
+    let calls = args.len().checked_div(arity).unwrap_or(0);
+    if !shared.prefetches() || calls == 0 {
+        return 1;
+    }
+    let entry = &shared.device_entries()[position];
+    let Some(link) = shared.memory().timed_link(entry.space()) else {
+        return 1;
+    };
+    let call = |k: usize| &args[k * arity..(k + 1) * arity];
+    let Some(joins) = merged else {
+        for k in 0..calls {
+            for a in call(k).iter().filter(|a| a.access == Access::Read) {
+                copy_ahead(entry, a, a.start..a.start + a.len);
+            }
+        }
+        return calls;
+    };
+    let union = |i: usize, piece: &Range<usize>| {
+        let (first, last) = (&call(piece.start)[i], &call(piece.end - 1)[i]);
+        first.start..last.start + last.len
+    };
+    let reads = || (0..arity).filter(|&i| args[i].access == Access::Read);
+    let whole = 0..calls;
+    let copy_ns: u64 = reads()
+        .filter(|&i| joins[i] == Joins::Concat)
+        .map(|i| {
+            let bytes = union(i, &whole);
+            args[i].raw.transfer_ns(
+                bytes.start,
+                bytes.len(),
+                entry.space(),
+                entry.reaches(),
+                Access::Read,
+            )
+        })
+        .sum();
+    let latency = u64::try_from(link.latency.as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let most = MAX_PIECES.min(calls / 2).max(1);
+    let pieces = usize::try_from(copy_ns / latency.saturating_mul(LATENCIES))
+        .unwrap_or(most)
+        .clamp(1, most);
+    for k in 0..pieces {
+        let piece = members(k, pieces, calls);
+        for i in reads() {
+            // A `Same` argument is one view for every member: it moves with the first piece.
+            match joins[i] {
+                Joins::Concat => copy_ahead(entry, &args[i], union(i, &piece)),
+                Joins::Same if k == 0 => copy_ahead(entry, &args[i], union(i, &(0..1))),
+                Joins::Same => {}
+            }
+        }
+    }
+    pieces
+}
+
+/// Starts bringing `bytes` of `a`'s buffer to where a call on `entry` would read them,
+/// unless they are there already; a copy that fails is left to the call to make again.
+fn copy_ahead(entry: &DeviceEntry, a: &KernelArg<'_>, bytes: Range<usize>) {
+    // A placement hint names the space itself; the call acquires it there as it runs.
+    if a.at.is_some() || bytes.is_empty() {
+        return;
+    }
+    let (own, reach) = (entry.space(), entry.reaches());
+    if a.raw.resident(own, Access::Read) || a.raw.resident_in(reach, Access::Read).is_some() {
+        return;
+    }
+    let space = a.raw.target_for(own, reach, Access::Read);
+    // The acquire may move windows, so it holds a lease while it runs (`data::lease`).
+    let _lease = a.raw.lease();
+    if let Err(error) = a
+        .raw
+        .acquire_async(bytes.start, bytes.len(), space, &Reason::Prefetch)
+    {
+        tracing::debug!(%error, "a copy ahead of its call failed; the call makes it again");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::members;
+
+    #[test]
+    fn pieces_cover_every_call_once_in_order() {
+        for calls in 1..40 {
+            for pieces in 1..=calls.min(8) {
+                let all: Vec<usize> = (0..pieces)
+                    .flat_map(|k| members(k, pieces, calls))
+                    .collect();
+                assert_eq!(
+                    all,
+                    (0..calls).collect::<Vec<_>>(),
+                    "{calls} calls, {pieces} pieces"
+                );
+                assert!((0..pieces).all(|k| !members(k, pieces, calls).is_empty()));
+            }
+        }
+    }
+}
