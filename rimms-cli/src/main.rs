@@ -593,6 +593,15 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
             rimms_cli::human::bytes(e.written_back_bytes)
         );
     }
+    for p in &run.prefetches {
+        text += &format!(
+            "copied ahead into {}: {} ({} used, {} wasted)\n",
+            p.space,
+            rimms_cli::human::bytes(p.bytes),
+            rimms_cli::human::bytes(p.used_bytes),
+            rimms_cli::human::bytes(p.wasted_bytes)
+        );
+    }
     let retries = run.merge_retries;
     if retries > 0 {
         text += &format!(

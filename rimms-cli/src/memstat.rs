@@ -175,6 +175,16 @@ pub fn render(path: &Path, s: &PageSnapshot, now: SystemTime) -> String {
             mib(sp.written_back_bytes)
         );
     }
+    for sp in s.spaces.iter().filter(|sp| sp.prefetched_bytes > 0) {
+        let _ = writeln!(
+            out,
+            "{}: copied ahead of use {:.3} MiB, used {:.3} MiB, wasted {:.3} MiB",
+            sp.name,
+            mib(sp.prefetched_bytes),
+            mib(sp.prefetch_used_bytes),
+            mib(sp.prefetch_wasted_bytes)
+        );
+    }
     out.push('\n');
     if s.links.is_empty() {
         out.push_str("links: nothing copied yet\n");
@@ -259,6 +269,9 @@ mod tests {
             evictions: 9,
             dropped_bytes: 5 << 20,
             written_back_bytes: 6 << 20,
+            prefetched_bytes: 3 << 20,
+            prefetch_used_bytes: 2 << 20,
+            prefetch_wasted_bytes: 1 << 20,
         };
         let snap = PageSnapshot {
             pid: 42,

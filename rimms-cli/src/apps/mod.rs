@@ -29,7 +29,7 @@ pub mod zip3x;
 
 pub use error::{AppError, Place};
 pub use mapping::{Mapping, Sched, Step};
-pub use report::{Checksum, Eviction, Link, Run};
+pub use report::{Checksum, Eviction, Link, Prefetched, Run};
 
 use native::Native;
 use rimms::drivers::vclock;
@@ -523,8 +523,8 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
         .zip(results)
         .zip(modelled)
     {
-        let (links, allocations, evictions, merge_retries) = match setup {
-            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new(), 0),
+        let (links, allocations, evictions, merge_retries, prefetches) = match setup {
+            Setup::Native(dev) => (dev.links(), dev.allocations(), Vec::new(), 0, Vec::new()),
             Setup::Managed(rt) => {
                 let stats = rt.stats();
                 let links = stats
@@ -550,7 +550,18 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
                     .collect();
                 let allocations = stats.spaces.iter().map(|s| s.allocations).sum();
                 let retries = stats.apis.iter().map(|a| a.merge_retries).sum();
-                (links, allocations, evictions, retries)
+                let prefetches = stats
+                    .spaces
+                    .iter()
+                    .filter(|s| s.prefetched_bytes > 0)
+                    .map(|s| Prefetched {
+                        space: s.name.clone(),
+                        bytes: s.prefetched_bytes,
+                        used_bytes: s.prefetch_used_bytes,
+                        wasted_bytes: s.prefetch_wasted_bytes,
+                    })
+                    .collect();
+                (links, allocations, evictions, retries, prefetches)
             }
         };
         let result =
@@ -565,6 +576,7 @@ pub(crate) fn execute_interleaved<P: Pipeline>(
             evictions,
             modelled,
             merge_retries,
+            prefetches,
             result,
         });
     }

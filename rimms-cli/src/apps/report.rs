@@ -37,6 +37,20 @@ pub struct Eviction {
     pub written_back_bytes: u64,
 }
 
+/// Copies made into one memory space ahead of the calls that needed them
+/// (`RuntimeBuilder::prefetch`), and what became of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Prefetched {
+    /// The space ("sim0", "host", …).
+    pub space: String,
+    /// Bytes copied ahead.
+    pub bytes: u64,
+    /// Of those, bytes a read there used.
+    pub used_bytes: u64,
+    /// Of those, bytes overwritten, evicted or freed before any read there.
+    pub wasted_bytes: u64,
+}
+
 /// One run of an app: `frames` frames in one mode on one mapping.
 #[derive(Clone, Debug)]
 pub struct Run<R> {
@@ -59,6 +73,8 @@ pub struct Run<R> {
     pub modelled: [Duration; rimms::drivers::vclock::TERMS],
     /// Merged calls that did not fit (memory pressure) and ran again one call a row.
     pub merge_retries: u64,
+    /// Spaces that received copies ahead of their calls over the run.
+    pub prefetches: Vec<Prefetched>,
     /// The last frame's result.
     pub result: R,
 }
@@ -107,6 +123,7 @@ impl<R> Run<R> {
             evictions: self.evictions,
             modelled: self.modelled,
             merge_retries: self.merge_retries,
+            prefetches: self.prefetches,
             result: f(self.result),
         }
     }
@@ -124,6 +141,8 @@ struct RunJson<'a, R> {
     evictions: &'a [Eviction],
     #[serde(skip_serializing_if = "is_zero")]
     merge_retries: u64,
+    #[serde(skip_serializing_if = "<[Prefetched]>::is_empty")]
+    prefetches: &'a [Prefetched],
     result: &'a R,
 }
 
@@ -135,7 +154,9 @@ impl<R: Serialize> Run<R> {
     /// The run as one JSON object: `app`, `mode`, `map`, `frames`, `median_ms`, `links`
     /// (`{from, to, copies, bytes}`), `allocations`, `evictions` (`{space, evictions,
     /// dropped_bytes, written_back_bytes}` for each space that evicted), `merge_retries` (merged
-    /// calls run again one call a row, where any were) and `result`.
+    /// calls run again one call a row, where any were), `prefetches` (`{space, bytes,
+    /// used_bytes, wasted_bytes}` for each space that received copies ahead of their calls,
+    /// where any did) and `result`.
     pub fn to_json(&self) -> String {
         let json = RunJson {
             app: self.app.name(),
@@ -147,6 +168,7 @@ impl<R: Serialize> Run<R> {
             allocations: self.allocations,
             evictions: &self.evictions,
             merge_retries: self.merge_retries,
+            prefetches: &self.prefetches,
             result: &self.result,
         };
         // Every field is a string, a number or a list of plain structs, all of which

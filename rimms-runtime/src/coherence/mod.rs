@@ -150,6 +150,16 @@ pub(crate) struct FragmentTable {
     frags: Vec<FragmentState>,
     valid_count: [u32; MAX_SPACES],
     zero_count: usize,
+    /// Per fragment, the last four spaces that wrote it or had to copy it in: RIMMS's 16-bit
+    /// owner history, newest in the low nibble, each space as its id + 1 (0: none yet; a 16th
+    /// space is not recorded). It is what [`Self::predict_after`] reads.
+    history: Vec<u16>,
+}
+
+/// One owner history's newest space, as stored (id + 1).
+fn history_entry(space: SpaceId) -> Option<u16> {
+    let id = u16::from(space.0);
+    (id + 1 < 16).then_some(id + 1)
 }
 
 impl FragmentTable {
@@ -159,7 +169,40 @@ impl FragmentTable {
             frags: vec![FragmentState::FRESH; count],
             valid_count: [0; MAX_SPACES],
             zero_count: count,
+            history: vec![0; count],
         }
+    }
+
+    /// Notes in `frags`' owner histories that `space` wrote them or copied them in (a use
+    /// that repeats the newest entry is not noted again).
+    fn note_use(&mut self, frags: Range<usize>, space: SpaceId) {
+        let Some(entry) = history_entry(space) else {
+            return;
+        };
+        for h in &mut self.history[frags] {
+            if *h & 0xF != entry {
+                *h = (*h << 4) | entry;
+            }
+        }
+    }
+
+    /// Where `frags`, just written by `space`, are predicted to be needed next: in each one's
+    /// owner history, the space that came right after `space`'s previous write or copy. Only
+    /// when every fragment agrees, and never `space` itself; `None` where the history does
+    /// not say.
+    pub(crate) fn predict_after(&self, frags: Range<usize>, space: SpaceId) -> Option<SpaceId> {
+        let entry = history_entry(space)?;
+        let next = |h: u16| {
+            // Entry 0 is this write; look for the one before it.
+            (1..4)
+                .find(|&i| (h >> (4 * i)) & 0xF == entry)
+                .map(|i| (h >> (4 * (i - 1))) & 0xF)
+                .filter(|&n| n != 0 && n != entry)
+        };
+        let mut hs = self.history.get(frags)?.iter();
+        let first = next(*hs.next()?)?;
+        hs.all(|&h| next(h) == Some(first))
+            .then(|| SpaceId((first - 1) as u8))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -306,6 +349,9 @@ impl FragmentTable {
     /// Records that the plan was carried out: its fragments are now valid in its space too.
     pub(crate) fn commit_acquire(&mut self, plan: &AcquirePlan) {
         let dst = plan.dst;
+        for m in &plan.moves {
+            self.note_use(m.frags.clone(), dst);
+        }
         let runs = plan.moves.iter().map(|m| m.frags.clone());
         for frag in runs.chain(plan.fills.iter().cloned()).flatten() {
             let mut state = self.frags[frag];
@@ -319,6 +365,7 @@ impl FragmentTable {
 
     /// Records a write by `space` over `frags`: it alone now holds the newest bytes.
     pub(crate) fn mark_written(&mut self, frags: Range<usize>, space: SpaceId) {
+        self.note_use(frags.clone(), space);
         for frag in frags {
             self.set(
                 frag,
@@ -398,7 +445,10 @@ impl FragmentTable {
 
     /// `hete_Reset`: every fragment becomes zero and valid nowhere; no byte moves.
     pub(crate) fn reset(&mut self) {
+        // Where the bytes went is still where they will go: the history stays.
+        let history = std::mem::take(&mut self.history);
         *self = FragmentTable::new(self.frags.len());
+        self.history = history;
     }
 
     /// `hete_Reset` of `frags` only: they become zero and valid nowhere; no byte moves.

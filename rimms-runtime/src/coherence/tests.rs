@@ -526,3 +526,43 @@ fn eviction_of_a_redundant_copy_moves_nothing() {
     assert_eq!(t.get(1), Some(state(&[HOST], Some(HOST), false)));
     assert_eq!(t.summary(), 1 | 1 << 16);
 }
+
+/// The owner history: after a frame of "written on the device, read on the host", a write on
+/// the device predicts the host; a change of pattern changes the prediction; fragments that
+/// disagree, and a history too short, predict nothing; a resident read notes nothing.
+#[test]
+fn a_write_predicts_the_space_that_copied_the_bytes_after_the_last_write_there() {
+    let mut t = FragmentTable::new(4);
+    // Nothing known yet.
+    access(&mut t, &whole(4), DEV, Access::Write);
+    assert_eq!(t.predict_after(0..4, DEV), None, "one write says nothing");
+    // Frame 1: the host reads what the device wrote, then the device writes again.
+    access(&mut t, &whole(4), HOST, Access::Read);
+    access(&mut t, &whole(4), DEV, Access::Write);
+    assert_eq!(t.predict_after(0..4, DEV), Some(HOST));
+    // A resident read (nothing to copy) is no use worth noting: the host still comes next.
+    access(&mut t, &whole(4), DEV, Access::Read);
+    assert_eq!(t.predict_after(0..4, DEV), Some(HOST));
+    // The bytes go to another device instead, on fragments 2..4 only.
+    access(&mut t, &whole(4), HOST, Access::Read);
+    let back = FragmentSpan {
+        frags: 2..4,
+        first_partial: false,
+        last_partial: false,
+    };
+    access(&mut t, &whole(4), DEV, Access::Write);
+    access(&mut t, &back, OTHER, Access::Read);
+    access(&mut t, &whole(4), DEV, Access::Write);
+    assert_eq!(t.predict_after(2..4, DEV), Some(OTHER));
+    assert_eq!(t.predict_after(0..2, DEV), Some(HOST));
+    assert_eq!(
+        t.predict_after(0..4, DEV),
+        None,
+        "fragments that disagree predict nothing"
+    );
+    // A writer never predicts itself, and a space with no history predicts nothing.
+    assert_eq!(t.predict_after(0..4, OTHER), None);
+    // `hete_Reset` keeps the history: where the bytes went is still where they will go.
+    t.reset();
+    assert_eq!(t.predict_after(0..2, DEV), Some(HOST));
+}

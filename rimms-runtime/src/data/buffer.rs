@@ -16,6 +16,7 @@ use crate::hal::BackendError;
 use crate::hal::{During, Error, Result};
 use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
 use crate::space::Pending;
+use crate::stats::Ahead;
 use crate::stats::{trace_eviction, Reason};
 use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -384,13 +385,26 @@ impl RawBuffer {
         let shift = self.shift();
         let span = FragmentSpan::of(start..start + len, shift, self.bytes);
         let need = self.frag_bytes(span.frags.clone(), shift);
-        let window = self.ensure_window(&mut inner, space, need.clone(), held)?;
+        let window = if in_flight {
+            self.room_ahead(&mut inner, space, &need)?
+        } else {
+            self.ensure_window(&mut inner, space, need.clone(), held)?
+        };
         let plan = self.plan(&inner.table, start, len, space, access);
         // Bytes already on their way here (or, for a write, anywhere) are waited for.
         let mut landing = Landing {
             pending: inner.in_flight.before(space, &need, access),
             in_flight: inner.in_flight.mask != 0,
         };
+        if !in_flight {
+            // Copies made ahead of this access are used by it or made stale (`data::in_flight`).
+            let memory = &self.memory;
+            inner
+                .in_flight
+                .settle_ahead(space, &need, access, |s, used, bytes| {
+                    memory.record_ahead(s, if used { Ahead::Used } else { Ahead::Wasted }, bytes)
+                });
+        }
         if plan.is_empty() {
             if inner.sums.is_some() {
                 self.check_read(&mut inner, &span, &plan, access)?;
@@ -415,8 +429,10 @@ impl RawBuffer {
                 reason,
             )?;
             if in_flight {
-                inner.in_flight.record(space, bytes, copy);
-                landing.in_flight |= copy.deadline().is_some();
+                self.memory
+                    .record_ahead(space, Ahead::Issued, bytes.len() as u64);
+                inner.in_flight.record(space, bytes, copy, true);
+                landing.in_flight = true;
             }
             pending = pending.and(copy);
         }
@@ -537,6 +553,40 @@ impl RawBuffer {
         );
         self.keep_block(inner, space, window);
         Ok(window)
+    }
+
+    /// The block a copy ahead of its use lands in: the one there if it covers `need`, else a
+    /// fresh one from free room. A copy ahead never evicts, moves or cuts a block, which
+    /// would trade bytes a call is about to use for bytes one may use later.
+    fn room_ahead(
+        &self,
+        inner: &mut coherence::Locked<'_, Inner>,
+        space: SpaceId,
+        need: &Range<usize>,
+    ) -> Result<Window> {
+        let whole = 0..self.bytes;
+        match inner.blocks[space.index()] {
+            Some(window) if window.covers(need) => Ok(window),
+            Some(_) => Err(evict::does_not_fit(&self.memory, space, need.len(), 0)),
+            None => {
+                let pool = self.memory.pool(space);
+                let refused = |e| match e {
+                    Error::PoolExhausted { .. } => {
+                        evict::does_not_fit(&self.memory, space, need.len(), 0)
+                    }
+                    e => e,
+                };
+                let window = match pool.alloc(self.bytes) {
+                    Ok(block) => Window::new(block, whole),
+                    Err(_) if self.memory.evictable().contains(space) && *need != whole => {
+                        Window::new(pool.alloc(need.len()).map_err(refused)?, need.clone())
+                    }
+                    Err(e) => return Err(refused(e)),
+                };
+                self.keep_block(inner, space, window);
+                Ok(window)
+            }
+        }
     }
 
     /// Cuts this buffer's block in `space` down to the fragments of bytes `start..start+len`
@@ -755,6 +805,13 @@ impl RawBuffer {
             Some(self.write_back(inner, plan, window, why).map_err(wrap)?)
         };
         inner.table.commit_evict(plan, target);
+        let memory = &self.memory;
+        for run in plan.dropped.iter().chain(&plan.write_back) {
+            let bytes = self.frag_bytes(run.clone(), shift);
+            inner.in_flight.drop_ahead(Some(space), &bytes, |s, _, n| {
+                memory.record_ahead(s, Ahead::Wasted, n)
+            });
+        }
         let dropped = bytes_of(&plan.dropped);
         self.memory.record_eviction(space, dropped, written_back);
         if self.memory.tracing() {
@@ -874,6 +931,19 @@ impl RawBuffer {
         }
     }
 
+    /// Where bytes `start..start+len`, just written by `space`, are predicted to be needed
+    /// next (`FragmentTable::predict_after`).
+    pub(crate) fn predicted_next(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+    ) -> Option<SpaceId> {
+        let inner = self.lock();
+        let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
+        inner.table.predict_after(span.frags, space)
+    }
+
     /// Records a write by `space` that failed part-way.
     pub(crate) fn mark_failed(&self, start: usize, len: usize, space: SpaceId) {
         let mut inner = self.lock();
@@ -987,6 +1057,12 @@ fn missing_block(memory: &BufferMemorySystem, from: SpaceId, to: SpaceId) -> Err
 impl Drop for RawBuffer {
     fn drop(&mut self) {
         let mut inner = self.lock();
+        let memory = &self.memory;
+        inner
+            .in_flight
+            .drop_ahead(None, &(0..self.bytes), |s, _, n| {
+                memory.record_ahead(s, Ahead::Wasted, n)
+            });
         for (space, block) in inner.blocks.iter_mut().enumerate() {
             if let Some(window) = block.take() {
                 let space = SpaceId(space as u8);

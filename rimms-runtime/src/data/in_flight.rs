@@ -21,23 +21,34 @@ use crate::space::Pending;
 use std::ops::Range;
 use std::time::Instant;
 
-/// One copy in flight: the bytes of the buffer it brings into `space`, and when they land.
+/// One copy in flight, or made ahead of its use and not used yet: the bytes of the buffer it
+/// brought into `space`, and when they land.
 #[derive(Clone, Debug)]
 struct InTransit {
     space: SpaceId,
     bytes: Range<usize>,
     lands: Instant,
+    /// Made ahead of the call that needs it (a prefetch, a scope's copy at submission, a
+    /// prediction): kept after it lands until a read in its space uses its bytes (used) or a
+    /// write or an eviction makes them stale first (wasted).
+    ahead: bool,
 }
 
-/// A buffer's copies in flight: kept under its lock, beside its fragment table.
+/// A buffer's copies in flight, and its copies made ahead and not used yet: kept under its
+/// lock, beside its fragment table.
 ///
 /// Each copy keeps its own byte range, so a call that reads rows whose copy has landed goes
 /// ahead while later rows are still on the link: that is what lets a scope's pieces (and a
 /// prediction's copies) overlap compute row by row. Byte ranges rather than fragment indices,
 /// so a change of fragment size cannot make a record name other bytes.
+///
+/// A copy made ahead keeps its space's bit out of the summary until it is used, so that the
+/// access that uses it takes the locked path and is counted; that costs one locked acquire
+/// per copy made ahead, which made a copy anyway.
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
-    /// Spaces with a copy in flight, as summary bits: the published summary leaves them out.
+    /// Spaces with a copy in flight or made ahead and unused, as summary bits: the published
+    /// summary leaves them out.
     pub(crate) mask: u64,
     copies: Vec<InTransit>,
 }
@@ -47,17 +58,28 @@ fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
 }
 
 impl InFlight {
-    /// Records a copy of `bytes` into `space` that lands at `pending`'s deadline (nothing, for
-    /// a copy that has already landed).
-    pub(crate) fn record(&mut self, space: SpaceId, bytes: Range<usize>, pending: Pending) {
-        if let Some(lands) = pending.deadline() {
-            self.copies.push(InTransit {
-                space,
-                bytes,
-                lands,
-            });
-            self.mask |= u64::from(space.bit());
-        }
+    /// Records a copy of `bytes` into `space` that lands at `pending`'s deadline: a copy
+    /// `ahead` of its use is recorded even if it has landed (for its count), any other only
+    /// while in flight.
+    pub(crate) fn record(
+        &mut self,
+        space: SpaceId,
+        bytes: Range<usize>,
+        pending: Pending,
+        ahead: bool,
+    ) {
+        let lands = match (pending.deadline(), ahead) {
+            (Some(lands), _) => lands,
+            (None, true) => Instant::now(),
+            (None, false) => return,
+        };
+        self.copies.push(InTransit {
+            space,
+            bytes,
+            lands,
+            ahead,
+        });
+        self.mask |= u64::from(space.bit());
     }
 
     /// The latest landing among the copies `which` selects that overlap `bytes`.
@@ -91,15 +113,92 @@ impl InFlight {
         self.latest(bytes, |c| c.space == space)
     }
 
-    /// Forgets the copies that have landed by `now`, so their spaces' bits come back once
-    /// none is left; whether any is still in flight.
+    /// Settles the copies made ahead that an access with `access` to `bytes` in `space` uses
+    /// (a read there) or makes stale (a write anywhere, which leaves only its own copy
+    /// valid): `count(space, used, bytes)` gets each one's overlap with `bytes`, which is
+    /// forgotten. Call it once the access has waited for them (`before`).
+    pub(crate) fn settle_ahead(
+        &mut self,
+        space: SpaceId,
+        bytes: &Range<usize>,
+        access: Access,
+        count: impl FnMut(SpaceId, bool, u64),
+    ) {
+        if self.mask == 0 {
+            return;
+        }
+        self.take(bytes, count, |c| {
+            if c.space == space && access != Access::Write {
+                Some(true)
+            } else {
+                access.writes().then_some(false)
+            }
+        });
+    }
+
+    /// Forgets the copies made ahead into `space` (every space, for `None`) that overlap
+    /// `bytes`: the block there is gone or cut (or the buffer is), so they are wasted;
+    /// `count` gets each as [`Self::settle_ahead`]'s does.
+    pub(crate) fn drop_ahead(
+        &mut self,
+        space: Option<SpaceId>,
+        bytes: &Range<usize>,
+        count: impl FnMut(SpaceId, bool, u64),
+    ) {
+        if self.mask == 0 {
+            return;
+        }
+        self.take(bytes, count, |c| {
+            space.is_none_or(|s| s == c.space).then_some(false)
+        });
+    }
+
+    /// Takes the overlap with `bytes` of every copy made ahead for which `used` says whether
+    /// it was used (`Some(true)`) or wasted (`Some(false)`), counting it; what lies outside
+    /// `bytes` is kept.
+    fn take(
+        &mut self,
+        bytes: &Range<usize>,
+        mut count: impl FnMut(SpaceId, bool, u64),
+        used: impl Fn(&InTransit) -> Option<bool>,
+    ) {
+        let mut kept = Vec::with_capacity(self.copies.len());
+        for c in self.copies.drain(..) {
+            let verdict = (c.ahead && overlaps(&c.bytes, bytes))
+                .then(|| used(&c))
+                .flatten();
+            let Some(used) = verdict else {
+                kept.push(c);
+                continue;
+            };
+            let (start, end) = (c.bytes.start.max(bytes.start), c.bytes.end.min(bytes.end));
+            count(c.space, used, (end - start) as u64);
+            for rest in [c.bytes.start..start, end..c.bytes.end] {
+                if !rest.is_empty() {
+                    kept.push(InTransit {
+                        bytes: rest,
+                        ..c.clone()
+                    });
+                }
+            }
+        }
+        self.copies = kept;
+        self.remask();
+    }
+
+    /// Forgets the copies not made ahead that have landed by `now`, so their spaces' bits come
+    /// back once nothing else keeps them out; whether any copy is still kept.
     pub(crate) fn settle(&mut self, now: Instant) -> bool {
-        self.copies.retain(|c| c.lands > now);
+        self.copies.retain(|c| c.ahead || c.lands > now);
+        self.remask();
+        self.mask != 0
+    }
+
+    fn remask(&mut self) {
         self.mask = self
             .copies
             .iter()
             .fold(0, |m, c| m | u64::from(c.space.bit()));
-        self.mask != 0
     }
 }
 
@@ -115,10 +214,10 @@ mod tests {
         let (sim0, sim1) = (SpaceId(1), SpaceId(2));
         let mut f = InFlight::default();
         assert_eq!(f.before(sim0, &(0..100), Access::Write).deadline(), None);
-        f.record(sim0, 0..4096, at(5));
-        f.record(sim0, 4096..8192, at(2));
-        f.record(sim1, 0..4096, at(1));
-        f.record(sim1, 8192..12288, Pending::NONE);
+        f.record(sim0, 0..4096, at(5), false);
+        f.record(sim0, 4096..8192, at(2), false);
+        f.record(sim1, 0..4096, at(1), false);
+        f.record(sim1, 8192..12288, Pending::NONE, false);
         // A read of the second piece on sim0 waits for that piece alone.
         assert_eq!(
             f.before(sim0, &(4096..8192), Access::Read).deadline(),

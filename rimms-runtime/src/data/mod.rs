@@ -444,7 +444,9 @@ impl<T: Pod> HeteData<T> {
     /// for them to arrive: the copies are in flight (`data::in_flight`) until the link's time
     /// has passed, and a call on `device` that reads the buffer meanwhile finds them there and
     /// waits only for what is left of that time, instead of copying and waiting in full. So
-    /// a copy overlaps whatever runs until the call that needs it.
+    /// a copy overlaps whatever runs until the call that needs it. It takes only free room
+    /// in the device's memory and never evicts: where the bytes do not fit there now, it
+    /// fails with [`Error::DoesNotFit`] and copies nothing.
     ///
     /// RIMMS: `hete_Sync_Async`.
     #[doc(alias = "hete_Sync_Async")]
@@ -944,6 +946,48 @@ mod tests {
     use crate::backend::sim::SimConfig;
     use crate::Runtime;
     use num_complex::Complex32;
+
+    /// Copies made ahead that a write makes stale before any read, or whose buffer is freed
+    /// while they are on the link (under Miri in CI): the write waits for the copy and wastes
+    /// it, the free wastes the other, and the bytes written are what the host reads.
+    #[test]
+    fn a_write_and_a_free_during_copies_ahead_waste_them_and_lose_nothing() {
+        let rt = Runtime::builder()
+            .sim(SimConfig {
+                link: crate::LinkModel {
+                    latency: std::time::Duration::from_micros(1),
+                    bytes_per_second: 1e9,
+                },
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .build()
+            .expect("runtime");
+        let wasted = || {
+            rt.stats()
+                .space(Device::Sim(0).to_string().as_str())
+                .map(|s| {
+                    (
+                        s.prefetched_bytes,
+                        s.prefetch_used_bytes,
+                        s.prefetch_wasted_bytes,
+                    )
+                })
+                .expect("sim0")
+        };
+        let mut x = HeteData::from_slice(&rt, &[1u32; 2048]).expect("x");
+        let first = x.prefetch_async(Device::Sim(0)).expect("prefetch");
+        x.host_write().expect("write").fill(7);
+        assert!(
+            first.is_done(),
+            "the write did not wait for the copy in flight"
+        );
+        assert_eq!(wasted(), (8192, 0, 8192));
+        let _second = x.prefetch_async(Device::Sim(0)).expect("prefetch");
+        assert_eq!(x.host().expect("x"), &[7u32; 2048][..]);
+        drop(x);
+        assert_eq!(wasted(), (16384, 0, 16384));
+    }
 
     /// The host write in `HeteSliceMut::reset` (under Miri in CI): a view with both ends
     /// inside fragments, its data on sim0, is zeroed exactly and nothing else changes.

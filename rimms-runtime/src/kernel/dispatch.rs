@@ -159,6 +159,10 @@ fn tracked<const N: usize>(
         record_writes(entry, api, args, &spaces, missing, outcome.is_ok());
     }
     drop(pins);
+    // Written bytes whose next place the owner history knows start moving there now.
+    if missing != 0 && outcome.is_ok() && shared.prefetches() {
+        super::ahead::copy_predicted(shared, args, &spaces, missing);
+    }
     shared.calls().record_call(api.index(), hit);
     outcome
 }

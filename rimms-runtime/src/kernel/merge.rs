@@ -41,7 +41,7 @@
 //! the merging). A group of several runs as one call of the first rule that still holds: one
 //! acquire per argument over the whole range, one kernel, one completion; or, where its inputs
 //! are still on a link whose copies take time, as a few such calls over consecutive members,
-//! each starting once its own rows have landed (`kernel::pieces`).
+//! each starting once its own rows have landed (`kernel::ahead`).
 //!
 //! # When a merged call fails
 //!
@@ -58,7 +58,7 @@
 //! [`crate::ApiStats::merged_into`] the device calls they became; each merged call emits a
 //! `tracing` event (target `rimms::merge`) with the API, device and member count.
 
-use super::pieces;
+use super::ahead;
 use super::registry::{registry, ApiDecl};
 use super::KernelArg;
 use crate::coherence::Access;
@@ -200,7 +200,7 @@ pub(crate) struct Group<'a> {
     /// The members' arguments, one call after another (one allocation per group, not per
     /// call).
     args: Vec<KernelArg<'a>>,
-    /// The pieces it runs in, once its inputs' copies have started (`kernel::pieces`).
+    /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
 }
 
@@ -300,12 +300,13 @@ impl<'a> Group<'a> {
     }
 
     /// Starts its inputs' copies where they can overlap what runs before it, and decides the
-    /// pieces it runs in (`kernel::pieces`); once per group, when it is handed to its queue
+    /// pieces it runs in (`kernel::ahead`); once per group, when it is handed to its queue
     /// or else when it runs.
     pub(crate) fn prefetch(&mut self, rt: &Runtime, merge: bool) {
         if self.pieces.is_none() {
             let joins = self.merged_rule(merge).map(|rule| rule.joins);
-            let pieces = pieces::start(rt.shared(), self.position, joins, &self.args, self.arity);
+            let pieces =
+                ahead::start_pieces(rt.shared(), self.position, joins, &self.args, self.arity);
             self.pieces = Some(pieces);
         }
     }
@@ -331,7 +332,7 @@ impl<'a> Group<'a> {
         if let Some(rule) = rule {
             let pieces = pieces.unwrap_or(1);
             for k in 0..pieces {
-                let members = pieces::members(k, pieces, calls);
+                let members = ahead::members(k, pieces, calls);
                 let (first, last) = (members.start * arity, (members.end - 1) * arity);
                 let merged = merged_args(
                     rule.joins,
@@ -361,7 +362,7 @@ impl<'a> Group<'a> {
                     rt.shared().calls().record_merge_retry(rule.api.index());
                     tracing::warn!(
                         %error, api = rule.api.name(), %device, calls = members.len(),
-                        "a merged call failed; its calls and those after it run again one by one"
+                        "a merged call failed; its calls run again one by one (from the failed piece on)"
                     );
                     from = members.start;
                     break;

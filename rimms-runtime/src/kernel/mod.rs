@@ -8,6 +8,7 @@
 //! instead, as CEDR does.
 
 pub(crate) mod accepts;
+mod ahead;
 mod api;
 mod arg_names;
 pub(crate) mod builtins;
@@ -18,7 +19,6 @@ mod device_args;
 mod dispatch;
 mod host_args;
 pub mod merge;
-mod pieces;
 
 pub(crate) use crate::hal::registry;
 

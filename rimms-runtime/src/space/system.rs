@@ -475,6 +475,11 @@ impl<H> MemorySystem<H> {
             .record_eviction(space.index(), dropped, written_back);
     }
 
+    /// Bytes copied ahead of their use into `space`, or used or wasted there.
+    pub(crate) fn record_ahead(&self, space: SpaceId, what: crate::stats::Ahead, bytes: u64) {
+        self.counters.record_ahead(space.index(), what, bytes);
+    }
+
     /// The links that carried at least one copy since the last reset, with their figures.
     pub(crate) fn link_stats(&self) -> Vec<LinkStats> {
         let mut links = Vec::new();
@@ -503,6 +508,7 @@ impl<H> MemorySystem<H> {
             .map(|(i, sp)| {
                 let usage = sp.pool.usage();
                 let evicted = self.counters.evictions(i);
+                let ahead = self.counters.ahead(i);
                 SpaceStats {
                     name: sp.name().to_string(),
                     capacity: sp.pool.capacity(),
@@ -514,6 +520,9 @@ impl<H> MemorySystem<H> {
                     evictions: evicted.0,
                     dropped_bytes: evicted.1,
                     written_back_bytes: evicted.2,
+                    prefetched_bytes: ahead.0,
+                    prefetch_used_bytes: ahead.1,
+                    prefetch_wasted_bytes: ahead.2,
                 }
             })
             .collect()

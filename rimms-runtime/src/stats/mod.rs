@@ -12,6 +12,7 @@ mod trace;
 pub(crate) use timeline::Timeline;
 pub use timeline::TRACE_FILE_ENV;
 pub(crate) use trace::Reason;
+
 pub(crate) use trace::{
     enabled_from_env as trace_enabled_from_env, trace_eviction, trace_transfer,
 };
@@ -49,13 +50,34 @@ pub(crate) struct EvictionCounter {
     written_back_bytes: AtomicU64,
 }
 
-/// The live counters of one runtime's memory system: copies per link, fills and evictions per
-/// space.
+/// Bytes of copies made ahead of their use (prefetches, a scope's copies at submission,
+/// predictions) into one space, and what became of them.
+#[derive(Default)]
+pub(crate) struct AheadCounter {
+    issued: AtomicU64,
+    used: AtomicU64,
+    wasted: AtomicU64,
+}
+
+/// What became of bytes copied ahead of their use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ahead {
+    /// Copied ahead.
+    Issued,
+    /// Read in the space they were copied to.
+    Used,
+    /// Overwritten, evicted or freed before any read there.
+    Wasted,
+}
+
+/// The live counters of one runtime's memory system: copies per link, fills, evictions and
+/// copies made ahead per space.
 #[derive(Default)]
 pub(crate) struct Counters {
     links: [[LinkCounter; MAX_SPACES]; MAX_SPACES],
     fills: [AtomicU64; MAX_SPACES],
     evictions: [EvictionCounter; MAX_SPACES],
+    ahead: [AheadCounter; MAX_SPACES],
 }
 
 impl Counters {
@@ -82,6 +104,27 @@ impl Counters {
             e.evictions.load(Relaxed),
             e.dropped_bytes.load(Relaxed),
             e.written_back_bytes.load(Relaxed),
+        )
+    }
+
+    /// `bytes` copied ahead into `space`, or used or wasted there.
+    pub(crate) fn record_ahead(&self, space: usize, what: Ahead, bytes: u64) {
+        let a = &self.ahead[space];
+        let counter = match what {
+            Ahead::Issued => &a.issued,
+            Ahead::Used => &a.used,
+            Ahead::Wasted => &a.wasted,
+        };
+        counter.fetch_add(bytes, Relaxed);
+    }
+
+    /// (issued, used, wasted) bytes copied ahead into one space.
+    pub(crate) fn ahead(&self, space: usize) -> (u64, u64, u64) {
+        let a = &self.ahead[space];
+        (
+            a.issued.load(Relaxed),
+            a.used.load(Relaxed),
+            a.wasted.load(Relaxed),
         )
     }
 
@@ -115,6 +158,11 @@ impl Counters {
             e.evictions.store(0, Relaxed);
             e.dropped_bytes.store(0, Relaxed);
             e.written_back_bytes.store(0, Relaxed);
+        }
+        for a in &self.ahead {
+            a.issued.store(0, Relaxed);
+            a.used.store(0, Relaxed);
+            a.wasted.store(0, Relaxed);
         }
     }
 }
@@ -228,6 +276,15 @@ pub struct SpaceStats {
     pub dropped_bytes: u64,
     /// Bytes evicted blocks held the only valid copy of, written back elsewhere first.
     pub written_back_bytes: u64,
+    /// Bytes copied into this space ahead of the call that needs them: prefetches
+    /// ([`crate::HeteData::prefetch_async`]), a scope's inputs at submission, and predicted
+    /// copies (see [`crate::RuntimeBuilder::prefetch`]).
+    pub prefetched_bytes: u64,
+    /// Of those, bytes that a read here used.
+    pub prefetch_used_bytes: u64,
+    /// Of those, bytes overwritten, evicted or freed before any read here: the cost of a
+    /// wrong prediction. Bytes neither used nor wasted yet are still waiting for their read.
+    pub prefetch_wasted_bytes: u64,
 }
 
 /// Figures of one API.

@@ -43,7 +43,7 @@
 //! | 6 | time of the last update, milliseconds since the Unix epoch |
 //! | 7 | reserved, zero |
 //! | 8 … | S names, 32 bytes each, UTF-8 padded with zeros |
-//! | then | S × (capacity, in use, high water, allocations, frees, zero fills, evictions, bytes dropped by eviction, bytes written back by eviction) |
+//! | then | S × (capacity, in use, high water, allocations, frees, zero fills, evictions, bytes dropped by eviction, bytes written back by eviction, bytes copied ahead of use, of them used, of them wasted) |
 //! | then | S × S × (copies, bytes, nanoseconds) for link from → to, row `from` |
 //!
 //! Words 0–5 and the names never change after creation; the rest changes only between two
@@ -67,7 +67,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const STATS_PAGE_ENV: &str = "RIMMS_STATS_PAGE";
 
 /// Layout version; a reader refuses any other.
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 
 /// How often the publisher refreshes the page.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
@@ -76,7 +76,7 @@ const MAGIC: u64 = u64::from_ne_bytes(*b"RIMMSTAT");
 const HEADER_WORDS: usize = 8;
 const NAME_BYTES: usize = 32;
 const NAME_WORDS: usize = NAME_BYTES / 8;
-const SPACE_WORDS: usize = 9;
+const SPACE_WORDS: usize = 12;
 const LINK_WORDS: usize = 3;
 const W_MAGIC: usize = 0;
 const W_VERSION: usize = 1;
@@ -402,6 +402,9 @@ impl StatsPage {
                 evictions: s[6],
                 dropped_bytes: s[7],
                 written_back_bytes: s[8],
+                prefetched_bytes: s[9],
+                prefetch_used_bytes: s[10],
+                prefetch_wasted_bytes: s[11],
             });
         }
         let links_data = &data[n * SPACE_WORDS..];
@@ -657,6 +660,9 @@ fn space_words(s: &SpaceStats) -> [u64; SPACE_WORDS] {
         s.evictions,
         s.dropped_bytes,
         s.written_back_bytes,
+        s.prefetched_bytes,
+        s.prefetch_used_bytes,
+        s.prefetch_wasted_bytes,
     ]
 }
 
@@ -799,6 +805,9 @@ mod tests {
                     evictions: 7 + i as u64,
                     dropped_bytes: 4096,
                     written_back_bytes: 8192 * i as u64,
+                    prefetched_bytes: 3 * 4096,
+                    prefetch_used_bytes: 2 * 4096 + i as u64,
+                    prefetch_wasted_bytes: 4096 * i as u64,
                 })
                 .collect(),
             apis: Vec::new(),
@@ -885,6 +894,9 @@ mod tests {
                     evictions: k,
                     dropped_bytes: k,
                     written_back_bytes: k,
+                    prefetched_bytes: k,
+                    prefetch_used_bytes: k,
+                    prefetch_wasted_bytes: k,
                 })
                 .collect(),
             apis: Vec::new(),

@@ -89,26 +89,30 @@ fn a_write_during_a_prefetch_waits_for_it_and_the_next_call_reads_the_new_bytes(
 }
 
 /// Random programs of host writes, asynchronous prefetches to either of two sim devices,
-/// kernels on them and host reads, against a plain model of the values.
+/// kernels on them (one call, or a scope's row calls, merged or in pieces), and host reads,
+/// against a plain model of the values; run with copies ahead of their calls (scope
+/// submission, prediction) on and off, the bytes moved with them on are at most those with
+/// them off plus the bytes they report wasted.
 #[test]
-fn random_programs_with_prefetches_in_flight_keep_every_value() {
-    let rt = Runtime::builder()
-        .sim(SimConfig {
-            link: LinkModel {
-                latency: Duration::from_micros(5),
-                bytes_per_second: 200e6,
-            },
-            simulate_link: true,
-            ..SimConfig::default()
-        })
-        .sim(SimConfig {
-            simulate_link: true,
-            ..SimConfig::default()
-        })
-        .build()
-        .expect("runtime");
-    let n = 4096;
-    for seed in 0..4u64 {
+fn random_programs_with_copies_ahead_keep_every_value_and_waste_only_what_they_report() {
+    let run = |seed: u64, on: bool| {
+        let rt = Runtime::builder()
+            .sim(SimConfig {
+                link: LinkModel {
+                    latency: Duration::from_micros(5),
+                    bytes_per_second: 200e6,
+                },
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .sim(SimConfig {
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .prefetch(on)
+            .build()
+            .expect("runtime");
+        let (n, row) = (4096, 512);
         let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
         let mut next = move |m: u64| {
             state = state
@@ -119,10 +123,21 @@ fn random_programs_with_prefetches_in_flight_keep_every_value() {
         let mut model = vec![rimms_runtime::Complex32::new(0.0, 0.0); n];
         let mut x = HeteData::from_slice(&rt, &model).expect("x");
         let mut y = HeteData::<f32>::alloc(&rt, n).expect("y");
+        y.fragment(row * 4).expect("a row per fragment");
         let mut handles = Vec::new();
+        let check = |y: &HeteData<f32>, model: &[rimms_runtime::Complex32], step: usize| {
+            let got = y.host().expect("y");
+            for (i, z) in model.iter().enumerate() {
+                assert_eq!(
+                    got[i],
+                    z.re.hypot(z.im),
+                    "seed {seed} on {on} step {step} [{i}]"
+                );
+            }
+        };
         for step in 0..40 {
             let device = Device::Sim(next(2) as u8);
-            match next(4) {
+            match next(5) {
                 0 => {
                     let (at, len) = (next(n as u64) as usize, 1 + next(512) as usize);
                     let end = (at + len).min(n);
@@ -137,16 +152,37 @@ fn random_programs_with_prefetches_in_flight_keep_every_value() {
                 1 => handles.push(x.prefetch_async(device).expect("prefetch")),
                 2 => {
                     rt.magnitude(device, &x, &mut y).expect("magnitude");
-                    let got = y.host().expect("y");
-                    for (i, z) in model.iter().enumerate() {
-                        let want = z.re.hypot(z.im);
-                        assert_eq!(got[i], want, "seed {seed} step {step} [{i}]");
-                    }
+                    check(&y, &model, step);
+                }
+                3 => {
+                    let (ins, mut outs) =
+                        (x.rows(row).expect("rows"), y.rows_mut(row).expect("rows"));
+                    rt.scope(|s| {
+                        for (r, out) in ins.iter().zip(outs.iter_mut()) {
+                            s.magnitude(device, r, out)?;
+                        }
+                        Ok::<(), rimms_runtime::Error>(())
+                    })
+                    .expect("scope")
+                    .expect("rows");
+                    drop(outs);
+                    check(&y, &model, step);
                 }
                 _ => assert_eq!(x.host().expect("x"), &model[..], "seed {seed} step {step}"),
             }
         }
         handles.into_iter().for_each(|h| h.wait());
+        let stats = rt.stats();
+        let wasted: u64 = stats.spaces.iter().map(|s| s.prefetch_wasted_bytes).sum();
+        (stats.total_bytes(), wasted)
+    };
+    for seed in 0..4u64 {
+        let (moved, wasted) = run(seed, true);
+        let (moved_off, _) = run(seed, false);
+        assert!(
+            moved <= moved_off + wasted,
+            "seed {seed}: {moved} bytes moved with copies ahead, {moved_off} without, {wasted} wasted"
+        );
     }
 }
 
@@ -249,5 +285,250 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
                 "row {r} bin {k}: {got} vs {want:?}"
             );
         }
+    }
+}
+
+/// Bytes copied ahead into `space`: (issued, used, wasted).
+fn ahead(rt: &Runtime, space: &str) -> (u64, u64, u64) {
+    let stats = rt.stats();
+    let s = stats.space(space).expect("space");
+    (
+        s.prefetched_bytes,
+        s.prefetch_used_bytes,
+        s.prefetch_wasted_bytes,
+    )
+}
+
+/// A steady frame loop (the FFT of `x` on sim0, read on the host): from the second frame on
+/// the owner history predicts the host, so every copy back is made the moment the FFT has
+/// written, ahead of the read, and the read uses it. Off, the same bytes move, none ahead.
+#[test]
+fn a_frame_loop_copies_each_output_to_where_it_went_last_frame_ahead_of_its_read() {
+    let points = 256;
+    let input: Vec<rimms_runtime::Complex32> = (0..points)
+        .map(|i| rimms_runtime::Complex32::new((i % 7) as f32, -((i % 3) as f32)))
+        .collect();
+    let want = naive_dft(&input);
+    let run = |on: bool| {
+        let rt = slow_link_prefetching(on);
+        let x = HeteData::from_slice(&rt, &input).expect("x");
+        let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
+        for frame in 0..6 {
+            if frame == 3 {
+                rt.reset_stats();
+            }
+            rt.fft(
+                Device::Sim(0),
+                rimms_runtime::FftDirection::Forward,
+                points,
+                &x,
+                &mut y,
+            )
+            .expect("fft");
+            let got = y.host().expect("y");
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let err = (f64::from(g.re) - w.0).hypot(f64::from(g.im) - w.1);
+                assert!(
+                    err <= 1e-3 * (1.0 + w.0.hypot(w.1)),
+                    "frame {frame} bin {k}"
+                );
+            }
+        }
+        let back = rt.stats().bytes("sim0", "host").expect("link");
+        (back, ahead(&rt, "host"))
+    };
+    let bytes = (points * 8) as u64;
+    assert_eq!(
+        run(true),
+        (3 * bytes, (3 * bytes, 3 * bytes, 0)),
+        "frames 3..6, on"
+    );
+    assert_eq!(run(false), (3 * bytes, (0, 0, 0)), "frames 3..6, off");
+}
+
+/// A prediction that proves wrong costs one copy, counted as wasted, and never a value: the
+/// loop reads `y` on the host for three frames, then writes it twice before the next read.
+/// The bytes moved are those of the same program without copies ahead plus the wasted ones.
+#[test]
+fn a_wrong_prediction_costs_one_counted_copy_and_no_value() {
+    let points = 256;
+    let input: Vec<rimms_runtime::Complex32> = (0..points)
+        .map(|i| rimms_runtime::Complex32::new(1.0 + (i % 5) as f32, 0.5))
+        .collect();
+    let want = naive_dft(&input);
+    let run = |on: bool| {
+        let rt = slow_link_prefetching(on);
+        let x = HeteData::from_slice(&rt, &input).expect("x");
+        let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
+        let fft = |y: &mut HeteData<rimms_runtime::Complex32>| {
+            rt.fft(
+                Device::Sim(0),
+                rimms_runtime::FftDirection::Forward,
+                points,
+                &x,
+                y,
+            )
+            .expect("fft")
+        };
+        for _ in 0..3 {
+            fft(&mut y);
+            y.host().expect("y");
+        }
+        // The host copy the history predicts after this write is never read:
+        fft(&mut y);
+        fft(&mut y);
+        let got = y.host().expect("y").to_vec();
+        (got, rt.stats().total_bytes(), ahead(&rt, "host"))
+    };
+    let (got, moved, (issued, used, wasted)) = run(true);
+    let (got_off, moved_off, _) = run(false);
+    let bytes = (points * 8) as u64;
+    assert_eq!(wasted, bytes, "the one wrong prediction");
+    assert_eq!(issued, used + wasted, "every copy ahead used or wasted");
+    assert_eq!(
+        moved,
+        moved_off + wasted,
+        "bytes moved: the synchronous ones plus the wasted"
+    );
+    assert_eq!(got, got_off);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        let err = (f64::from(g.re) - w.0).hypot(f64::from(g.im) - w.1);
+        assert!(err <= 1e-3 * (1.0 + w.0.hypot(w.1)), "bin {k}");
+    }
+}
+
+/// Races with a copy in flight: the buffer freed while its predicted copy is on the link
+/// (wasted, nothing else touched); a copy fault in a scope's copy at submission (the call
+/// then makes the copy itself and reports the fault, as without copies ahead, and the input
+/// is intact); and a block evicted while the copy made ahead into it is unused (wasted, and
+/// the call that needs the bytes copies them again and computes the right values).
+#[test]
+fn a_free_a_fault_and_an_eviction_during_a_copy_ahead_lose_nothing() {
+    let points = 1024;
+    let input: Vec<rimms_runtime::Complex32> = (0..points)
+        .map(|i| rimms_runtime::Complex32::new((i % 11) as f32, 1.0))
+        .collect();
+    // A free while the predicted copy of `y` to the host is in flight.
+    let rt = slow_link_prefetching(true);
+    let x = HeteData::from_slice(&rt, &input).expect("x");
+    let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
+    for _ in 0..2 {
+        rt.fft(
+            Device::Sim(0),
+            rimms_runtime::FftDirection::Forward,
+            points,
+            &x,
+            &mut y,
+        )
+        .expect("fft");
+        y.host().expect("y");
+    }
+    rt.fft(
+        Device::Sim(0),
+        rimms_runtime::FftDirection::Forward,
+        points,
+        &x,
+        &mut y,
+    )
+    .expect("fft");
+    drop(y);
+    let bytes = (points * 8) as u64;
+    assert_eq!(
+        ahead(&rt, "host").2,
+        bytes,
+        "the freed buffer's copy ahead is wasted"
+    );
+    assert_eq!(x.host().expect("x"), &input[..], "the input is untouched");
+
+    // A fault in a scope's copies at submission, with and without copies ahead.
+    let faulty = |on: bool| {
+        let rt = slow_link_prefetching(on);
+        let sim = rt.space_of(Device::Sim(0)).expect("sim0");
+        let x = HeteData::from_slice(&rt, &input).expect("x");
+        let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
+        y.fragment(64 * 8).expect("rows of 64");
+        rt.inject_copy_faults(sim, true).expect("faults");
+        let outcome = {
+            let (ins, mut outs) = (x.rows(64).expect("rows"), y.rows_mut(64).expect("rows"));
+            rt.scope(|s| {
+                for (row, out) in ins.iter().zip(outs.iter_mut()) {
+                    s.fft(
+                        Device::Sim(0),
+                        rimms_runtime::FftDirection::Forward,
+                        64,
+                        row,
+                        out,
+                    )?;
+                }
+                Ok::<(), rimms_runtime::Error>(())
+            })
+            .and_then(|submitted| submitted)
+        };
+        rt.inject_copy_faults(sim, false).expect("faults off");
+        let error = outcome.expect_err("the copy fault is reported").to_string();
+        (
+            error,
+            x.host().expect("x").to_vec(),
+            rt.stats().total_bytes(),
+        )
+    };
+    let (error_on, x_on, moved_on) = faulty(true);
+    let (error_off, x_off, moved_off) = faulty(false);
+    assert_eq!(
+        error_on, error_off,
+        "the same fault as a synchronous copy's"
+    );
+    assert_eq!((x_on.as_slice(), moved_on), (&input[..], moved_off));
+    assert_eq!(x_off, input);
+
+    // An eviction of the block a prefetch filled, before any read there.
+    let rt = Runtime::builder()
+        .sim(SimConfig {
+            link: LinkModel {
+                latency: Duration::from_micros(10),
+                bytes_per_second: 20e6,
+            },
+            simulate_link: true,
+            ..SimConfig::default()
+        })
+        .pool("sim0", 3 * points * 8)
+        .build()
+        .expect("runtime");
+    let a = HeteData::from_slice(&rt, &input).expect("a");
+    let (b, c) = (
+        HeteData::from_slice(&rt, &input).expect("b"),
+        HeteData::from_slice(&rt, &input).expect("c"),
+    );
+    let mut out = HeteData::<f32>::alloc(&rt, points).expect("out");
+    let landed = a.prefetch_async(Device::Sim(0)).expect("prefetch");
+    landed.wait();
+    // b, c and the result take all of sim0, so a's block is evicted unread.
+    let mut scratch = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("s");
+    rt.zip(
+        Device::Sim(0),
+        rimms_runtime::ZipOp::Add,
+        &b,
+        &c,
+        &mut scratch,
+    )
+    .expect("zip");
+    let (issued, used, wasted) = ahead(&rt, "sim0");
+    assert_eq!(
+        (issued, used, wasted),
+        (bytes, 0, bytes),
+        "evicted unread: wasted"
+    );
+    // With sim0 full, a copy ahead is refused rather than evict what calls use.
+    let evictions = rt.stats().space("sim0").expect("sim0").evictions;
+    let refused = a.prefetch_async(Device::Sim(0));
+    assert!(
+        matches!(refused, Err(rimms_runtime::Error::DoesNotFit { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(rt.stats().space("sim0").expect("sim0").evictions, evictions);
+    rt.magnitude(Device::Sim(0), &a, &mut out)
+        .expect("magnitude");
+    for (i, (m, z)) in out.host().expect("out").iter().zip(&input).enumerate() {
+        assert!((f64::from(*m) - f64::from(z.norm())).abs() <= 1e-5, "{i}");
     }
 }

@@ -1,5 +1,14 @@
-//! Pieces: a held group's inputs start moving when it is handed over, and a merged group runs
-//! as its rows land.
+//! Copies ahead of the calls that need them: a held group's inputs when it is handed over
+//! (and a merged group that runs as its rows land), and a written output's predicted next
+//! copy.
+//!
+//! Both start copies that take time on a link which the caller would otherwise wait out (a
+//! simulated one): an asynchronous acquire (`data::in_flight`) makes the copy and leaves the
+//! waiting to the call that needs the bytes, which waits only for its own bytes. Values never
+//! depend on them: a copy ahead is an acquire like any other, and one that proves useless
+//! costs its bytes, which are counted.
+//!
+//! # Pieces
 //!
 //! A scope holds a device's calls until one arrives that does not continue them (`merge`);
 //! the group then goes to the device's queue, where it may wait behind work already there.
@@ -23,10 +32,22 @@
 //! How many pieces: enough that the first piece's rows land soon, few enough that each piece's
 //! copies take at least [`LATENCIES`] link latencies (the latency is paid per copy), at most
 //! [`MAX_PIECES`], and at least two calls each, so the merged calls stay few.
+//!
+//! # Prediction
+//!
+//! A frame loop makes the same calls in the same order every frame, so where a buffer's bytes
+//! went after their last write is where they will go after this one: each fragment keeps the
+//! last four spaces that wrote it or copied it in (RIMMS's owner history,
+//! `coherence::FragmentTable::predict_after`). Once a call has written an output and its
+//! marks are made, the copy to the predicted space starts at once, overlapping whatever the
+//! program does until the call (or host view) that needs the bytes, which then waits only for
+//! what is left of it. A wrong prediction costs one copy, never a value: the bytes it brought
+//! are valid copies, dropped or overwritten like any other.
 
 use super::merge::Joins;
 use super::KernelArg;
 use crate::coherence::Access;
+use crate::hal::SpaceId;
 use crate::machine::{DeviceEntry, Shared};
 use crate::stats::Reason;
 use std::ops::Range;
@@ -48,7 +69,7 @@ pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
 /// holds the joins of the rule the group runs under as one merged call, `None` when its
 /// calls run one by one (then every call is its own piece). `args` are the members'
 /// arguments, `arity` per call.
-pub(crate) fn start(
+pub(crate) fn start_pieces(
     shared: &Shared,
     position: usize,
     merged: Option<&[Joins]>,
@@ -110,6 +131,37 @@ pub(crate) fn start(
         }
     }
     pieces
+}
+
+/// Starts the copy of each written argument in `written` to the space its owner history
+/// predicts it goes next, where that copy takes time (see the module's "Prediction"); called
+/// once the call's writes are marked.
+#[cold]
+#[inline(never)]
+pub(crate) fn copy_predicted<const N: usize>(
+    shared: &Shared,
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    written: u32,
+) {
+    let memory = shared.memory();
+    for (i, a) in args.iter().enumerate() {
+        if written & (1 << i) == 0 || !a.access.writes() || a.len == 0 {
+            continue;
+        }
+        let from = spaces[i];
+        let Some(to) = a.raw.predicted_next(a.start, a.len, from) else {
+            continue;
+        };
+        // Only where the copy takes time someone would wait out can it overlap anything.
+        if memory.timed_link(from).is_none() && memory.timed_link(to).is_none() {
+            continue;
+        }
+        let _lease = a.raw.lease();
+        if let Err(error) = a.raw.acquire_async(a.start, a.len, to, &Reason::Prefetch) {
+            tracing::debug!(%error, "a predicted copy failed; the call that needs it makes it");
+        }
+    }
 }
 
 /// Starts bringing `bytes` of `a`'s buffer to where a call on `entry` would read them,
