@@ -20,9 +20,9 @@
 //!   thread that makes a driver call does these one after another, so they add up on its lane;
 //! - **accelerators**: each accelerator (its AXI DMA's two channels and its core) is one
 //!   resource with its own timeline. A driver call holds the accelerator from [`acquire`] to
-//!   [`release`]: it starts at the later of the
-//!   calling lane and the accelerator's free time, and the DMA transfers the emulator modelled
-//!   meanwhile ([`post_transfer`]) are added to the lane before the accelerator is free again.
+//!   [`release`]: it starts at the later of the calling lane and the accelerator's free time,
+//!   and the DMA transfers the emulator modelled meanwhile ([`post_transfer`]) are added to the
+//!   lane before the accelerator is free again.
 //!   The DMA channels and the core are not separate timelines because nothing uses them
 //!   separately: the driver serialises every call on an accelerator under one lock (register
 //!   set-up, the transfers, the completion wait), a batched FFT waits for each row's round
@@ -554,6 +554,33 @@ impl Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_is_the_reading_threads_lane_advance_and_wall_time_while_the_clock_is_off() {
+        let off = Reading::default();
+        let wall = Duration::from_micros(10);
+        assert_eq!(off.frame_time(off, wall), wall);
+        let a = Reading {
+            terms: [1_000, 0, 0, 0, 0],
+            excluded_ns: 5_000,
+            lane_ns: Some(5_000),
+        };
+        let b = Reading {
+            terms: [3_000, 0, 2_000, 0, 0],
+            excluded_ns: 1_505_000,
+            lane_ns: Some(47_000),
+        };
+        // On the clock: 47,000 − 5,000 ns, whatever the wall and the excluded time were.
+        assert_eq!(
+            a.frame_time(b, Duration::from_millis(2)),
+            Duration::from_nanos(42_000)
+        );
+        assert_eq!(a.modelled_until(b), Duration::from_nanos(4_000));
+        assert_eq!(
+            a.terms_until(b)[Term::CacheSync as usize],
+            Duration::from_nanos(2_000)
+        );
+    }
 
     #[test]
     fn copy_and_sync_costs_follow_the_constants() {
