@@ -24,8 +24,15 @@ pub const STOP_FILE: &str = "stop";
 /// Runs the emulator over files in `dir` until a file named `stop` appears there (or
 /// `seconds` pass). `layout` is an emulator layout TOML; without one, the default 2-FFT +
 /// 2-ZIP board with a 64 MiB u-dma-buf. Refuses a folder another emulator runs on.
-pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<(), String> {
-    let layout = match layout {
+/// `real_time` waits a timing model's modelled time out in wall time (see
+/// [`EmulatorLayout::real_time`]); a layout can ask for it too.
+pub fn run(
+    dir: &Path,
+    layout: Option<&Path>,
+    seconds: Option<u64>,
+    real_time: bool,
+) -> Result<(), String> {
+    let mut layout = match layout {
         Some(path) => {
             // A layout is a board file of the emulator's, and bounded like one.
             let text = read_text_capped(path, MAX_BOARD_FILE_BYTES, "layout file")
@@ -39,6 +46,7 @@ pub fn run(dir: &Path, layout: Option<&Path>, seconds: Option<u64>) -> Result<()
             layout
         }
     };
+    layout.real_time |= real_time;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // The board file names the device files by this folder, and its readers resolve a
     // relative path against the board file's own folder, not the directory this ran in.

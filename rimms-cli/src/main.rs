@@ -202,6 +202,11 @@ enum Command {
         /// Stop after this many seconds (default: when `<dir>/stop` appears).
         #[arg(long, allow_negative_numbers = true, value_parser = whole_arg::<u64>)]
         seconds: Option<u64>,
+        /// Under a layout's timing model, wait modelled time out in wall time (each transfer
+        /// completes no sooner than modelled, and the driver waits out modelled register
+        /// times); by default it is counted per core and logged at the end, not spent.
+        #[arg(long)]
+        real_time: bool,
     },
     /// Apps on every mapping available here: baseline (CEDR), rimms (merging calls and not) and
     /// native, interleaved frame by frame.
@@ -846,9 +851,10 @@ fn main() -> ExitCode {
             dir,
             config,
             seconds,
+            real_time,
         } => (
             "fpga-emu",
-            rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds)
+            rimms_cli::fpga_emu::run(&dir, config.as_deref(), seconds, real_time)
                 .map_err(|e| Failure::Error(e.to_string())),
         ),
         Command::Devices => ("devices", devices_cmd()),

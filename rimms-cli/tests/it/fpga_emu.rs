@@ -127,3 +127,64 @@ fn a_stopped_emulator_restarts_and_a_second_one_on_its_folder_is_refused() {
     fzf_on(board.to_str().expect("utf-8"), tmp.path()).expect("the restarted one serves");
     stop(&mut again, &dir);
 }
+
+/// A layout with the zcu102 timing model: one FFT core on a 4 MiB u-dma-buf.
+const TIMED_LAYOUT: &str = r#"
+[[udmabuf]]
+name = "udmabuf0"
+size = 4194304
+phys_addr = 1879048192
+
+[[accelerator]]
+kind = "fft"
+name = "fft0"
+memory = "udmabuf0"
+
+[timing]
+name = "zcu102"
+pl_clock_hz = 100e6
+fft_stream_bytes = 8.0
+zip_stream_bytes = 4.0
+dma_setup_ns = 1000
+fft_latency_clocks_per_point = 1.0
+cpu_copy_cached_bps = 1.2e9
+cpu_copy_uncached_bps = 0.15e9
+cpu_copy_latency_ns = 2000
+register_write_ns = 30
+register_read_ns = 200
+"#;
+
+/// Under a timing model a standalone emulator's board file names modelled register times (so
+/// the driver in the other process spins them out) only with `--real-time`: by default the
+/// modelled time is counted, not spent.
+#[test]
+fn a_timed_standalone_emulator_paces_only_with_real_time() {
+    for (real_time, paced) in [(false, false), (true, true)] {
+        let tmp = tempfile::tempdir().expect("dir");
+        let layout = tmp.path().join("layout.toml");
+        std::fs::write(&layout, TIMED_LAYOUT).expect("layout");
+        let dir = tmp.path().join("board");
+        let board = dir.join("board.toml");
+        let log = std::fs::File::create(tmp.path().join("emu.log")).expect("log file");
+        let mut cmd = rimms();
+        cmd.args(["fpga-emu", "--seconds", "120", "--config"])
+            .arg(&layout)
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if real_time {
+            cmd.arg("--real-time");
+        }
+        let mut emu = Running(cmd.spawn().expect("rimms fpga-emu starts"));
+        wait_for("the board file", || board.exists());
+        let text = std::fs::read_to_string(&board).expect("board file");
+        assert_eq!(
+            text.contains("model_access_ns"),
+            paced,
+            "real_time {real_time}: {text}"
+        );
+        stop(&mut emu, &dir);
+    }
+}

@@ -32,7 +32,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -73,6 +73,8 @@ struct ScopeState {
     error: Mutex<Option<Error>>,
     /// The first panic of a job, resumed once every job has finished.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// On the virtual clock: the latest point where a job of the scope ended.
+    ended: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -137,6 +139,11 @@ impl ScopeState {
             }
             self.helpers.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    /// Where the scope's jobs ended on the virtual clock, for the thread that waited for them.
+    fn ended(&self) -> crate::vclock::Mark {
+        crate::vclock::Mark::at_ns(self.ended.load(Ordering::Acquire))
     }
 
     fn done(&self) -> bool {
@@ -226,7 +233,10 @@ where
     // were accepted, and their borrows end with the scope like the jobs').
     scope.close_calls();
     // Whatever `f` did, no job may outlive the borrows it holds.
-    scope.state.wait();
+    // On the virtual clock the wait is not this thread's work: the frame's thread stands,
+    // after it, where the last of the scope's work ended (or where it was, if later).
+    crate::vclock::blocked(|| scope.state.wait());
+    crate::vclock::join(scope.state.ended());
     if let Some(payload) = lock(&scope.state.panic).take() {
         resume_unwind(payload);
     }
@@ -273,7 +283,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     {
         self.state.pending.fetch_add(1, Ordering::AcqRel);
         let (rt, state) = (self.rt, Arc::clone(&self.state));
+        // On the virtual clock the job starts no earlier than this thread stands now.
+        let sent = crate::vclock::mark();
         let run = move || {
+            let strand = crate::vclock::strand(sent);
             match catch_unwind(AssertUnwindSafe(|| job(rt))) {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => state.failed(error),
@@ -281,6 +294,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                     lock(&state.panic).get_or_insert(payload);
                 }
             }
+            state.ended.fetch_max(strand.end().ns(), Ordering::AcqRel);
             // Last, after the job and everything it borrowed are gone.
             state.finish();
         };

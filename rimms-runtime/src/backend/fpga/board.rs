@@ -38,7 +38,7 @@
 //! when the device wrote nothing.
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::axi_dma::{AxiDma, Channel};
 use super::config::{AccelKind, AcceleratorConfig, BoardConfig};
@@ -83,6 +83,24 @@ pub struct Accelerator {
     /// All staging areas of its memory, which user ranges must not touch.
     reserved: Range<usize>,
     busy: Mutex<()>,
+    /// Its timeline's name on the virtual clock ([`AcceleratorConfig::clock_key`]).
+    clock_key: String,
+}
+
+/// An accelerator taken for one call: its lock, and on the virtual clock its timeline (the
+/// call starts when the one before it ended, and the accelerator is free again where this one
+/// ends, its DMA transfers included).
+struct Held<'a> {
+    key: &'a str,
+    _lock: MutexGuard<'a, ()>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Before the lock is given back (fields drop after this): the next call's `acquire`
+        // sees this one's end.
+        crate::vclock::release(self.key);
+    }
 }
 
 impl FpgaBoard {
@@ -169,6 +187,7 @@ impl FpgaBoard {
                 reserved: pool_end[mi]..memory.len(),
                 memory,
                 busy: Mutex::new(()),
+                clock_key: a.clock_key(),
             });
         }
         for a in &accelerators {
@@ -299,10 +318,22 @@ impl Accelerator {
         self.staging.clone()
     }
 
+    /// Takes the accelerator for one call (see [`Held`]).
+    fn take(&self) -> Held<'_> {
+        // The lock guards no data, only the engine's turn: a panic while it was held leaves
+        // nothing half-done that the next call's reset check does not catch.
+        let lock = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        crate::vclock::acquire(&self.clock_key);
+        Held {
+            key: &self.clock_key,
+            _lock: lock,
+        }
+    }
+
     /// Resets core and DMA now (the board did at open; every call after a fault does).
     pub fn reset(&self) -> Result<()> {
         crate::vclock::exclude(|| {
-            let _g = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+            let _held = self.take();
             self.hard_reset()
         })
     }
@@ -443,7 +474,7 @@ impl Accelerator {
     ) -> Result<()> {
         let row = n * POINT_BYTES;
         let total = row * batch;
-        let _g = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = self.take();
         self.memory.sync_for_device(input, total)?;
         if output != input {
             self.memory.sync_for_device(output, total)?;
@@ -551,7 +582,7 @@ impl Accelerator {
         let bytes = floats * 4;
         let input = if direct { a } else { staging.start };
         let out_range = out..out + bytes;
-        let _g = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = self.take();
         if !direct {
             // The CPU reads a and b through its cache: coherent, since every device write
             // into the u-dma-buf is followed by a sync_for_cpu of its range.

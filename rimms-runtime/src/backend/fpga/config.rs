@@ -256,6 +256,13 @@ impl AcceleratorConfig {
         self.max_floats.unwrap_or(ZIP_DEFAULT_MAX_FLOATS)
     }
 
+    /// What names this instance's timeline on the virtual clock: its DMA register file, the
+    /// one thing the driver and an in-process emulator both know it by that no other board in
+    /// the process shares (two emulated boards both have an `fft0`).
+    pub fn clock_key(&self) -> String {
+        self.dma.path.display().to_string()
+    }
+
     /// How the FFT configuration is written (default GPIO).
     pub fn fft_config_path(&self) -> FftConfigPath {
         self.fft_config.unwrap_or_default()

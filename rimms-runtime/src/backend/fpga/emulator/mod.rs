@@ -124,8 +124,18 @@ pub struct EmulatorLayout {
     #[serde(default = "default_reset_us")]
     pub soft_reset_us: u64,
     /// A timing model: transfers, register accesses and host copies take the modelled time.
+    /// In process it is charged to the virtual clock (`crate::vclock`), and nothing waits it
+    /// out; a standalone emulator counts it per core ([`Emulator::modelled`]'s figures) and
+    /// waits it out only with [`EmulatorLayout::real_time`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<timing::TimingModel>,
+    /// Real-time pacing under a timing model: each DMA transfer completes no sooner than its
+    /// modelled time after it started, and the board file asks the driver to wait out the
+    /// modelled register access times (`rimms fpga-emu --real-time`). Off by default: a
+    /// process of its own has no virtual clock to charge, and waiting out modelled time only
+    /// burns this machine's wall time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub real_time: bool,
 }
 
 fn default_reset_us() -> u64 {
@@ -209,6 +219,7 @@ impl EmulatorLayout {
             transfer_floor_us: 0,
             soft_reset_us: default_reset_us(),
             timing: None,
+            real_time: false,
         }
     }
 
@@ -680,13 +691,44 @@ impl Drop for Emulator {
 /// `dir/board.toml` last (atomically), so another process can wait for that file and then open
 /// the board with [`super::FpgaBoard::open`] as it would open real hardware. Fault injection is
 /// not available this way; violations are logged as warnings (and fail calls in strict mode).
+///
+/// Under a timing model the emulator counts each core's modelled time and, unless the layout
+/// asks for [`EmulatorLayout::real_time`] pacing, spends none of it: transfers complete as
+/// soon as the model has moved the data, and the board file names no modelled register times,
+/// so the driver in the other process does not wait them out either (that process has no
+/// virtual clock to charge them to). The modelled totals are logged when it stops.
 pub fn run_standalone(dir: &Path, layout: &EmulatorLayout, stop: &AtomicBool) -> Result<()> {
-    let config = files::create_without_config(dir, layout)?;
+    let config = standalone_config(dir, layout)?;
     let (model, control) = model::Board::open(dir, &config, layout)?;
     files::write_config(dir, &config)?;
-    tracing::info!(dir = %dir.display(), "standalone FPGA emulator running");
+    tracing::info!(dir = %dir.display(), real_time = layout.real_time, "standalone FPGA emulator running");
     model.run(&control, stop);
+    if layout.timing.is_some() {
+        for (i, a) in config.accelerators.iter().enumerate() {
+            let [setup, mm2s, core, s2mm] = control.modelled[i]
+                .each_ref()
+                .map(|c| Duration::from_nanos(c.load(Ordering::Relaxed)));
+            tracing::info!(accel = %a.name, ?setup, ?mm2s, ?core, ?s2mm, "modelled time");
+        }
+    }
     Ok(())
+}
+
+/// The files of a standalone emulator and the board configuration it publishes: without
+/// [`EmulatorLayout::real_time`], no modelled register access times (see [`run_standalone`]).
+fn standalone_config(dir: &Path, layout: &EmulatorLayout) -> Result<BoardConfig> {
+    let mut config = files::create_without_config(dir, layout)?;
+    if !layout.real_time {
+        for a in &mut config.accelerators {
+            for block in std::iter::once(&mut a.dma)
+                .chain(std::iter::once(&mut a.control))
+                .chain(a.reset.as_mut())
+            {
+                block.model_access_ns = None;
+            }
+        }
+    }
+    Ok(config)
 }
 
 /// The file a standalone emulator writes its board configuration to, once its files exist.
@@ -714,6 +756,33 @@ mod tests {
         bad.accelerators[0].memory = "nowhere".into();
         let e = Emulator::start(dir.path(), &bad).unwrap_err().to_string();
         assert!(e.contains("accelerator[0].memory"), "{e}");
+    }
+
+    /// A standalone emulator's board file asks the driver to wait out modelled register times
+    /// only under real-time pacing; the in-process one always names them (they are charged to
+    /// the virtual clock there).
+    #[test]
+    fn a_standalone_board_file_names_register_times_only_under_real_time_pacing() {
+        let mut layout = EmulatorLayout::zcu102_like();
+        layout.timing = Some(timing::TimingModel::zcu102());
+        let access = |c: &BoardConfig| {
+            c.accelerators
+                .iter()
+                .flat_map(|a| [Some(&a.dma), Some(&a.control), a.reset.as_ref()])
+                .flatten()
+                .map(|b| b.model_access_ns)
+                .collect::<Vec<_>>()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let paced = access(&files::create_without_config(dir.path(), &layout).unwrap());
+        // Two FFTs (DMA, control, reset GPIO) and two ZIPs (DMA, control), 30 / 200 ns each.
+        assert_eq!(paced, vec![Some([30, 200]); 10]);
+        for (real_time, want) in [(false, None), (true, Some([30, 200]))] {
+            layout.real_time = real_time;
+            let dir = tempfile::tempdir().unwrap();
+            let c = standalone_config(dir.path(), &layout).unwrap();
+            assert_eq!(access(&c), vec![want; 10], "real_time {real_time}");
+        }
     }
 
     #[test]

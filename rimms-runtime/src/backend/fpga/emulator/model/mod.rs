@@ -117,6 +117,8 @@ struct Packet {
 struct AccelModel {
     idx: usize,
     name: String,
+    /// Its timeline's name on the virtual clock (`AcceleratorConfig::clock_key`).
+    clock_key: String,
     dma: Page,
     ctrl: Page,
     reset: Option<Page>,
@@ -151,6 +153,8 @@ pub(crate) struct Board {
     /// engine with both channels halted has nothing to drain and resets at once.
     reset_time: Duration,
     timing: Option<TimingModel>,
+    /// Waits modelled transfer times out ([`EmulatorLayout::real_time`]).
+    pace: bool,
 }
 
 impl Board {
@@ -234,6 +238,7 @@ impl Board {
             accels.push(AccelModel {
                 idx,
                 name: a.name.clone(),
+                clock_key: a.clock_key(),
                 dma: Page::open(&a.dma.path)?,
                 ctrl: Page::open(&a.control.path)?,
                 reset: a.reset.as_ref().map(|r| Page::open(&r.path)).transpose()?,
@@ -263,6 +268,7 @@ impl Board {
                 floor: Duration::from_micros(layout.transfer_floor_us),
                 reset_time: Duration::from_micros(layout.soft_reset_us),
                 timing: layout.timing.clone(),
+                pace: layout.real_time,
             },
             control,
         ))
@@ -310,7 +316,7 @@ impl Board {
         a.advance(now, &mut self.mems, ctl);
         let block = [Block::Dma, Block::Control, Block::Reset][page];
         ctl.trace(ai, block, w.offset, w.value);
-        let timing = (self.floor, self.reset_time, self.timing.as_ref());
+        let timing = (self.floor, self.reset_time, self.timing.as_ref(), self.pace);
         a.write(page, off, w.value, now, &mut self.mems, ctl, timing);
     }
 
@@ -325,8 +331,9 @@ impl Board {
     }
 }
 
-/// The transfer floor, the soft-reset time and the timing model.
-type Timing<'a> = (Duration, Duration, Option<&'a TimingModel>);
+/// The transfer floor, the soft-reset time, the timing model and whether modelled transfer
+/// times are waited out.
+type Timing<'a> = (Duration, Duration, Option<&'a TimingModel>, bool);
 
 impl AccelModel {
     fn chan(&mut self, ch: Channel) -> &mut Chan {
@@ -460,7 +467,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        (floor, reset_time, model): Timing<'_>,
+        (floor, reset_time, model, pace): Timing<'_>,
     ) {
         let Some((ch, reg)) = regmap::dma_reg(off) else {
             // Reserved (the scatter-gather registers, absent in simple mode): reads 0.
@@ -559,7 +566,7 @@ impl AccelModel {
             }
             Reg::Length => {
                 self.dma.publish(off, v & self.len_mask);
-                self.length_write(ch, v, now, mems, ctl, (floor, reset_time, model));
+                self.length_write(ch, v, now, mems, ctl, (floor, reset_time, model, pace));
             }
         }
     }
@@ -653,7 +660,7 @@ impl AccelModel {
         now: Instant,
         mems: &mut [Mem],
         ctl: &Control,
-        (floor, _, model): Timing<'_>,
+        (floor, _, model, pace): Timing<'_>,
     ) {
         ctl.count_transfer(self.idx);
         let fault = ctl.take_fault(self.idx);
@@ -696,14 +703,11 @@ impl AccelModel {
         if let Some(p) = &phases {
             ctl.count_modelled(self.idx, p);
         }
-        // With the virtual clock on, the modelled time is charged to it (before the transfer
-        // can complete, so the driver's call sees it) and not waited out here.
-        let wait = if crate::vclock::is_on() {
-            crate::vclock::charge(crate::vclock::Term::Transfer, modelled);
-            Duration::ZERO
-        } else {
-            modelled
-        };
+        // With the virtual clock on (in process), the modelled time is posted to it before the
+        // transfer can complete, so the driver's call that holds this accelerator takes it.
+        crate::vclock::post_transfer(&self.clock_key, modelled);
+        // Waited out only under real-time pacing: otherwise it is counted, not spent.
+        let wait = if pace { modelled } else { Duration::ZERO };
         self.mm2s.due = Some(now + floor.max(wait));
     }
 

@@ -43,9 +43,13 @@ struct Rig {
 
 impl Rig {
     fn new(strict: bool, address_bits: u32) -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let mut layout = EmulatorLayout::zcu102_like();
         layout.strict = strict;
+        Self::with_layout(layout, address_bits)
+    }
+
+    fn with_layout(mut layout: EmulatorLayout, address_bits: u32) -> Self {
+        let dir = tempfile::tempdir().unwrap();
         layout.udmabufs[0].cache = CacheMode::Uncached;
         let mut config = files::create_without_config(dir.path(), &layout).unwrap();
         for a in &mut config.accelerators {
@@ -427,4 +431,34 @@ fn output_over_the_stream_depth_holds_mm2s() {
     rig.w(ZIP0, DMA, S2MM_DA, p + 0x10_0000);
     rig.w(ZIP0, DMA, S2MM_LENGTH, 8 * n as u32);
     assert_eq!(rig.r(ZIP0, DMA, MM2S_DMASR) & 0x2, 0x2);
+}
+
+/// Under a timing model, a 256-point FFT's transfer is modelled as 1 µs of DMA start-up and
+/// 256 clocks each in, through the core and out at 100 MHz: 1,000 + 3 · 2,560 = 8,680 ns.
+/// Without real-time pacing (a standalone emulator's default) the transfer is due as soon as
+/// the MM2S LENGTH write is seen (the floor is 0): the modelled time is counted, not waited;
+/// with it, exactly 8,680 ns later.
+#[test]
+fn modelled_transfer_time_is_waited_out_only_under_real_time_pacing() {
+    use crate::backend::fpga::timing::TimingModel;
+    for (real_time, wait) in [(false, 0), (true, 8_680)] {
+        let mut layout = EmulatorLayout::zcu102_like();
+        layout.timing = Some(TimingModel::zcu102());
+        layout.real_time = real_time;
+        let mut rig = Rig::with_layout(layout, 32);
+        rig.cedr_reset_dma(FFT0);
+        let (p, bytes) = (rig.phys(), 8 * 256);
+        rig.cedr_setup(FFT0, S2MM_DMACR, S2MM_DA, S2MM_LENGTH, p + bytes, bytes);
+        rig.cedr_setup(FFT0, MM2S_DMACR, MM2S_SA, MM2S_LENGTH, p, bytes);
+        let started = rig.now; // the LENGTH write's time
+        assert_eq!(
+            rig.board.accels[FFT0].mm2s.due,
+            Some(started + Duration::from_nanos(wait)),
+            "real_time {real_time}"
+        );
+        let counted = rig.ctl.modelled[FFT0]
+            .each_ref()
+            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+        assert_eq!(counted, [1_000, 2_560, 2_560, 2_560], "counted either way");
+    }
 }
