@@ -28,6 +28,9 @@ pub struct Row {
     pub rimms: Cell,
     /// Rimms with call merging off: memory management alone.
     pub unmerged: Cell,
+    /// Rimms with copies ahead of their calls off (merging on): the gain from overlap is
+    /// what separates it from `rimms`.
+    pub no_prefetch: Cell,
     /// Hand-written code, where the mapping has it.
     pub native: Option<Cell>,
 }
@@ -259,7 +262,7 @@ impl Ratio {
 
 /// The names of a row's modes, in the order [`run`] runs them; the last only where the
 /// mapping has native code.
-pub const MODE_NAMES: [&str; 4] = ["baseline", "rimms", "unmerged", "native"];
+pub const MODE_NAMES: [&str; 5] = ["baseline", "rimms", "unmerged", "no-prefetch", "native"];
 
 /// The trace file of one cell when the bench traces to `base` (`RIMMS_TRACE_FILE`):
 /// `trace.json` becomes `trace.fzf.sim.rimms.json`, beside it.
@@ -298,21 +301,23 @@ pub fn run(
     for &app in apps {
         for (map, mapping, sim) in mappings() {
             bar.set_message(format!("{} on {map}", app.name()));
-            let opts = |mode: Mode, merge: bool, name: &str| Options {
+            let opts = |mode: Mode, merge: bool, prefetch: bool, name: &str| Options {
                 sim: sim.clone(),
                 merge,
+                prefetch,
                 trace_file: trace.map(|base| trace_path(base, app.name(), map, name)),
                 progress: Some(bar.clone()),
                 ..Options::new(mode, mapping).frames(frames)
             };
-            let [baseline, rimms, unmerged, native] = MODE_NAMES;
+            let [baseline, rimms, unmerged, no_prefetch, native] = MODE_NAMES;
             let mut modes = vec![
-                opts(Mode::Baseline, false, baseline),
-                opts(Mode::Rimms, true, rimms),
-                opts(Mode::Rimms, false, unmerged),
+                opts(Mode::Baseline, false, false, baseline),
+                opts(Mode::Rimms, true, true, rimms),
+                opts(Mode::Rimms, false, true, unmerged),
+                opts(Mode::Rimms, true, false, no_prefetch),
             ];
             if has_native(mapping) {
-                modes.push(opts(Mode::Native, false, native));
+                modes.push(opts(Mode::Native, false, false, native));
             }
             let mut cells = apps::run_interleaved(app, &modes, WARMUP_FRAMES, Some(ROW_BUDGET))
                 .map_err(|e| format!("{} on {map}: {e}", app.name()))?
@@ -322,11 +327,16 @@ pub fn run(
             let baseline = cells.next().ok_or_else(missing)?;
             let rimms = cells.next().ok_or_else(missing)?;
             let unmerged = cells.next().ok_or_else(missing)?;
+            let no_prefetch = cells.next().ok_or_else(missing)?;
             let native = cells.next();
             // All modes run the same kernels on the same data: results must be identical.
-            let others = [("rimms", &rimms), ("rimms unmerged", &unmerged)]
-                .into_iter()
-                .chain(native.as_ref().map(|n| ("native", n)));
+            let others = [
+                ("rimms", &rimms),
+                ("rimms unmerged", &unmerged),
+                ("rimms without prefetch", &no_prefetch),
+            ]
+            .into_iter()
+            .chain(native.as_ref().map(|n| ("native", n)));
             for (mode, cell) in others {
                 if cell.result != baseline.result {
                     return Err(format!(
@@ -343,6 +353,7 @@ pub fn run(
                 baseline,
                 rimms,
                 unmerged,
+                no_prefetch,
                 native,
             });
         }
@@ -366,7 +377,7 @@ pub(crate) fn mib(bytes: u64) -> f64 {
 /// this machine like any CPU row).
 fn is_modelled(row: &Row, model: Option<&str>) -> Option<String> {
     let fpga = row.map.starts_with("fpga");
-    let charged = [&row.baseline, &row.rimms, &row.unmerged]
+    let charged = [&row.baseline, &row.rimms, &row.unmerged, &row.no_prefetch]
         .into_iter()
         .chain(row.native.as_ref())
         .any(|c| c.modelled.iter().any(|d| !d.is_zero()));
@@ -453,13 +464,14 @@ fn narrow_rows(rows: &[Row]) -> String {
 /// `--wide`: every column.
 fn wide_rows(rows: &[Row]) -> String {
     let mut out = format!(
-        "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
+        "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12} {:>10} {:>12} {:>11} {:>11}\n",
         "app",
         "map",
         "frames",
         "baseline ms",
         "rimms ms",
         "unmerged ms",
+        "no prefetch ms",
         "native ms",
         "speedup",
         "vs native",
@@ -483,13 +495,14 @@ fn wide_rows(rows: &[Row]) -> String {
             None => (dash(), dash(), dash(), dash()),
         };
         out += &format!(
-            "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12.2} {:>10.2} {:>12} {:>11} {:>11}\n",
+            "{:<13} {:<9} {:>6} {:>26} {:>26} {:>26} {:>26} {:>26} {:>36} {:>36} {:>36} {:>12.2} {:>10.2} {:>12} {:>11} {:>11}\n",
             r.app.name(),
             r.map,
             r.rimms.times.len(),
             r.baseline.show(),
             r.rimms.show(),
             r.unmerged.show(),
+            r.no_prefetch.show(),
             native_ms,
             Ratio::of(&r.baseline, &r.rimms).show(),
             vs,
@@ -534,6 +547,7 @@ pub fn json(rows: &[Row], frames: usize, model: Option<&str>) -> String {
                 "baseline": cell(&r.baseline),
                 "rimms": cell(&r.rimms),
                 "rimms_unmerged": cell(&r.unmerged),
+                "rimms_no_prefetch": cell(&r.no_prefetch),
                 "native": r.native.as_ref().map(cell),
                 "minimum_bytes": r.native.as_ref().map(|n| n.bytes),
                 "speedup": Ratio::of(&r.baseline, &r.rimms).median,
@@ -571,6 +585,7 @@ pub(crate) fn test_row(baseline_us: &[u64], rimms_us: &[u64]) -> Row {
         baseline: test_cell(baseline_us),
         rimms: test_cell(rimms_us),
         unmerged: test_cell(rimms_us),
+        no_prefetch: test_cell(rimms_us),
         native: None,
     }
 }

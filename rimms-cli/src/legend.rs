@@ -29,6 +29,7 @@ const TERMS: &[(&str, &str, &[View])] = &[
     ("ms", "median frame time; --wide adds the fastest and slowest (fastest–slowest)", &[Table, Help]),
     ("ms", "median frame (fastest–slowest) over the timed frames", &[Wide]),
     ("unmerged", "rimms with call merging off (`--no-merge`): the gain from memory management alone", &[Wide, Help]),
+    ("no prefetch", "rimms with copies ahead of their calls off (`--no-prefetch`): rimms ÷ this is the gain from overlapping copies with compute", &[Wide, Help]),
     ("speedup", "baseline time ÷ rimms time (above 1: RIMMS is faster), the median of per-frame ratios", &[Table, Wide, Chart, Help]),
     ("vs native", "rimms time ÷ native time, likewise (1.00x: as fast as hand-written code)", &[Wide, Help]),
     ("[lo–hi]", "95 % confidence interval of a ratio's median (error bars on the chart)", &[Table, Wide, Help]),
@@ -68,7 +69,7 @@ pub fn legend(view: View) -> String {
         lines.extend(textwrap::wrap(text, options).into_iter().map(String::from));
     }
     if view == Table {
-        lines.push("--wide adds native and unmerged times, vs native, fastest–slowest, minimum and allocations".to_string());
+        lines.push("--wide adds native, unmerged and no-prefetch times, vs native, fastest–slowest, minimum and allocations".to_string());
     }
     lines.join("\n")
 }

@@ -222,7 +222,7 @@ enum Command {
         /// Print one JSON array instead of the table.
         #[arg(long)]
         json: bool,
-        /// Every column of the table: native and unmerged times, fastest–slowest, vs native,
+        /// Every column of the table: native, unmerged and no-prefetch times, fastest–slowest, vs native,
         /// the minimum and allocations (the default table fits 100 columns).
         #[arg(long, conflicts_with = "json")]
         wide: bool,

@@ -275,9 +275,9 @@ fn bench_plot_draws_one_bar_per_mode_and_mapping() {
     let natives = table
         .lines()
         .filter(|l| l.starts_with("zip3x"))
-        // app, map, frames, then "median (fastest–slowest)" for baseline, rimms and unmerged:
-        // the native cell is the tenth word.
-        .filter(|l| l.split_whitespace().nth(9) != Some("-"))
+        // app, map, frames, then "median (fastest–slowest)" for baseline, rimms, unmerged and
+        // no prefetch: the native cell is the twelfth word.
+        .filter(|l| l.split_whitespace().nth(11) != Some("-"))
         .count();
     // Bars by their mode's colour, less each chart's legend swatch for the mode.
     let bars = |fill: &str| text.matches(&format!("fill=\"{fill}\"")).count();

@@ -175,7 +175,7 @@ impl FragmentTable {
 
     /// Notes in `frags`' owner histories that `space` wrote them or copied them in (a use
     /// that repeats the newest entry is not noted again).
-    fn note_use(&mut self, frags: Range<usize>, space: SpaceId) {
+    pub(crate) fn note_use(&mut self, frags: Range<usize>, space: SpaceId) {
         let Some(entry) = history_entry(space) else {
             return;
         };
@@ -183,6 +183,18 @@ impl FragmentTable {
             if *h & 0xF != entry {
                 *h = (*h << 4) | entry;
             }
+        }
+    }
+
+    /// Notes that `space` wrote `frags` again before the copy its history predicted was used:
+    /// entered even where `space` is the newest entry, so that the history predicts nothing
+    /// after `space` until a read elsewhere shows where the bytes go.
+    pub(crate) fn note_rewrite(&mut self, frags: Range<usize>, space: SpaceId) {
+        let Some(entry) = history_entry(space) else {
+            return;
+        };
+        for h in &mut self.history[frags] {
+            *h = (*h << 4) | entry;
         }
     }
 
@@ -349,9 +361,6 @@ impl FragmentTable {
     /// Records that the plan was carried out: its fragments are now valid in its space too.
     pub(crate) fn commit_acquire(&mut self, plan: &AcquirePlan) {
         let dst = plan.dst;
-        for m in &plan.moves {
-            self.note_use(m.frags.clone(), dst);
-        }
         let runs = plan.moves.iter().map(|m| m.frags.clone());
         for frag in runs.chain(plan.fills.iter().cloned()).flatten() {
             let mut state = self.frags[frag];
@@ -360,6 +369,14 @@ impl FragmentTable {
                 state.owner = Some(dst);
             }
             self.set(frag, state);
+        }
+    }
+
+    /// Notes in the owner histories that `plan`'s copies brought their fragments to its space
+    /// on demand (a copy made ahead of its use is noted only when a read uses it).
+    pub(crate) fn note_moves(&mut self, plan: &AcquirePlan) {
+        for m in &plan.moves {
+            self.note_use(m.frags.clone(), plan.dst);
         }
     }
 

@@ -31,6 +31,7 @@ fn whole(frags: usize) -> FragmentSpan {
 fn access(t: &mut FragmentTable, span: &FragmentSpan, s: SpaceId, a: Access) -> AcquirePlan {
     let plan = t.plan_acquire(span, s, a, flat);
     t.commit_acquire(&plan);
+    t.note_moves(&plan);
     if a.writes() {
         t.mark_written(span.frags.clone(), s);
     }

@@ -397,13 +397,7 @@ impl RawBuffer {
             in_flight: inner.in_flight.mask != 0,
         };
         if !in_flight {
-            // Copies made ahead of this access are used by it or made stale (`data::in_flight`).
-            let memory = &self.memory;
-            inner
-                .in_flight
-                .settle_ahead(space, &need, access, |s, used, bytes| {
-                    memory.record_ahead(s, if used { Ahead::Used } else { Ahead::Wasted }, bytes)
-                });
+            self.settle_ahead(&mut inner, space, &need, access, shift);
         }
         if plan.is_empty() {
             if inner.sums.is_some() {
@@ -443,6 +437,11 @@ impl RawBuffer {
             self.check_read(&mut inner, &span, &plan, access)?;
         }
         inner.table.commit_acquire(&plan);
+        if !in_flight {
+            // Where bytes had to come on demand is where they were needed; a copy ahead is
+            // noted only once a read uses it (`settle_ahead`).
+            inner.table.note_moves(&plan);
+        }
         landing.pending = landing.pending.and(pending);
         drop(inner);
         Ok((true, landing))
@@ -553,6 +552,38 @@ impl RawBuffer {
         );
         self.keep_block(inner, space, window);
         Ok(window)
+    }
+
+    /// Settles the copies made ahead that an access with `access` to `need` in `space` uses
+    /// or makes stale (`data::in_flight`), counting them. A use is noted in the fragments'
+    /// owner histories as a copy on demand would be, since the bytes were needed there; a
+    /// write that makes one stale is noted as a second write, which stops the prediction.
+    fn settle_ahead(
+        &self,
+        inner: &mut Inner,
+        space: SpaceId,
+        need: &Range<usize>,
+        access: Access,
+        shift: u32,
+    ) {
+        let mut settled = Vec::new();
+        inner
+            .in_flight
+            .settle_ahead(space, need, access, |s, was_used, bytes| {
+                let what = if was_used { Ahead::Used } else { Ahead::Wasted };
+                self.memory.record_ahead(s, what, bytes.len() as u64);
+                settled.push((was_used, bytes));
+            });
+        for (was_used, bytes) in settled {
+            let frags = FragmentSpan::of(bytes, shift, self.bytes).frags;
+            if was_used {
+                inner.table.note_use(frags, space);
+            } else {
+                // Written again here before anyone needed them where they were predicted to
+                // go: the history says so, and predicts nothing until a read shows where.
+                inner.table.note_rewrite(frags, space);
+            }
+        }
     }
 
     /// The block a copy ahead of its use lands in: the one there if it covers `need`, else a
@@ -809,7 +840,7 @@ impl RawBuffer {
         for run in plan.dropped.iter().chain(&plan.write_back) {
             let bytes = self.frag_bytes(run.clone(), shift);
             inner.in_flight.drop_ahead(Some(space), &bytes, |s, _, n| {
-                memory.record_ahead(s, Ahead::Wasted, n)
+                memory.record_ahead(s, Ahead::Wasted, n.len() as u64)
             });
         }
         let dropped = bytes_of(&plan.dropped);
@@ -1061,7 +1092,7 @@ impl Drop for RawBuffer {
         inner
             .in_flight
             .drop_ahead(None, &(0..self.bytes), |s, _, n| {
-                memory.record_ahead(s, Ahead::Wasted, n)
+                memory.record_ahead(s, Ahead::Wasted, n.len() as u64)
             });
         for (space, block) in inner.blocks.iter_mut().enumerate() {
             if let Some(window) = block.take() {

@@ -115,14 +115,14 @@ impl InFlight {
 
     /// Settles the copies made ahead that an access with `access` to `bytes` in `space` uses
     /// (a read there) or makes stale (a write anywhere, which leaves only its own copy
-    /// valid): `count(space, used, bytes)` gets each one's overlap with `bytes`, which is
-    /// forgotten. Call it once the access has waited for them (`before`).
+    /// valid): `count(space, used, bytes)` gets each one's overlap with `bytes` (a byte
+    /// range), which is forgotten. Call it once the access has waited for them (`before`).
     pub(crate) fn settle_ahead(
         &mut self,
         space: SpaceId,
         bytes: &Range<usize>,
         access: Access,
-        count: impl FnMut(SpaceId, bool, u64),
+        count: impl FnMut(SpaceId, bool, Range<usize>),
     ) {
         if self.mask == 0 {
             return;
@@ -143,7 +143,7 @@ impl InFlight {
         &mut self,
         space: Option<SpaceId>,
         bytes: &Range<usize>,
-        count: impl FnMut(SpaceId, bool, u64),
+        count: impl FnMut(SpaceId, bool, Range<usize>),
     ) {
         if self.mask == 0 {
             return;
@@ -159,7 +159,7 @@ impl InFlight {
     fn take(
         &mut self,
         bytes: &Range<usize>,
-        mut count: impl FnMut(SpaceId, bool, u64),
+        mut count: impl FnMut(SpaceId, bool, Range<usize>),
         used: impl Fn(&InTransit) -> Option<bool>,
     ) {
         let mut kept = Vec::with_capacity(self.copies.len());
@@ -172,7 +172,7 @@ impl InFlight {
                 continue;
             };
             let (start, end) = (c.bytes.start.max(bytes.start), c.bytes.end.min(bytes.end));
-            count(c.space, used, (end - start) as u64);
+            count(c.space, used, start..end);
             for rest in [c.bytes.start..start, end..c.bytes.end] {
                 if !rest.is_empty() {
                     kept.push(InTransit {
