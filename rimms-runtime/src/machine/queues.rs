@@ -25,8 +25,8 @@
 //! can run it.
 //!
 //! **Hand-off without a wake-up** (issue 29). A worker that has just run a job, or was just
-//! woken, spins briefly (crossbeam's `Backoff`: a few spin-loop hints, then a few
-//! `yield_now`s) looking for the next one before it parks (crossbeam's `Parker`). A submitter
+//! woken, spins briefly ([`Spin`]: spin-loop hints, a `yield_now` every few) looking for the
+//! next one before it parks (crossbeam's `Parker`). A submitter
 //! wakes it with an `Unparker`, which for a worker that is not parked is one atomic swap, not
 //! a futex wake. And a thread waiting for its scope runs the jobs queued on an idle device
 //! itself ([`DeviceQueues::run_queued_if_idle`]), in their order, holding the turn as a worker
@@ -41,7 +41,6 @@
 
 use crate::hal::Device;
 use crossbeam_utils::sync::{Parker, Unparker};
-use crossbeam_utils::Backoff;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -51,6 +50,43 @@ thread_local! {
     /// The turns this thread holds, innermost last (a worker's job may close a scope whose
     /// calls run here on another idle device).
     static HELD: RefCell<Vec<Arc<Turn>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How a thread looks for work before it parks or sleeps: [`SPIN_LOOKS`] looks, a spin-loop
+/// hint between two of them and a `yield_now` every [`YIELD_EVERY`], so that a submitter (or a
+/// worker) that shares this thread's core gets it within a few hints, where crossbeam's
+/// `Backoff` spins 64 hints at a stretch (about 7 µs on this machine's cores, during which a
+/// submitter on the same core cannot hand anything over).
+pub(crate) struct Spin(u32);
+
+/// Looks before a waiting thread parks: a few microseconds.
+const SPIN_LOOKS: u32 = 64;
+/// One look in this many yields the core rather than hinting.
+const YIELD_EVERY: u32 = 8;
+
+impl Spin {
+    pub(crate) const fn new() -> Spin {
+        Spin(0)
+    }
+
+    /// Waits a little; false, without waiting, once the spin is over.
+    pub(crate) fn step(&mut self) -> bool {
+        if self.0 >= SPIN_LOOKS {
+            return false;
+        }
+        self.0 += 1;
+        if self.0 % YIELD_EVERY == 0 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        true
+    }
+
+    /// Starts the spin again (after work was found, or a wake-up).
+    pub(crate) fn reset(&mut self) {
+        self.0 = 0;
+    }
 }
 
 /// A job with its lifetime erased; the scope that made it waits for it before that lifetime
@@ -317,13 +353,13 @@ fn start_worker(device: Device, turn: Arc<Turn>) -> bool {
 /// A worker's life: wait for a job to be queued while the device's turn is free, take the
 /// turn, then run jobs until the queue is empty (a turn holder waiting on a nested scope, or a
 /// scope's thread on an idle device, may have run them meanwhile). It waits by spinning
-/// briefly, then yielding a few times, then parking; each job it ran, and each wake-up,
+/// briefly ([`Spin`]), then parking; each job it ran, and each wake-up,
 /// starts the spin again, so a device fed job after job is never parked when the next one
 /// comes. Jobs catch their own panics (see `scope`), so one failing job never ends the worker;
 /// it ends when the runtime is dropped.
 fn work(turn: &Arc<Turn>, parker: &Parker) {
     loop {
-        let backoff = Backoff::new();
+        let mut spin = Spin::new();
         let taken = loop {
             if turn.queued.load(Ordering::Acquire) > 0 {
                 // The turn first, then the job (see the module's comment). A thread that holds
@@ -335,13 +371,11 @@ fn work(turn: &Arc<Turn>, parker: &Parker) {
             } else if turn.closed.load(Ordering::Acquire) {
                 return;
             }
-            if backoff.is_completed() {
+            if !spin.step() {
                 // A wake-up after the look above is not lost: it leaves a token that makes
                 // this return at once.
                 parker.park();
-                backoff.reset();
-            } else {
-                backoff.snooze();
+                spin.reset();
             }
         };
         let _holding = Holding::new(turn, taken);
@@ -439,6 +473,17 @@ mod tests {
         assert!(outcome, "sim0 never went idle");
         assert_eq!((ran_inline, ran_queued), (Some(here), Some(here)));
         assert!(!holds_a_turn(), "the turn is given back");
+    }
+
+    /// A spin is bounded: [`SPIN_LOOKS`] steps, then none until it is reset.
+    #[test]
+    fn a_spin_ends_and_starts_again_when_reset() {
+        let mut spin = Spin::new();
+        let steps = std::iter::from_fn(|| spin.step().then_some(())).count();
+        assert_eq!(steps, SPIN_LOOKS as usize);
+        assert!(!spin.step(), "still over");
+        spin.reset();
+        assert!(spin.step(), "reset");
     }
 
     /// A thread that finds the device idle runs its queued jobs itself, oldest first, holding

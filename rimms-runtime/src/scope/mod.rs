@@ -26,9 +26,8 @@
 mod calls;
 
 use crate::hal::{Device, Error, Result};
-use crate::machine::queues::{self, DeviceQueues, Job};
+use crate::machine::queues::{self, DeviceQueues, Job, Spin};
 use crate::machine::Runtime;
-use crossbeam_utils::Backoff;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -192,7 +191,7 @@ impl ScopeState {
         // both look again after a nap; a turn holder's naps grow while there is nothing to run,
         // as nested scopes on other devices may take long.
         let mut turn_nap = MIN_NAP;
-        let backoff = Backoff::new();
+        let mut spin = Spin::new();
         loop {
             while let Some(job) = self.next_cpu_job() {
                 job();
@@ -202,19 +201,18 @@ impl ScopeState {
             }
             if queues::run_held_job() {
                 turn_nap = MIN_NAP;
-                backoff.reset();
+                spin.reset();
                 continue;
             }
             if self.run_idle_devices(queues) {
-                backoff.reset();
+                spin.reset();
                 continue;
             }
             match rayon::yield_now() {
                 Some(rayon::Yield::Executed) => continue,
                 Some(rayon::Yield::Idle) | None => {}
             }
-            if !backoff.is_completed() {
-                backoff.snooze();
+            if spin.step() {
                 continue;
             }
             let nap = if rayon::current_thread_index().is_some() {
