@@ -296,6 +296,57 @@ fn a_tie_between_sources_keeps_the_run_in_one_copy() {
     );
 }
 
+/// Issue 29's peer scenario: fragment 0 valid on the host and on sim1, fragment 1 on sim1
+/// alone, and the sources tie (host → sim0 and sim1 → sim0 cross one PCIe link each). A read of
+/// the whole buffer on sim0 comes in one copy from sim1, the source that holds all of it, not
+/// one from the host and one from sim1.
+#[test]
+fn a_read_that_one_source_holds_whole_comes_in_one_copy_from_it() {
+    let rt = runtime();
+    let n = 1024; // two 4 KiB fragments of Complex32
+    let x = HeteData::from_slice(&rt, &signal(n, 5)).expect("x");
+    let mut on_sim1 = HeteData::<Complex32>::alloc(&rt, n).expect("on_sim1");
+    rt.conj(Device::Sim(1), &x, &mut on_sim1)
+        .expect("written on sim1 only");
+    let mut lower_copy = HeteData::<Complex32>::alloc(&rt, n / 2).expect("lower_copy");
+    let lower = on_sim1.slice(..n / 2).expect("lower fragment");
+    rt.conj(Device::Cpu, &lower, &mut lower_copy)
+        .expect("lower half read on the host");
+    let (host, sim0, sim1) = (
+        space(&rt, Device::Cpu),
+        space(&rt, Device::Sim(0)),
+        space(&rt, Device::Sim(1)),
+    );
+    let valid = |f| on_sim1.fragment_state(f).expect("state").valid;
+    assert!(valid(0).contains(host) && valid(0).contains(sim1) && !valid(0).contains(sim0));
+    assert_eq!(valid(1), SpaceSet::only(sim1));
+    let before = rt.stats();
+    let mut out = HeteData::<Complex32>::alloc(&rt, n).expect("out");
+    rt.conj(Device::Sim(0), &on_sim1, &mut out)
+        .expect("the whole buffer read on sim0");
+    let s = rt.stats();
+    let copies =
+        |from: &str| s.copies(from, "sim0").unwrap() - before.copies(from, "sim0").unwrap();
+    let bytes = |from: &str| s.bytes(from, "sim0").unwrap() - before.bytes(from, "sim0").unwrap();
+    assert_eq!(
+        (copies("sim1"), bytes("sim1")),
+        (1, (n * 8) as u64),
+        "one copy of 8 KiB from sim1"
+    );
+    assert_eq!(
+        (copies("host"), bytes("host")),
+        (0, 0),
+        "none from the host"
+    );
+    assert_eq!(
+        s.total_copies() - before.total_copies(),
+        1,
+        "nothing else moved"
+    );
+    assert_eq!(s.total_bytes() - before.total_bytes(), (n * 8) as u64);
+    assert_eq!(out.host().expect("out"), &signal(n, 5)[..]);
+}
+
 /// Resetting one row of a matrix that lives on a device zeroes that row only, moves nothing,
 /// and the host's read afterwards fills it instead of copying it.
 #[test]

@@ -83,25 +83,42 @@ fn concurrent_reads_of_one_fragment_copy_it_once_per_device() {
     }
 }
 
+/// An accelerator's jobs run one at a time, in the order they came, on its worker or on the
+/// thread waiting for the scope (which runs the jobs still queued on an idle device itself),
+/// never anywhere else.
 #[test]
-fn a_device_queue_runs_its_jobs_in_order_on_its_own_worker() {
+fn a_device_queue_runs_its_jobs_in_order_one_at_a_time() {
     let rt = cpu_and_two_sims();
     let ran = Mutex::new(Vec::new());
+    let running = std::sync::atomic::AtomicBool::new(false);
+    let scope_thread = std::thread::current().id();
     rt.scope(|s| {
         for k in 0..20 {
-            let ran = &ran;
+            let (ran, running) = (&ran, &running);
             s.spawn_on(Device::Sim(1), move |_| {
-                let thread = std::thread::current().name().map(str::to_string);
-                ran.lock().unwrap().push((k, thread));
+                let alone = !running.swap(true, std::sync::atomic::Ordering::AcqRel);
+                let thread = std::thread::current();
+                let on = if thread.id() == scope_thread {
+                    Some("the scope's thread".to_string())
+                } else {
+                    thread.name().map(str::to_string)
+                };
+                ran.lock().unwrap().push((k, on, alone));
+                running.store(false, std::sync::atomic::Ordering::Release);
                 Ok(())
             });
         }
     })
     .unwrap();
     let ran = ran.into_inner().unwrap();
-    let order: Vec<usize> = ran.iter().map(|(k, _)| *k).collect();
+    let order: Vec<usize> = ran.iter().map(|(k, _, _)| *k).collect();
     assert_eq!(order, (0..20).collect::<Vec<_>>());
-    assert!(ran.iter().all(|(_, t)| t.as_deref() == Some("rimms-sim1")));
+    assert!(ran.iter().all(|(_, _, alone)| *alone), "one job at a time");
+    assert!(
+        ran.iter()
+            .all(|(_, t, _)| matches!(t.as_deref(), Some("rimms-sim1" | "the scope's thread"))),
+        "{ran:?}"
+    );
 }
 
 #[test]

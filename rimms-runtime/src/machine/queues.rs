@@ -23,16 +23,70 @@
 //! turn holder can find it, until whoever runs it holds the turn. A worker that took a job
 //! first and then waited for the turn would hold that job out of reach of the one thread that
 //! can run it.
+//!
+//! **Hand-off without a wake-up** (issue 29). A worker that has just run a job, or was just
+//! woken, spins briefly ([`Spin`]: spin-loop hints, a `yield_now` every few) looking for the
+//! next one before it parks (crossbeam's `Parker`). A submitter
+//! wakes it with an `Unparker`, which for a worker that is not parked is one atomic swap, not
+//! a futex wake. And a thread waiting for its scope runs the jobs queued on an idle device
+//! itself ([`DeviceQueues::run_queued_if_idle`]), in their order, holding the turn as a worker
+//! would: a one-job scope then costs no thread hand-off at all, and a worker woken late under
+//! load delays nothing. The worker only ever *tries* the turn: where another thread holds it,
+//! that thread runs the queue, and wakes the worker when it gives the turn back with jobs left
+//! ([`Holding`]'s drop), so a parked worker never sleeps through work that is its own.
+//!
+//! Who runs a job does not change what it does: a sim device's modelled link time is booked
+//! on the link (`space::Occupancy`) and waited out by whichever thread makes the copy, and one
+//! turn per device keeps its jobs one at a time and in order wherever they run.
 
 use crate::hal::Device;
+use crossbeam_utils::sync::{Parker, Unparker};
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 
 thread_local! {
     /// The turns this thread holds, innermost last (a worker's job may close a scope whose
     /// calls run here on another idle device).
     static HELD: RefCell<Vec<Arc<Turn>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How a thread looks for work before it parks or sleeps: [`SPIN_LOOKS`] looks, a spin-loop
+/// hint between two of them and a `yield_now` every [`YIELD_EVERY`], so that a submitter (or a
+/// worker) that shares this thread's core gets it within a few hints, where crossbeam's
+/// `Backoff` spins 64 hints at a stretch (about 7 µs on this machine's cores, during which a
+/// submitter on the same core cannot hand anything over).
+pub(crate) struct Spin(u32);
+
+/// Looks before a waiting thread parks: a few microseconds.
+const SPIN_LOOKS: u32 = 64;
+/// One look in this many yields the core rather than hinting.
+const YIELD_EVERY: u32 = 8;
+
+impl Spin {
+    pub(crate) const fn new() -> Spin {
+        Spin(0)
+    }
+
+    /// Waits a little; false, without waiting, once the spin is over.
+    pub(crate) fn step(&mut self) -> bool {
+        if self.0 >= SPIN_LOOKS {
+            return false;
+        }
+        self.0 += 1;
+        if self.0 % YIELD_EVERY == 0 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        true
+    }
+
+    /// Starts the spin again (after work was found, or a wake-up).
+    pub(crate) fn reset(&mut self) {
+        self.0 = 0;
+    }
 }
 
 /// A job with its lifetime erased; the scope that made it waits for it before that lifetime
@@ -54,17 +108,16 @@ pub(crate) struct DeviceQueues {
 #[derive(Default)]
 pub(crate) struct Turn {
     lock: Mutex<()>,
-    queue: Mutex<Queue>,
-    /// Signalled when a job is queued or the runtime is dropped; the worker sleeps on it.
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct Queue {
     /// Jobs submitted and not started, oldest first.
-    jobs: VecDeque<Job>,
+    queue: Mutex<VecDeque<Job>>,
+    /// How many jobs `queue` holds, stored under its lock: what a spinning worker and a
+    /// waiting scope look at without taking the lock. Only a hint; whoever acts on it takes
+    /// the lock.
+    queued: AtomicUsize,
     /// Set when the runtime is dropped: the worker ends once the queue is empty.
-    closed: bool,
+    closed: AtomicBool,
+    /// Wakes the device's worker, once it is started.
+    worker: OnceLock<Unparker>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -73,18 +126,41 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Takes `m` if no one holds it (a poisoned lock too: see [`lock`]).
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(taken) => Some(taken),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
 impl Turn {
     fn next_job(&self) -> Option<Job> {
-        lock(&self.queue).jobs.pop_front()
+        let mut queue = lock(&self.queue);
+        let job = queue.pop_front();
+        self.queued.store(queue.len(), Ordering::Release);
+        job
     }
 
     fn push(&self, job: Job) {
-        lock(&self.queue).jobs.push_back(job);
-        self.ready.notify_one();
+        {
+            let mut queue = lock(&self.queue);
+            queue.push_back(job);
+            self.queued.store(queue.len(), Ordering::Release);
+        }
+        self.wake();
+    }
+
+    /// Wakes the worker if it is parked; for one that runs or spins, one atomic swap.
+    fn wake(&self) {
+        if let Some(worker) = self.worker.get() {
+            worker.unpark();
+        }
     }
 
     fn idle(&self) -> bool {
-        lock(&self.queue).jobs.is_empty()
+        lock(&self.queue).is_empty()
     }
 
     /// Whether this thread holds the turn.
@@ -94,15 +170,20 @@ impl Turn {
 }
 
 /// A turn taken by this thread: listed in [`HELD`] while it is held, and given back (listing
-/// first) when this is dropped, on unwind too.
+/// first) when this is dropped, on unwind too. Jobs still queued then are the worker's, which
+/// is woken: it may have parked after finding the turn taken.
 struct Holding<'a> {
-    _turn: MutexGuard<'a, ()>,
+    turn: &'a Turn,
+    taken: Option<MutexGuard<'a, ()>>,
 }
 
 impl<'a> Holding<'a> {
     fn new(turn: &'a Arc<Turn>, taken: MutexGuard<'a, ()>) -> Holding<'a> {
         HELD.with_borrow_mut(|held| held.push(Arc::clone(turn)));
-        Holding { _turn: taken }
+        Holding {
+            turn,
+            taken: Some(taken),
+        }
     }
 }
 
@@ -111,6 +192,12 @@ impl Drop for Holding<'_> {
         // Turns are given back in the reverse order they were taken (each `Holding` lives in
         // one stack frame), so the last one listed is this one.
         HELD.with_borrow_mut(|held| held.pop());
+        drop(self.taken.take());
+        // Looked at under the queue's lock after the turn is given back: a job pushed after
+        // this look was pushed after the turn was free, and its own wake-up finds it free.
+        if !self.turn.idle() {
+            self.turn.wake();
+        }
     }
 }
 
@@ -162,10 +249,8 @@ impl DeviceQueues {
             work();
             return None;
         }
-        let taken = match turn.lock.try_lock() {
-            Ok(taken) => taken,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return Some(work),
+        let Some(taken) = try_lock(&turn.lock) else {
+            return Some(work);
         };
         // Checked under the turn: a job queued from now on waits behind `work`.
         if !turn.idle() {
@@ -174,6 +259,43 @@ impl DeviceQueues {
         let _holding = Holding::new(turn, taken);
         work();
         None
+    }
+
+    /// Runs the jobs queued on the accelerator at `position` on this thread, oldest first, if
+    /// no one holds its turn, until `enough` says so or none is left; returns whether it ran
+    /// any. For a thread that would otherwise sleep until the device's worker has run them
+    /// (a scope's thread waiting for its jobs): it holds the turn as the worker would, so the
+    /// device still runs one job at a time in the order they came, and jobs those jobs send to
+    /// the device run inline, as on the worker.
+    pub(crate) fn run_queued_if_idle(&self, position: usize, enough: impl Fn() -> bool) -> bool {
+        let Some(turn) = self.turns.get(position) else {
+            return false;
+        };
+        if turn.queued.load(Ordering::Acquire) == 0 || enough() {
+            return false;
+        }
+        // A turn this thread already holds is not taken again (`try_lock` does not nest): its
+        // queue is `run_held_job`'s.
+        let Some(taken) = try_lock(&turn.lock) else {
+            return false;
+        };
+        let _holding = Holding::new(turn, taken);
+        let mut ran = false;
+        while !enough() {
+            let Some(job) = turn.next_job() else {
+                break;
+            };
+            job();
+            ran = true;
+        }
+        ran
+    }
+
+    /// Queues `job` on the device at `position` without starting its worker: what a test
+    /// uses to make sure that only the thread it watches can run the job.
+    #[cfg(test)]
+    pub(crate) fn queue_without_worker(&self, position: usize, job: Job) {
+        self.turns[position].push(job);
     }
 
     /// Runs `job` on the queue of the device at `position`.
@@ -206,40 +328,57 @@ impl Drop for DeviceQueues {
         // No scope is open (each borrows the runtime), so the queues are empty: the workers
         // end as soon as they see this.
         for turn in &self.turns {
-            lock(&turn.queue).closed = true;
-            turn.ready.notify_all();
+            turn.closed.store(true, Ordering::Release);
+            turn.wake();
         }
     }
 }
 
 /// Starts the worker thread of `device`'s queue; returns whether it runs.
 fn start_worker(device: Device, turn: Arc<Turn>) -> bool {
+    let parker = Parker::new();
+    // Set before the thread starts, and before any job is pushed (`submit` pushes only once
+    // this has returned): no job is queued unseen by a wake-up. A thread that could not be
+    // started leaves an unparker that wakes no one.
+    let _ = turn.worker.set(parker.unparker().clone());
     let started = std::thread::Builder::new()
         .name(format!("rimms-{device}"))
-        .spawn(move || work(&turn));
+        .spawn(move || work(&turn, &parker));
     if let Err(e) = &started {
         tracing::warn!(%device, error = %e, "could not start the device's worker thread; its jobs run on the submitting thread");
     }
     started.is_ok()
 }
 
-/// A worker's life: sleep until a job is queued, take the turn, then run jobs until the queue
-/// is empty (a turn holder waiting on a nested scope may have run them meanwhile). Jobs catch
-/// their own panics (see `scope`), so one failing job never ends the worker; it ends when the
-/// runtime is dropped.
-fn work(turn: &Arc<Turn>) {
+/// A worker's life: wait for a job to be queued while the device's turn is free, take the
+/// turn, then run jobs until the queue is empty (a turn holder waiting on a nested scope, or a
+/// scope's thread on an idle device, may have run them meanwhile). It waits by spinning
+/// briefly ([`Spin`]), then parking; each job it ran, and each wake-up,
+/// starts the spin again, so a device fed job after job is never parked when the next one
+/// comes. Jobs catch their own panics (see `scope`), so one failing job never ends the worker;
+/// it ends when the runtime is dropped.
+fn work(turn: &Arc<Turn>, parker: &Parker) {
     loop {
-        {
-            let mut queue = lock(&turn.queue);
-            while queue.jobs.is_empty() {
-                if queue.closed {
-                    return;
+        let mut spin = Spin::new();
+        let taken = loop {
+            if turn.queued.load(Ordering::Acquire) > 0 {
+                // The turn first, then the job (see the module's comment). A thread that holds
+                // the turn runs the queue itself, or wakes this worker when it gives the turn
+                // back with jobs left.
+                if let Some(taken) = try_lock(&turn.lock) {
+                    break taken;
                 }
-                queue = turn.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+            } else if turn.closed.load(Ordering::Acquire) {
+                return;
             }
-        }
-        // The turn first, then the job (see the module's comment).
-        let _holding = Holding::new(turn, lock(&turn.lock));
+            if !spin.step() {
+                // A wake-up after the look above is not lost: it leaves a token that makes
+                // this return at once.
+                parker.park();
+                spin.reset();
+            }
+        };
+        let _holding = Holding::new(turn, taken);
         while let Some(job) = turn.next_job() {
             job();
         }
@@ -250,6 +389,7 @@ fn work(turn: &Arc<Turn>) {
 mod tests {
     use super::*;
     use std::sync::mpsc::{channel, Sender};
+    use std::sync::Barrier;
     use std::thread::ThreadId;
     use std::time::{Duration, Instant};
 
@@ -333,5 +473,99 @@ mod tests {
         assert!(outcome, "sim0 never went idle");
         assert_eq!((ran_inline, ran_queued), (Some(here), Some(here)));
         assert!(!holds_a_turn(), "the turn is given back");
+    }
+
+    /// A spin is bounded: [`SPIN_LOOKS`] steps, then none until it is reset.
+    #[test]
+    fn a_spin_ends_and_starts_again_when_reset() {
+        let mut spin = Spin::new();
+        let steps = std::iter::from_fn(|| spin.step().then_some(())).count();
+        assert_eq!(steps, SPIN_LOOKS as usize);
+        assert!(!spin.step(), "still over");
+        spin.reset();
+        assert!(spin.step(), "reset");
+    }
+
+    /// A thread that finds the device idle runs its queued jobs itself, oldest first, holding
+    /// the turn (a job it runs that submits to the same device runs inline, right there), and
+    /// stops when told to; a turn another thread holds it leaves alone.
+    #[test]
+    fn an_idle_devices_queue_runs_on_the_thread_that_asks() {
+        let queues = Arc::new(DeviceQueues::new(2));
+        let here = std::thread::current().id();
+        let (ran, order) = channel();
+        let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for k in 0..3 {
+            let (ran, nested_queues) = (ran.clone(), Arc::clone(&queues));
+            let finished = Arc::clone(&finished);
+            queues.queue_without_worker(
+                1,
+                Box::new(move || {
+                    assert!(holds_a_turn(), "job {k} runs holding sim0's turn");
+                    let (tx, rx) = channel();
+                    // Sent to its own device from inside a job: queued, it would wait behind
+                    // the job that sent it. It runs here, before this job goes on.
+                    nested_queues.submit(1, SIM, says_where_it_ran(tx));
+                    let nested = rx.try_recv().expect("the nested job ran inline");
+                    ran.send((k, std::thread::current().id(), nested))
+                        .expect("receiver");
+                    finished.fetch_add(1, Ordering::Relaxed);
+                }),
+            );
+        }
+        // Told to stop after two jobs: the third stays queued.
+        let enough = || finished.load(Ordering::Relaxed) >= 2;
+        assert!(queues.run_queued_if_idle(1, enough));
+        assert_eq!(
+            order.try_iter().collect::<Vec<_>>(),
+            vec![(0, here, here), (1, here, here)]
+        );
+        assert!(!holds_a_turn(), "the turn is given back");
+        // Held by another thread: left alone.
+        let (took, release) = (Barrier::new(2), Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _taken = lock(&queues.turns[1].lock);
+                took.wait();
+                release.wait();
+            });
+            took.wait();
+            assert!(!queues.run_queued_if_idle(1, || false));
+            release.wait();
+        });
+        assert_eq!(order.try_iter().count(), 0, "job 2 waits");
+        assert!(queues.run_queued_if_idle(1, || false));
+        assert_eq!(order.try_iter().collect::<Vec<_>>(), vec![(2, here, here)]);
+        assert!(!queues.run_queued_if_idle(1, || false), "nothing is left");
+    }
+
+    /// A job queued while another thread holds the turn runs once the turn is given back,
+    /// though the worker parked meanwhile (it found the turn taken): giving the turn back
+    /// wakes it.
+    #[test]
+    fn a_worker_that_found_the_turn_taken_runs_the_job_once_it_is_given_back() {
+        let queues = DeviceQueues::new(2);
+        let (ran, done) = channel();
+        queues.submit(1, SIM, Box::new(move || ran.send(()).expect("receiver")));
+        done.recv_timeout(PATIENCE).expect("the warm-up job runs");
+        let (tx, rx) = channel();
+        let mut attempts = 0;
+        while queues
+            .run_here_if_idle(1, SIM, || {
+                std::thread::scope(|s| {
+                    s.spawn(|| queues.submit(1, SIM, says_where_it_ran(tx.clone())));
+                });
+                // Long past the worker's spin: it has parked.
+                std::thread::sleep(Duration::from_millis(50));
+                assert!(rx.try_recv().is_err(), "the job waits for the turn");
+            })
+            .is_some()
+        {
+            attempts += 1;
+            assert!(attempts < 1000, "sim0 never went idle");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let worker = rx.recv_timeout(PATIENCE).expect("the worker runs the job");
+        assert_ne!(worker, std::thread::current().id());
     }
 }
