@@ -586,3 +586,54 @@ fn devices_say_where_each_device_comes_from_and_list_the_rest_past_a_broken_one(
     );
     assert!(stderr.contains("/nonexistent/board.toml"), "{stderr}");
 }
+
+/// `--no-prefetch` and the report of copies ahead: pulse Doppler on sim behind a 1 GB/s link
+/// moves the same bytes over the same links either way (and a link of 0 GB/s is refused); with copies ahead (the default) the
+/// JSON names each space that received them, every byte of them used and none wasted, and
+/// without them there is no such entry.
+#[test]
+fn copies_ahead_are_reported_and_no_prefetch_moves_the_same_bytes_without_them() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "pulse-doppler",
+            "--map",
+            "sim",
+            "--frames",
+            "4",
+            "--sim-link",
+            "1",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let (ahead, plain) = (run(&[]), run(&["--no-prefetch"]));
+    // The same bytes over the same links (a scope's pieces make more, smaller copies).
+    let bytes = |run: &Value| -> Vec<(Value, Value, Value)> {
+        let links = run["links"].as_array().expect("links");
+        links
+            .iter()
+            .map(|l| (l["from"].clone(), l["to"].clone(), l["bytes"].clone()))
+            .collect()
+    };
+    assert_eq!(bytes(&ahead), bytes(&plain));
+    assert!(plain.get("prefetches").is_none(), "{plain}");
+    let spaces = ahead["prefetches"]
+        .as_array()
+        .expect("copies ahead reported");
+    assert!(
+        spaces.iter().any(|p| p["space"] == "sim0"),
+        "the scope's inputs: {ahead}"
+    );
+    for p in spaces {
+        assert!(p["bytes"].as_u64() > Some(0), "{p}");
+        assert_eq!(
+            p["used_bytes"], p["bytes"],
+            "every byte copied ahead is used: {p}"
+        );
+        assert_eq!(p["wasted_bytes"], 0, "{p}");
+    }
+    let (ok, _, stderr) = rimms(&["run", "sar", "--sim-link", "0"]);
+    assert!(!ok && stderr.contains("--sim-link"), "{stderr}");
+}
