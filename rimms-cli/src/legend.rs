@@ -69,7 +69,8 @@ pub fn legend(view: View) -> String {
         lines.extend(textwrap::wrap(text, options).into_iter().map(String::from));
     }
     if view == Table {
-        lines.push("--wide adds native, unmerged and no-prefetch times, vs native, fastest–slowest, minimum and allocations".to_string());
+        let wide = "--wide adds native, unmerged and no-prefetch times, vs native, fastest–slowest, minimum and allocations";
+        lines.extend(textwrap::wrap(wide, WIDTH).into_iter().map(String::from));
     }
     lines.join("\n")
 }
