@@ -50,6 +50,12 @@
 //!   or more need whole free nodes or runs across node boundaries, which packing towards
 //!   unit 0 leaves (`benches/alloc_rivals.rs`, fragmenting workload: good fit by class
 //!   refused 683 requests, this none, like TLSF).
+//!   What it does not buy yet is speed on that workload: the search is cheap now, but the
+//!   take and free around it (validating and marking bits, word masks, refiling up to three
+//!   runs, each a `Levels` update, and refiling nodes that single units left stale) cost
+//!   more than the seed's search saved. Callgrind, 20,000 steps of `random_sizes`: NF 18.2 M
+//!   instructions (the seed's 13.9 M), TLSF 2.6 M. A lean single-node take and free is the
+//!   next step (issue 29).
 //! - **Single units do not refile runs.** They change one bit and mark the node *stale*
 //!   (once, until a multi-unit request files its runs again from its map), so a frame loop
 //!   of single-unit pairs pays nothing for the index: refiling on every pair made those
