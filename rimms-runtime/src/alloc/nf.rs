@@ -981,8 +981,17 @@ mod tests {
                 .unwrap_or(if cfg!(miri) { 4 } else { 400 })
         }
 
+        fn config() -> ProptestConfig {
+            let mut config = ProptestConfig::with_cases(cases());
+            if cfg!(miri) {
+                // Miri's isolation has no files to keep failing cases in.
+                config.failure_persistence = None;
+            }
+            config
+        }
+
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(cases()))]
+            #![proptest_config(config())]
 
             #[test]
             fn grants_are_disjoint_in_bounds_and_the_index_matches_a_scan(
