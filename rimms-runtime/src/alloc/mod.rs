@@ -22,10 +22,10 @@
 //!   exactly one 64-byte cache line (`#[repr(C, align(64))]`). Finding or checking a run
 //!   inside a node touches one line, and nodes never share a line, so a node is the natural
 //!   unit of both search and of per-node bookkeeping. The per-node header (free count, the
-//!   node's length, an upper bound on its longest free run, which map words have a free
-//!   unit) lives in a separate dense array of 8-byte entries: the search reads headers of
-//!   many nodes but the map of only the one it picks, so keeping headers apart packs eight
-//!   of them in a line instead of one. (Owner or LRU fields the design mentions would go
+//!   node's length, which map words have a free unit, whether its filed runs are stale)
+//!   lives in a separate dense array of 6-byte entries: the last resort reads headers of
+//!   many nodes but the maps of few, so keeping headers apart packs ten of them in a line
+//!   instead of one. (Owner or LRU fields the design mentions would go
 //!   there too, without touching the maps.)
 //! - **A summary level.** Two hierarchical bitsets over the nodes ("has room", "fully free"),
 //!   each with upper levels of one bit per non-zero word below. Finding the next node with
@@ -36,30 +36,45 @@
 //!   last allocation while it has room. In a frame loop that allocates and frees the same
 //!   sizes, that node usually has room for the next one, so its header answers without the
 //!   summary and its map is already in cache.
-//! - **A size-class index for runs (what TLSF has).** Each node with room is filed under the
-//!   size class of its longest-run bound (`classes.rs`: TLSF's power of two and four linear
-//!   subdivisions of it; the 37 classes of lengths up to 512 fit one bitmap word). A run of
-//!   more than one unit goes to the lowest node among the classes whose bounds all reach it:
-//!   a trailing-zero count and a summary lookup per such class, where the seed walked the
-//!   headers of every node with room from node 0. Lowest node, not TLSF's best fit: NF keeps
-//!   runs inside nodes, and requests of a node or more need whole free nodes, which packing
-//!   runs towards node 0 leaves (`benches/alloc_rivals.rs`: best fit by class refused 119
-//!   requests of its fragmenting workload, this 3). Next fit (the seed's first design) spread
-//!   runs over the whole pool and refused thousands.
+//! - **An index of free runs by size class (what TLSF has).** Every free run of `2..512`
+//!   units inside a node is filed under the class of its length (`classes.rs`: TLSF's power
+//!   of two and four linear subdivisions of it; the 36 classes fit one word), as one bit at
+//!   its first unit in that class's `Levels` over the pool's units, with each class's lowest
+//!   run kept beside it. The node's map serves as TLSF's boundary tags: a run's ends are a
+//!   trailing- or leading-zero count away, so no tag array is kept. A request of `2..512`
+//!   units takes the lowest of: the lowest run of the classes whose every length fits (a
+//!   minimum over at most 36 numbers), the lowest whole free node, and the first run of the
+//!   request's own class that is long enough (measured, and only below the others). That
+//!   is first fit by address, found without walking nodes or searching maps run by run.
+//!   Lowest address, not TLSF's good fit: NF keeps runs inside nodes, and requests of a node
+//!   or more need whole free nodes or runs across node boundaries, which packing towards
+//!   unit 0 leaves (`benches/alloc_rivals.rs`, fragmenting workload: good fit by class
+//!   refused 683 requests, this none, like TLSF).
+//!   What it does not buy yet is speed on that workload: the search is cheap now, but the
+//!   take and free around it (validating and marking bits, word masks, refiling up to three
+//!   runs, each a `Levels` update, and refiling nodes that single units left stale) cost
+//!   more than the seed's search saved. Callgrind, 20,000 steps of `random_sizes`: NF 18.2 M
+//!   instructions (the seed's 13.9 M), TLSF 2.6 M. A lean single-node take and free is the
+//!   next step (issue 29).
+//! - **Single units do not refile runs.** They change one bit and mark the node *stale*
+//!   (once, until a multi-unit request files its runs again from its map), so a frame loop
+//!   of single-unit pairs pays nothing for the index: refiling on every pair made those
+//!   pairs three to six times slower.
 //!
 //! Per request size: one unit takes the lowest free unit of the cursor's node (or of the
 //! next node with room, from the summary), found with a trailing-zero count of the header's
-//! word mask and one of the word. `2..512` units look for a run inside one node, by class as
-//! above; a bound is loose after takes, so a node it lets through that holds no such
-//! run costs one failed search, which sets the bound exactly and refiles the node below the
-//! request. Inside a node the search jumps from run to run with trailing-zero counts, never
-//! bit by bit. `512` or more units look for the first run of fully free nodes in the "fully
-//! free" summary. A free validates the whole range first (in bounds, every unit allocated),
-//! then sets bits and updates counts, touching the summaries only when a node becomes empty,
-//! non-empty, fully free or no longer fully free, and the class index only when a bound
-//! changes class. If neither search finds a run, a last resort looks for the first run across
-//! node boundaries: a free tail, fully free nodes, a free head, read from the headers and
-//! the edge words of partly used nodes; so a request that fits anywhere is granted.
+//! word mask and one of the word. `2..512` units take a run inside one node from the run
+//! index as above, after refiling stale nodes. `512` or more units look for the first run of
+//! fully free nodes in the "fully free" summary. A free validates the whole range first (in
+//! bounds, every unit allocated), then sets bits, updates counts and refiles the runs it
+//! joins, touching the summaries only when a node becomes empty, non-empty, fully free or no
+//! longer fully free. If neither search finds a run, a last resort looks for the first run
+//! across node boundaries: a free tail, fully free nodes, a free head, read from the headers
+//! and the edge words of partly used nodes; so a request that fits anywhere is granted.
+//!
+//! The run index costs memory beside the maps: 36 bits per unit in the classes' sets (4.5
+//! bytes per unit, 0.1 % of a 4 KiB unit), allocated zeroed, so the pages of classes that
+//! never hold a run are never touched.
 //!
 //! A single-unit alloc + free pair is about a hundred instructions whatever the pool size,
 //! with no allocation and no loop over nodes; the benchmark's `per_op` group shows it flat
@@ -71,8 +86,8 @@
 //! no run of `units` contiguous free units exists. Where it places a run:
 //!
 //! - `1 <= units < 512`: inside one node whenever some node holds `units` contiguous free
-//!   units inside itself (for more than one unit, the lowest node of the size classes that
-//!   fit, then the nodes of the request's own class);
+//!   units inside itself (for more than one unit, at the lowest such run that the run index
+//!   offers: see above);
 //! - `units >= 512`: from a node boundary over whole free nodes whenever there is a node `s`
 //!   with `s * 512 + units <= capacity` such that the `ceil(units / 512)` nodes `s, s + 1, ...`
 //!   are all fully free (every unit of each, up to `capacity`, free), at the first such `s`.

@@ -1,8 +1,8 @@
 //! The node–fragment (NF) allocator. The design and its refusal rule are described in the
 //! [module documentation](super).
 
-use super::bitset::{find_run, first_one_in, for_each_mask, longest_run, next_zero, run_start};
-use super::classes::Classes;
+use super::bitset::{first_one_in, for_each_mask, longest_run, next_one, next_zero, run_start};
+use super::classes::Runs;
 use super::levels::Levels;
 use super::{check_range, FreeError, UnitAllocator};
 
@@ -17,22 +17,21 @@ const NODE_WORDS: usize = NODE_UNITS / 64;
 #[repr(C, align(64))]
 struct NodeMap([u64; NODE_WORDS]);
 
-/// Per-node bookkeeping, kept apart from the maps so the search can read many headers per
-/// cache line without pulling in maps it will not use.
+/// Per-node bookkeeping, kept apart from the maps so the searches that read many headers
+/// (the last resort across node boundaries) do not pull in maps they will not use.
 #[derive(Clone, Copy, Debug)]
 struct NodeHeader {
     /// Free units in the node.
     free: u16,
     /// Units in the node: 512, except for a pool's partial last node.
     len: u16,
-    /// An upper bound on the node's longest free run. Lowered to the exact value when a
-    /// search in the node fails, raised when a free merges runs; lets repeated multi-unit
-    /// searches skip nodes that are fragmented without rescanning their maps.
-    max_run: u16,
     /// Bit `w` set iff word `w` of the map has a free unit. A single-unit alloc reads it
     /// instead of testing the map's words in turn: that loop's exit depends on where the
     /// last frees landed, and the branch mispredicts as often as not.
     words: u8,
+    /// The node's runs in the run index may be out of date: set by single-unit allocs and
+    /// frees, which change the map without refiling (see [`NfAllocator::stale`]).
+    stale: bool,
 }
 
 impl NodeHeader {
@@ -41,9 +40,9 @@ impl NodeHeader {
         Self {
             free: len,
             len,
-            max_run: len,
             // A mask of the low `words` bits; at most 8 of them.
             words: ((1u32 << words) - 1) as u8,
+            stale: false,
         }
     }
 }
@@ -82,9 +81,15 @@ fn word_mask(map: &[u64; NODE_WORDS]) -> u8 {
         .fold(0u8, |m, (i, &w)| m | (u8::from(w != 0) << i))
 }
 
+/// Whether unit `off` (`< NODE_UNITS`) of `map` is free.
+#[inline(always)]
+fn is_free(map: &[u64; NODE_WORDS], off: usize) -> bool {
+    map[off / 64] >> (off % 64) & 1 != 0
+}
+
 /// Node–fragment allocator: 512-unit cache-line nodes, a hierarchical summary of which nodes
-/// have room or are fully free, and a next-fit cursor for single units. See the
-/// [module docs](super).
+/// have room or are fully free, an index of the free runs inside nodes by size class, and a
+/// next-fit cursor for single units. See the [module docs](super).
 #[derive(Clone)]
 pub struct NfAllocator {
     capacity: usize,
@@ -95,9 +100,16 @@ pub struct NfAllocator {
     room: Levels,
     /// Nodes whose every unit is free.
     whole: Levels,
-    /// The nodes of `room`, by the size class of their longest-run bound.
-    classes: Classes,
-    /// Node of the last allocation; searches start here and wrap.
+    /// The free runs of `2..512` units inside nodes, by size class: exact for every node
+    /// not in `stale`.
+    runs: Runs,
+    /// Nodes whose runs in `runs` may be out of date. Single units do not refile runs: a
+    /// frame loop of single-unit allocs and frees would pay the index's upkeep on every call
+    /// (it made those pairs three to six times slower) for searches that may never come.
+    /// They mark the node instead, once, and the next multi-unit request files its runs
+    /// again from its map before it searches.
+    stale: Levels,
+    /// Node of the last allocation; single units come from it while it has room.
     cursor: usize,
 }
 
@@ -121,75 +133,37 @@ impl NfAllocator {
         // `n <= free <= 512`: the bits were free, so the cast and subtraction are exact.
         h.free -= n as u16;
         if h.free == 0 {
-            self.sync_summary(node, true);
+            self.sync_summary(node);
         } else if was_whole {
-            // Still filed, under the same bound: only `whole` changes.
+            // Still has room: only `whole` changes.
             self.set_whole(node, false);
         }
         self.free -= n;
     }
 
-    /// Books `lo..hi` of `node` as given back (its bits and word mask already updated).
-    #[inline]
-    fn give(&mut self, node: usize, lo: usize, hi: usize) {
+    /// Books `n` units of `node` as given back (its bits and word mask already updated).
+    #[inline(always)]
+    fn give(&mut self, node: usize, n: usize) {
         let h = &mut self.headers[node];
         let was_empty = h.free == 0;
         // At most the node's 512 units.
-        h.free += (hi - lo) as u16;
+        h.free += n as u16;
         if was_empty {
-            // The node was full. `hi - lo` would be its exact bound, but every single-unit free
-            // after it would then raise the bound (a run measurement and a refiling each, which
-            // made single-unit pairs half again as slow); the node's length is a bound that
-            // needs no raising, and a multi-unit search that finds it loose lowers it once.
-            h.max_run = h.len;
-            self.sync_summary(node, false);
+            self.sync_summary(node);
         } else if h.free == h.len {
-            // Usually already the node's length: only a failed search lowers it.
-            if h.max_run != h.len {
-                let len = usize::from(h.len);
-                self.set_bound(node, len);
-            }
             // It had room and keeps it: only `whole` changes.
             self.set_whole(node, true);
-        } else if h.max_run < h.free {
-            // The freed run may have merged with its neighbours, and only that merged run
-            // can exceed the old bound. Only nodes where a multi-unit search failed get here.
-            self.raise_max_run(node, lo, hi);
         }
-        self.free += hi - lo;
+        self.free += n;
     }
 
-    /// Sets `node`'s longest-run bound, refiling it in the class index (it has room, so it is
-    /// filed there). Out of line: the single-unit paths reach it only when a node turns
-    /// whole after a failed search lowered its bound, and inlined it made their code larger.
+    /// Brings `room` and `whole` in line with `node`'s free count. Needed only when the count
+    /// reaches or leaves 0, which in steady state is rare: kept out of line so the
+    /// single-unit paths stay small.
     #[cold]
     #[inline(never)]
-    fn set_bound(&mut self, node: usize, bound: usize) {
-        let h = &mut self.headers[node];
-        let old = usize::from(h.max_run);
-        // A run in a node: at most 512 units.
-        h.max_run = bound as u16;
-        self.classes.refile(node, old, bound);
-    }
-
-    /// Brings `room`, `classes` and `whole` in line with `node`'s free count; `was_filed`
-    /// says whether the node had room before, and so was filed in `classes` under its bound.
-    /// Whole nodes are filed too (under their length): keeping them out would refile a node
-    /// each time a single unit makes it partly used or whole again, which on an empty pool is
-    /// every alloc + free pair. Needed only when the count reaches or leaves 0 or the node's
-    /// length, which in steady state is rare: kept out of line so the single-unit paths stay
-    /// small.
-    #[cold]
-    #[inline(never)]
-    fn sync_summary(&mut self, node: usize, was_filed: bool) {
+    fn sync_summary(&mut self, node: usize) {
         let h = self.headers[node];
-        let bound = usize::from(h.max_run);
-        let filed = h.free != 0;
-        if was_filed && !filed {
-            self.classes.remove(node, bound);
-        } else if filed && !was_filed {
-            self.classes.insert(node, bound);
-        }
         if h.free == 0 {
             self.room.remove(node);
         } else {
@@ -214,14 +188,57 @@ impl NfAllocator {
         }
     }
 
+    /// Before `lo..hi` of `node`, all free, is taken: unfiles the run around it and files
+    /// what is left of it on either side. The map still shows `lo..hi` free, so the run's
+    /// ends are found from it (the node's map is its boundary tags).
+    #[inline(never)]
+    fn refile_for_take(&mut self, node: usize, lo: usize, hi: usize) {
+        let map = &self.maps[node].0;
+        let (s, e) = (run_start(map, lo), next_zero(map, hi, NODE_UNITS));
+        let base = node * NODE_UNITS;
+        self.runs.remove(base + s, e - s);
+        self.runs.insert(base + s, lo - s);
+        self.runs.insert(base + hi, e - hi);
+    }
+
+    /// Before `lo..hi` of `node`, all taken, is freed: unfiles the free runs that end at `lo`
+    /// and start at `hi`, and files the run they make with `lo..hi`.
+    #[inline(never)]
+    fn refile_for_free(&mut self, node: usize, lo: usize, hi: usize) {
+        let map = &self.maps[node].0;
+        let (s, e) = (run_start(map, lo), next_zero(map, hi, NODE_UNITS));
+        let base = node * NODE_UNITS;
+        self.runs.remove(base + s, lo - s);
+        self.runs.remove(base + hi, e - hi);
+        self.runs.insert(base + s, e - s);
+    }
+
+    /// Notes that `node`'s map changed without its runs being refiled.
     #[cold]
     #[inline(never)]
-    fn raise_max_run(&mut self, node: usize, lo: usize, hi: usize) {
-        let map = &self.maps[node].0;
-        // The run through `lo..hi`; at most NODE_UNITS long, so the cast is exact.
-        let merged = next_zero(map, hi, NODE_UNITS) - run_start(map, lo);
-        let bound = usize::from(self.headers[node].max_run).max(merged);
-        self.set_bound(node, bound);
+    fn mark_stale(&mut self, node: usize) {
+        self.headers[node].stale = true;
+        self.stale.insert(node);
+    }
+
+    /// Files the runs of every stale node again from its map, so that the index is exact
+    /// before a search uses it. A node is stale after single-unit calls; a multi-unit request
+    /// pays for those since the last one, one node map each.
+    fn refile_stale(&mut self) {
+        while let Some(node) = self.stale.next_set(0) {
+            self.runs.unfile_node(node);
+            let map = &self.maps[node].0;
+            let base = node * NODE_UNITS;
+            let mut at = 0;
+            while at < NODE_UNITS {
+                let start = next_one(map, at, NODE_UNITS);
+                let end = next_zero(map, start, NODE_UNITS);
+                self.runs.insert(base + start, end - start);
+                at = end;
+            }
+            self.headers[node].stale = false;
+            self.stale.remove(node);
+        }
     }
 
     #[inline(always)]
@@ -248,15 +265,20 @@ impl NfAllocator {
     /// Takes the lowest free unit of `node`, which has room.
     #[inline(always)]
     fn take_one(&mut self, node: usize) -> Option<usize> {
-        let h = self.headers.get_mut(node)?;
+        let map = &self.maps.get(node)?.0;
         // The node has room, so its word mask is non-zero and `w < NODE_WORDS`.
-        let w = h.words.trailing_zeros() as usize;
-        let word = self.maps.get_mut(node)?.0.get_mut(w)?;
-        let bit = word.trailing_zeros() as usize;
-        *word &= *word - 1;
-        h.words &= !(u8::from(*word == 0) << w);
+        let w = self.headers.get(node)?.words.trailing_zeros() as usize;
+        let word = *map.get(w)?;
+        let off = w * 64 + word.trailing_zeros() as usize;
+        let rest = word & (word - 1);
+        self.maps[node].0[w] = rest;
+        let h = &mut self.headers[node];
+        h.words &= !(u8::from(rest == 0) << w);
+        if !h.stale {
+            self.mark_stale(node);
+        }
         self.take(node, 1);
-        Some(node * NODE_UNITS + w * 64 + bit)
+        Some(node * NODE_UNITS + off)
     }
 
     /// Every request but a single unit: the node rule's fast searches first, then, only where
@@ -267,8 +289,14 @@ impl NfAllocator {
             0 => None,
             1 => self.alloc_one(),
             u if u > self.free => None,
-            u if u < NODE_UNITS => self.alloc_in_node(u).or_else(|| self.alloc_spanning(u)),
-            u => self.alloc_nodes(u).or_else(|| self.alloc_spanning(u)),
+            u if u < NODE_UNITS => {
+                self.refile_stale();
+                self.alloc_in_node(u).or_else(|| self.alloc_spanning(u))
+            }
+            u => {
+                self.refile_stale();
+                self.alloc_nodes(u).or_else(|| self.alloc_spanning(u))
+            }
         }
     }
 
@@ -277,10 +305,8 @@ impl NfAllocator {
     /// a run is the free tail of one node, any fully free nodes, then the free head of the
     /// node after, so the search reads each node's header and, for a partly used node, the
     /// first and last words of its map that are not all free: never a node's inner runs.
-    /// (It used to scan the pool's bitmap run by run, which on a fragmented pool was most of
-    /// NF's time on the fragmenting workload of `benches/alloc_rivals.rs`.) It runs only when
-    /// the node searches failed: there refusing a request that fits would make the runtime
-    /// evict or fail, which costs far more.
+    /// It runs only when the node searches failed: there refusing a request that fits would
+    /// make the runtime evict or fail, which costs far more.
     #[cold]
     #[inline(never)]
     fn alloc_spanning(&mut self, units: usize) -> Option<usize> {
@@ -304,63 +330,49 @@ impl NfAllocator {
         None
     }
 
-    /// `2..NODE_UNITS` units from a single node, by size class (`classes`): the lowest node
-    /// of the classes whose bounds all reach `units`, then the nodes of the class of `units`
-    /// itself in order. A bound is loose after takes (they leave it as it
-    /// was): a node it lets through that holds no such run costs one failed search, which sets
-    /// the bound to the node's exact longest run and so files the node in a class below
-    /// `units`, where this search does not come back to it.
-    ///
-    /// The lowest fitting node, as the seed's first fit from node 0 chose, but found from the
-    /// class bitmap instead of by walking the headers of every node with room: packing runs
-    /// towards node 0 leaves whole nodes for the requests that need them (on the fragmenting
-    /// workload of `benches/alloc_rivals.rs`, 3 refusals; best fit by class, 119).
+    /// `2..NODE_UNITS` units from a single node, from the run index: the lowest of the
+    /// lowest filed run that surely fits (`Runs::first_fit`), the lowest whole node, and the
+    /// first run of the request's own class that is long enough (that class also holds
+    /// shorter runs, so each is measured on its map, and only up to the best start so far). First fit by address, for the reason
+    /// `Runs::first_fit` gives; the index finds it with a trailing-zero count per class where
+    /// the seed walked node headers and searched maps run by run.
     fn alloc_in_node(&mut self, units: usize) -> Option<usize> {
-        while let Some(node) = self.classes.fitting(units) {
-            if let Some(start) = self.try_node(node, units) {
-                return Some(start);
-            }
-        }
-        if !Classes::class_fits(units) {
-            let mut p = 0;
-            while let Some(node) = self.classes.in_class_of(units, p) {
-                if usize::from(self.headers[node].max_run) >= units {
-                    if let Some(start) = self.try_node(node, units) {
-                        return Some(start);
-                    }
+        let filed = self.runs.first_fit(units);
+        // Only the pool's partial last node can be shorter than `units`, and no whole node
+        // comes after it.
+        let whole = self
+            .whole
+            .next_set(0)
+            .filter(|&node| usize::from(self.headers[node].len) >= units)
+            .map(|node| node * NODE_UNITS);
+        let mut lowest = filed.unwrap_or(usize::MAX).min(whole.unwrap_or(usize::MAX));
+        if !Runs::class_fits(units) {
+            // The class's runs come by address: only those below the best so far matter.
+            let mut from = 0;
+            while let Some(start) = self.runs.in_class_of(units, from) {
+                if start >= lowest {
+                    break;
                 }
-                p = node + 1;
+                let off = start % NODE_UNITS;
+                let len = next_zero(&self.maps[start / NODE_UNITS].0, off, NODE_UNITS) - off;
+                if len >= units {
+                    lowest = start;
+                    break;
+                }
+                from = start + 1;
             }
         }
-        None
+        (lowest != usize::MAX).then(|| self.take_at(lowest, units))
     }
 
-    /// `units` from `node` if it holds a run of them; if not, lowers its bound to its exact
-    /// longest run.
-    fn try_node(&mut self, node: usize, units: usize) -> Option<usize> {
-        match find_run(&self.maps[node].0, units) {
-            Ok(off) => Some(self.take_in_node(node, off, units)),
-            Err(longest) => {
-                // Every run was measured: this is the node's exact longest run, at least 1
-                // since the node has room.
-                self.set_bound(node, longest);
-                None
-            }
-        }
-    }
-
-    /// Takes `units` free units at offset `off` of `node`; the cursor moves there.
-    fn take_in_node(&mut self, node: usize, off: usize, units: usize) -> usize {
-        let map = &mut self.maps[node].0;
-        for_each_mask(off, units, |w, m| map[w] &= !m);
-        self.headers[node].words = word_mask(map);
-        self.take(node, units);
-        self.cursor = node;
-        node * NODE_UNITS + off
+    /// Takes `units` free units from unit `start` on, inside one node; the cursor moves there.
+    fn take_at(&mut self, start: usize, units: usize) -> usize {
+        self.take_range(start, units);
+        start
     }
 
     /// `NODE_UNITS` or more units: the first run of whole free nodes long enough, from a node
-    /// boundary (first fit, for the reason `alloc_in_node` gives).
+    /// boundary (first fit: packing towards node 0 leaves long runs of whole nodes at the end).
     fn alloc_nodes(&mut self, units: usize) -> Option<usize> {
         let k = units.div_ceil(NODE_UNITS);
         let mut p = 0;
@@ -382,13 +394,14 @@ impl NfAllocator {
         None
     }
 
-    /// Marks `start..start + units`, all free, as taken, node by node; the cursor moves to the
-    /// last node it touched.
+    /// Marks `start..start + units`, all free, as taken, node by node, refiling the runs it
+    /// cuts; the cursor moves to the last node it touched.
     fn take_range(&mut self, start: usize, units: usize) {
         let end = start + units;
         for node in start / NODE_UNITS..=(end - 1) / NODE_UNITS {
             let base = node * NODE_UNITS;
             let (lo, hi) = (start.max(base) - base, end.min(base + NODE_UNITS) - base);
+            self.refile_for_take(node, lo, hi);
             let map = &mut self.maps[node].0;
             for_each_mask(lo, hi - lo, |w, m| map[w] &= !m);
             self.headers[node].words = word_mask(map);
@@ -419,10 +432,14 @@ impl NfAllocator {
         }
         for node in first..=last {
             let (lo, hi) = chunk(node);
+            // A stale node is filed again from its map before the next search.
+            if !self.headers[node].stale {
+                self.refile_for_free(node, lo, hi);
+            }
             let map = &mut self.maps[node].0;
             for_each_mask(lo, hi - lo, |w, m| map[w] |= m);
             self.headers[node].words = word_mask(map);
-            self.give(node, lo, hi);
+            self.give(node, hi - lo);
         }
         Ok(())
     }
@@ -433,19 +450,17 @@ impl UnitAllocator for NfAllocator {
         let nodes = capacity.div_ceil(NODE_UNITS);
         let mut maps = vec![NodeMap([u64::MAX; NODE_WORDS]); nodes];
         let mut headers = vec![NodeHeader::new(NODE_UNITS as u16); nodes];
+        let mut runs = Runs::new(capacity);
         let tail = capacity % NODE_UNITS;
         if tail != 0 {
-            // The partial last node: bits past `capacity` stay clear (not free) forever.
+            // The partial last node: bits past `capacity` stay clear (not free) forever. Its
+            // whole run is shorter than a node, so the index files it.
             if let (Some(map), Some(h)) = (maps.last_mut(), headers.last_mut()) {
                 map.0 = [0; NODE_WORDS];
                 for_each_mask(0, tail, |w, m| map.0[w] |= m);
                 *h = NodeHeader::new(tail as u16);
+                runs.insert(capacity - tail, tail);
             }
-        }
-        // Every node is whole, filed under its length.
-        let mut classes = Classes::new(nodes);
-        for (node, h) in headers.iter().enumerate() {
-            classes.insert(node, usize::from(h.len));
         }
         Self {
             capacity,
@@ -454,7 +469,8 @@ impl UnitAllocator for NfAllocator {
             headers,
             room: Levels::new(nodes, true),
             whole: Levels::new(nodes, true),
-            classes,
+            runs,
+            stale: Levels::new(nodes, false),
             cursor: 0,
         }
     }
@@ -475,16 +491,18 @@ impl UnitAllocator for NfAllocator {
         if units == 1 && start < self.capacity {
             // The hot path: one bit of one word.
             let (node, off) = (start / NODE_UNITS, start % NODE_UNITS);
-            if let (Some(h), Some(map)) = (self.headers.get_mut(node), self.maps.get_mut(node)) {
-                let bit = 1u64 << (off % 64);
-                // `off < NODE_UNITS`, so `off / 64 < NODE_WORDS`.
-                let word = &mut map.0[off / 64];
-                if *word & bit != 0 {
+            if let Some(map) = self.maps.get(node) {
+                let map = &map.0;
+                if is_free(map, off) {
                     return Err(FreeError::NotAllocated { unit: start });
                 }
-                *word |= bit;
+                self.maps[node].0[off / 64] |= 1u64 << (off % 64);
+                let h = &mut self.headers[node];
                 h.words |= 1 << (off / 64);
-                self.give(node, off, off + 1);
+                if !h.stale {
+                    self.mark_stale(node);
+                }
+                self.give(node, 1);
                 return Ok(());
             }
         }
@@ -510,7 +528,7 @@ impl UnitAllocator for NfAllocator {
 mod tests {
     use super::*;
 
-    /// Checks the summaries and headers against the maps.
+    /// Checks the summaries, headers and run index against the maps.
     fn check(a: &NfAllocator) {
         let mut total = 0;
         for (i, (m, h)) in a.maps.iter().zip(&a.headers).enumerate() {
@@ -518,24 +536,56 @@ mod tests {
             assert_eq!(free, u32::from(h.free), "node {i}");
             assert_eq!(a.room.contains(i), h.free > 0, "node {i}");
             assert_eq!(a.whole.contains(i), h.free == h.len, "node {i}");
-            if h.free > 0 {
-                assert!(a.classes.contains(i, usize::from(h.max_run)), "node {i}");
-            } else {
-                assert!(a.classes.holds_nothing(i), "node {i}");
-            }
-            assert!(usize::from(h.max_run) >= longest_run(m.0), "node {i}");
             assert_eq!(h.words, word_mask(&m.0), "node {i}");
             total += free as usize;
         }
         assert_eq!(total, a.free);
-        assert!(a.classes.nonempty_matches());
+        assert_eq!(
+            a.stale.next_set(0).is_some(),
+            a.headers.iter().any(|h| h.stale)
+        );
+        for (node, h) in a.headers.iter().enumerate() {
+            assert_eq!(a.stale.contains(node), h.stale, "node {node}");
+        }
+        let fresh = |&(start, _): &(usize, usize)| !a.headers[start / NODE_UNITS].stale;
+        let mut filed: Vec<_> = a.runs.all().into_iter().filter(fresh).collect();
+        filed.sort_unstable();
+        let scanned: Vec<_> = runs_by_scan(a).into_iter().filter(fresh).collect();
+        assert_eq!(filed, scanned, "the run index against a scan of the maps");
+        // Once the stale nodes are filed again, the whole index is exact.
+        let mut b = a.clone();
+        b.refile_stale();
+        let mut filed = b.runs.all();
+        filed.sort_unstable();
+        assert_eq!(filed, runs_by_scan(&b), "the refiled index against a scan");
+    }
+
+    /// Every free run of `2..512` units inside a node, as (first unit, class), by address:
+    /// what the run index must hold, found bit by bit.
+    fn runs_by_scan(a: &NfAllocator) -> Vec<(usize, usize)> {
+        let mut runs = Vec::new();
+        for (node, m) in a.maps.iter().enumerate() {
+            let free = |off: usize| m.0[off / 64] >> (off % 64) & 1 == 1;
+            let mut off = 0;
+            while off < NODE_UNITS {
+                let len = (off..NODE_UNITS).take_while(|&u| free(u)).count();
+                if (2..NODE_UNITS).contains(&len) {
+                    runs.push((
+                        node * NODE_UNITS + off,
+                        super::super::classes::class_of(len),
+                    ));
+                }
+                off += len.max(1);
+            }
+        }
+        runs
     }
 
     #[test]
     fn node_map_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<NodeMap>(), 64);
         assert_eq!(std::mem::align_of::<NodeMap>(), 64);
-        assert_eq!(std::mem::size_of::<NodeHeader>(), 8);
+        assert!(std::mem::size_of::<NodeHeader>() <= 8);
     }
 
     /// A failed search lowers a node's bound on its longest run to the exact length; a free
@@ -564,7 +614,7 @@ mod tests {
     #[test]
     fn debug_shows_capacity_free_units_nodes_and_cursor() {
         let mut a = NfAllocator::with_capacity(700);
-        // The lowest node whose class fits: node 0.
+        // The first fit: node 0.
         assert_eq!(a.alloc(10), Some(0));
         assert_eq!(
             format!("{a:?}"),
@@ -590,11 +640,13 @@ mod tests {
         assert_eq!(a.free(600, 100), Ok(()));
         check(&a);
         // All free: first fit puts 188 units in node 0, and 189 more in its rest; then 188
-        // fit only in node 1, the partial node of exactly 188 units.
+        // fit only in node 1, the partial node of exactly 188 units (its run is in the class
+        // of 188, which also holds shorter lengths, so it is measured), and 135 in node 0.
         assert_eq!(a.alloc(188), Some(0));
         assert_eq!(a.alloc(189), Some(188));
         assert_eq!(a.alloc(188), Some(512));
         assert_eq!(a.alloc(136), None);
+        assert_eq!(a.alloc(135), Some(377));
         check(&a);
     }
 
@@ -684,7 +736,7 @@ mod tests {
     fn invalid_frees_change_nothing() {
         let mut a = NfAllocator::with_capacity(1100);
         let x = a.alloc(600).unwrap();
-        // The lowest node whose class fits: node 1, right after `x`.
+        // The first fit: node 1's rest, right after `x`.
         let y = a.alloc(3).unwrap();
         assert_eq!((x, y), (0, 600));
         assert_eq!(
@@ -893,5 +945,92 @@ mod tests {
         assert_eq!(a.alloc(600), None);
         assert_eq!(a.largest_free_run(), 0);
         assert!(a.free(0, 1).is_err());
+    }
+
+    /// The run index under random programs of allocs and frees against a plain model (one
+    /// bool per unit): every grant lies in the pool, is free in the model and is disjoint from
+    /// every live grant; every refusal is one the model agrees no run fits; and after each
+    /// step `check` compares the index with a scan of the maps (fresh nodes at once, stale
+    /// ones after refiling). Single units are drawn often, since they mark nodes stale, and
+    /// so are sizes that fill, cut and merge runs inside nodes.
+    mod run_index {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            Alloc(usize),
+            /// Free the live grant at this index, modulo the number live.
+            Free(usize),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                3 => Just(Step::Alloc(1)),
+                3 => (2..=40usize).prop_map(Step::Alloc),
+                2 => (2..NODE_UNITS).prop_map(Step::Alloc),
+                1 => (NODE_UNITS..=3 * NODE_UNITS).prop_map(Step::Alloc),
+                6 => any::<usize>().prop_map(Step::Free),
+            ]
+        }
+
+        fn cases() -> u32 {
+            std::env::var("RIMMS_PROPTEST_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(if cfg!(miri) { 4 } else { 400 })
+        }
+
+        fn config() -> ProptestConfig {
+            let mut config = ProptestConfig::with_cases(cases());
+            if cfg!(miri) {
+                // Miri's isolation has no files to keep failing cases in.
+                config.failure_persistence = None;
+            }
+            config
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn grants_are_disjoint_in_bounds_and_the_index_matches_a_scan(
+                cap in prop_oneof![1..=3000usize, (1..=6usize).prop_map(|k| k * NODE_UNITS)],
+                steps in prop::collection::vec(step(), 1..120),
+            ) {
+                let mut a = NfAllocator::with_capacity(cap);
+                let mut free = vec![true; cap];
+                let mut live: Vec<(usize, usize)> = Vec::new();
+                for step in steps {
+                    match step {
+                        Step::Alloc(n) => match a.alloc(n) {
+                            Some(start) => {
+                                prop_assert!(start + n <= cap, "{start}+{n} past {cap}");
+                                prop_assert!(
+                                    free[start..start + n].iter().all(|&f| f),
+                                    "{start}+{n} overlaps a live grant"
+                                );
+                                free[start..start + n].fill(false);
+                                live.push((start, n));
+                            }
+                            None => {
+                                let fits = free
+                                    .split(|&f| !f)
+                                    .any(|run| run.len() >= n);
+                                prop_assert!(!fits, "refused {n} units that fit");
+                            }
+                        },
+                        Step::Free(i) if !live.is_empty() => {
+                            let (start, n) = live.swap_remove(i % live.len());
+                            prop_assert_eq!(a.free(start, n), Ok(()));
+                            free[start..start + n].fill(true);
+                        }
+                        Step::Free(_) => {}
+                    }
+                    prop_assert_eq!(a.free_units(), free.iter().filter(|&&f| f).count());
+                    check(&a);
+                }
+            }
+        }
     }
 }
