@@ -588,25 +588,23 @@ mod tests {
         assert!(std::mem::size_of::<NodeHeader>() <= 8);
     }
 
-    /// A failed search lowers a node's bound on its longest run to the exact length; a free
-    /// that merges runs past that bound must raise it again, or the node rule would pass the
-    /// node by for a run it holds.
+    /// A free that joins runs files the joined run in the index, in its (larger) class: the
+    /// next request of that size finds it in the lower node instead of passing it by.
     #[test]
-    fn a_free_that_merges_runs_raises_the_bound_a_failed_search_lowered() {
+    fn a_free_that_joins_runs_files_the_joined_run_for_the_next_request() {
         let mut a = NfAllocator::with_capacity(1024);
         // Node 0 as four runs: 0..4, 4..8, 8..12, 12..512; node 1 untouched.
         let runs = [4, 4, 4, 500].map(|n| a.alloc(n).expect("fits"));
         assert_eq!(runs, [0, 4, 8, 12]);
         a.free(0, 4).expect("free");
         a.free(8, 4).expect("free");
-        // Node 0 has 8 free units but no run of 8: the search there fails, so the run goes to
-        // node 1, and node 0's bound becomes its longest run, 4.
+        // Node 0 has 8 free units but no run of 8, so the run goes to node 1.
         assert_eq!(a.alloc(8), Some(512));
         check(&a);
         // Freeing 4..8 joins 0..12 into one run of 12.
         a.free(4, 4).expect("free");
         check(&a);
-        // The lowest node whose bound fits: node 0, whose run of 12 comes before node 1's.
+        // The lowest run that fits: node 0's run of 12, before node 1's free units.
         assert_eq!(a.alloc(12), Some(0));
         check(&a);
     }
