@@ -16,6 +16,18 @@ use rimms_runtime::{Device, FftDirection, HeteData, Runtime};
 /// The clock is one per process: the tests take turns.
 static TURN: Mutex<()> = Mutex::new(());
 
+/// The emulator's default layout under the ZCU102 timing model.
+fn zcu102() -> FpgaSource {
+    let mut layout = FpgaSource::default_layout();
+    layout.timing = Some(TimingModel::zcu102());
+    FpgaSource::Emulated(layout)
+}
+
+/// A runtime on the emulated board under the ZCU102 timing model.
+fn zcu102_runtime() -> Runtime {
+    Runtime::builder().fpga(zcu102()).build().unwrap()
+}
+
 /// One 256-point FFT on `fft0` of an emulated ZCU102 under the zcu102 model charges exactly:
 ///
 /// - three syncs of 2,048 bytes (input and output for the device, output for the CPU), each
@@ -33,9 +45,7 @@ static TURN: Mutex<()> = Mutex::new(());
 #[test]
 fn an_emulated_fft_charges_the_hand_computed_model_time() {
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    let mut layout = FpgaSource::default_layout();
-    layout.timing = Some(TimingModel::zcu102());
-    let parts = FpgaParts::open(FpgaSource::Emulated(layout)).unwrap();
+    let parts = FpgaParts::open(zcu102()).unwrap();
     assert!(vclock::is_on());
     let acc = &parts.board().accelerators()[0];
     assert_eq!(acc.name(), "fft0");
@@ -99,12 +109,7 @@ fn an_emulated_fft_charges_the_hand_computed_model_time() {
 #[test]
 fn a_runtime_copy_into_the_u_dma_buf_charges_the_a53_memcpy() {
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    let mut layout = FpgaSource::default_layout();
-    layout.timing = Some(TimingModel::zcu102());
-    let rt = Runtime::builder()
-        .fpga(FpgaSource::Emulated(layout))
-        .build()
-        .unwrap();
+    let rt = zcu102_runtime();
     let input: Vec<Complex32> = (0..256).map(|k| Complex32::new(k as f32, 1.0)).collect();
     let x = HeteData::from_slice(&rt, &input).unwrap();
     let mut y = HeteData::<Complex32>::alloc(&rt, 256).unwrap();
@@ -136,9 +141,7 @@ fn fft_from(
 #[test]
 fn two_independent_ffts_on_two_cores_overlap_and_a_chain_adds_up() {
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    let mut layout = FpgaSource::default_layout();
-    layout.timing = Some(TimingModel::zcu102());
-    let parts = FpgaParts::open(FpgaSource::Emulated(layout)).unwrap();
+    let parts = FpgaParts::open(zcu102()).unwrap();
     let board = parts.board();
     let (fft0, fft1) = (
         board.accelerator("fft0").unwrap(),
@@ -192,12 +195,7 @@ fn two_independent_ffts_on_two_cores_overlap_and_a_chain_adds_up() {
 #[test]
 fn a_scope_of_ffts_on_two_cores_overlaps_and_scopes_in_a_row_add_up() {
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    let mut layout = FpgaSource::default_layout();
-    layout.timing = Some(TimingModel::zcu102());
-    let rt = Runtime::builder()
-        .fpga(FpgaSource::Emulated(layout))
-        .build()
-        .unwrap();
+    let rt = zcu102_runtime();
     let input: Vec<Complex32> = (0..256).map(|k| Complex32::new(k as f32, 1.0)).collect();
     let x0 = HeteData::from_slice(&rt, &input).unwrap();
     let x1 = HeteData::from_slice(&rt, &input).unwrap();

@@ -6,19 +6,21 @@
 use rimms_runtime::{Access, Device, HeteData, LinkModel, Runtime, SimConfig};
 use std::time::Duration;
 
-/// A runtime with one sim device behind a slow, timed link: 1 MiB takes about 50 ms.
+/// A runtime with one sim device behind a slow, timed link (1 MiB takes about 50 ms), to build.
+fn slow_link_builder() -> rimms_runtime::RuntimeBuilder {
+    Runtime::builder().sim(SimConfig {
+        link: LinkModel {
+            latency: Duration::from_micros(10),
+            bytes_per_second: 20e6,
+        },
+        simulate_link: true,
+        ..SimConfig::default()
+    })
+}
+
+/// [`slow_link_builder`]'s runtime.
 fn slow_link() -> Runtime {
-    Runtime::builder()
-        .sim(SimConfig {
-            link: LinkModel {
-                latency: Duration::from_micros(10),
-                bytes_per_second: 20e6,
-            },
-            simulate_link: true,
-            ..SimConfig::default()
-        })
-        .build()
-        .expect("runtime")
+    slow_link_builder().build().expect("runtime")
 }
 
 fn copies_to_sim(rt: &Runtime) -> (u64, u64) {
@@ -188,18 +190,7 @@ fn random_programs_with_copies_ahead_keep_every_value_and_waste_only_what_they_r
 
 /// A runtime like [`slow_link`], with copies ahead of their calls switched `on` or off.
 fn slow_link_prefetching(on: bool) -> Runtime {
-    Runtime::builder()
-        .sim(SimConfig {
-            link: LinkModel {
-                latency: Duration::from_micros(10),
-                bytes_per_second: 20e6,
-            },
-            simulate_link: true,
-            ..SimConfig::default()
-        })
-        .prefetch(on)
-        .build()
-        .expect("runtime")
+    slow_link_builder().prefetch(on).build().expect("runtime")
 }
 
 /// The DFT of `x`, straight from its definition, in f64.
@@ -485,15 +476,7 @@ fn a_free_a_fault_and_an_eviction_during_a_copy_ahead_lose_nothing() {
     assert_eq!(x_off, input);
 
     // An eviction of the block a prefetch filled, before any read there.
-    let rt = Runtime::builder()
-        .sim(SimConfig {
-            link: LinkModel {
-                latency: Duration::from_micros(10),
-                bytes_per_second: 20e6,
-            },
-            simulate_link: true,
-            ..SimConfig::default()
-        })
+    let rt = slow_link_builder()
         .pool("sim0", 3 * points * 8)
         .build()
         .expect("runtime");
