@@ -193,6 +193,38 @@ fn slow_link_prefetching(on: bool) -> Runtime {
     slow_link_builder().prefetch(on).build().expect("runtime")
 }
 
+/// The forward FFT of `x` into `y` on sim0, in rows of `points`.
+fn forward_on_sim0(
+    rt: &Runtime,
+    points: usize,
+    x: &HeteData<rimms_runtime::Complex32>,
+    y: &mut HeteData<rimms_runtime::Complex32>,
+) {
+    rt.fft(
+        Device::Sim(0),
+        rimms_runtime::FftDirection::Forward,
+        points,
+        x,
+        y,
+    )
+    .expect("fft");
+}
+
+/// `got` is `want` (an f64 DFT) within single precision's error; `what` names it.
+fn assert_spectrum(
+    got: &[rimms_runtime::Complex32],
+    want: &[(f64, f64)],
+    what: impl std::fmt::Display,
+) {
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        let err = (f64::from(g.re) - w.0).hypot(f64::from(g.im) - w.1);
+        assert!(
+            err <= 1e-3 * (1.0 + w.0.hypot(w.1)),
+            "{what} bin {k}: {g} vs {w:?}"
+        );
+    }
+}
+
 /// The DFT of `x`, straight from its definition, in f64.
 fn naive_dft(x: &[rimms_runtime::Complex32]) -> Vec<(f64, f64)> {
     let n = x.len();
@@ -267,15 +299,8 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
     );
     assert_eq!(copies_off, (1, (rows * points * 8) as u64));
     assert_eq!(ahead, waited, "pieces change no value");
-    for (r, row) in input.chunks(points).enumerate() {
-        for (k, want) in naive_dft(row).into_iter().enumerate() {
-            let got = ahead[r * points + k];
-            let err = (f64::from(got.re) - want.0).hypot(f64::from(got.im) - want.1);
-            assert!(
-                err <= 1e-3 * (1.0 + want.0.hypot(want.1)),
-                "row {r} bin {k}: {got} vs {want:?}"
-            );
-        }
+    for (r, (row, got)) in input.chunks(points).zip(ahead.chunks(points)).enumerate() {
+        assert_spectrum(got, &naive_dft(row), format!("row {r}"));
     }
 }
 
@@ -308,22 +333,8 @@ fn a_frame_loop_copies_each_output_to_where_it_went_last_frame_ahead_of_its_read
             if frame == 3 {
                 rt.reset_stats();
             }
-            rt.fft(
-                Device::Sim(0),
-                rimms_runtime::FftDirection::Forward,
-                points,
-                &x,
-                &mut y,
-            )
-            .expect("fft");
-            let got = y.host().expect("y");
-            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-                let err = (f64::from(g.re) - w.0).hypot(f64::from(g.im) - w.1);
-                assert!(
-                    err <= 1e-3 * (1.0 + w.0.hypot(w.1)),
-                    "frame {frame} bin {k}"
-                );
-            }
+            forward_on_sim0(&rt, points, &x, &mut y);
+            assert_spectrum(y.host().expect("y"), &want, format!("frame {frame}"));
         }
         let back = rt.stats().bytes("sim0", "host").expect("link");
         (back, ahead(&rt, "host"))
@@ -352,16 +363,7 @@ fn a_wrong_prediction_costs_one_counted_copy_and_no_value() {
         let rt = slow_link_prefetching(on);
         let x = HeteData::from_slice(&rt, &input).expect("x");
         let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
-        let fft = |y: &mut HeteData<rimms_runtime::Complex32>| {
-            rt.fft(
-                Device::Sim(0),
-                rimms_runtime::FftDirection::Forward,
-                points,
-                &x,
-                y,
-            )
-            .expect("fft")
-        };
+        let fft = |y: &mut HeteData<rimms_runtime::Complex32>| forward_on_sim0(&rt, points, &x, y);
         for _ in 0..3 {
             fft(&mut y);
             y.host().expect("y");
@@ -385,10 +387,7 @@ fn a_wrong_prediction_costs_one_counted_copy_and_no_value() {
         "bytes moved: the synchronous ones plus the wasted"
     );
     assert_eq!(got, got_off);
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        let err = (f64::from(g.re) - w.0).hypot(f64::from(g.im) - w.1);
-        assert!(err <= 1e-3 * (1.0 + w.0.hypot(w.1)), "bin {k}");
-    }
+    assert_spectrum(&got, &want, "the last frame");
 }
 
 /// Races with a copy in flight: the buffer freed while its predicted copy is on the link
@@ -407,24 +406,10 @@ fn a_free_a_fault_and_an_eviction_during_a_copy_ahead_lose_nothing() {
     let x = HeteData::from_slice(&rt, &input).expect("x");
     let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
     for _ in 0..2 {
-        rt.fft(
-            Device::Sim(0),
-            rimms_runtime::FftDirection::Forward,
-            points,
-            &x,
-            &mut y,
-        )
-        .expect("fft");
+        forward_on_sim0(&rt, points, &x, &mut y);
         y.host().expect("y");
     }
-    rt.fft(
-        Device::Sim(0),
-        rimms_runtime::FftDirection::Forward,
-        points,
-        &x,
-        &mut y,
-    )
-    .expect("fft");
+    forward_on_sim0(&rt, points, &x, &mut y);
     drop(y);
     let bytes = (points * 8) as u64;
     assert_eq!(
