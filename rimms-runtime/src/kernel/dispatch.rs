@@ -616,14 +616,7 @@ mod tests {
     static SCRIBBLE: ApiDecl = ApiDecl::new("scribble");
 
     fn runtime() -> Runtime {
-        Runtime::builder()
-            .host_pool(1 << 20)
-            .sim(SimConfig {
-                pool_bytes: 1 << 20,
-                ..SimConfig::default()
-            })
-            .build()
-            .expect("runtime")
+        crate::runtime::small_test_runtime()
     }
 
     /// A kernel that unwinds after writing part of its output leaves the copy it was given

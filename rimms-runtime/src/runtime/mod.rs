@@ -236,3 +236,16 @@ impl fmt::Debug for Runtime {
             .finish()
     }
 }
+
+/// A runtime for unit tests: 1 MiB of host pool and one sim device of 1 MiB.
+#[cfg(test)]
+pub(crate) fn small_test_runtime() -> Runtime {
+    Runtime::builder()
+        .host_pool(1 << 20)
+        .sim(crate::SimConfig {
+            pool_bytes: 1 << 20,
+            ..crate::SimConfig::default()
+        })
+        .build()
+        .expect("runtime")
+}

@@ -365,7 +365,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 mod tests {
     use super::*;
     use crate::machine::queues::DeviceQueues;
-    use crate::SimConfig;
     use std::sync::mpsc::{channel, RecvTimeoutError};
     use std::thread::ThreadId;
 
@@ -392,14 +391,7 @@ mod tests {
     }
 
     fn runtime() -> Runtime {
-        Runtime::builder()
-            .host_pool(1 << 20)
-            .sim(SimConfig {
-                pool_bytes: 1 << 20,
-                ..SimConfig::default()
-            })
-            .build()
-            .expect("runtime")
+        crate::runtime::small_test_runtime()
     }
 
     /// A job on sim0 that opens a scope and submits to sim0 again, from inside that job, and
