@@ -600,11 +600,11 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
     }
     for p in &run.prefetches {
         text += &format!(
-            "copied ahead into {}: {} ({} used, {} wasted)\n",
+            "copied ahead into {}: {}, of them {} used and {} wasted\n",
             p.space,
             rimms_cli::human::bytes(p.bytes),
-            rimms_cli::human::bytes(p.used_bytes),
-            rimms_cli::human::bytes(p.wasted_bytes)
+            p.used_bytes,
+            p.wasted_bytes
         );
     }
     let retries = run.merge_retries;

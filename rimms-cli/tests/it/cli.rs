@@ -634,6 +634,13 @@ fn copies_ahead_are_reported_and_no_prefetch_moves_the_same_bytes_without_them()
         );
         assert_eq!(p["wasted_bytes"], 0, "{p}");
     }
+    let (ok, text, stderr) = rimms(&["run", "pulse-doppler", "--map", "sim", "--frames", "3"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("copied ahead into sim0: ") && l.ends_with(" wasted")),
+        "{text}"
+    );
     let (ok, _, stderr) = rimms(&["run", "sar", "--sim-link", "0"]);
     assert!(!ok && stderr.contains("--sim-link"), "{stderr}");
 }
