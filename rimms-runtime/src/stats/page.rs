@@ -915,6 +915,10 @@ mod tests {
                 while !done.load(Ordering::Relaxed) {
                     writer.publish(&uniform(k));
                     k += 1;
+                    // Back to back, but not in a loop so tight that a reader on a loaded
+                    // machine never finds the page between two updates (its 200 tries all
+                    // overlap one, which is `Busy`, not a torn read).
+                    std::thread::yield_now();
                 }
             });
             // Stops the writer however the reader ends, a failed assertion included.
