@@ -242,9 +242,9 @@ impl fmt::Debug for Runtime {
 pub(crate) fn small_test_runtime() -> Runtime {
     Runtime::builder()
         .host_pool(1 << 20)
-        .sim(crate::SimConfig {
+        .sim(crate::backend::sim::SimConfig {
             pool_bytes: 1 << 20,
-            ..crate::SimConfig::default()
+            ..crate::backend::sim::SimConfig::default()
         })
         .build()
         .expect("runtime")
