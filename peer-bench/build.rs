@@ -1,4 +1,6 @@
-//! Builds the C harness against StarPU-MPI and Open MPI, with the flags pkg-config gives.
+//! Builds the C harnesses against StarPU-MPI and Open MPI, with the flags pkg-config gives:
+//! `c/peer.c` (the corner turn across ranks, `src/main.rs`) and `c/rows.c` (the single-node
+//! row pipeline and 3-argument task, `src/bin/rows.rs`, which needs plain StarPU only).
 
 use std::process::Command;
 
@@ -19,15 +21,20 @@ fn pkg_config(args: &[&str]) -> Vec<String> {
 }
 
 fn main() {
-    println!("cargo:rerun-if-changed=c/peer.c");
-    let mut build = cc::Build::new();
-    build.file("c/peer.c").flag_if_supported("-O2");
-    for flag in pkg_config(&["--cflags", "starpumpi-1.3", "ompi-c"]) {
-        if let Some(dir) = flag.strip_prefix("-I") {
-            build.include(dir);
+    let cflags = pkg_config(&["--cflags", "starpumpi-1.3", "ompi-c"]);
+    for harness in ["peer", "rows"] {
+        println!("cargo:rerun-if-changed=c/{harness}.c");
+        let mut build = cc::Build::new();
+        build
+            .file(format!("c/{harness}.c"))
+            .flag_if_supported("-O2");
+        for flag in &cflags {
+            if let Some(dir) = flag.strip_prefix("-I") {
+                build.include(dir);
+            }
         }
+        build.compile(harness);
     }
-    build.compile("peer");
     for flag in pkg_config(&["--libs", "starpumpi-1.3", "ompi-c"]) {
         if let Some(dir) = flag.strip_prefix("-L") {
             println!("cargo:rustc-link-search=native={dir}");
