@@ -83,13 +83,7 @@ pub(super) struct Runs {
     nonempty: u64,
     /// The first units of the runs of each class.
     starts: Vec<Levels>,
-    /// Per node, the classes it may have runs filed in (a superset: removing a run leaves its
-    /// bit), so that [`Runs::unfile_node`] visits only those.
-    classes_of_node: Vec<u64>,
 }
-
-/// Units per node: a node's runs are the bits of 8 whole level-0 words of each class's set.
-const NODE_UNITS: usize = 512;
 
 impl Runs {
     /// An index over a pool of `units` units, holding no run.
@@ -101,7 +95,6 @@ impl Runs {
             starts: (0..CLASSES)
                 .map(|c| Levels::new(if c < SHORTEST { 0 } else { units }, false))
                 .collect(),
-            classes_of_node: vec![0; units.div_ceil(NODE_UNITS)],
         }
     }
 
@@ -114,7 +107,6 @@ impl Runs {
             self.starts[c].insert(start);
             self.lowest[c] = self.lowest[c].min(start);
             self.nonempty |= 1 << c;
-            self.classes_of_node[start / NODE_UNITS] |= 1 << c;
         }
     }
 
@@ -138,22 +130,6 @@ impl Runs {
             None => {
                 self.lowest[c] = usize::MAX;
                 self.nonempty &= !(1 << c);
-            }
-        }
-    }
-
-    /// Takes out every run filed in `node`, whatever its class: a node whose map changed
-    /// without its runs being refiled (see `NfAllocator::stale`) is unfiled whole, then filed
-    /// again from its map.
-    pub(super) fn unfile_node(&mut self, node: usize) {
-        let mut classes = std::mem::take(&mut self.classes_of_node[node]);
-        while classes != 0 {
-            let c = classes.trailing_zeros() as usize;
-            classes &= classes - 1;
-            let words = NODE_UNITS / 64;
-            self.starts[c].clear_words(node * words, words);
-            if self.lowest[c] / NODE_UNITS == node {
-                self.set_lowest(c, node * NODE_UNITS);
             }
         }
     }
@@ -310,11 +286,8 @@ mod tests {
         r.remove(900, 1);
         r.remove(1024, 512);
         assert_eq!(r.all(), [(2500, class_of(10)), (700, class_of(20))]);
-        // Unfiling a node takes out its runs of every class, and only its own.
-        r.insert(600, 3);
-        r.unfile_node(1);
-        assert_eq!(r.all(), [(2500, class_of(10))]);
-        r.unfile_node(4);
+        r.remove(700, 20);
+        r.remove(2500, 10);
         assert_eq!(r.all(), []);
         assert_eq!(r.first_fit(2), None);
     }

@@ -133,16 +133,6 @@ impl Levels {
         Some(next * 64 + word.trailing_zeros() as usize)
     }
 
-    /// Clears level-0 words `first..first + count` (those of them that exist): a block of
-    /// items leaves at once, as when a node's runs are unfiled.
-    pub(super) fn clear_words(&mut self, first: usize, count: usize) {
-        for w in first..(first + count).min(self.bits.len()) {
-            if std::mem::take(&mut self.bits[w]) != 0 {
-                self.propagate_remove(w);
-            }
-        }
-    }
-
     /// How many consecutive bits are set starting at `start`, counting at most `max`.
     #[inline]
     pub(super) fn run_len(&self, start: usize, max: usize) -> usize {
