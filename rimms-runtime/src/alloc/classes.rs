@@ -100,7 +100,7 @@ impl Runs {
 
     /// Files the run `start..start + len` (a maximal free run inside one node); a length the
     /// index does not file (one unit, a whole node) is ignored, so callers need not test it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn insert(&mut self, start: usize, len: usize) {
         if filed(len) {
             let c = class_of(len);
@@ -112,7 +112,7 @@ impl Runs {
 
     /// Takes out the run `start..start + len`, filed by [`Runs::insert`]; ignores lengths the
     /// index does not file, as `insert` does.
-    #[inline]
+    #[inline(always)]
     pub(super) fn remove(&mut self, start: usize, len: usize) {
         if filed(len) {
             let c = class_of(len);
@@ -123,7 +123,38 @@ impl Runs {
         }
     }
 
-    /// Class `c`'s lowest run is gone: the next is its first at or after `from`.
+    /// The run `old_start..old_start + old_len` becomes `new_start..new_start + new_len`
+    /// (`new_start >= old_start`, and no other filed run starts in `old_start..new_start`: a
+    /// run that loses its head or grows at its tail). When both lengths share a class, the
+    /// class's lowest run follows the move without a search, and a run that only grew stays
+    /// as it is; otherwise this is a removal and an insertion.
+    #[inline(always)]
+    pub(super) fn replace(
+        &mut self,
+        old_start: usize,
+        old_len: usize,
+        new_start: usize,
+        new_len: usize,
+    ) {
+        let c = class_of(old_len);
+        if filed(old_len) && filed(new_len) && c == class_of(new_len) {
+            if old_start != new_start {
+                self.starts[c].remove(old_start);
+                self.starts[c].insert(new_start);
+                // No run of the class starts between the two, so the moved run stays lowest.
+                if self.lowest[c] == old_start {
+                    self.lowest[c] = new_start;
+                }
+            }
+            return;
+        }
+        self.remove(old_start, old_len);
+        self.insert(new_start, new_len);
+    }
+
+    /// Class `c`'s lowest run is gone: the next is its first at or after `from`. Out of
+    /// line: it searches the class's set, which the common removals do not need.
+    #[inline(never)]
     fn set_lowest(&mut self, c: usize, from: usize) {
         match self.starts[c].next_set(from) {
             Some(start) => self.lowest[c] = start,

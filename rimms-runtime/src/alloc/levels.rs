@@ -50,6 +50,13 @@ impl Levels {
         i < self.len && self.bits[i / 64] & (1u64 << (i % 64)) != 0
     }
 
+    /// Whether no bit is set: one word, the top level's.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        let top = self.upper.last().unwrap_or(&self.bits);
+        top.iter().all(|&w| w == 0)
+    }
+
     /// Sets bit `i` (`i < len`).
     #[inline]
     pub(super) fn insert(&mut self, i: usize) {
@@ -158,8 +165,10 @@ mod tests {
                 .into_iter()
                 .filter(|&i| i < len)
                 .collect();
+            assert!(l.is_empty(), "{len}");
             for &i in &picks {
                 l.insert(i);
+                assert!(!l.is_empty(), "{len}");
             }
             for &i in &picks {
                 assert!(l.contains(i));
@@ -175,6 +184,7 @@ mod tests {
                 l.remove(i);
             }
             assert_eq!(l.next_set(0), None);
+            assert!(l.is_empty(), "{len}");
             assert!(l
                 .bits
                 .iter()
