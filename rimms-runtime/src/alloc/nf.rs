@@ -266,8 +266,7 @@ impl NfAllocator {
     /// uses it. A node is stale after single-unit calls; a multi-unit request pays for those
     /// since the last one. Only the runs that touch a changed bit are refiled: a run whose
     /// bits and bounding clear bits did not change is the same run in the old map and the
-    /// new. Unfiling and refiling the whole node instead cost about 1,900 instructions per
-    /// stale node on the random-size workload, a fifth of its time.
+    /// new, so it is neither unfiled nor searched for.
     fn refile_stale(&mut self) {
         if self.stale.is_empty() {
             return;
