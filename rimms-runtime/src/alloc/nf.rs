@@ -138,8 +138,8 @@ pub struct NfAllocator {
     /// Nodes whose runs in `runs` may be out of date. Single units do not refile runs: a
     /// frame loop of single-unit allocs and frees would pay the index's upkeep on every call
     /// (it made those pairs three to six times slower) for searches that may never come.
-    /// They mark the node instead, once, and the next multi-unit request files its runs
-    /// again from its map before it searches.
+    /// They mark the node instead, once, and the next multi-unit request refiles the runs
+    /// near the bits that changed (see [`NfAllocator::refile_stale`]) before it searches.
     stale: Levels,
     /// For each stale node, its map as the run index last saw it (the rest are unused).
     filed_maps: Vec<NodeMap>,
@@ -906,6 +906,9 @@ mod tests {
             assert_eq!(a.alloc(cap), Some(0), "cap {cap}");
             assert_eq!(a.free(cap, 1), out_of_range(cap, 1), "cap {cap}");
             assert_eq!(a.free(cap + 1, 1), out_of_range(cap + 1, 1), "cap {cap}");
+            // Multi-unit frees take their own path: past the end, and straddling it.
+            assert_eq!(a.free(cap + 1, 2), out_of_range(cap + 1, 2), "cap {cap}");
+            assert_eq!(a.free(cap - 1, 2), out_of_range(cap - 1, 2), "cap {cap}");
             assert_eq!(
                 a.alloc(1),
                 None,
