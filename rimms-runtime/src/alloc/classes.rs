@@ -83,13 +83,7 @@ pub(super) struct Runs {
     nonempty: u64,
     /// The first units of the runs of each class.
     starts: Vec<Levels>,
-    /// Per node, the classes it may have runs filed in (a superset: removing a run leaves its
-    /// bit), so that [`Runs::unfile_node`] visits only those.
-    classes_of_node: Vec<u64>,
 }
-
-/// Units per node: a node's runs are the bits of 8 whole level-0 words of each class's set.
-const NODE_UNITS: usize = 512;
 
 impl Runs {
     /// An index over a pool of `units` units, holding no run.
@@ -101,26 +95,24 @@ impl Runs {
             starts: (0..CLASSES)
                 .map(|c| Levels::new(if c < SHORTEST { 0 } else { units }, false))
                 .collect(),
-            classes_of_node: vec![0; units.div_ceil(NODE_UNITS)],
         }
     }
 
     /// Files the run `start..start + len` (a maximal free run inside one node); a length the
     /// index does not file (one unit, a whole node) is ignored, so callers need not test it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn insert(&mut self, start: usize, len: usize) {
         if filed(len) {
             let c = class_of(len);
             self.starts[c].insert(start);
             self.lowest[c] = self.lowest[c].min(start);
             self.nonempty |= 1 << c;
-            self.classes_of_node[start / NODE_UNITS] |= 1 << c;
         }
     }
 
     /// Takes out the run `start..start + len`, filed by [`Runs::insert`]; ignores lengths the
     /// index does not file, as `insert` does.
-    #[inline]
+    #[inline(always)]
     pub(super) fn remove(&mut self, start: usize, len: usize) {
         if filed(len) {
             let c = class_of(len);
@@ -131,29 +123,44 @@ impl Runs {
         }
     }
 
-    /// Class `c`'s lowest run is gone: the next is its first at or after `from`.
+    /// The run `old_start..old_start + old_len` becomes `new_start..new_start + new_len`
+    /// (`new_start >= old_start`, and no other filed run starts in `old_start..new_start`: a
+    /// run that loses its head or grows at its tail). When both lengths share a class, the
+    /// class's lowest run follows the move without a search, and a run that only grew stays
+    /// as it is; otherwise this is a removal and an insertion.
+    #[inline(always)]
+    pub(super) fn replace(
+        &mut self,
+        old_start: usize,
+        old_len: usize,
+        new_start: usize,
+        new_len: usize,
+    ) {
+        let c = class_of(old_len);
+        if filed(old_len) && filed(new_len) && c == class_of(new_len) {
+            if old_start != new_start {
+                self.starts[c].remove(old_start);
+                self.starts[c].insert(new_start);
+                // No run of the class starts between the two, so the moved run stays lowest.
+                if self.lowest[c] == old_start {
+                    self.lowest[c] = new_start;
+                }
+            }
+            return;
+        }
+        self.remove(old_start, old_len);
+        self.insert(new_start, new_len);
+    }
+
+    /// Class `c`'s lowest run is gone: the next is its first at or after `from`. Out of
+    /// line: it searches the class's set, which the common removals do not need.
+    #[inline(never)]
     fn set_lowest(&mut self, c: usize, from: usize) {
         match self.starts[c].next_set(from) {
             Some(start) => self.lowest[c] = start,
             None => {
                 self.lowest[c] = usize::MAX;
                 self.nonempty &= !(1 << c);
-            }
-        }
-    }
-
-    /// Takes out every run filed in `node`, whatever its class: a node whose map changed
-    /// without its runs being refiled (see `NfAllocator::stale`) is unfiled whole, then filed
-    /// again from its map.
-    pub(super) fn unfile_node(&mut self, node: usize) {
-        let mut classes = std::mem::take(&mut self.classes_of_node[node]);
-        while classes != 0 {
-            let c = classes.trailing_zeros() as usize;
-            classes &= classes - 1;
-            let words = NODE_UNITS / 64;
-            self.starts[c].clear_words(node * words, words);
-            if self.lowest[c] / NODE_UNITS == node {
-                self.set_lowest(c, node * NODE_UNITS);
             }
         }
     }
@@ -310,11 +317,8 @@ mod tests {
         r.remove(900, 1);
         r.remove(1024, 512);
         assert_eq!(r.all(), [(2500, class_of(10)), (700, class_of(20))]);
-        // Unfiling a node takes out its runs of every class, and only its own.
-        r.insert(600, 3);
-        r.unfile_node(1);
-        assert_eq!(r.all(), [(2500, class_of(10))]);
-        r.unfile_node(4);
+        r.remove(700, 20);
+        r.remove(2500, 10);
         assert_eq!(r.all(), []);
         assert_eq!(r.first_fit(2), None);
     }

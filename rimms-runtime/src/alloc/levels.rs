@@ -50,6 +50,13 @@ impl Levels {
         i < self.len && self.bits[i / 64] & (1u64 << (i % 64)) != 0
     }
 
+    /// Whether no bit is set: one word, the top level's.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        let top = self.upper.last().unwrap_or(&self.bits);
+        top.iter().all(|&w| w == 0)
+    }
+
     /// Sets bit `i` (`i < len`).
     #[inline]
     pub(super) fn insert(&mut self, i: usize) {
@@ -133,16 +140,6 @@ impl Levels {
         Some(next * 64 + word.trailing_zeros() as usize)
     }
 
-    /// Clears level-0 words `first..first + count` (those of them that exist): a block of
-    /// items leaves at once, as when a node's runs are unfiled.
-    pub(super) fn clear_words(&mut self, first: usize, count: usize) {
-        for w in first..(first + count).min(self.bits.len()) {
-            if std::mem::take(&mut self.bits[w]) != 0 {
-                self.propagate_remove(w);
-            }
-        }
-    }
-
     /// How many consecutive bits are set starting at `start`, counting at most `max`.
     #[inline]
     pub(super) fn run_len(&self, start: usize, max: usize) -> usize {
@@ -168,8 +165,10 @@ mod tests {
                 .into_iter()
                 .filter(|&i| i < len)
                 .collect();
+            assert!(l.is_empty(), "{len}");
             for &i in &picks {
                 l.insert(i);
+                assert!(!l.is_empty(), "{len}");
             }
             for &i in &picks {
                 assert!(l.contains(i));
@@ -185,6 +184,7 @@ mod tests {
                 l.remove(i);
             }
             assert_eq!(l.next_set(0), None);
+            assert!(l.is_empty(), "{len}");
             assert!(l
                 .bits
                 .iter()

@@ -50,16 +50,24 @@
 //!   or more need whole free nodes or runs across node boundaries, which packing towards
 //!   unit 0 leaves (`benches/alloc_rivals.rs`, fragmenting workload: good fit by class
 //!   refused 683 requests, this none, like TLSF).
-//!   What it does not buy yet is speed on that workload: the search is cheap now, but the
-//!   take and free around it (validating and marking bits, word masks, refiling up to three
-//!   runs, each a `Levels` update, and refiling nodes that single units left stale) cost
-//!   more than the seed's search saved. Callgrind, 20,000 steps of `random_sizes`: NF 18.2 M
-//!   instructions (the seed's 13.9 M), TLSF 2.6 M. A lean single-node take and free is the
-//!   next step (issue 29).
+//!   What it does not buy yet is speed on that workload. The search is cheap, and the take
+//!   and free around it are leaner than they were (a take starts at a run head whose length
+//!   the search measured, and moves the run in place when its rest stays in its class; a
+//!   free inside one node checks and sets its bits a word mask at a time; a stale node
+//!   refiles only the runs near its changed bits), but each is still a few `Levels` updates,
+//!   map scans for the run ends and a minimum over the classes, where TLSF unlinks and links
+//!   a list node. Callgrind, `random_sizes` (the report's 200,000 steps plus one timed run of
+//!   20,000), `alloc` + `free`: NF 145.8 M instructions (184.8 M before this step), TLSF
+//!   17.0 M, the offset allocator 47.6 M. Per multi-unit request NF now spends about 350
+//!   instructions taking the run, 370 finding it (half of it the minimum over classes) and
+//!   about 450 freeing a run, so it stays about 8.6x TLSF's instructions (issue 29).
 //! - **Single units do not refile runs.** They change one bit and mark the node *stale*
-//!   (once, until a multi-unit request files its runs again from its map), so a frame loop
-//!   of single-unit pairs pays nothing for the index: refiling on every pair made those
-//!   pairs three to six times slower.
+//!   (once, until a multi-unit request refiles it), keeping a copy of the map as the index
+//!   knew it, so a frame loop of single-unit pairs pays nothing for the index: refiling on
+//!   every pair made those pairs three to six times slower. The next multi-unit request
+//!   refiles only the runs that touch a bit that changed since (a run whose bits and
+//!   bounding clear bits did not change is the same run), not the whole node as it did
+//!   before (unfiling every class the node had held and rescanning its map).
 //!
 //! Per request size: one unit takes the lowest free unit of the cursor's node (or of the
 //! next node with room, from the summary), found with a trailing-zero count of the header's
@@ -67,14 +75,15 @@
 //! index as above, after refiling stale nodes. `512` or more units look for the first run of
 //! fully free nodes in the "fully free" summary. A free validates the whole range first (in
 //! bounds, every unit allocated), then sets bits, updates counts and refiles the runs it
-//! joins, touching the summaries only when a node becomes empty, non-empty, fully free or no
+//! joins (a free inside one node, the common case, with one mask per word for both), touching the summaries only when a node becomes empty, non-empty, fully free or no
 //! longer fully free. If neither search finds a run, a last resort looks for the first run
 //! across node boundaries: a free tail, fully free nodes, a free head, read from the headers
 //! and the edge words of partly used nodes; so a request that fits anywhere is granted.
 //!
 //! The run index costs memory beside the maps: 36 bits per unit in the classes' sets (4.5
 //! bytes per unit, 0.1 % of a 4 KiB unit), allocated zeroed, so the pages of classes that
-//! never hold a run are never touched.
+//! never hold a run are never touched, and one bit per unit for the stale nodes' copies of
+//! their maps.
 //!
 //! A single-unit alloc + free pair is about a hundred instructions whatever the pool size,
 //! with no allocation and no loop over nodes; the benchmark's `per_op` group shows it flat
