@@ -773,7 +773,8 @@ impl RawBuffer {
     /// Evicts this buffer's block in `space` to make room for an allocation of
     /// `why.needed` bytes there: writes back what only the block holds, drops the rest, frees
     /// it. Returns the bytes freed, or `None` where the buffer is busy (another thread holds
-    /// its lock), in use (pinned), or has no block there. A failed write-back changes nothing.
+    /// its lock), in use (pinned), has a copy still landing in that block, or has no block
+    /// there. A failed write-back changes nothing.
     pub(crate) fn evict(&self, space: SpaceId, why: Pressure) -> Result<Option<usize>> {
         let Some(mut inner) = self.state.try_lock() else {
             return Ok(None);
@@ -784,7 +785,7 @@ impl RawBuffer {
         // The handshake of `data::lease`: withdraw the summary, then look at the leases. On
         // every early return the guard republishes the table's summary unchanged.
         inner.withdraw();
-        if self.pinned_in(space) {
+        if self.pinned_in(space) || inner.in_flight.landing_into(space, Instant::now()) {
             return Ok(None);
         }
         self.retire(&mut inner, space, why).map(Some)
@@ -1094,6 +1095,9 @@ impl Drop for RawBuffer {
             .drop_ahead(None, &(0..self.bytes), |s, _, n| {
                 memory.record_ahead(s, Ahead::Wasted, n.len() as u64)
             });
+        // A copy still on its link would write into memory the pool has handed on. No one
+        // else can reach the buffer now, so waiting under its lock holds up no one.
+        inner.in_flight.landing().wait();
         for (space, block) in inner.blocks.iter_mut().enumerate() {
             if let Some(window) = block.take() {
                 let space = SpaceId(space as u8);

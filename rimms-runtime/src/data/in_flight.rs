@@ -116,7 +116,8 @@ impl InFlight {
     /// Settles the copies made ahead that an access with `access` to `bytes` in `space` uses
     /// (a read there) or makes stale (a write anywhere, which leaves only its own copy
     /// valid): `count(space, used, bytes)` gets each one's overlap with `bytes` (a byte
-    /// range), which is forgotten. Call it once the access has waited for them (`before`).
+    /// range), which is then no longer a copy ahead, only a copy in flight until it lands.
+    /// Call it under the lock that computed what the access waits for (`before`).
     pub(crate) fn settle_ahead(
         &mut self,
         space: SpaceId,
@@ -136,9 +137,9 @@ impl InFlight {
         });
     }
 
-    /// Forgets the copies made ahead into `space` (every space, for `None`) that overlap
-    /// `bytes`: the block there is gone or cut (or the buffer is), so they are wasted;
-    /// `count` gets each as [`Self::settle_ahead`]'s does.
+    /// Counts as wasted the copies made ahead into `space` (every space, for `None`) that
+    /// overlap `bytes`: the block there is going or cut (or the buffer is). `count` gets each
+    /// as [`Self::settle_ahead`]'s does; what is still on its link stays in flight.
     pub(crate) fn drop_ahead(
         &mut self,
         space: Option<SpaceId>,
@@ -154,8 +155,8 @@ impl InFlight {
     }
 
     /// Takes the overlap with `bytes` of every copy made ahead for which `used` says whether
-    /// it was used (`Some(true)`) or wasted (`Some(false)`), counting it; what lies outside
-    /// `bytes` is kept.
+    /// it was used (`Some(true)`) or wasted (`Some(false)`), counting it and keeping it as a
+    /// plain copy in flight; what lies outside `bytes` stays a copy ahead.
     fn take(
         &mut self,
         bytes: &Range<usize>,
@@ -173,6 +174,14 @@ impl InFlight {
             };
             let (start, end) = (c.bytes.start.max(bytes.start), c.bytes.end.min(bytes.end));
             count(c.space, used, start..end);
+            // Counted, but still on its link until it lands: kept as a plain copy in flight,
+            // which `settle` forgets then. Forgotten now, its space's bit would come back
+            // into the summary at once, and a call on the fast path would pass the copy.
+            kept.push(InTransit {
+                bytes: start..end,
+                ahead: false,
+                ..c.clone()
+            });
             for rest in [c.bytes.start..start, end..c.bytes.end] {
                 if !rest.is_empty() {
                     kept.push(InTransit {
@@ -192,6 +201,20 @@ impl InFlight {
         self.copies.retain(|c| c.ahead || c.lands > now);
         self.remask();
         self.mask != 0
+    }
+
+    /// Whether a copy into `space` is still on its link at `now`: its block there may be
+    /// neither freed nor moved until it lands (a copy engine would write into whatever took
+    /// the memory).
+    pub(crate) fn landing_into(&self, space: SpaceId, now: Instant) -> bool {
+        self.copies
+            .iter()
+            .any(|c| c.space == space && c.lands > now)
+    }
+
+    /// When every copy recorded has landed: what freeing the buffer waits for.
+    pub(crate) fn landing(&self) -> Pending {
+        self.latest(&(0..usize::MAX), |_| true)
     }
 
     fn remask(&mut self) {
@@ -257,5 +280,42 @@ mod tests {
         assert!(!f.settle(now + Duration::from_secs(5)));
         assert_eq!(f.mask, 0);
         assert_eq!(f.before(sim0, &(0..4096), Access::Write).deadline(), None);
+    }
+
+    #[test]
+    fn a_copy_ahead_used_or_dropped_before_it_lands_stays_in_flight_until_it_lands() {
+        let now = Instant::now();
+        let (sim0, sim1) = (SpaceId(1), SpaceId(2));
+        let lands = now + Duration::from_secs(5);
+        let mut f = InFlight::default();
+        f.record(sim0, 0..4096, Pending::until(lands), true);
+        f.record(sim1, 0..4096, Pending::until(lands), true);
+        let mut counted = Vec::new();
+        f.settle_ahead(sim0, &(0..4096), Access::Read, |s, used, b| {
+            counted.push((s, used, b))
+        });
+        f.drop_ahead(Some(sim1), &(0..4096), |s, used, b| {
+            counted.push((s, used, b))
+        });
+        assert_eq!(
+            counted,
+            [(sim0, true, 0..4096), (sim1, false, 0..4096)],
+            "each counted once, when used or dropped"
+        );
+        // Still on their links: the fast path stays off both spaces, a read there still
+        // waits, and neither block may go.
+        assert_eq!(f.mask, u64::from(sim0.bit() | sim1.bit()));
+        assert_eq!(
+            f.before(sim0, &(0..4096), Access::Read).deadline(),
+            Some(lands)
+        );
+        assert!(f.landing_into(sim1, now));
+        assert_eq!(f.landing().deadline(), Some(lands));
+        // Counted already: neither is counted again.
+        f.drop_ahead(None, &(0..4096), |s, used, b| counted.push((s, used, b)));
+        assert_eq!(counted.len(), 2);
+        assert!(!f.settle(lands));
+        assert!(!f.landing_into(sim1, now));
+        assert_eq!(f.mask, 0);
     }
 }

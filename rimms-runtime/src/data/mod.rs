@@ -10,6 +10,8 @@ mod buffer;
 mod checksum;
 mod evict;
 mod in_flight;
+#[cfg(all(test, loom))]
+mod in_flight_loom;
 mod lease;
 #[cfg(all(test, loom))]
 mod lease_loom;

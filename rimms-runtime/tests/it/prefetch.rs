@@ -503,3 +503,52 @@ fn a_free_a_fault_and_an_eviction_during_a_copy_ahead_lose_nothing() {
         assert!((f64::from(*m) - f64::from(z.norm())).abs() <= 1e-5, "{i}");
     }
 }
+
+/// Two threads calling kernels that read one buffer whose copy to sim0 is in flight: one finds
+/// it on the locked path and waits for it to land, the other may find its bit back in the
+/// summary and take the lock-free path. Repeated so that ThreadSanitizer (which CI runs on
+/// this file) sees the copy, its landing and a fast-path read interleave many ways; every
+/// result is the input's magnitude, computed here in f64.
+#[test]
+fn threads_reading_a_buffer_in_flight_see_only_its_landed_bytes() {
+    let rt = slow_link();
+    // 256 KiB: about 13 ms on the link, longer than a thread takes to start and call even
+    // under ThreadSanitizer, so the calls find the copy still in flight.
+    let n = 1 << 15;
+    for round in 0..8 {
+        let input: Vec<rimms_runtime::Complex32> = (0..n)
+            .map(|i| rimms_runtime::Complex32::new((i + round) as f32, 2.0))
+            .collect();
+        let x = HeteData::from_slice(&rt, &input).expect("x");
+        let p = x.prefetch_async(Device::Sim(0)).expect("prefetch");
+        let results = std::thread::scope(|s| {
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut y = HeteData::<f32>::alloc(&rt, n).expect("y");
+                        rt.magnitude(Device::Sim(0), &x, &mut y).expect("magnitude");
+                        // Whichever path it took, the call started after the copy landed.
+                        assert!(
+                            p.is_done(),
+                            "round {round}: a call ran before its input landed"
+                        );
+                        y.host().expect("y").to_vec()
+                    })
+                })
+                .collect();
+            readers
+                .into_iter()
+                .map(|r| r.join().expect("reader"))
+                .collect::<Vec<_>>()
+        });
+        for got in results {
+            for (i, (v, z)) in got.iter().zip(&input).enumerate() {
+                let want = f64::from(z.re).hypot(f64::from(z.im));
+                assert!(
+                    (f64::from(*v) - want).abs() <= 1e-6 * want,
+                    "round {round}, {i}: {v} vs {want}"
+                );
+            }
+        }
+    }
+}
