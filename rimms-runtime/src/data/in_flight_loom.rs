@@ -23,6 +23,7 @@
 use super::buffer::Inner;
 use super::in_flight::InFlight;
 use super::lease::{Held, Lease, Leases};
+use super::lease_loom::{get, set};
 use crate::coherence::{resident, Access, FragmentSpan, FragmentTable, Published};
 use crate::hal::{SpaceId, MAX_SPACES};
 use crate::space::Pending;
@@ -228,19 +229,6 @@ impl Buffer {
         self.acquire(space, Access::Read);
         get(self.cell(space))
     }
-}
-
-/// A block's bytes, read.
-fn get(cell: &UnsafeCell<u32>) -> u32 {
-    // SAFETY: a loom cell: loom checks this access against every other access to the cell
-    // and fails the model on one that is not ordered with it, which is what the model tests.
-    cell.with(|p| unsafe { *p })
-}
-
-/// A block's bytes, written.
-fn set(cell: &UnsafeCell<u32>, value: u32) {
-    // SAFETY: as in `get`.
-    cell.with_mut(|p| unsafe { *p = value });
 }
 
 /// A buffer holding 7 on the host with a prefetch to sim0 issued, and its link running.

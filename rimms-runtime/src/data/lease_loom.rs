@@ -123,15 +123,15 @@ impl Buffer {
     }
 }
 
-/// A block's bytes, read.
-fn get(cell: &UnsafeCell<u32>) -> u32 {
+/// A block's bytes, read (the copy-in-flight model's blocks too).
+pub(super) fn get(cell: &UnsafeCell<u32>) -> u32 {
     // SAFETY: a loom cell: loom checks this access against every other access to the cell
     // and fails the model on one that is not ordered with it, which is what the model tests.
     cell.with(|p| unsafe { *p })
 }
 
 /// A block's bytes, written.
-fn set(cell: &UnsafeCell<u32>, value: u32) {
+pub(super) fn set(cell: &UnsafeCell<u32>, value: u32) {
     // SAFETY: as in `get`.
     cell.with_mut(|p| unsafe { *p = value });
 }
