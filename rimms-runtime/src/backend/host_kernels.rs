@@ -314,10 +314,12 @@ fn f64_magnitude(x: C32) -> f32 {
 /// AVX ones), which spreads the loop's counter and branch over 16 results.
 const MAGNITUDE_LANES: usize = 16;
 
-/// Elements whose range `magnitude` tests at once, and redoes together if one is out of
-/// range. Large enough that the test's final reduction (a few dozen instructions) is under 1 %
-/// of the block; small enough that a redo re-reads a block still in L1/L2 (48 KiB).
-const MAGNITUDE_BLOCK: usize = 4096;
+/// Elements whose range `magnitude` tests at once. Large enough that the test (a compare of
+/// each lane's accumulators, about two dozen instructions) is a tenth of an instruction per
+/// element; small enough that a block holding one exact zero, which fails the test, costs
+/// only its own re-test (`magnitude_redo`): with 4,096-element blocks, data with a zero every
+/// few thousand samples took three times the plain loop's instructions.
+const MAGNITUDE_BLOCK: usize = 512;
 
 /// One step of the first pass over `MAGNITUDE_LANES` elements: `r` in f32, and per lane the
 /// least `r` seen (`lo`) and the sum of all (`sum`).
@@ -376,12 +378,54 @@ fn magnitude_block(input: &[C32], out: &mut [f32]) {
         sum[0] += r;
         *o = r;
     }
-    let least = lo.iter().fold(f32::INFINITY, |a, &b| a.min(b));
-    let total: f32 = sum.iter().sum();
-    // Written so that a NaN in either fails it.
-    let in_range = least >= MAGNITUDE_F32_MIN && total < f32::INFINITY;
-    if !in_range {
-        for (o, &x) in out.iter_mut().zip(input) {
+    if !magnitude_lanes_in_range(&lo, &sum) {
+        magnitude_redo(input, out);
+    }
+}
+
+/// Whether a block's lane accumulators say every result is in range: each lane's least `r`
+/// at least `MAGNITUDE_F32_MIN` and its sum finite (not infinite, not NaN).
+///
+/// Compared as integers: both are non-negative or NaN, and such floats order as their bits
+/// do, with every NaN above infinity. So a lane is out of range iff `lo`'s bits fall below
+/// the bound's or `sum`'s reach infinity's (a NaN `lo` passes here, and its lane's sum, which
+/// the NaN reached too, fails). An OR of the failures over the lanes, with no early exit, so
+/// that the compiler may keep it to vector compares.
+#[inline(always)]
+fn magnitude_lanes_in_range(lo: &[f32; MAGNITUDE_LANES], sum: &[f32; MAGNITUDE_LANES]) -> bool {
+    const LOW: i32 = MAGNITUDE_F32_MIN.to_bits() as i32;
+    const INF: i32 = f32::INFINITY.to_bits() as i32;
+    let mut out_of_range = 0i32;
+    for k in 0..MAGNITUDE_LANES {
+        let (lo, sum) = (lo[k].to_bits() as i32, sum[k].to_bits() as i32);
+        out_of_range |= i32::from(lo < LOW) | i32::from(sum >= INF);
+    }
+    out_of_range == 0
+}
+
+/// The second pass of a block that failed its range test: each step of `MAGNITUDE_LANES`
+/// results is tested at once (vector compares again), and only a step with a result out of
+/// range is redone element by element in f64. A block fails for one exact zero, common in
+/// padded data, and this keeps its cost to a re-test rather than a scalar pass.
+#[cold]
+fn magnitude_redo(input: &[C32], out: &mut [f32]) {
+    for (o, x) in out
+        .chunks_mut(MAGNITUDE_LANES)
+        .zip(input.chunks(MAGNITUDE_LANES))
+    {
+        // A whole step as an array, so that its test compiles to vector compares; the last,
+        // shorter step is tested element by element.
+        let step_exact = <&[f32; MAGNITUDE_LANES]>::try_from(&*o).is_ok_and(|step| {
+            let mut inexact = 0u32;
+            for &r in step {
+                inexact |= u32::from(!f32_magnitude_is_exact(r));
+            }
+            inexact == 0
+        });
+        if step_exact {
+            continue;
+        }
+        for (o, &x) in o.iter_mut().zip(x) {
             if !f32_magnitude_is_exact(*o) {
                 *o = f64_magnitude(x);
             }
@@ -397,8 +441,8 @@ fn magnitude_block(input: &[C32], out: &mut [f32]) {
 /// whole block that costs two vector instructions per four elements (`magnitude_lanes`); only
 /// a block that fails it (an overflow, a near-underflow or zero, a NaN or infinity) takes a
 /// second pass that redoes its elements out of range in f64. In instructions the whole is
-/// within 1 % of the plain f32 loop, which has no range test and no redo (callgrind,
-/// docs/design.md).
+/// 1.06x the plain f32 loop, which has no range test and no redo, on data without exact
+/// zeros, and 1.24x with a zero every few thousand samples (callgrind, docs/design.md).
 pub fn magnitude(input: &[C32], out: &mut [f32]) {
     debug_assert_eq!(input.len(), out.len(), "magnitude: lengths differ");
     elementwise(out, |start, out| {
