@@ -23,6 +23,9 @@ pub(crate) struct Fft<'a> {
 impl Builtin for Fft<'_> {
     const DECL: &'static ApiDecl = apis::fft::DECL;
 
+    /// Inlined: a scope's row FFT asks it per row, and a call of it cost as much again as the
+    /// few comparisons it makes (callgrind, `benches/per_call_instructions.rs`).
+    #[inline]
     fn check(&self, target: Target) -> Result<()> {
         let (len, out_len) = (self.input.len(), self.output.len());
         same_len(Self::api(), target, ["input", "output"], [len, out_len])?;
