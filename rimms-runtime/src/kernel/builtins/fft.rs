@@ -77,7 +77,9 @@ impl<'a> ScopeCall<'a, 2> for Fft<'a> {
 }
 
 /// Refuses an FFT whose shape does not fit: `points` a power of two of at least 2, and
-/// `len` a whole number of rows of it (`fft_in_place` asks the same).
+/// `len` a whole number of rows of it (`fft_in_place` asks the same). Inlined, as
+/// `Fft::check` is: its errors' messages are built only on the way out.
+#[inline]
 pub(crate) fn check_shape(target: Target, points: usize, len: usize) -> Result<()> {
     shape(
         "fft",
