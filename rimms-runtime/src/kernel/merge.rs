@@ -202,6 +202,11 @@ pub(crate) struct Group<'a> {
     args: Vec<KernelArg<'a>>,
     /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
+    /// Whether a later call may join by [`Group::continued_alike`] alone: the group has
+    /// several members, exactly one rule holds for them, and its arguments are `disjoint`.
+    /// Set only by a join the general rule check let in, so the members' arguments stand on
+    /// the first call's buffers with its accesses, hints and (for `Same` ones) views.
+    lean: bool,
 }
 
 impl<'a> Group<'a> {
@@ -246,6 +251,7 @@ impl<'a> Group<'a> {
             disjoint,
             args: all,
             pieces: None,
+            lean: false,
         }
     }
 
@@ -267,8 +273,80 @@ impl<'a> Group<'a> {
             return Err(args);
         }
         self.holding = holding;
+        self.lean = self.disjoint && holding.is_power_of_two();
         self.args.extend(args);
         Ok(())
+    }
+
+    /// Whether a call continues the group under the one rule that holds for it, each of its
+    /// arguments the length of the first call's: the question [`Group::join`] answers, asked
+    /// of a group that already holds several calls, in one pass over the arguments.
+    ///
+    /// A row call of a per-row stage asks it (128 or 256 a frame): the answer must cost
+    /// little. Its yes is a strict special case of the general rule check (`holds`): the
+    /// group is `lean` (its members joined under exactly this rule and write no buffer
+    /// another argument uses), so comparing each argument with the last member's (the same
+    /// buffer, access and hint as the first's, which every member shares, and for a `Same`
+    /// argument the first's view) is what the rule asks, and the merged ranges need no
+    /// comparing. Any other call (another API or parameters, a gap, another buffer, a
+    /// different length, a group of one) gets no and goes the general way.
+    ///
+    /// The equal lengths are what let a joining call skip the checks a built-in's call must
+    /// pass on the device, and its shape check: both depend only on the device, the API, its
+    /// parameters and the arguments' lengths, which are the first call's, and it passed them.
+    #[inline]
+    pub(crate) fn continued_alike<const N: usize>(
+        &self,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: &[KernelArg<'a>; N],
+    ) -> bool {
+        if !self.lean
+            || N != self.arity
+            || !std::ptr::eq(self.rules, rules)
+            || self.params != params
+        {
+            return false;
+        }
+        let rule = self.rules[self.holding.trailing_zeros() as usize];
+        let (Some(joins), Some(first), Some(last)) = (
+            rule.joins.first_chunk::<N>(),
+            self.args.first_chunk::<N>(),
+            self.args.last_chunk::<N>(),
+        ) else {
+            return false;
+        };
+        (0..N).all(|i| {
+            let (a, f, l) = (&args[i], &first[i], &last[i]);
+            let next = match joins[i] {
+                Joins::Concat => l.start + l.len,
+                Joins::Same => l.start,
+            };
+            std::ptr::eq(a.raw, l.raw)
+                && a.access == l.access
+                && a.at == l.at
+                && a.start == next
+                && a.len == f.len
+        })
+    }
+
+    /// Adds a call that [`Group::continued_alike`] said continues the group.
+    #[inline]
+    pub(crate) fn push<const N: usize>(&mut self, args: [KernelArg<'a>; N]) {
+        debug_assert!(
+            self.continued_alike(self.rules, self.params, &args),
+            "only a call that continues the group alike is pushed"
+        );
+        debug_assert_eq!(
+            self.holds(&args),
+            self.holding,
+            "the lean continuation check let in a call the rule check refuses"
+        );
+        // One argument at a time: `extend` from an array is a call and a copy of it per row.
+        self.args.reserve(N);
+        for arg in args {
+            self.args.push(arg);
+        }
     }
 
     /// The rules that still hold with `args` appended.
@@ -549,5 +627,114 @@ mod tests {
         assert!(group.join(rules::FFT, [0, 64], at_a_space).is_err());
         assert_eq!(group.len(), 2);
         assert!(group.join(rules::FFT, [0, 64], call(2)).is_ok());
+    }
+
+    /// The lean continuation check (`continued_alike`) says yes only where the general rule
+    /// check lets the call in: each call below that the rules refuse gets no from it as well
+    /// as from `join`, on a group of several rows that it answers for, and the next row alike
+    /// gets yes.
+    #[test]
+    fn the_lean_continuation_check_refuses_whatever_the_rules_refuse() {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("rt");
+        let row = 4096;
+        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let (x, y, other) = (buffer(), buffer(), buffer());
+        let (input, output, other) = (
+            x.as_slice().raw(),
+            y.as_slice().raw(),
+            other.as_slice().raw(),
+        );
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let rows = |r: usize, n: usize| {
+            [
+                arg(input, r * row, n * row, Access::Read),
+                arg(output, r * row, n * row, Access::Write),
+            ]
+        };
+        let call = |r: usize| rows(r, 1);
+        let params = [0, 1024];
+        let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
+        for r in 1..3 {
+            assert!(group.join(rules::FFT, params, call(r)).is_ok());
+        }
+        let mut refused: Vec<(&str, Params, [KernelArg<'_>; 2])> = vec![
+            ("a gap", params, call(4)),
+            ("the last row again", params, call(2)),
+            ("the row before", params, call(1)),
+            ("other parameters", [1, 1024], call(3)),
+        ];
+        let mut on_another_buffer = call(3);
+        on_another_buffer[0].raw = other;
+        refused.push(("another buffer", params, on_another_buffer));
+        let mut read_and_written = call(3);
+        read_and_written[1].access = Access::ReadWrite;
+        refused.push(("a read-write argument", params, read_and_written));
+        let mut hinted = call(3);
+        hinted[1].at = Some(crate::hal::SpaceId(0));
+        refused.push(("another placement hint", params, hinted));
+        let mut written_over_the_input = call(3);
+        written_over_the_input[1].raw = input;
+        refused.push((
+            "a written range on the input",
+            params,
+            written_over_the_input,
+        ));
+        for (what, params, call) in refused {
+            assert!(
+                !group.continued_alike(rules::FFT, params, &call),
+                "the lean check let in {what}"
+            );
+            assert!(
+                group.join(rules::FFT, params, call).is_err(),
+                "the rules let in {what}"
+            );
+        }
+        assert!(!group.continued_alike(rules::ZIP, params, &call(3)));
+        // Two rows at once continue the group by the rule, but not alike: the general way.
+        assert!(!group.continued_alike(rules::FFT, params, &rows(3, 2)));
+        assert!(group.continued_alike(rules::FFT, params, &call(3)));
+        group.push(call(3));
+        assert_eq!(group.len(), 4);
+    }
+
+    /// A ZIP whose second operand is the same view every call holds only the `zip_rows` rule
+    /// from its second member on; the lean check then wants that very view again.
+    #[test]
+    fn the_lean_check_wants_a_shared_operand_to_be_the_same_view() {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("rt");
+        let row = 4096;
+        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let (a, b, out) = (buffer(), buffer(), buffer());
+        let (a, b, out) = (a.as_slice().raw(), b.as_slice().raw(), out.as_slice().raw());
+        let entry = rt.shared().device(Device::Sim(0)).expect("sim");
+        let call = |r: usize, shared: usize| {
+            [
+                arg(a, r * row, row, Access::Read),
+                arg(b, shared * row, row, Access::Read),
+                arg(out, r * row, row, Access::Write),
+            ]
+        };
+        let params = [0, 0];
+        let mut group = Group::new(entry, 0, rules::ZIP, params, call(0, 0));
+        for r in 1..3 {
+            assert!(group.join(rules::ZIP, params, call(r, 0)).is_ok());
+        }
+        assert_eq!(group.holding.count_ones(), 1, "only zip_rows holds");
+        let mut shorter = call(3, 0);
+        shorter[1].len = row / 2;
+        for (what, call) in [("another view", call(3, 1)), ("a shorter view", shorter)] {
+            assert!(
+                !group.continued_alike(rules::ZIP, params, &call),
+                "the lean check let in {what}"
+            );
+            assert!(group.join(rules::ZIP, params, call).is_err());
+        }
+        assert!(group.continued_alike(rules::ZIP, params, &call(3, 0)));
     }
 }

@@ -25,6 +25,21 @@ pub(super) struct Held<'scope> {
     groups: Vec<Group<'scope>>,
 }
 
+impl<'scope> Held<'scope> {
+    /// The group held for `device` that a call may join: none once the scope's body returned,
+    /// and none that already holds [`UNMERGED_GROUP`] calls while merging is off.
+    #[inline]
+    fn open_group(&mut self, device: Device, merge: bool) -> Option<&mut Group<'scope>> {
+        if self.closed {
+            return None;
+        }
+        self.groups
+            .iter_mut()
+            .find(|g| g.device == device)
+            .filter(|g| merge || g.len() < UNMERGED_GROUP)
+    }
+}
+
 impl<'scope, 'env> Scope<'scope, 'env> {
     /// Submits a call of the API `rules` describe on `device`, with its scalar parameters
     /// encoded as `params` and its managed arguments borrowed for the scope. It runs on the
@@ -76,13 +91,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         params: Params,
         args: [KernelArg<'scope>; N],
     ) -> Result<()> {
-        self.submit_call(device, rules, params, args, |_| Ok(()))
+        self.submit_call(device, rules, params, args, |_| Ok(()), |_| Ok(()))
     }
 
     /// What every built-in's scope method does with its call's description: the shape check,
-    /// the checks the device must pass for every call, then submission as [`Scope::call`]
-    /// with the built-in's rules, parameters and arguments (and the checks a call that joins
-    /// a group skips).
+    /// then submission as [`Scope::call`] with the built-in's rules, parameters and arguments
+    /// and the checks the device must pass (those of every call that does not join a group
+    /// alike, and those of a call that opens a group).
     #[inline]
     pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
@@ -90,50 +105,83 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         call: B,
     ) -> Result<()> {
         call.check(device.into())?;
-        call.check_call_on(self.rt.shared(), device)?;
         let params = call.params();
         let shared = self.rt.shared();
-        self.submit_call(device, B::RULES, params, call.args(), |args| {
-            B::check_group_on(shared, device, params, args)
-        })
+        self.submit_call(
+            device,
+            B::RULES,
+            params,
+            call.args(),
+            |args| B::check_call_on(shared, device, params, args),
+            |args| B::check_group_on(shared, device, params, args),
+        )
     }
 
-    /// [`Scope::call`] with the checks a call must pass on `device` (`device_checks`, which
-    /// may depend only on the device, the rules and `params`; checks of the call's own shape
-    /// come before, from the caller).
+    /// [`Scope::call`] with the checks a call must pass on `device`: `call_checks`, which may
+    /// depend only on the device, the rules, `params` and the arguments' lengths, and
+    /// `group_checks`, which may depend only on the device, the rules, `params` and the
+    /// lengths the members of a group share (checks of the call's own shape come before,
+    /// from the caller).
     ///
     /// A call that joins the group held for its device skips the checks that cannot come out
     /// differently for it: the group's first call passed them with the same device, rules
-    /// and parameters, and joining needs every argument on a buffer of the group (so of this
-    /// runtime). That keeps a merged row call at the cost of the join (a per-row stage makes
-    /// 128 or 256 of them a frame, where hand-written code makes one batched call).
+    /// and parameters (and, for `call_checks`, lengths), and joining needs every argument on
+    /// a buffer of the group (so of this runtime). A call that continues a group of several
+    /// alike ([`Group::continued_alike`]) joins first thing; that keeps a merged row call at
+    /// the cost of one comparison per argument (a per-row stage makes 128 or 256 of them a
+    /// frame, where hand-written code makes one batched call).
+    #[inline]
     fn submit_call<const N: usize>(
         &'scope self,
         device: Device,
         rules: &'static [&'static MergeRule],
         params: Params,
         args: [KernelArg<'scope>; N],
-        device_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
+        call_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
+        group_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
+    ) -> Result<()> {
+        let merge = self.rt.shared().merges_calls();
+        {
+            let mut held = lock(&self.calls);
+            if let Some(group) = held.open_group(device, merge) {
+                if group.continued_alike(rules, params, &args) {
+                    group.push(args);
+                    return Ok(());
+                }
+            }
+        }
+        self.submit_call_apart(device, rules, params, args, call_checks, group_checks)
+    }
+
+    /// [`Scope::submit_call`] for a call that does not continue its device's group alike: the
+    /// checks, then the general join or a new group. Kept out of line so that the row calls
+    /// that do continue a group run only the few instructions above.
+    #[inline(never)]
+    fn submit_call_apart<const N: usize>(
+        &'scope self,
+        device: Device,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: [KernelArg<'scope>; N],
+        call_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
+        group_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.rt.shared();
         let merge = shared.merges_calls();
+        // Outside the lock: the checks may run code of the device's (`accepts` checks).
+        call_checks(&args)?;
         let args = {
             let mut held = lock(&self.calls);
-            let open = (!held.closed)
-                .then(|| held.groups.iter_mut().find(|g| g.device == device))
-                .flatten();
-            match open {
-                Some(group) if merge || group.len() < UNMERGED_GROUP => {
-                    match group.join(rules, params, args) {
-                        Ok(()) => return Ok(()),
-                        Err(args) => args,
-                    }
-                }
-                _ => args,
+            match held.open_group(device, merge) {
+                Some(group) => match group.join(rules, params, args) {
+                    Ok(()) => return Ok(()),
+                    Err(args) => args,
+                },
+                None => args,
             }
         };
         let plain = check_rules(rules, N, device)?;
-        device_checks(&args)?;
+        group_checks(&args)?;
         let position = shared.position(device)?;
         let entry = &shared.device_entries()[position];
         for arg in &args {

@@ -198,6 +198,28 @@ fn rows_out_of_order_or_with_gaps_do_not_merge_and_still_compute_right() {
     }
 }
 
+/// A run of rows that breaks off (a gap, a step back) after a group holds several of them: the row that breaks the run starts a new group, each run merges
+/// alone, and the results are the DFT's. (Joins after a group's second member take the lean
+/// continuation check, `Group::continued_alike`; this is its refusal seen from a scope.)
+#[test]
+fn a_run_of_rows_that_breaks_off_after_several_starts_a_new_group() {
+    let x = signal(ROWS * N, 4);
+    let reference = dft_rows(&x, N);
+    // Rows 0–4, then after a gap 6–15, then after a step back row 5.
+    let order: Vec<usize> = (0..5).chain(6..ROWS).chain([5]).collect();
+    for device in [Device::Cpu, Device::Sim(0)] {
+        let rt = runtime(true);
+        let y = scoped_fft(&rt, device, &x, &order);
+        assert!(close(&y, &reference), "{device}: not the DFT");
+        let fft = api(&rt, "fft");
+        assert_eq!(
+            (fft.merged, fft.merged_into, fft.calls),
+            (ROWS as u64 - 1, 2, 3),
+            "{device}: rows 0–4 and 6–15 merge apart, row 5 runs alone"
+        );
+    }
+}
+
 #[test]
 fn calls_on_different_devices_are_grouped_per_device() {
     let x = signal(ROWS * N, 4);

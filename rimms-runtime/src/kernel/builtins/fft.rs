@@ -23,6 +23,9 @@ pub(crate) struct Fft<'a> {
 impl Builtin for Fft<'_> {
     const DECL: &'static ApiDecl = apis::fft::DECL;
 
+    /// Inlined: a scope's row FFT asks it per row, and a call of it cost as much again as the
+    /// few comparisons it makes (callgrind, `benches/per_call_instructions.rs`).
+    #[inline]
     fn check(&self, target: Target) -> Result<()> {
         let (len, out_len) = (self.input.len(), self.output.len());
         same_len(Self::api(), target, ["input", "output"], [len, out_len])?;
@@ -74,7 +77,9 @@ impl<'a> ScopeCall<'a, 2> for Fft<'a> {
 }
 
 /// Refuses an FFT whose shape does not fit: `points` a power of two of at least 2, and
-/// `len` a whole number of rows of it (`fft_in_place` asks the same).
+/// `len` a whole number of rows of it (`fft_in_place` asks the same). Inlined, as
+/// `Fft::check` is: its errors' messages are built only on the way out.
+#[inline]
 pub(crate) fn check_shape(target: Target, points: usize, len: usize) -> Result<()> {
     shape(
         "fft",

@@ -102,9 +102,16 @@ pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
     fn args(self) -> [KernelArg<'a>; N];
 
     /// What `device` must accept of every call, asked at submission (the handle's method asks
-    /// the same inside the call).
+    /// the same inside the call): checks that depend only on the device, the rules, `params`
+    /// and the arguments' lengths, so a call that joins a group with the lengths of its first
+    /// call skips them.
     #[inline]
-    fn check_call_on(&self, _shared: &Shared, _device: Device) -> Result<()> {
+    fn check_call_on(
+        _shared: &Shared,
+        _device: Device,
+        _params: Params,
+        _args: &[KernelArg<'_>; N],
+    ) -> Result<()> {
         Ok(())
     }
 

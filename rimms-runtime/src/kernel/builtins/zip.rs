@@ -1,7 +1,7 @@
 //! `zip`: `out = a op b`, element-wise. Its declaration is `apis::zip`.
 
 use super::zip_rows;
-use super::{same_len, Builtin, ScopeCall};
+use super::{elements, same_len, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Error, Result, Target, ZipOp};
@@ -67,8 +67,13 @@ impl<'a> ScopeCall<'a, 3> for Zip<'a> {
 
     /// The implementation's `accepts` check of this call's length, saying what would do
     /// instead.
-    fn check_call_on(&self, shared: &Shared, device: Device) -> Result<()> {
-        let (op, len) = (self.op, self.a.len());
+    fn check_call_on(
+        shared: &Shared,
+        device: Device,
+        params: Params,
+        args: &[KernelArg<'_>; 3],
+    ) -> Result<()> {
+        let (op, len) = (zip_op(params[0]), elements::<C32>(&args[0]));
         let entry = shared.device(device)?;
         accepts::ask(entry, Api::of(apis::zip::DECL).index(), |dev, check| {
             check_as::<<apis::zip as ApiSpec>::Accepts>(check)?(dev, op, len, len, len)
