@@ -65,16 +65,73 @@ pub(crate) fn launch<const N: usize>(
             });
         }
     }
-    match shared.mode() {
-        ExecMode::Tracked => tracked(shared, entry, api, args, body),
-        ExecMode::Baseline if entry.space() == SpaceId::HOST => {
-            tracked(shared, entry, api, args, body)
-        }
-        ExecMode::Baseline => baseline(shared, entry, api, args, body),
+    // Baseline mode stages only through device memory: a call on the host is tracked.
+    if shared.mode() == ExecMode::Tracked || entry.space() == SpaceId::HOST {
+        tracked(shared, entry, api, args, body)
+    } else {
+        baseline(shared, entry, api, args, body)
     }
 }
 
+/// A tracked call: [`resident_call`] when every argument is already where the kernel runs,
+/// otherwise [`tracked_general`].
+#[inline(always)]
 fn tracked<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let space = entry.space();
+    // Only where the device's own space is never evicted: there a resident argument needs no
+    // lease and no touch, so the whole check is one summary load per argument. Anything else
+    // (an argument placed with `at`, one not resident, an evictable space) takes the general
+    // path, which checks again from the start.
+    let all_resident = !shared.memory().evictable().contains(space)
+        && args
+            .iter()
+            .all(|a| a.at.is_none() && a.raw.resident(space, a.access));
+    if all_resident {
+        resident_call(shared, entry, api, args, body)
+    } else {
+        tracked_general(shared, entry, api, args, body)
+    }
+}
+
+/// [`tracked_general`] for a call whose arguments are all valid in the device's own space as
+/// their access needs, where that space is never evicted: nothing is acquired, pinned,
+/// touched or (on success) marked, and nothing is copied ahead. Kept apart so that the
+/// common call is straight-line code without the general path's per-argument bookkeeping.
+#[inline(always)]
+fn resident_call<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let space = entry.space();
+    let spaces = [space; N];
+    let ptrs = arg_ptrs(args, |_| space);
+    let unwinding = FailOnUnwind {
+        args,
+        spaces: &spaces,
+    };
+    let outcome = timed(shared.memory().timeline(), entry, api, || {
+        body(entry, ptrs)
+            .map_err(|e| name_argument(e, args))
+            .and_then(|()| completion(entry, api))
+    });
+    std::mem::forget(unwinding);
+    if outcome.is_err() {
+        record_writes(entry, api, args, &spaces, 0, false);
+    }
+    shared.calls().record_call(api.index(), true);
+    outcome
+}
+
+fn tracked_general<const N: usize>(
     shared: &Shared,
     entry: &DeviceEntry,
     api: Api,
@@ -135,12 +192,7 @@ fn tracked<const N: usize>(
     }
     // A hit is a call for which nothing moved or was filled.
     let hit = missing == 0 || !acquire_missing(api, args, &spaces, pins.mask, &mut missing)?;
-    let ptrs = std::array::from_fn(|i| ArgPtr {
-        ptr: args[i].raw.ptr_in(spaces[i], args[i].start),
-        len: args[i].len,
-        writes: args[i].access.writes(),
-        position: i as u8,
-    });
+    let ptrs = arg_ptrs(args, |i| spaces[i]);
     // A kernel that unwinds has written an unknown part of its outputs: they are marked as a
     // failed write is, so the last valid copy survives a caller's `catch_unwind`.
     let unwinding = FailOnUnwind {
@@ -165,6 +217,33 @@ fn tracked<const N: usize>(
     }
     shared.calls().record_call(api.index(), hit);
     outcome
+}
+
+/// Where the kernel finds each argument, argument `i` in `space_of(i)`. A loop over a filled
+/// array rather than `std::array::from_fn`, which left one out-of-line call per argument on
+/// the fast path (about 22 instructions each; callgrind, `benches/per_call_instructions.rs`).
+/// A space given as a function rather than an array lets [`resident_call`], whose arguments
+/// all sit in one space, check that space's index once rather than once per argument.
+#[inline(always)]
+fn arg_ptrs<const N: usize>(
+    args: &[KernelArg<'_>; N],
+    space_of: impl Fn(usize) -> SpaceId,
+) -> [ArgPtr; N] {
+    let mut ptrs = [ArgPtr {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+        writes: false,
+        position: 0,
+    }; N];
+    for (i, (ptr, arg)) in ptrs.iter_mut().zip(args).enumerate() {
+        *ptr = ArgPtr {
+            ptr: arg.raw.ptr_in(space_of(i), arg.start),
+            len: arg.len,
+            writes: arg.access.writes(),
+            position: i as u8,
+        };
+    }
+    ptrs
 }
 
 /// Records the call's writes: on success those of the arguments in `missing` (written where

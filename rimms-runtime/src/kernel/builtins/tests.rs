@@ -176,3 +176,42 @@ fn a_toy_built_in_runs_direct_and_merged_in_a_scope_as_its_reference_says() {
         }
     }
 }
+
+/// `zip`'s shape check, which fits calls pay only a comparison for: each mismatched pair is
+/// refused with the same typed error as before, naming the API, the device asked and both
+/// arguments with their lengths, and the refused call is not counted and moves nothing. A
+/// fitting call of the same buffers then runs, and counts as a resident hit.
+#[test]
+fn zip_refuses_each_mismatched_pair_naming_both_arguments() {
+    use crate::hal::ZipOp;
+    use num_complex::Complex32 as C32;
+    let rt = crate::runtime::small_test_runtime();
+    let ones = |n| HeteData::from_slice(&rt, &vec![C32::new(1.0, 0.0); n]).expect("data");
+    let (a, b3, b4) = (ones(4), ones(3), ones(4));
+    let (mut out4, mut out5) = (ones(4), ones(5));
+    let cases = [
+        (&b3, &mut out4, "`a` has 4 elements but `b` has 3"),
+        (&b4, &mut out5, "`a` has 4 elements but `out` has 5"),
+    ];
+    for (b, out, expected) in cases {
+        match rt.zip(Device::Cpu, ZipOp::Mul, &a, b, out) {
+            Err(Error::Shape { api, device, what }) => {
+                assert_eq!(api, "zip");
+                assert_eq!(device, Target::On(Device::Cpu));
+                assert_eq!(what, expected);
+            }
+            other => panic!("expected a shape error, got {other:?}"),
+        }
+    }
+    let stats = rt.stats();
+    assert_eq!(
+        stats.api("zip").expect("zip").calls,
+        0,
+        "refused calls count"
+    );
+    assert_eq!(stats.total_bytes(), 0, "refused calls moved nothing");
+    rt.zip(Device::Cpu, ZipOp::Mul, &a, &b4, &mut out4)
+        .expect("a call that fits");
+    let zip = rt.stats().api("zip").expect("zip");
+    assert_eq!((zip.calls, zip.hits), (1, 1));
+}
