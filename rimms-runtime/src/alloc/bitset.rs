@@ -240,7 +240,14 @@ mod tests {
     /// spanning a whole middle word are all covered; each word is visited once, in order.
     #[test]
     fn masks_cover_exactly_the_range() {
-        for start in 0..128 {
+        // Every start natively; under Miri, which runs this a thousand times slower, the
+        // starts at and around word boundaries only.
+        let starts: Vec<usize> = if cfg!(miri) {
+            vec![0, 1, 62, 63, 64, 65, 127]
+        } else {
+            (0..128).collect()
+        };
+        for start in starts {
             for len in 1..=192 - start {
                 let mut want = [0u64; 3];
                 for i in start..start + len {
