@@ -112,11 +112,20 @@ pub(super) fn find_run(words: &[u64], n: usize) -> Result<usize, usize> {
 pub(super) fn for_each_mask(start: usize, len: usize, mut f: impl FnMut(usize, u64)) {
     let last_bit = start + len - 1;
     let (first, last) = (start / 64, last_bit / 64);
-    for w in first..=last {
-        let lo = if w == first { start % 64 } else { 0 };
-        let hi = if w == last { last_bit % 64 } else { 63 };
-        f(w, (u64::MAX >> (63 - hi)) & (u64::MAX << lo));
+    // The masks of the first and last words, worked out once: the loop below then has no
+    // per-word branch on where the word lies (which cost NF's multi-unit takes and frees
+    // about 60 instructions each on the fragmenting workload).
+    let head = u64::MAX << (start % 64);
+    let tail = u64::MAX >> (63 - last_bit % 64);
+    if first == last {
+        f(first, head & tail);
+        return;
     }
+    f(first, head);
+    for w in first + 1..last {
+        f(w, u64::MAX);
+    }
+    f(last, tail);
 }
 
 /// First set bit in `start..start + len`, if any.
@@ -225,6 +234,36 @@ impl UnitAllocator for BitsetAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `for_each_mask` against setting bits one at a time: every range of up to three words
+    /// that starts in the first two, so ranges inside one word, ending on a word boundary and
+    /// spanning a whole middle word are all covered; each word is visited once, in order.
+    #[test]
+    fn masks_cover_exactly_the_range() {
+        // Every start natively; under Miri, which runs this a thousand times slower, the
+        // starts at and around word boundaries only.
+        let starts: Vec<usize> = if cfg!(miri) {
+            vec![0, 1, 62, 63, 64, 65, 127]
+        } else {
+            (0..128).collect()
+        };
+        for start in starts {
+            for len in 1..=192 - start {
+                let mut want = [0u64; 3];
+                for i in start..start + len {
+                    want[i / 64] |= 1 << (i % 64);
+                }
+                let (mut got, mut visited) = ([0u64; 3], Vec::new());
+                for_each_mask(start, len, |w, m| {
+                    got[w] |= m;
+                    visited.push(w);
+                });
+                assert_eq!(got, want, "{start}+{len}");
+                let words: Vec<usize> = (start / 64..=(start + len - 1) / 64).collect();
+                assert_eq!(visited, words, "{start}+{len}");
+            }
+        }
+    }
 
     /// `run_start` and `next_zero` against walking bit by bit, at every position of patterns
     /// whose runs start and end inside words, on word boundaries and across them.

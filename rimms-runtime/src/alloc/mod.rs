@@ -57,10 +57,12 @@
 //!   refiles only the runs near its changed bits), but each is still a few `Levels` updates,
 //!   map scans for the run ends and a minimum over the classes, where TLSF unlinks and links
 //!   a list node. Callgrind, `random_sizes` (the report's 200,000 steps plus one timed run of
-//!   20,000), `alloc` + `free`: NF 145.8 M instructions (184.8 M before this step), TLSF
-//!   17.0 M, the offset allocator 47.6 M. Per multi-unit request NF now spends about 350
-//!   instructions taking the run, 370 finding it (half of it the minimum over classes) and
-//!   about 450 freeing a run, so it stays about 8.6x TLSF's instructions (issue 29).
+//!   20,000), `alloc` + `free`: NF 131.2 M instructions (184.8 M before the trimmed take and
+//!   free, 145.8 M before `bitset::for_each_mask` stopped branching per word), TLSF
+//!   17.0 M, the offset allocator 47.6 M. Per multi-unit request NF spends a few hundred
+//!   instructions each taking, finding (about 115 of them the minimum over classes) and
+//!   freeing a run, spread over the classes' sparse `Levels`, the map scans for run ends
+//!   and the per-word masks, so it stays about 7.7x TLSF's instructions (issue 29).
 //! - **Single units do not refile runs.** They change one bit and mark the node *stale*
 //!   (once, until a multi-unit request refiles it), keeping a copy of the map as the index
 //!   knew it, so a frame loop of single-unit pairs pays nothing for the index: refiling on
