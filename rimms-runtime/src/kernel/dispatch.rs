@@ -114,16 +114,7 @@ fn resident_call<const N: usize>(
     let space = entry.space();
     let spaces = [space; N];
     let ptrs = arg_ptrs(args, |_| space);
-    let unwinding = FailOnUnwind {
-        args,
-        spaces: &spaces,
-    };
-    let outcome = timed(shared.memory().timeline(), entry, api, || {
-        body(entry, ptrs)
-            .map_err(|e| name_argument(e, args))
-            .and_then(|()| completion(entry, api))
-    });
-    std::mem::forget(unwinding);
+    let outcome = run_kernel(shared, entry, api, args, &spaces, ptrs, body);
     if outcome.is_err() {
         record_writes(entry, api, args, &spaces, 0, false);
     }
@@ -193,18 +184,7 @@ fn tracked_general<const N: usize>(
     // A hit is a call for which nothing moved or was filled.
     let hit = missing == 0 || !acquire_missing(api, args, &spaces, pins.mask, &mut missing)?;
     let ptrs = arg_ptrs(args, |i| spaces[i]);
-    // A kernel that unwinds has written an unknown part of its outputs: they are marked as a
-    // failed write is, so the last valid copy survives a caller's `catch_unwind`.
-    let unwinding = FailOnUnwind {
-        args,
-        spaces: &spaces,
-    };
-    let outcome = timed(memory.timeline(), entry, api, || {
-        body(entry, ptrs)
-            .map_err(|e| name_argument(e, args))
-            .and_then(|()| completion(entry, api))
-    });
-    std::mem::forget(unwinding);
+    let outcome = run_kernel(shared, entry, api, args, &spaces, ptrs, body);
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
     if missing != 0 || outcome.is_err() {
@@ -216,6 +196,29 @@ fn tracked_general<const N: usize>(
         super::ahead::copy_predicted(shared, args, &spaces, missing);
     }
     shared.calls().record_call(api.index(), hit);
+    outcome
+}
+
+/// Runs the kernel on `ptrs` and waits for its completion, timed on the device's timeline.
+/// A kernel that unwinds has written an unknown part of its outputs: they are marked as a
+/// failed write is (in `spaces`), so the last valid copy survives a caller's `catch_unwind`.
+#[inline(always)]
+fn run_kernel<const N: usize>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    api: Api,
+    args: &[KernelArg<'_>; N],
+    spaces: &[SpaceId; N],
+    ptrs: [ArgPtr; N],
+    body: impl FnOnce(&DeviceEntry, [ArgPtr; N]) -> Result<()>,
+) -> Result<()> {
+    let unwinding = FailOnUnwind { args, spaces };
+    let outcome = timed(shared.memory().timeline(), entry, api, || {
+        body(entry, ptrs)
+            .map_err(|e| name_argument(e, args))
+            .and_then(|()| completion(entry, api))
+    });
+    std::mem::forget(unwinding);
     outcome
 }
 
