@@ -183,6 +183,34 @@ impl<'a> MergedArgs<'a> {
 /// before (8 jobs of 16 rows for 128 on a 2-core machine).
 pub const UNMERGED_GROUP: usize = 16;
 
+/// Where one member's argument lies on the buffer of the group's first call's argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+}
+
+impl Span {
+    fn of(arg: &KernelArg<'_>) -> Span {
+        Span {
+            start: arg.start,
+            len: arg.len,
+        }
+    }
+
+    /// A member's argument: the first call's `arg` over this span.
+    pub(crate) fn on<'a>(self, arg: &KernelArg<'a>) -> KernelArg<'a> {
+        KernelArg {
+            name: arg.name,
+            raw: arg.raw,
+            start: self.start,
+            len: self.len,
+            access: arg.access,
+            at: arg.at,
+        }
+    }
+}
+
 /// Calls on one device held by a scope until a call that does not continue them arrives.
 pub(crate) struct Group<'a> {
     pub(crate) device: Device,
@@ -197,9 +225,14 @@ pub(crate) struct Group<'a> {
     /// it stays true of every member (a member's arguments lie on the first call's buffers,
     /// position by position), so joining need not compare merged ranges.
     disjoint: bool,
-    /// The members' arguments, one call after another (one allocation per group, not per
-    /// call).
-    args: Vec<KernelArg<'a>>,
+    /// The first call's arguments. Every member's arguments lie on these buffers with these
+    /// accesses and placement hints, position by position (joining asks that of each), so a
+    /// member's argument is its span on the first call's.
+    first: Vec<KernelArg<'a>>,
+    /// Each member's byte range of each argument, one call after another (one allocation per
+    /// group, not per call): all that varies from member to member, 16 bytes an argument
+    /// where a whole [`KernelArg`] is 48, which keeps a row call's join to a few stores.
+    spans: Vec<Span>,
     /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
     /// Whether a later call may join by [`Group::continued_alike`] alone: the group has
@@ -239,8 +272,8 @@ impl<'a> Group<'a> {
                     .enumerate()
                     .all(|(j, b)| j == i || !std::ptr::eq(a.raw, b.raw))
         });
-        let mut all = Vec::with_capacity(N * 16);
-        all.extend(args);
+        let mut spans = Vec::with_capacity(N * 16);
+        spans.extend(args.iter().map(Span::of));
         Group {
             device: entry.device(),
             position,
@@ -249,7 +282,8 @@ impl<'a> Group<'a> {
             params,
             arity: N,
             disjoint,
-            args: all,
+            first: args.into(),
+            spans,
             pieces: None,
             lean: false,
         }
@@ -257,7 +291,7 @@ impl<'a> Group<'a> {
 
     /// Calls in the group.
     pub(crate) fn len(&self) -> usize {
-        self.args.len() / self.arity.max(1)
+        self.spans.len() / self.arity.max(1)
     }
 
     /// Adds the call if it continues the group; gives its arguments back if not.
@@ -274,7 +308,7 @@ impl<'a> Group<'a> {
         }
         self.holding = holding;
         self.lean = self.disjoint && holding.is_power_of_two();
-        self.args.extend(args);
+        self.spans.extend(args.iter().map(Span::of));
         Ok(())
     }
 
@@ -309,10 +343,11 @@ impl<'a> Group<'a> {
             return false;
         }
         let rule = self.rules[self.holding.trailing_zeros() as usize];
-        let (Some(joins), Some(first), Some(last)) = (
+        let (Some(joins), Some(first), Some(first_spans), Some(last)) = (
             rule.joins.first_chunk::<N>(),
-            self.args.first_chunk::<N>(),
-            self.args.last_chunk::<N>(),
+            self.first.first_chunk::<N>(),
+            self.spans.first_chunk::<N>(),
+            self.spans.last_chunk::<N>(),
         ) else {
             return false;
         };
@@ -322,11 +357,11 @@ impl<'a> Group<'a> {
                 Joins::Concat => l.start + l.len,
                 Joins::Same => l.start,
             };
-            std::ptr::eq(a.raw, l.raw)
-                && a.access == l.access
-                && a.at == l.at
+            std::ptr::eq(a.raw, f.raw)
+                && a.access == f.access
+                && a.at == f.at
                 && a.start == next
-                && a.len == f.len
+                && a.len == first_spans[i].len
         })
     }
 
@@ -342,20 +377,20 @@ impl<'a> Group<'a> {
             self.holding,
             "the lean continuation check let in a call the rule check refuses"
         );
-        // One argument at a time: `extend` from an array is a call and a copy of it per row.
-        self.args.reserve(N);
-        for arg in args {
-            self.args.push(arg);
+        // One span at a time: `extend` from an array is a call and a copy of it per row.
+        self.spans.reserve(N);
+        for arg in &args {
+            self.spans.push(Span::of(arg));
         }
     }
 
     /// The rules that still hold with `args` appended.
     fn holds(&self, args: &[KernelArg<'a>]) -> u32 {
         let n = self.arity;
-        if n == 0 || self.args.len() < n || args.len() != n {
+        if n == 0 || self.first.len() != n || self.spans.len() < n || args.len() != n {
             return 0;
         }
-        let (first, last) = (&self.args[..n], &self.args[self.args.len() - n..]);
+        let (first, last) = (&self.first[..], &self.spans[self.spans.len() - n..]);
         // No ReadWrite argument gets in: a group holds a rule only if its first call has none
         // (`new`), and each argument must have the first call's access.
         let mut holding = self.holding;
@@ -384,7 +419,7 @@ impl<'a> Group<'a> {
         if self.pieces.is_none() {
             let joins = self.merged_rule(merge).map(|rule| rule.joins);
             let pieces =
-                ahead::start_pieces(rt.shared(), self.position, joins, &self.args, self.arity);
+                ahead::start_pieces(rt.shared(), self.position, joins, &self.first, &self.spans);
             self.pieces = Some(pieces);
         }
     }
@@ -401,7 +436,8 @@ impl<'a> Group<'a> {
             rules,
             params,
             arity,
-            args,
+            first,
+            spans,
             pieces,
             ..
         } = self;
@@ -411,11 +447,12 @@ impl<'a> Group<'a> {
             let pieces = pieces.unwrap_or(1);
             for k in 0..pieces {
                 let members = ahead::members(k, pieces, calls);
-                let (first, last) = (members.start * arity, (members.end - 1) * arity);
+                let (head, tail) = (members.start * arity, (members.end - 1) * arity);
                 let merged = merged_args(
                     rule.joins,
-                    &args[first..first + arity],
-                    &args[last..last + arity],
+                    &first,
+                    &spans[head..head + arity],
+                    &spans[tail..tail + arity],
                 );
                 let outcome = (rule.run)(
                     rt,
@@ -452,9 +489,9 @@ impl<'a> Group<'a> {
             }
         }
         let mut first_error = None;
-        let mut args = args.into_iter().skip(from * arity);
-        for _ in from..calls {
-            let member: Vec<KernelArg<'a>> = args.by_ref().take(arity).collect();
+        for member in spans.chunks_exact(arity.max(1)).skip(from) {
+            let member: Vec<KernelArg<'a>> =
+                member.iter().zip(&first).map(|(s, a)| s.on(a)).collect();
             let outcome = (plain.run)(
                 rt,
                 device,
@@ -481,7 +518,7 @@ impl<'a> Group<'a> {
 fn continues(
     joins: &[Joins],
     first: &[KernelArg<'_>],
-    last: &[KernelArg<'_>],
+    last: &[Span],
     args: &[KernelArg<'_>],
     disjoint: bool,
 ) -> bool {
@@ -524,29 +561,29 @@ fn continues(
     })
 }
 
-/// The merged call's arguments: each `Concat` one the union of the members' (from the first
-/// member's to the last's), each `Same` one the first member's.
+/// The merged call's arguments over the members from the one with spans `from` to the one
+/// with spans `to`: each `Concat` one the union of theirs, each `Same` one the first's (the
+/// group's `first` arguments give the buffers, accesses and hints).
 fn merged_args<'a>(
     joins: &[Joins],
     first: &[KernelArg<'a>],
-    last: &[KernelArg<'a>],
+    from: &[Span],
+    to: &[Span],
 ) -> Vec<KernelArg<'a>> {
     joins
         .iter()
         .enumerate()
         .map(|(i, joins)| {
-            let (f, l) = (&first[i], &last[i]);
-            KernelArg {
-                name: f.name,
-                raw: f.raw,
+            let (f, l) = (from[i], to[i]);
+            let len = match joins {
+                Joins::Concat => l.start + l.len - f.start,
+                Joins::Same => f.len,
+            };
+            Span {
                 start: f.start,
-                len: match joins {
-                    Joins::Concat => l.start + l.len - f.start,
-                    Joins::Same => f.len,
-                },
-                access: f.access,
-                at: f.at,
+                len,
             }
+            .on(&first[i])
         })
         .collect()
 }
