@@ -70,16 +70,16 @@ pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
 /// holds the joins of the rule the group runs under as one merged call, `None` when its
 /// calls run one by one (then every call is its own piece). `first` are the group's first
 /// call's arguments (every member's lie on their buffers, with their accesses and hints) and
-/// `spans` each member's ranges on them, one call after another.
+/// `span(k, i)` member `k`'s range on argument `i`'s buffer, for `calls` members.
 pub(crate) fn start_pieces(
     shared: &Shared,
     position: usize,
     merged: Option<&[Joins]>,
     first: &[KernelArg<'_>],
-    spans: &[Span],
+    calls: usize,
+    span: impl Fn(usize, usize) -> Span,
 ) -> usize {
     let arity = first.len();
-    let calls = spans.len().checked_div(arity).unwrap_or(0);
     if !shared.prefetches() || calls == 0 {
         return 1;
     }
@@ -87,19 +87,18 @@ pub(crate) fn start_pieces(
     let Some(link) = shared.memory().timed_link(entry.space()) else {
         return 1;
     };
-    let call = |k: usize| &spans[k * arity..(k + 1) * arity];
     let reads = || (0..arity).filter(|&i| first[i].access == Access::Read);
     let Some(joins) = merged else {
         for k in 0..calls {
             for i in reads() {
-                let span = call(k)[i];
+                let span = span(k, i);
                 copy_ahead(entry, &first[i], span.start..span.start + span.len);
             }
         }
         return calls;
     };
     let union = |i: usize, piece: &Range<usize>| {
-        let (first, last) = (&call(piece.start)[i], &call(piece.end - 1)[i]);
+        let (first, last) = (span(piece.start, i), span(piece.end - 1, i));
         first.start..last.start + last.len
     };
     let whole = 0..calls;

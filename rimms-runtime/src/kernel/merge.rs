@@ -231,8 +231,14 @@ pub(crate) struct Group<'a> {
     first: Vec<KernelArg<'a>>,
     /// Each member's byte range of each argument, one call after another (one allocation per
     /// group, not per call): all that varies from member to member, 16 bytes an argument
-    /// where a whole [`KernelArg`] is 48, which keeps a row call's join to a few stores.
+    /// where a whole [`KernelArg`] is 48. Members that continued the group alike after the
+    /// last one here are not stored (`alike`).
     spans: Vec<Span>,
+    /// Members after those in `spans` that joined by [`Group::continued_alike`]: each starts
+    /// its `Concat` arguments where the one before ended and has the first call's lengths and
+    /// its `Same` arguments' views, so their spans follow from the last stored member's
+    /// (`Group::span`) and a row call's join stores nothing.
+    alike: usize,
     /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
     /// Whether a later call may join by [`Group::continued_alike`] alone: the group has
@@ -284,6 +290,7 @@ impl<'a> Group<'a> {
             disjoint,
             first: args.into(),
             spans,
+            alike: 0,
             pieces: None,
             lean: false,
         }
@@ -291,7 +298,43 @@ impl<'a> Group<'a> {
 
     /// Calls in the group.
     pub(crate) fn len(&self) -> usize {
-        self.spans.len() / self.arity.max(1)
+        self.spans.len() / self.arity.max(1) + self.alike
+    }
+
+    /// Where member `k`'s argument `i` lies on the first call's argument `i`'s buffer.
+    pub(crate) fn span(&self, k: usize, i: usize) -> Span {
+        let n = self.arity;
+        let stored = self.spans.len() / n.max(1);
+        if k < stored {
+            return self.spans[k * n + i];
+        }
+        // A member that joined alike (`alike` is 0 unless the group is `lean`, which it stays,
+        // under the one rule that holds): it follows the last stored member `k - stored + 1`
+        // places on, every member between of the first call's lengths.
+        let last = self.spans[(stored - 1) * n + i];
+        let rule = self.rules[self.holding.trailing_zeros() as usize];
+        match rule.joins[i] {
+            Joins::Concat => {
+                let len = self.spans[i].len;
+                Span {
+                    start: last.start + last.len + (k - stored) * len,
+                    len,
+                }
+            }
+            Joins::Same => last,
+        }
+    }
+
+    /// Stores the spans of the members that joined alike, so that another member can follow
+    /// them in `spans`.
+    fn store_alike(&mut self) {
+        let (from, to) = (self.len() - self.alike, self.len());
+        let spans: Vec<Span> = (from..to)
+            .flat_map(|k| (0..self.arity).map(move |i| (k, i)))
+            .map(|(k, i)| self.span(k, i))
+            .collect();
+        self.spans.extend(spans);
+        self.alike = 0;
     }
 
     /// Adds the call if it continues the group; gives its arguments back if not.
@@ -308,6 +351,9 @@ impl<'a> Group<'a> {
         }
         self.holding = holding;
         self.lean = self.disjoint && holding.is_power_of_two();
+        if self.alike > 0 {
+            self.store_alike();
+        }
         self.spans.extend(args.iter().map(Span::of));
         Ok(())
     }
@@ -353,8 +399,10 @@ impl<'a> Group<'a> {
         };
         (0..N).all(|i| {
             let (a, f, l) = (&args[i], &first[i], &last[i]);
+            // Past the last stored member and the `alike` ones after it, each of the first
+            // call's length (they lie within the buffer, so this does not overflow).
             let next = match joins[i] {
-                Joins::Concat => l.start + l.len,
+                Joins::Concat => l.start + l.len + self.alike * first_spans[i].len,
                 Joins::Same => l.start,
             };
             std::ptr::eq(a.raw, f.raw)
@@ -377,11 +425,8 @@ impl<'a> Group<'a> {
             self.holding,
             "the lean continuation check let in a call the rule check refuses"
         );
-        // One span at a time: `extend` from an array is a call and a copy of it per row.
-        self.spans.reserve(N);
-        for arg in &args {
-            self.spans.push(Span::of(arg));
-        }
+        // Its spans follow from the group's (`Group::span`): nothing to store.
+        self.alike += 1;
     }
 
     /// The rules that still hold with `args` appended.
@@ -390,7 +435,8 @@ impl<'a> Group<'a> {
         if n == 0 || self.first.len() != n || self.spans.len() < n || args.len() != n {
             return 0;
         }
-        let (first, last) = (&self.first[..], &self.spans[self.spans.len() - n..]);
+        let (first, last) = (&self.first[..], self.len() - 1);
+        let last = |i: usize| self.span(last, i);
         // No ReadWrite argument gets in: a group holds a rule only if its first call has none
         // (`new`), and each argument must have the first call's access.
         let mut holding = self.holding;
@@ -418,10 +464,36 @@ impl<'a> Group<'a> {
     pub(crate) fn prefetch(&mut self, rt: &Runtime, merge: bool) {
         if self.pieces.is_none() {
             let joins = self.merged_rule(merge).map(|rule| rule.joins);
-            let pieces =
-                ahead::start_pieces(rt.shared(), self.position, joins, &self.first, &self.spans);
+            let span = |k: usize, i: usize| self.span(k, i);
+            let pieces = ahead::start_pieces(
+                rt.shared(),
+                self.position,
+                joins,
+                &self.first,
+                self.len(),
+                span,
+            );
             self.pieces = Some(pieces);
         }
+    }
+
+    /// The merged call's arguments over members `head` to `tail`: each `Concat` one the union
+    /// of theirs, each `Same` one the first's.
+    fn merged_args(&self, joins: &[Joins], head: usize, tail: usize) -> Vec<KernelArg<'a>> {
+        (joins.iter().zip(&self.first).enumerate())
+            .map(|(i, (joins, arg))| {
+                let (f, l) = (self.span(head, i), self.span(tail, i));
+                let len = match joins {
+                    Joins::Concat => l.start + l.len - f.start,
+                    Joins::Same => f.len,
+                };
+                Span {
+                    start: f.start,
+                    len,
+                }
+                .on(arg)
+            })
+            .collect()
     }
 
     /// Runs the group: merged calls if merging is on and a rule holds for several calls (one,
@@ -431,29 +503,14 @@ impl<'a> Group<'a> {
         self.prefetch(rt, merge);
         let calls = self.len();
         let rule = self.merged_rule(merge);
-        let Group {
-            device,
-            rules,
-            params,
-            arity,
-            first,
-            spans,
-            pieces,
-            ..
-        } = self;
-        let plain = rules[0];
+        let (device, params, pieces) = (self.device, self.params, self.pieces);
+        let plain = self.rules[0];
         let mut from = 0;
         if let Some(rule) = rule {
             let pieces = pieces.unwrap_or(1);
             for k in 0..pieces {
                 let members = ahead::members(k, pieces, calls);
-                let (head, tail) = (members.start * arity, (members.end - 1) * arity);
-                let merged = merged_args(
-                    rule.joins,
-                    &first,
-                    &spans[head..head + arity],
-                    &spans[tail..tail + arity],
-                );
+                let merged = self.merged_args(rule.joins, members.start, members.end - 1);
                 let outcome = (rule.run)(
                     rt,
                     device,
@@ -489,9 +546,10 @@ impl<'a> Group<'a> {
             }
         }
         let mut first_error = None;
-        for member in spans.chunks_exact(arity.max(1)).skip(from) {
-            let member: Vec<KernelArg<'a>> =
-                member.iter().zip(&first).map(|(s, a)| s.on(a)).collect();
+        for k in from..calls {
+            let member: Vec<KernelArg<'a>> = (self.first.iter().enumerate())
+                .map(|(i, a)| self.span(k, i).on(a))
+                .collect();
             let outcome = (plain.run)(
                 rt,
                 device,
@@ -518,15 +576,16 @@ impl<'a> Group<'a> {
 fn continues(
     joins: &[Joins],
     first: &[KernelArg<'_>],
-    last: &[Span],
+    last: impl Fn(usize) -> Span,
     args: &[KernelArg<'_>],
     disjoint: bool,
 ) -> bool {
     let n = args.len();
-    if joins.len() != n || first.len() != n || last.len() != n {
+    if joins.len() != n || first.len() != n {
         return false;
     }
-    for (((joins, a), f), l) in joins.iter().zip(args).zip(first).zip(last) {
+    for (i, ((joins, a), f)) in joins.iter().zip(args).zip(first).enumerate() {
+        let l = last(i);
         // A placement hint (`KernelArg::at`) must agree too: the merged call has one.
         let same_buffer = std::ptr::eq(a.raw, f.raw) && a.access == f.access && a.at == f.at;
         let fits = match joins {
@@ -559,33 +618,6 @@ fn continues(
                 ri.end <= rj.start || rj.end <= ri.start
             })
     })
-}
-
-/// The merged call's arguments over the members from the one with spans `from` to the one
-/// with spans `to`: each `Concat` one the union of theirs, each `Same` one the first's (the
-/// group's `first` arguments give the buffers, accesses and hints).
-fn merged_args<'a>(
-    joins: &[Joins],
-    first: &[KernelArg<'a>],
-    from: &[Span],
-    to: &[Span],
-) -> Vec<KernelArg<'a>> {
-    joins
-        .iter()
-        .enumerate()
-        .map(|(i, joins)| {
-            let (f, l) = (from[i], to[i]);
-            let len = match joins {
-                Joins::Concat => l.start + l.len - f.start,
-                Joins::Same => f.len,
-            };
-            Span {
-                start: f.start,
-                len,
-            }
-            .on(&first[i])
-        })
-        .collect()
 }
 
 /// The built-in APIs' rules, under the names they had here; each is defined in its built-in's
@@ -735,6 +767,63 @@ mod tests {
         assert!(group.continued_alike(rules::FFT, params, &call(3)));
         group.push(call(3));
         assert_eq!(group.len(), 4);
+    }
+
+    /// Members that join alike store no spans (`Group::alike`); every member's arguments are
+    /// still what it submitted, also around a member that joined the general way (two rows at
+    /// once) between alike ones, and the merged call covers them all.
+    #[test]
+    fn members_that_joined_alike_keep_the_ranges_they_submitted() {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("rt");
+        let row = 4096;
+        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let (x, y) = (buffer(), buffer());
+        let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let rows = |r: usize, n: usize| {
+            [
+                arg(input, r * row, n * row, Access::Read),
+                arg(output, r * row, n * row, Access::Write),
+            ]
+        };
+        let params = [0, 1024];
+        // Rows 0 and 1 the general way, 2 to 4 alike, 5 and 6 at once, then 7 to 9 alike.
+        let submitted = [
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (3, 1),
+            (4, 1),
+            (5, 2),
+            (7, 1),
+            (8, 1),
+            (9, 1),
+        ];
+        let mut group = Group::new(entry, 0, rules::FFT, params, rows(0, 1));
+        for &(r, n) in &submitted[1..] {
+            let call = rows(r, n);
+            if group.continued_alike(rules::FFT, params, &call) {
+                group.push(call);
+            } else {
+                assert!(group.join(rules::FFT, params, call).is_ok(), "row {r}");
+            }
+        }
+        assert_eq!(group.alike, 3, "rows 7 to 9 joined alike");
+        assert_eq!(group.len(), submitted.len());
+        for (k, &(r, n)) in submitted.iter().enumerate() {
+            for i in 0..2 {
+                let want = Span {
+                    start: r * row,
+                    len: n * row,
+                };
+                assert_eq!(group.span(k, i), want, "member {k}, argument {i}");
+            }
+        }
+        let merged = group.merged_args(rules::FFT[0].joins, 0, submitted.len() - 1);
+        assert!(merged.iter().all(|a| a.start == 0 && a.len == 10 * row));
     }
 
     /// A ZIP whose second operand is the same view every call holds only the `zip_rows` rule
