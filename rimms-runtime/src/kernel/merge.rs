@@ -365,10 +365,10 @@ impl<'a> Group<'a> {
     /// A row call of a per-row stage asks it (128 or 256 a frame): the answer must cost
     /// little. Its yes is a strict special case of the general rule check (`holds`): the
     /// group is `lean` (its members joined under exactly this rule and write no buffer
-    /// another argument uses), so comparing each argument with the last member's (the same
-    /// buffer, access and hint as the first's, which every member shares, and for a `Same`
-    /// argument the first's view) is what the rule asks, and the merged ranges need no
-    /// comparing. Any other call (another API or parameters, a gap, another buffer, a
+    /// another argument uses), so comparing each argument's buffer, access and hint with the
+    /// first call's (which every member shares) and its start with where the last member's
+    /// ended (for a `Same` argument, the first's view) is what the rule asks, and the merged
+    /// ranges need no comparing. Any other call (another API or parameters, a gap, another buffer, a
     /// different length, a group of one) gets no and goes the general way.
     ///
     /// The equal lengths are what let a joining call skip the checks a built-in's call must
