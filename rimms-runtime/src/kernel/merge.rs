@@ -239,6 +239,11 @@ pub(crate) struct Group<'a> {
     /// its `Same` arguments' views, so their spans follow from the last stored member's
     /// (`Group::span`) and a row call's join stores nothing.
     alike: usize,
+    /// Whether the first call passed its built-in's shape check (`ScopeCall::check_args`):
+    /// then a call of that built-in that continues the group alike, with its parameters and
+    /// lengths, passes it too and skips it. A group opened by `Scope::call` with a built-in's
+    /// rules has not.
+    pub(crate) shape_checked: bool,
     /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
     /// Whether a later call may join by [`Group::continued_alike`] alone: the group has
@@ -291,6 +296,7 @@ impl<'a> Group<'a> {
             first: args.into(),
             spans,
             alike: 0,
+            shape_checked: false,
             pieces: None,
             lean: false,
         }
@@ -373,7 +379,8 @@ impl<'a> Group<'a> {
     ///
     /// The equal lengths are what let a joining call skip the checks a built-in's call must
     /// pass on the device, and its shape check: both depend only on the device, the API, its
-    /// parameters and the arguments' lengths, which are the first call's, and it passed them.
+    /// parameters and the arguments' lengths, which are the first call's, and it passed them
+    /// (the shape check where `shape_checked` says so).
     #[inline]
     pub(crate) fn continued_alike<const N: usize>(
         &self,
