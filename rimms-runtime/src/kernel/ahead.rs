@@ -44,7 +44,7 @@
 //! what is left of it. A wrong prediction costs one copy, never a value: the bytes it brought
 //! are valid copies, dropped or overwritten like any other.
 
-use super::merge::Joins;
+use super::merge::{Joins, Span};
 use super::KernelArg;
 use crate::coherence::Access;
 use crate::hal::SpaceId;
@@ -68,16 +68,18 @@ pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
 /// where its copies take time and prefetching is on; returns the pieces the group runs in
 /// (1: as one call, or as its members one by one, with nothing started ahead). `merged`
 /// holds the joins of the rule the group runs under as one merged call, `None` when its
-/// calls run one by one (then every call is its own piece). `args` are the members'
-/// arguments, `arity` per call.
+/// calls run one by one (then every call is its own piece). `first` are the group's first
+/// call's arguments (every member's lie on their buffers, with their accesses and hints) and
+/// `span(k, i)` member `k`'s range on argument `i`'s buffer, for `calls` members.
 pub(crate) fn start_pieces(
     shared: &Shared,
     position: usize,
     merged: Option<&[Joins]>,
-    args: &[KernelArg<'_>],
-    arity: usize,
+    first: &[KernelArg<'_>],
+    calls: usize,
+    span: impl Fn(usize, usize) -> Span,
 ) -> usize {
-    let calls = args.len().checked_div(arity).unwrap_or(0);
+    let arity = first.len();
     if !shared.prefetches() || calls == 0 {
         return 1;
     }
@@ -85,26 +87,26 @@ pub(crate) fn start_pieces(
     let Some(link) = shared.memory().timed_link(entry.space()) else {
         return 1;
     };
-    let call = |k: usize| &args[k * arity..(k + 1) * arity];
+    let reads = || (0..arity).filter(|&i| first[i].access == Access::Read);
     let Some(joins) = merged else {
         for k in 0..calls {
-            for a in call(k).iter().filter(|a| a.access == Access::Read) {
-                copy_ahead(entry, a, a.start..a.start + a.len);
+            for i in reads() {
+                let span = span(k, i);
+                copy_ahead(entry, &first[i], span.start..span.start + span.len);
             }
         }
         return calls;
     };
     let union = |i: usize, piece: &Range<usize>| {
-        let (first, last) = (&call(piece.start)[i], &call(piece.end - 1)[i]);
+        let (first, last) = (span(piece.start, i), span(piece.end - 1, i));
         first.start..last.start + last.len
     };
-    let reads = || (0..arity).filter(|&i| args[i].access == Access::Read);
     let whole = 0..calls;
     let copy_ns: u64 = reads()
         .filter(|&i| joins[i] == Joins::Concat)
         .map(|i| {
             let bytes = union(i, &whole);
-            args[i].raw.transfer_ns(
+            first[i].raw.transfer_ns(
                 bytes.start,
                 bytes.len(),
                 entry.space(),
@@ -125,8 +127,8 @@ pub(crate) fn start_pieces(
         for i in reads() {
             // A `Same` argument is one view for every member: it moves with the first piece.
             match joins[i] {
-                Joins::Concat => copy_ahead(entry, &args[i], union(i, &piece)),
-                Joins::Same if k == 0 => copy_ahead(entry, &args[i], union(i, &(0..1))),
+                Joins::Concat => copy_ahead(entry, &first[i], union(i, &piece)),
+                Joins::Same if k == 0 => copy_ahead(entry, &first[i], union(i, &(0..1))),
                 Joins::Same => {}
             }
         }

@@ -183,6 +183,34 @@ impl<'a> MergedArgs<'a> {
 /// before (8 jobs of 16 rows for 128 on a 2-core machine).
 pub const UNMERGED_GROUP: usize = 16;
 
+/// Where one member's argument lies on the buffer of the group's first call's argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+}
+
+impl Span {
+    fn of(arg: &KernelArg<'_>) -> Span {
+        Span {
+            start: arg.start,
+            len: arg.len,
+        }
+    }
+
+    /// A member's argument: the first call's `arg` over this span.
+    pub(crate) fn on<'a>(self, arg: &KernelArg<'a>) -> KernelArg<'a> {
+        KernelArg {
+            name: arg.name,
+            raw: arg.raw,
+            start: self.start,
+            len: self.len,
+            access: arg.access,
+            at: arg.at,
+        }
+    }
+}
+
 /// Calls on one device held by a scope until a call that does not continue them arrives.
 pub(crate) struct Group<'a> {
     pub(crate) device: Device,
@@ -197,9 +225,25 @@ pub(crate) struct Group<'a> {
     /// it stays true of every member (a member's arguments lie on the first call's buffers,
     /// position by position), so joining need not compare merged ranges.
     disjoint: bool,
-    /// The members' arguments, one call after another (one allocation per group, not per
-    /// call).
-    args: Vec<KernelArg<'a>>,
+    /// The first call's arguments. Every member's arguments lie on these buffers with these
+    /// accesses and placement hints, position by position (joining asks that of each), so a
+    /// member's argument is its span on the first call's.
+    first: Vec<KernelArg<'a>>,
+    /// Each member's byte range of each argument, one call after another (one allocation per
+    /// group, not per call): all that varies from member to member, 16 bytes an argument
+    /// where a whole [`KernelArg`] is 48. Members that continued the group alike after the
+    /// last one here are not stored (`alike`).
+    spans: Vec<Span>,
+    /// Members after those in `spans` that joined by [`Group::continued_alike`]: each starts
+    /// its `Concat` arguments where the one before ended and has the first call's lengths and
+    /// its `Same` arguments' views, so their spans follow from the last stored member's
+    /// (`Group::span`) and a row call's join stores nothing.
+    alike: usize,
+    /// Whether the first call passed its built-in's shape check (`ScopeCall::check_args`):
+    /// then a call of that built-in that continues the group alike, with its parameters and
+    /// lengths, passes it too and skips it. A group opened by `Scope::call` with a built-in's
+    /// rules has not.
+    pub(crate) shape_checked: bool,
     /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
     /// Whether a later call may join by [`Group::continued_alike`] alone: the group has
@@ -239,8 +283,8 @@ impl<'a> Group<'a> {
                     .enumerate()
                     .all(|(j, b)| j == i || !std::ptr::eq(a.raw, b.raw))
         });
-        let mut all = Vec::with_capacity(N * 16);
-        all.extend(args);
+        let mut spans = Vec::with_capacity(N * 16);
+        spans.extend(args.iter().map(Span::of));
         Group {
             device: entry.device(),
             position,
@@ -249,7 +293,10 @@ impl<'a> Group<'a> {
             params,
             arity: N,
             disjoint,
-            args: all,
+            first: args.into(),
+            spans,
+            alike: 0,
+            shape_checked: false,
             pieces: None,
             lean: false,
         }
@@ -257,7 +304,43 @@ impl<'a> Group<'a> {
 
     /// Calls in the group.
     pub(crate) fn len(&self) -> usize {
-        self.args.len() / self.arity.max(1)
+        self.spans.len() / self.arity.max(1) + self.alike
+    }
+
+    /// Where member `k`'s argument `i` lies on the first call's argument `i`'s buffer.
+    pub(crate) fn span(&self, k: usize, i: usize) -> Span {
+        let n = self.arity;
+        let stored = self.spans.len() / n.max(1);
+        if k < stored {
+            return self.spans[k * n + i];
+        }
+        // A member that joined alike (`alike` is 0 unless the group is `lean`, which it stays,
+        // under the one rule that holds): it follows the last stored member `k - stored + 1`
+        // places on, every member between of the first call's lengths.
+        let last = self.spans[(stored - 1) * n + i];
+        let rule = self.rules[self.holding.trailing_zeros() as usize];
+        match rule.joins[i] {
+            Joins::Concat => {
+                let len = self.spans[i].len;
+                Span {
+                    start: last.start + last.len + (k - stored) * len,
+                    len,
+                }
+            }
+            Joins::Same => last,
+        }
+    }
+
+    /// Stores the spans of the members that joined alike, so that another member can follow
+    /// them in `spans`.
+    fn store_alike(&mut self) {
+        let (from, to) = (self.len() - self.alike, self.len());
+        let spans: Vec<Span> = (from..to)
+            .flat_map(|k| (0..self.arity).map(move |i| (k, i)))
+            .map(|(k, i)| self.span(k, i))
+            .collect();
+        self.spans.extend(spans);
+        self.alike = 0;
     }
 
     /// Adds the call if it continues the group; gives its arguments back if not.
@@ -274,7 +357,10 @@ impl<'a> Group<'a> {
         }
         self.holding = holding;
         self.lean = self.disjoint && holding.is_power_of_two();
-        self.args.extend(args);
+        if self.alike > 0 {
+            self.store_alike();
+        }
+        self.spans.extend(args.iter().map(Span::of));
         Ok(())
     }
 
@@ -285,15 +371,16 @@ impl<'a> Group<'a> {
     /// A row call of a per-row stage asks it (128 or 256 a frame): the answer must cost
     /// little. Its yes is a strict special case of the general rule check (`holds`): the
     /// group is `lean` (its members joined under exactly this rule and write no buffer
-    /// another argument uses), so comparing each argument with the last member's (the same
-    /// buffer, access and hint as the first's, which every member shares, and for a `Same`
-    /// argument the first's view) is what the rule asks, and the merged ranges need no
-    /// comparing. Any other call (another API or parameters, a gap, another buffer, a
+    /// another argument uses), so comparing each argument's buffer, access and hint with the
+    /// first call's (which every member shares) and its start with where the last member's
+    /// ended (for a `Same` argument, the first's view) is what the rule asks, and the merged
+    /// ranges need no comparing. Any other call (another API or parameters, a gap, another buffer, a
     /// different length, a group of one) gets no and goes the general way.
     ///
     /// The equal lengths are what let a joining call skip the checks a built-in's call must
     /// pass on the device, and its shape check: both depend only on the device, the API, its
-    /// parameters and the arguments' lengths, which are the first call's, and it passed them.
+    /// parameters and the arguments' lengths, which are the first call's, and it passed them
+    /// (the shape check where `shape_checked` says so).
     #[inline]
     pub(crate) fn continued_alike<const N: usize>(
         &self,
@@ -309,24 +396,27 @@ impl<'a> Group<'a> {
             return false;
         }
         let rule = self.rules[self.holding.trailing_zeros() as usize];
-        let (Some(joins), Some(first), Some(last)) = (
+        let (Some(joins), Some(first), Some(first_spans), Some(last)) = (
             rule.joins.first_chunk::<N>(),
-            self.args.first_chunk::<N>(),
-            self.args.last_chunk::<N>(),
+            self.first.first_chunk::<N>(),
+            self.spans.first_chunk::<N>(),
+            self.spans.last_chunk::<N>(),
         ) else {
             return false;
         };
         (0..N).all(|i| {
             let (a, f, l) = (&args[i], &first[i], &last[i]);
+            // Past the last stored member and the `alike` ones after it, each of the first
+            // call's length (they lie within the buffer, so this does not overflow).
             let next = match joins[i] {
-                Joins::Concat => l.start + l.len,
+                Joins::Concat => l.start + l.len + self.alike * first_spans[i].len,
                 Joins::Same => l.start,
             };
-            std::ptr::eq(a.raw, l.raw)
-                && a.access == l.access
-                && a.at == l.at
+            std::ptr::eq(a.raw, f.raw)
+                && a.access == f.access
+                && a.at == f.at
                 && a.start == next
-                && a.len == f.len
+                && a.len == first_spans[i].len
         })
     }
 
@@ -342,20 +432,18 @@ impl<'a> Group<'a> {
             self.holding,
             "the lean continuation check let in a call the rule check refuses"
         );
-        // One argument at a time: `extend` from an array is a call and a copy of it per row.
-        self.args.reserve(N);
-        for arg in args {
-            self.args.push(arg);
-        }
+        // Its spans follow from the group's (`Group::span`): nothing to store.
+        self.alike += 1;
     }
 
     /// The rules that still hold with `args` appended.
     fn holds(&self, args: &[KernelArg<'a>]) -> u32 {
         let n = self.arity;
-        if n == 0 || self.args.len() < n || args.len() != n {
+        if n == 0 || self.first.len() != n || self.spans.len() < n || args.len() != n {
             return 0;
         }
-        let (first, last) = (&self.args[..n], &self.args[self.args.len() - n..]);
+        let (first, last) = (&self.first[..], self.len() - 1);
+        let last = |i: usize| self.span(last, i);
         // No ReadWrite argument gets in: a group holds a rule only if its first call has none
         // (`new`), and each argument must have the first call's access.
         let mut holding = self.holding;
@@ -383,10 +471,36 @@ impl<'a> Group<'a> {
     pub(crate) fn prefetch(&mut self, rt: &Runtime, merge: bool) {
         if self.pieces.is_none() {
             let joins = self.merged_rule(merge).map(|rule| rule.joins);
-            let pieces =
-                ahead::start_pieces(rt.shared(), self.position, joins, &self.args, self.arity);
+            let span = |k: usize, i: usize| self.span(k, i);
+            let pieces = ahead::start_pieces(
+                rt.shared(),
+                self.position,
+                joins,
+                &self.first,
+                self.len(),
+                span,
+            );
             self.pieces = Some(pieces);
         }
+    }
+
+    /// The merged call's arguments over members `head` to `tail`: each `Concat` one the union
+    /// of theirs, each `Same` one the first's.
+    fn merged_args(&self, joins: &[Joins], head: usize, tail: usize) -> Vec<KernelArg<'a>> {
+        (joins.iter().zip(&self.first).enumerate())
+            .map(|(i, (joins, arg))| {
+                let (f, l) = (self.span(head, i), self.span(tail, i));
+                let len = match joins {
+                    Joins::Concat => l.start + l.len - f.start,
+                    Joins::Same => f.len,
+                };
+                Span {
+                    start: f.start,
+                    len,
+                }
+                .on(arg)
+            })
+            .collect()
     }
 
     /// Runs the group: merged calls if merging is on and a rule holds for several calls (one,
@@ -396,27 +510,14 @@ impl<'a> Group<'a> {
         self.prefetch(rt, merge);
         let calls = self.len();
         let rule = self.merged_rule(merge);
-        let Group {
-            device,
-            rules,
-            params,
-            arity,
-            args,
-            pieces,
-            ..
-        } = self;
-        let plain = rules[0];
+        let (device, params, pieces) = (self.device, self.params, self.pieces);
+        let plain = self.rules[0];
         let mut from = 0;
         if let Some(rule) = rule {
             let pieces = pieces.unwrap_or(1);
             for k in 0..pieces {
                 let members = ahead::members(k, pieces, calls);
-                let (first, last) = (members.start * arity, (members.end - 1) * arity);
-                let merged = merged_args(
-                    rule.joins,
-                    &args[first..first + arity],
-                    &args[last..last + arity],
-                );
+                let merged = self.merged_args(rule.joins, members.start, members.end - 1);
                 let outcome = (rule.run)(
                     rt,
                     device,
@@ -452,9 +553,10 @@ impl<'a> Group<'a> {
             }
         }
         let mut first_error = None;
-        let mut args = args.into_iter().skip(from * arity);
-        for _ in from..calls {
-            let member: Vec<KernelArg<'a>> = args.by_ref().take(arity).collect();
+        for k in from..calls {
+            let member: Vec<KernelArg<'a>> = (self.first.iter().enumerate())
+                .map(|(i, a)| self.span(k, i).on(a))
+                .collect();
             let outcome = (plain.run)(
                 rt,
                 device,
@@ -481,15 +583,16 @@ impl<'a> Group<'a> {
 fn continues(
     joins: &[Joins],
     first: &[KernelArg<'_>],
-    last: &[KernelArg<'_>],
+    last: impl Fn(usize) -> Span,
     args: &[KernelArg<'_>],
     disjoint: bool,
 ) -> bool {
     let n = args.len();
-    if joins.len() != n || first.len() != n || last.len() != n {
+    if joins.len() != n || first.len() != n {
         return false;
     }
-    for (((joins, a), f), l) in joins.iter().zip(args).zip(first).zip(last) {
+    for (i, ((joins, a), f)) in joins.iter().zip(args).zip(first).enumerate() {
+        let l = last(i);
         // A placement hint (`KernelArg::at`) must agree too: the merged call has one.
         let same_buffer = std::ptr::eq(a.raw, f.raw) && a.access == f.access && a.at == f.at;
         let fits = match joins {
@@ -522,33 +625,6 @@ fn continues(
                 ri.end <= rj.start || rj.end <= ri.start
             })
     })
-}
-
-/// The merged call's arguments: each `Concat` one the union of the members' (from the first
-/// member's to the last's), each `Same` one the first member's.
-fn merged_args<'a>(
-    joins: &[Joins],
-    first: &[KernelArg<'a>],
-    last: &[KernelArg<'a>],
-) -> Vec<KernelArg<'a>> {
-    joins
-        .iter()
-        .enumerate()
-        .map(|(i, joins)| {
-            let (f, l) = (&first[i], &last[i]);
-            KernelArg {
-                name: f.name,
-                raw: f.raw,
-                start: f.start,
-                len: match joins {
-                    Joins::Concat => l.start + l.len - f.start,
-                    Joins::Same => f.len,
-                },
-                access: f.access,
-                at: f.at,
-            }
-        })
-        .collect()
 }
 
 /// The built-in APIs' rules, under the names they had here; each is defined in its built-in's
@@ -698,6 +774,63 @@ mod tests {
         assert!(group.continued_alike(rules::FFT, params, &call(3)));
         group.push(call(3));
         assert_eq!(group.len(), 4);
+    }
+
+    /// Members that join alike store no spans (`Group::alike`); every member's arguments are
+    /// still what it submitted, also around a member that joined the general way (two rows at
+    /// once) between alike ones, and the merged call covers them all.
+    #[test]
+    fn members_that_joined_alike_keep_the_ranges_they_submitted() {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("rt");
+        let row = 4096;
+        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let (x, y) = (buffer(), buffer());
+        let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let rows = |r: usize, n: usize| {
+            [
+                arg(input, r * row, n * row, Access::Read),
+                arg(output, r * row, n * row, Access::Write),
+            ]
+        };
+        let params = [0, 1024];
+        // Rows 0 and 1 the general way, 2 to 4 alike, 5 and 6 at once, then 7 to 9 alike.
+        let submitted = [
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (3, 1),
+            (4, 1),
+            (5, 2),
+            (7, 1),
+            (8, 1),
+            (9, 1),
+        ];
+        let mut group = Group::new(entry, 0, rules::FFT, params, rows(0, 1));
+        for &(r, n) in &submitted[1..] {
+            let call = rows(r, n);
+            if group.continued_alike(rules::FFT, params, &call) {
+                group.push(call);
+            } else {
+                assert!(group.join(rules::FFT, params, call).is_ok(), "row {r}");
+            }
+        }
+        assert_eq!(group.alike, 3, "rows 7 to 9 joined alike");
+        assert_eq!(group.len(), submitted.len());
+        for (k, &(r, n)) in submitted.iter().enumerate() {
+            for i in 0..2 {
+                let want = Span {
+                    start: r * row,
+                    len: n * row,
+                };
+                assert_eq!(group.span(k, i), want, "member {k}, argument {i}");
+            }
+        }
+        let merged = group.merged_args(rules::FFT[0].joins, 0, submitted.len() - 1);
+        assert!(merged.iter().all(|a| a.start == 0 && a.len == 10 * row));
     }
 
     /// A ZIP whose second operand is the same view every call holds only the `zip_rows` rule

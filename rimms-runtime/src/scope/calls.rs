@@ -91,20 +91,29 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         params: Params,
         args: [KernelArg<'scope>; N],
     ) -> Result<()> {
-        self.submit_call(device, rules, params, args, |_| Ok(()), |_| Ok(()))
+        let no_shape_check = None::<fn(&[KernelArg<'scope>; N]) -> Result<()>>;
+        self.submit_call(
+            device,
+            rules,
+            params,
+            args,
+            no_shape_check,
+            |_| Ok(()),
+            |_| Ok(()),
+        )
     }
 
-    /// What every built-in's scope method does with its call's description: the shape check,
-    /// then submission as [`Scope::call`] with the built-in's rules, parameters and arguments
-    /// and the checks the device must pass (those of every call that does not join a group
-    /// alike, and those of a call that opens a group).
+    /// What every built-in's scope method does with its call's description: submission as
+    /// [`Scope::call`] with the built-in's rules, parameters and arguments, its shape check
+    /// (of every call that does not join a group alike) and the checks the device must pass
+    /// (those of every call that does not join a group alike, and those of a call that opens
+    /// a group).
     #[inline]
     pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
         device: Device,
         call: B,
     ) -> Result<()> {
-        call.check(device.into())?;
         let params = call.params();
         let shared = self.rt.shared();
         self.submit_call(
@@ -112,57 +121,79 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             B::RULES,
             params,
             call.args(),
+            Some(|args: &[KernelArg<'scope>; N]| B::check_args(device.into(), params, args)),
             |args| B::check_call_on(shared, device, params, args),
             |args| B::check_group_on(shared, device, params, args),
         )
     }
 
-    /// [`Scope::call`] with the checks a call must pass on `device`: `call_checks`, which may
-    /// depend only on the device, the rules, `params` and the arguments' lengths, and
+    /// [`Scope::call`] with the checks a call must pass: `shape_check`, a built-in's shape
+    /// check ([`ScopeCall::check_args`]), and on `device` `call_checks`, which may depend
+    /// only on the device, the rules, `params` and the arguments' lengths, and
     /// `group_checks`, which may depend only on the device, the rules, `params` and the
-    /// lengths the members of a group share (checks of the call's own shape come before,
-    /// from the caller).
+    /// lengths the members of a group share.
     ///
     /// A call that joins the group held for its device skips the checks that cannot come out
     /// differently for it: the group's first call passed them with the same device, rules
     /// and parameters (and, for `call_checks`, lengths), and joining needs every argument on
     /// a buffer of the group (so of this runtime). A call that continues a group of several
-    /// alike ([`Group::continued_alike`]) joins first thing; that keeps a merged row call at
-    /// the cost of one comparison per argument (a per-row stage makes 128 or 256 of them a
-    /// frame, where hand-written code makes one batched call).
+    /// alike ([`Group::continued_alike`]) joins first thing, and skips the shape check too
+    /// where the group's first call passed it (it came through a built-in's method, not
+    /// [`Scope::call`] with the built-in's rules); that keeps a merged row call at the cost of
+    /// one comparison per argument (a per-row stage makes 128 or 256 of them a frame, where
+    /// hand-written code makes one batched call).
     #[inline]
+    #[allow(clippy::too_many_arguments)] // The checks are closures of the caller's.
     fn submit_call<const N: usize>(
         &'scope self,
         device: Device,
         rules: &'static [&'static MergeRule],
         params: Params,
         args: [KernelArg<'scope>; N],
+        shape_check: Option<impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>>,
         call_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
         group_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
     ) -> Result<()> {
         let merge = self.rt.shared().merges_calls();
+        let shape_checked = shape_check.is_some();
         {
             let mut held = lock(&self.calls);
             if let Some(group) = held.open_group(device, merge) {
-                if group.continued_alike(rules, params, &args) {
+                if group.continued_alike(rules, params, &args)
+                    && (group.shape_checked || !shape_checked)
+                {
                     group.push(args);
                     return Ok(());
                 }
             }
         }
-        self.submit_call_apart(device, rules, params, args, call_checks, group_checks)
+        if let Some(check) = shape_check {
+            // Before anything is held: a call of the wrong shape fails alone, at once.
+            check(&args)?;
+        }
+        self.submit_call_apart(
+            device,
+            rules,
+            params,
+            args,
+            shape_checked,
+            call_checks,
+            group_checks,
+        )
     }
 
     /// [`Scope::submit_call`] for a call that does not continue its device's group alike: the
     /// checks, then the general join or a new group. Kept out of line so that the row calls
     /// that do continue a group run only the few instructions above.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)] // The checks are closures of the caller's.
     fn submit_call_apart<const N: usize>(
         &'scope self,
         device: Device,
         rules: &'static [&'static MergeRule],
         params: Params,
         args: [KernelArg<'scope>; N],
+        shape_checked: bool,
         call_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
         group_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
     ) -> Result<()> {
@@ -192,7 +223,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 });
             }
         }
-        let group = Group::new(entry, position, rules, params, args);
+        let mut group = Group::new(entry, position, rules, params, args);
+        group.shape_checked = shape_checked;
         let mut held = lock(&self.calls);
         if held.closed {
             drop(held);
@@ -457,4 +489,79 @@ fn check_rules(
         }
     }
     Ok(plain)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::hal::{Error, FftDirection, Result};
+    use crate::kernel::builtins::{fft::Fft, ScopeCall};
+    use crate::{Device, HeteData, KernelArg, Runtime};
+    use num_complex::Complex32 as C32;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    /// A built-in's call that continues a group alike skips its shape check only where the
+    /// group's first call passed it: rows of a 3-point FFT held as `Scope::call` holds them
+    /// (no shape check) with the FFT's rules do not let the next row in as `s.fft` submits it
+    /// without its shape error (red without `Group::shape_checked`). The calls go through
+    /// `submit_call` with one copy of the rules: a constant's copies of them need not share
+    /// an address, and rules are told apart by address.
+    #[test]
+    fn a_call_alike_to_a_group_no_shape_check_let_in_still_gets_its_shape_error() {
+        let rt = Runtime::new().expect("rt");
+        let row = 512; // 4 KiB of complex values: a fragment, so each row is a view of its own
+        let x = HeteData::<C32>::alloc(&rt, 3 * row).expect("x");
+        let mut y = HeteData::<C32>::alloc(&rt, 3 * row).expect("y");
+        let rows = x.rows(row).expect("rows");
+        let mut outs = y.rows_mut(row).expect("rows");
+        let [out0, out1, out2] = &mut outs[..] else {
+            unreachable!("three rows")
+        };
+        let params = [FftDirection::Forward as u64, 3];
+        let fft_rules = <Fft<'_> as ScopeCall<'_, 2>>::RULES;
+        let no_check = |_: &[KernelArg<'_>; 2]| Ok(());
+        let mut third_row = None;
+        // The held rows themselves run when the scope closes, with their 3 points, and the
+        // host kernel panics on them (`Scope::call` trusts its caller's shapes): only what
+        // the third row's submission returned, before that, is looked at.
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            rt.scope(|s| {
+                for (row, out) in [(&rows[0], out0), (&rows[1], out1)] {
+                    let args = [
+                        KernelArg::read("input", row),
+                        KernelArg::write("output", out),
+                    ];
+                    let none = None::<fn(&[KernelArg<'_>; 2]) -> Result<()>>;
+                    s.submit_call(
+                        Device::Cpu,
+                        fft_rules,
+                        params,
+                        args,
+                        none,
+                        no_check,
+                        no_check,
+                    )?;
+                }
+                let args = [
+                    KernelArg::read("input", &rows[2]),
+                    KernelArg::write("output", out2),
+                ];
+                let shape =
+                    |args: &[KernelArg<'_>; 2]| Fft::check_args(Device::Cpu.into(), params, args);
+                third_row = Some(s.submit_call(
+                    Device::Cpu,
+                    fft_rules,
+                    params,
+                    args,
+                    Some(shape),
+                    no_check,
+                    no_check,
+                ));
+                Ok::<(), Error>(())
+            })
+        }));
+        assert!(
+            matches!(third_row, Some(Err(Error::Shape { api: "fft", .. }))),
+            "{third_row:?}"
+        );
+    }
 }

@@ -3,7 +3,7 @@
 //! (input and output concatenate). Each of those built-ins is only what differs: its
 //! declaration, its output element and the generated function it calls ([`ElementWise`]).
 
-use super::{same_len, Builtin, ScopeCall};
+use super::{elements, same_len, Builtin, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target};
 use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
@@ -99,8 +99,7 @@ impl<K: ElementWise> Builtin for Call<'_, K> {
     const DECL: &'static ApiDecl = K::DECL;
 
     fn check(&self, target: Target) -> Result<()> {
-        let lens = [self.input.len(), self.out.len()];
-        same_len(K::DECL.name(), target, ["input", "out"], lens)
+        check_lens::<K>(target, [self.input.len(), self.out.len()])
     }
 
     fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
@@ -108,8 +107,18 @@ impl<K: ElementWise> Builtin for Call<'_, K> {
     }
 }
 
+/// `K`'s shape check on its views' lengths, `[input, out]`.
+fn check_lens<K: ElementWise>(target: Target, lens: [usize; 2]) -> Result<()> {
+    same_len(K::DECL.name(), target, ["input", "out"], lens)
+}
+
 impl<'a, K: ElementWise> ScopeCall<'a, 2> for Call<'a, K> {
     const RULES: &'static [&'static MergeRule] = K::RULES;
+
+    fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
+        let lens = [elements::<C32>(&args[0]), elements::<K::Out>(&args[1])];
+        check_lens::<K>(target, lens)
+    }
 
     fn args(self) -> [KernelArg<'a>; 2] {
         [

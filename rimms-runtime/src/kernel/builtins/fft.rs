@@ -27,9 +27,7 @@ impl Builtin for Fft<'_> {
     /// few comparisons it makes (callgrind, `benches/per_call_instructions.rs`).
     #[inline]
     fn check(&self, target: Target) -> Result<()> {
-        let (len, out_len) = (self.input.len(), self.output.len());
-        same_len(Self::api(), target, ["input", "output"], [len, out_len])?;
-        check_shape(target, self.points, len)
+        check_lens(target, self.points, [self.input.len(), self.output.len()])
     }
 
     fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
@@ -58,6 +56,12 @@ impl<'a> ScopeCall<'a, 2> for Fft<'a> {
         ]
     }
 
+    #[inline]
+    fn check_args(target: Target, params: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
+        let lens = [elements::<C32>(&args[0]), elements::<C32>(&args[1])];
+        check_lens(target, params[1] as usize, lens)
+    }
+
     /// The implementation's `accepts` check, which depends on the device and the transform
     /// only (every member of a group has the group's shape, checked at its submission).
     fn check_group_on(
@@ -74,6 +78,13 @@ impl<'a> ScopeCall<'a, 2> for Fft<'a> {
         })
         .map_err(|why| accepts::refused("fft", device, why))
     }
+}
+
+/// [`Fft`]'s shape check on its views' lengths, `[input, output]`.
+#[inline]
+fn check_lens(target: Target, points: usize, [len, out_len]: [usize; 2]) -> Result<()> {
+    same_len(Fft::api(), target, ["input", "output"], [len, out_len])?;
+    check_shape(target, points, len)
 }
 
 /// Refuses an FFT whose shape does not fit: `points` a power of two of at least 2, and

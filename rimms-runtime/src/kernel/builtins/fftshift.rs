@@ -1,7 +1,7 @@
 //! `fftshift`: swaps the halves of every row of `row_len` elements. Its declaration is
 //! `apis::fftshift`.
 
-use super::{same_len, shape, Builtin, ScopeCall};
+use super::{elements, same_len, shape, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
@@ -21,14 +21,7 @@ impl Builtin for Fftshift<'_> {
     const DECL: &'static ApiDecl = apis::fftshift::DECL;
 
     fn check(&self, target: Target) -> Result<()> {
-        let (len, row_len) = (self.input.len(), self.row_len);
-        same_len("fftshift", target, ["input", "out"], [len, self.out.len()])?;
-        shape(
-            "fftshift",
-            target,
-            row_len > 0 && len % row_len == 0,
-            || format!("{len} elements are not a whole number of rows of {row_len}"),
-        )
+        check_lens(target, self.row_len, [self.input.len(), self.out.len()])
     }
 
     fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
@@ -36,8 +29,24 @@ impl Builtin for Fftshift<'_> {
     }
 }
 
+/// [`Fftshift`]'s shape check on its views' lengths, `[input, out]`.
+fn check_lens(target: Target, row_len: usize, [len, out]: [usize; 2]) -> Result<()> {
+    same_len("fftshift", target, ["input", "out"], [len, out])?;
+    shape(
+        "fftshift",
+        target,
+        row_len > 0 && len % row_len == 0,
+        || format!("{len} elements are not a whole number of rows of {row_len}"),
+    )
+}
+
 impl<'a> ScopeCall<'a, 2> for Fftshift<'a> {
     const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn check_args(target: Target, params: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
+        let lens = args.each_ref().map(elements::<C32>);
+        check_lens(target, params[0] as usize, lens)
+    }
 
     fn params(&self) -> Params {
         [self.row_len as u64, 0]

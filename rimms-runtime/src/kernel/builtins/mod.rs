@@ -28,7 +28,8 @@
 //! 2. its home, `kernel/builtins/negate.rs` (and its `mod negate;` line below): a struct
 //!    `Negate<'a> { input: HeteSlice<'a, C32>, out: HeteSliceMut<'a, C32> }` that implements
 //!    [`Builtin`] (its declaration, its shape check, the call of `apis::negate`) and
-//!    [`ScopeCall`] (its merge rules, its parameters, its arguments as [`KernelArg`]s). An
+//!    [`ScopeCall`] (its merge rules, its parameters, its arguments as [`KernelArg`]s and its
+//!    shape check asked of them; both checks call one function of the lengths). An
 //!    element-wise built-in of one complex input, as `negate` is, needs one line:
 //!    `element_wise_kind!(Negate = negate -> C32)` (its kind, declaration and output element;
 //!    [`element_wise::ElementWise`]), as `conj`, `magnitude` and `power` are;
@@ -100,6 +101,12 @@ pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
 
     /// Its views as the managed arguments of the rules, in their order.
     fn args(self) -> [KernelArg<'a>; N];
+
+    /// Its shape check ([`Builtin::check`]) asked of its arguments as [`ScopeCall::args`]
+    /// gives them and its [`ScopeCall::params`]: a function of the target, the parameters
+    /// and the arguments' lengths only, so that a call that continues a group alike, whose
+    /// first call passed it with the same inputs, need not ask it again.
+    fn check_args(target: Target, params: Params, args: &[KernelArg<'_>; N]) -> Result<()>;
 
     /// What `device` must accept of every call, asked at submission (the handle's method asks
     /// the same inside the call): checks that depend only on the device, the rules, `params`

@@ -5,7 +5,7 @@
 //! Nothing else of the runtime changes for it: the checks, the merging and the dispatch it
 //! gets are the generic ones every built-in uses.
 
-use super::{call, same_len, Builtin, ScopeCall};
+use super::{call, elements, same_len, Builtin, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
 use crate::hal::{Device, Error, KernelCtx, Result, Target};
 use crate::kernel::merge::{Joins, MergeRule, Params};
@@ -33,8 +33,7 @@ impl Builtin for ToyAffine<'_> {
     const DECL: &'static ApiDecl = toy_affine::DECL;
 
     fn check(&self, target: Target) -> Result<()> {
-        let lens = [self.input.len(), self.out.len()];
-        same_len(Self::api(), target, ["input", "out"], lens)
+        check_lens(target, [self.input.len(), self.out.len()])
     }
 
     fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
@@ -42,8 +41,17 @@ impl Builtin for ToyAffine<'_> {
     }
 }
 
+/// Its shape check on its views' lengths, `[input, out]`: the method's and the scope's.
+fn check_lens(target: Target, lens: [usize; 2]) -> Result<()> {
+    same_len(ToyAffine::api(), target, ["input", "out"], lens)
+}
+
 impl<'a> ScopeCall<'a, 2> for ToyAffine<'a> {
     const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
+        check_lens(target, args.each_ref().map(elements::<f32>))
+    }
 
     fn params(&self) -> Params {
         [u64::from(self.gain.to_bits()), 0]

@@ -1,10 +1,10 @@
 //! `window`: every row of `input` times a real `window`. Its declaration is `apis::window`.
 
-use super::{same_len, whole_rows, Builtin, ScopeCall};
+use super::{elements, same_len, whole_rows, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
-use crate::kernel::merge::{Joins, MergeRule};
+use crate::kernel::merge::{Joins, MergeRule, Params};
 use crate::kernel::{ApiDecl, KernelArg};
 use crate::machine::Runtime;
 use num_complex::Complex32 as C32;
@@ -20,9 +20,10 @@ impl Builtin for Window<'_> {
     const DECL: &'static ApiDecl = apis::window::DECL;
 
     fn check(&self, target: Target) -> Result<()> {
-        let (input, window, out) = (self.input.len(), self.window.len(), self.out.len());
-        same_len("window", target, ["input", "out"], [input, out])?;
-        whole_rows("window", target, "window", window, input)
+        check_lens(
+            target,
+            [self.input.len(), self.window.len(), self.out.len()],
+        )
     }
 
     fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
@@ -30,8 +31,23 @@ impl Builtin for Window<'_> {
     }
 }
 
+/// [`Window`]'s shape check on its views' lengths, `[input, window, out]`.
+fn check_lens(target: Target, [input, window, out]: [usize; 3]) -> Result<()> {
+    same_len("window", target, ["input", "out"], [input, out])?;
+    whole_rows("window", target, "window", window, input)
+}
+
 impl<'a> ScopeCall<'a, 3> for Window<'a> {
     const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 3]) -> Result<()> {
+        let lens = [
+            elements::<C32>(&args[0]),
+            elements::<f32>(&args[1]),
+            elements::<C32>(&args[2]),
+        ];
+        check_lens(target, lens)
+    }
 
     fn args(self) -> [KernelArg<'a>; 3] {
         [

@@ -25,9 +25,7 @@ impl Builtin for Zip<'_> {
 
     #[inline]
     fn check(&self, target: Target) -> Result<()> {
-        let lens = [self.a.len(), self.b.len(), self.out.len()];
-        same_len("zip", target, ["a", "b"], [lens[0], lens[1]])?;
-        same_len("zip", target, ["a", "out"], [lens[0], lens[2]])
+        check_lens(target, [self.a.len(), self.b.len(), self.out.len()])
     }
 
     #[inline]
@@ -50,8 +48,20 @@ impl Builtin for Zip<'_> {
     }
 }
 
+/// [`Zip`]'s shape check on its views' lengths, `[a, b, out]`.
+#[inline]
+fn check_lens(target: Target, lens: [usize; 3]) -> Result<()> {
+    same_len("zip", target, ["a", "b"], [lens[0], lens[1]])?;
+    same_len("zip", target, ["a", "out"], [lens[0], lens[2]])
+}
+
 impl<'a> ScopeCall<'a, 3> for Zip<'a> {
     const RULES: &'static [&'static MergeRule] = RULES;
+
+    #[inline]
+    fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 3]) -> Result<()> {
+        check_lens(target, args.each_ref().map(elements::<C32>))
+    }
 
     fn params(&self) -> Params {
         params(self.op)

@@ -2,7 +2,7 @@
 //! is `apis::zip_rows`; a merged `zip` whose `b` is shared runs as one too.
 
 use super::zip::{self, zip_op};
-use super::{same_len, whole_rows, Builtin, ScopeCall};
+use super::{elements, same_len, whole_rows, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target, ZipOp};
@@ -23,9 +23,7 @@ impl Builtin for ZipRows<'_> {
     const DECL: &'static ApiDecl = apis::zip_rows::DECL;
 
     fn check(&self, target: Target) -> Result<()> {
-        let (a, row, out) = (self.a.len(), self.row.len(), self.out.len());
-        same_len("zip_rows", target, ["a", "out"], [a, out])?;
-        whole_rows("zip_rows", target, "row", row, a)
+        check_lens(target, [self.a.len(), self.row.len(), self.out.len()])
     }
 
     fn run(mut self, rt: &Runtime, target: Target) -> Result<()> {
@@ -33,8 +31,18 @@ impl Builtin for ZipRows<'_> {
     }
 }
 
+/// [`ZipRows`]'s shape check on its views' lengths, `[a, row, out]`.
+fn check_lens(target: Target, [a, row, out]: [usize; 3]) -> Result<()> {
+    same_len("zip_rows", target, ["a", "out"], [a, out])?;
+    whole_rows("zip_rows", target, "row", row, a)
+}
+
 impl<'a> ScopeCall<'a, 3> for ZipRows<'a> {
     const RULES: &'static [&'static MergeRule] = RULES;
+
+    fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 3]) -> Result<()> {
+        check_lens(target, args.each_ref().map(elements::<C32>))
+    }
 
     fn params(&self) -> Params {
         zip::params(self.op)
