@@ -3,7 +3,7 @@
 //! (input and output concatenate). Each of those built-ins is only what differs: its
 //! declaration, its output element and the generated function it calls ([`ElementWise`]).
 
-use super::{elements, same_len, Builtin, ScopeCall};
+use super::{call, elements, same_len, Builtin, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target};
 use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
@@ -73,8 +73,8 @@ fn merged<K: ElementWise>(
     _: Params,
     args: &mut MergedArgs<'_>,
 ) -> Result<()> {
-    let input = args.input::<C32>(0)?;
-    K::call(rt, device.into(), &input, &mut args.output::<K::Out>(1)?)
+    let (input, out) = (args.input::<C32>(0)?, args.output::<K::Out>(1)?);
+    call(rt, device.into(), Call::<K>::new(input, out))
 }
 
 /// A call of the element-wise built-in `K`.

@@ -1,7 +1,7 @@
 //! `fft`: the FFT of every row of `points` elements of `input` into `output` (inverse scaled
 //! by 1/N). Its declaration is `apis::fft`.
 
-use super::{elements, same_len, shape, Builtin, ScopeCall};
+use super::{call, elements, same_len, shape, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, FftDirection, Result, Target};
@@ -122,16 +122,15 @@ pub static RULES: &[&MergeRule] = &[&MergeRule {
     runs_as: apis::fft::DECL,
     joins: &[Joins::Concat, Joins::Concat],
     run: |rt, device, p, a| {
-        let input = a.input::<C32>(0)?;
-        let mut output = a.output::<C32>(1)?;
-        apis::fft(
-            rt,
-            device,
-            direction(p[0]),
-            p[1] as usize,
-            &input,
-            &mut output,
-        )
+        let (input, output) = (a.input::<C32>(0)?, a.output::<C32>(1)?);
+        let (dir, points) = (direction(p[0]), p[1] as usize);
+        let fft = Fft {
+            dir,
+            points,
+            input,
+            output,
+        };
+        call(rt, device.into(), fft)
     },
 }];
 

@@ -1,7 +1,7 @@
 //! `fftshift`: swaps the halves of every row of `row_len` elements. Its declaration is
 //! `apis::fftshift`.
 
-use super::{elements, same_len, shape, Builtin, ScopeCall};
+use super::{call, elements, same_len, shape, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
@@ -66,7 +66,16 @@ pub static RULES: &[&MergeRule] = &[&MergeRule {
     runs_as: apis::fftshift::DECL,
     joins: &[Joins::Concat, Joins::Concat],
     run: |rt, device, p, a| {
-        let x = a.input::<C32>(0)?;
-        apis::fftshift(rt, device, p[0] as usize, &x, &mut a.output::<C32>(1)?)
+        let (input, out) = (a.input::<C32>(0)?, a.output::<C32>(1)?);
+        let row_len = p[0] as usize;
+        call(
+            rt,
+            device.into(),
+            Fftshift {
+                row_len,
+                input,
+                out,
+            },
+        )
     },
 }];

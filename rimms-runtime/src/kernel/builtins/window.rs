@@ -1,6 +1,6 @@
 //! `window`: every row of `input` times a real `window`. Its declaration is `apis::window`.
 
-use super::{elements, same_len, whole_rows, Builtin, ScopeCall};
+use super::{call, elements, same_len, whole_rows, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
@@ -64,7 +64,7 @@ pub static RULES: &[&MergeRule] = &[&MergeRule {
     runs_as: apis::window::DECL,
     joins: &[Joins::Concat, Joins::Same, Joins::Concat],
     run: |rt, device, _, a| {
-        let (x, w) = (a.input::<C32>(0)?, a.input::<f32>(1)?);
-        apis::window(rt, device, &x, &w, &mut a.output::<C32>(2)?)
+        let (input, window, out) = (a.input::<C32>(0)?, a.input::<f32>(1)?, a.output::<C32>(2)?);
+        call(rt, device.into(), Window { input, window, out })
     },
 }];

@@ -1,7 +1,7 @@
 //! `zip`: `out = a op b`, element-wise. Its declaration is `apis::zip`.
 
 use super::zip_rows;
-use super::{elements, same_len, Builtin, ScopeCall};
+use super::{call, elements, same_len, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Error, Result, Target, ZipOp};
@@ -120,8 +120,18 @@ pub(crate) fn zip_op(code: u64) -> ZipOp {
 }
 
 fn run_merged(rt: &Runtime, device: Device, p: Params, a: &mut MergedArgs<'_>) -> Result<()> {
-    let (x, y) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
-    apis::zip(rt, device, zip_op(p[0]), &x, &y, &mut a.output::<C32>(2)?)
+    let (x, y, out) = (a.input::<C32>(0)?, a.input::<C32>(1)?, a.output::<C32>(2)?);
+    let op = zip_op(p[0]);
+    call(
+        rt,
+        device.into(),
+        Zip {
+            op,
+            a: x,
+            b: y,
+            out,
+        },
+    )
 }
 
 /// All three follow one another; or, where `b` is the same view in every call (a filter

@@ -2,7 +2,7 @@
 //! is `apis::zip_rows`; a merged `zip` whose `b` is shared runs as one too.
 
 use super::zip::{self, zip_op};
-use super::{elements, same_len, whole_rows, Builtin, ScopeCall};
+use super::{call, elements, same_len, whole_rows, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target, ZipOp};
@@ -64,8 +64,9 @@ pub(crate) fn run_merged(
     p: Params,
     a: &mut MergedArgs<'_>,
 ) -> Result<()> {
-    let (x, row) = (a.input::<C32>(0)?, a.input::<C32>(1)?);
-    apis::zip_rows(rt, device, zip_op(p[0]), &x, &row, &mut a.output::<C32>(2)?)
+    let (x, row, out) = (a.input::<C32>(0)?, a.input::<C32>(1)?, a.output::<C32>(2)?);
+    let op = zip_op(p[0]);
+    call(rt, device.into(), ZipRows { op, a: x, row, out })
 }
 
 /// The matrix and the result follow one another, the row is shared.
