@@ -4,7 +4,8 @@
 //! They are shared by two backends: the **cpu** device runs them on host memory, and **sim**
 //! devices run them on their own (separately allocated) memory. So they know nothing of
 //! buffers, spaces or coherence: by the time one of them is called, dispatch has acquired every
-//! argument in the right space and validated lengths and sizes.
+//! argument in the right space, and the backend has checked the lengths against [`shape`]
+//! (the runtime's methods check them before dispatch too; a raw declaration does not).
 //!
 //! The preconditions are still checked with `debug_assert!`, and every function walks its
 //! slices with iterators (`zip`, `chunks_exact`) or over a prefix it has first cut to a length
@@ -108,6 +109,60 @@ impl fmt::Debug for FftPlans {
 /// `s[start..]`, or an empty slice when `start` is past the end.
 fn tail<T>(s: &[T], start: usize) -> &[T] {
     s.get(start..).unwrap_or_default()
+}
+
+/// The shapes the kernels here assume, for a backend to check before it calls one. The
+/// runtime's methods check shapes before dispatch, but a raw declaration (`apis::zip(&rt, …)`)
+/// reaches an implementation without them, and lengths that do not fit would trip a kernel's
+/// debug assertion (or, in a release build, leave it working on a prefix): a backend refuses
+/// them with [`crate::Error::Shape`] instead (`backend::shape_fits`).
+pub mod shape {
+    /// Every length of `lens` equal, `names` naming them. The compares inline; the message is
+    /// built out of line, only for lengths that differ (a zip of one element is a few hundred
+    /// instructions in all: `benches/per_call_instructions.rs`).
+    ///
+    /// `names` by reference: a constant array then costs its address, where an array by value
+    /// was stored on the stack on every call, before the compares.
+    #[inline]
+    pub fn same_len<const N: usize>(names: &[&str; N], lens: [usize; N]) -> Result<(), String> {
+        if lens.iter().all(|&len| len == lens[0]) {
+            Ok(())
+        } else {
+            Err(lengths_differ(names, &lens))
+        }
+    }
+
+    #[cold]
+    fn lengths_differ(names: &[&str], lens: &[usize]) -> String {
+        let each: Vec<String> = names
+            .iter()
+            .zip(lens)
+            .map(|(name, len)| format!("{name} {len}"))
+            .collect();
+        format!("lengths differ: {}", each.join(", "))
+    }
+
+    /// `len` a whole number of rows of `row_len` elements (so `row_len` at least 1).
+    #[inline]
+    pub fn whole_rows(row_len: usize, len: usize) -> Result<(), String> {
+        if len.checked_rem(row_len) == Some(0) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{len} elements are not a whole number of {row_len}-element rows"
+            ))
+        }
+    }
+
+    /// `len` the elements of a `rows × cols` matrix.
+    #[inline]
+    pub fn matrix(what: &str, rows: usize, cols: usize, len: usize) -> Result<(), String> {
+        if rows.checked_mul(cols) == Some(len) {
+            Ok(())
+        } else {
+            Err(format!("{what} has {len} elements, not {rows} × {cols}"))
+        }
+    }
 }
 
 /// `len` rounded down to whole rows of `row_len` (0 when `row_len` is 0).

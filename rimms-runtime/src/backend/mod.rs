@@ -95,3 +95,32 @@ pub(crate) trait Backend: Send + Sync {
     /// registers or stream error, and where a sim device injects a fault.
     fn completion(&self) -> Result<(), BackendError>;
 }
+
+/// A kernel's refusal of lengths its host kernel cannot take ([`host_kernels::shape`]), as the
+/// call's shape error naming the API and the device.
+#[inline]
+pub(crate) fn shape_fits(
+    ctx: &crate::hal::KernelCtx<'_>,
+    api: &'static str,
+    fits: std::result::Result<(), String>,
+) -> crate::hal::Result<()> {
+    match fits {
+        Ok(()) => Ok(()),
+        Err(what) => Err(shape_error(ctx, api, what)),
+    }
+}
+
+/// Out of line, so that a check that passes costs a compare and a branch.
+#[cold]
+#[inline(never)]
+fn shape_error(
+    ctx: &crate::hal::KernelCtx<'_>,
+    api: &'static str,
+    what: String,
+) -> crate::hal::Error {
+    crate::hal::Error::Shape {
+        api,
+        device: ctx.device.into(),
+        what,
+    }
+}

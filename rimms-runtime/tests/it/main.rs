@@ -28,6 +28,7 @@ mod fragment_rule;
 mod layers;
 mod merging;
 mod prefetch;
+mod raw_declarations;
 // Only the FPGA result tests compare against the direct DFT.
 #[cfg(feature = "fpga-emulator")]
 mod reference;

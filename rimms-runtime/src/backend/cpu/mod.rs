@@ -59,7 +59,8 @@ impl Backend for CpuBackend {
 /// sim's may have a limit (`backend::sim` registers its own, with its check).
 mod implementations {
     use crate::apis;
-    use crate::backend::host_kernels as kernels;
+    use crate::backend::host_kernels::{self as kernels, shape};
+    use crate::backend::shape_fits;
     use crate::hal::{BackendError, FftDirection, KernelCtx, Result, ZipOp};
     use num_complex::Complex32 as C32;
 
@@ -81,6 +82,9 @@ mod implementations {
         input: &[C32],
         #[out] output: &mut [C32],
     ) -> Result<()> {
+        let lens = [input.len(), output.len()];
+        shape_fits(ctx, "fft", shape::same_len(&["input", "output"], lens))?;
+        shape_fits(ctx, "fft", shape::whole_rows(points, input.len()))?;
         kernels::fft_rows(plans(ctx, "fft")?, dir, points, input, output);
         Ok(())
     }
@@ -92,82 +96,102 @@ mod implementations {
         points: usize,
         data: &mut [C32],
     ) -> Result<()> {
+        shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
         kernels::fft_rows_in_place(plans(ctx, "fft_in_place")?, dir, points, data);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::zip, device = [cpu, sim])]
-    fn zip(
-        _ctx: &KernelCtx,
-        op: ZipOp,
-        a: &[C32],
-        b: &[C32],
-        #[out] out: &mut [C32],
-    ) -> Result<()> {
+    fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
+        let lens = [a.len(), b.len(), out.len()];
+        shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
         kernels::zip(op, a, b, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::conj, device = [cpu, sim])]
-    fn conj(_ctx: &KernelCtx, input: &[C32], #[out] out: &mut [C32]) -> Result<()> {
+    fn conj(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [C32]) -> Result<()> {
+        let lens = [input.len(), out.len()];
+        shape_fits(ctx, "conj", shape::same_len(&["input", "out"], lens))?;
         kernels::conj(input, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::magnitude, device = [cpu, sim])]
-    fn magnitude(_ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()> {
+    fn magnitude(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()> {
+        let lens = [input.len(), out.len()];
+        shape_fits(ctx, "magnitude", shape::same_len(&["input", "out"], lens))?;
         kernels::magnitude(input, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::power, device = [cpu, sim])]
-    fn power(_ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()> {
+    fn power(ctx: &KernelCtx, input: &[C32], #[out] out: &mut [f32]) -> Result<()> {
+        let lens = [input.len(), out.len()];
+        shape_fits(ctx, "power", shape::same_len(&["input", "out"], lens))?;
         kernels::power(input, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::window, device = [cpu, sim])]
     fn window(
-        _ctx: &KernelCtx,
+        ctx: &KernelCtx,
         input: &[C32],
         window: &[f32],
         #[out] out: &mut [C32],
     ) -> Result<()> {
+        let lens = [input.len(), out.len()];
+        shape_fits(ctx, "window", shape::same_len(&["input", "out"], lens))?;
         kernels::window_rows(input, window, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::zip_rows, device = [cpu, sim])]
     fn zip_rows(
-        _ctx: &KernelCtx,
+        ctx: &KernelCtx,
         op: ZipOp,
         a: &[C32],
         row: &[C32],
         #[out] out: &mut [C32],
     ) -> Result<()> {
+        let lens = [a.len(), out.len()];
+        shape_fits(ctx, "zip_rows", shape::same_len(&["a", "out"], lens))?;
         kernels::zip_rows(op, a, row, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::fftshift, device = [cpu, sim])]
     fn fftshift(
-        _ctx: &KernelCtx,
+        ctx: &KernelCtx,
         row_len: usize,
         input: &[C32],
         #[out] out: &mut [C32],
     ) -> Result<()> {
+        let lens = [input.len(), out.len()];
+        shape_fits(ctx, "fftshift", shape::same_len(&["input", "out"], lens))?;
+        shape_fits(ctx, "fftshift", shape::whole_rows(row_len, input.len()))?;
         kernels::fftshift_rows(row_len, input, out);
         Ok(())
     }
 
     #[rimms_macros::kernel(api = apis::transpose, device = [cpu, sim])]
     fn transpose(
-        _ctx: &KernelCtx,
+        ctx: &KernelCtx,
         rows: usize,
         cols: usize,
         input: &[C32],
         #[out] out: &mut [C32],
     ) -> Result<()> {
+        shape_fits(
+            ctx,
+            "transpose",
+            shape::matrix("input", rows, cols, input.len()),
+        )?;
+        shape_fits(
+            ctx,
+            "transpose",
+            shape::matrix("out", cols, rows, out.len()),
+        )?;
         kernels::transpose(rows, cols, input, out);
         Ok(())
     }
@@ -180,7 +204,7 @@ mod implementations {
 
     #[rimms_macros::kernel(api = apis::gemm, device = [cpu, sim])]
     fn gemm(
-        _ctx: &KernelCtx,
+        ctx: &KernelCtx,
         m: usize,
         k: usize,
         n: usize,
@@ -188,6 +212,9 @@ mod implementations {
         b: &[C32],
         #[out] c: &mut [C32],
     ) -> Result<()> {
+        shape_fits(ctx, "gemm", shape::matrix("a", m, k, a.len()))?;
+        shape_fits(ctx, "gemm", shape::matrix("b", k, n, b.len()))?;
+        shape_fits(ctx, "gemm", shape::matrix("c", m, n, c.len()))?;
         kernels::gemm(m, k, n, a, b, c);
         Ok(())
     }

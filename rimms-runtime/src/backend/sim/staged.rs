@@ -8,7 +8,8 @@
 //! `DevSlice`s — on any machine, checked against the same CPU reference.
 
 use crate::apis;
-use crate::backend::host_kernels as kernels;
+use crate::backend::host_kernels::{self as kernels, shape};
+use crate::backend::shape_fits;
 use crate::hal::Result;
 use crate::hal::{DevSlice, DevSliceMut};
 use crate::hal::{FftDirection, KernelCtx, ZipOp};
@@ -51,6 +52,9 @@ fn fft(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "fft", shape::same_len(&["input", "output"], lens))?;
+    shape_fits(ctx, "fft", shape::whole_rows(points, input.len()))?;
     let plans = super::fft::plans(ctx, "fft")?;
     map(ctx, input, output, |i, o| {
         kernels::fft_rows(plans, dir, points, i, o)
@@ -64,6 +68,7 @@ fn fft_in_place(
     points: usize,
     data: DevSliceMut<C32>,
 ) -> Result<()> {
+    shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
     let plans = super::fft::plans(ctx, "fft_in_place")?;
     update(ctx, data, |d| {
         kernels::fft_rows_in_place(plans, dir, points, d)
@@ -78,22 +83,30 @@ fn zip(
     b: DevSlice<C32>,
     #[out] out: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [a.len(), b.len(), out.len()];
+    shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
     let b = read(ctx, &b)?;
     map(ctx, a, out, |a, o| kernels::zip(op, a, &b, o))
 }
 
 #[rimms_macros::kernel(api = apis::conj, device = sim)]
 fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<C32>) -> Result<()> {
+    let lens = [input.len(), out.len()];
+    shape_fits(ctx, "conj", shape::same_len(&["input", "out"], lens))?;
     map(ctx, input, out, kernels::conj)
 }
 
 #[rimms_macros::kernel(api = apis::magnitude, device = sim)]
 fn magnitude(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<f32>) -> Result<()> {
+    let lens = [input.len(), out.len()];
+    shape_fits(ctx, "magnitude", shape::same_len(&["input", "out"], lens))?;
     map(ctx, input, out, kernels::magnitude)
 }
 
 #[rimms_macros::kernel(api = apis::power, device = sim)]
 fn power(ctx: &KernelCtx, input: DevSlice<C32>, #[out] out: DevSliceMut<f32>) -> Result<()> {
+    let lens = [input.len(), out.len()];
+    shape_fits(ctx, "power", shape::same_len(&["input", "out"], lens))?;
     map(ctx, input, out, kernels::power)
 }
 
@@ -104,6 +117,8 @@ fn window(
     window: DevSlice<f32>,
     #[out] out: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [input.len(), out.len()];
+    shape_fits(ctx, "window", shape::same_len(&["input", "out"], lens))?;
     let window = read(ctx, &window)?;
     map(ctx, input, out, |i, o| kernels::window_rows(i, &window, o))
 }
@@ -116,6 +131,8 @@ fn zip_rows(
     row: DevSlice<C32>,
     #[out] out: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [a.len(), out.len()];
+    shape_fits(ctx, "zip_rows", shape::same_len(&["a", "out"], lens))?;
     let row = read(ctx, &row)?;
     map(ctx, a, out, |a, o| kernels::zip_rows(op, a, &row, o))
 }
@@ -127,6 +144,9 @@ fn fftshift(
     input: DevSlice<C32>,
     #[out] out: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [input.len(), out.len()];
+    shape_fits(ctx, "fftshift", shape::same_len(&["input", "out"], lens))?;
+    shape_fits(ctx, "fftshift", shape::whole_rows(row_len, input.len()))?;
     map(ctx, input, out, |i, o| {
         kernels::fftshift_rows(row_len, i, o)
     })
@@ -140,6 +160,16 @@ fn transpose(
     input: DevSlice<C32>,
     #[out] out: DevSliceMut<C32>,
 ) -> Result<()> {
+    shape_fits(
+        ctx,
+        "transpose",
+        shape::matrix("input", rows, cols, input.len()),
+    )?;
+    shape_fits(
+        ctx,
+        "transpose",
+        shape::matrix("out", cols, rows, out.len()),
+    )?;
     map(ctx, input, out, |i, o| kernels::transpose(rows, cols, i, o))
 }
 
@@ -158,6 +188,9 @@ fn gemm(
     b: DevSlice<C32>,
     #[out] c: DevSliceMut<C32>,
 ) -> Result<()> {
+    shape_fits(ctx, "gemm", shape::matrix("a", m, k, a.len()))?;
+    shape_fits(ctx, "gemm", shape::matrix("b", k, n, b.len()))?;
+    shape_fits(ctx, "gemm", shape::matrix("c", m, n, c.len()))?;
     let b = read(ctx, &b)?;
     map(ctx, a, c, |a, c| kernels::gemm(m, k, n, a, &b, c))
 }
