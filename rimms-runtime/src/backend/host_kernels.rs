@@ -156,12 +156,27 @@ pub mod shape {
 
     /// `len` the elements of a `rows × cols` matrix.
     #[inline]
-    pub fn matrix(what: &str, rows: usize, cols: usize, len: usize) -> Result<(), String> {
+    fn matrix(what: &str, rows: usize, cols: usize, len: usize) -> Result<(), String> {
         if rows.checked_mul(cols) == Some(len) {
             Ok(())
         } else {
             Err(format!("{what} has {len} elements, not {rows} × {cols}"))
         }
+    }
+
+    /// `transpose`'s shape: `input` `rows × cols` and `out` `cols × rows`.
+    #[inline]
+    pub fn transpose(rows: usize, cols: usize, [input, out]: [usize; 2]) -> Result<(), String> {
+        matrix("input", rows, cols, input)?;
+        matrix("out", cols, rows, out)
+    }
+
+    /// `gemm`'s shape: `a` `m × k`, `b` `k × n` and `c` `m × n`.
+    #[inline]
+    pub fn gemm(m: usize, k: usize, n: usize, [a, b, c]: [usize; 3]) -> Result<(), String> {
+        matrix("a", m, k, a)?;
+        matrix("b", k, n, b)?;
+        matrix("c", m, n, c)
     }
 }
 

@@ -64,6 +64,18 @@ fn lengths_the_kernels_cannot_take_are_refused_on_every_host_kernel_device() {
         refused(conj, "conj", device);
         let transpose = apis::transpose(&rt, device, 5, 4, &a.as_slice(), &mut out.as_slice_mut());
         refused(transpose, "transpose", device);
+        // a is 8 × 8 and c 8 × 8, but b has 48 elements, not 8 × 8.
+        let gemm = apis::gemm(
+            &rt,
+            device,
+            8,
+            8,
+            8,
+            &a.as_slice(),
+            &b.as_slice(),
+            &mut out.as_slice_mut(),
+        );
+        refused(gemm, "gemm", device);
         assert!(out
             .host()
             .expect("out")

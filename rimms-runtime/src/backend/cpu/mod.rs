@@ -182,16 +182,8 @@ mod implementations {
         input: &[C32],
         #[out] out: &mut [C32],
     ) -> Result<()> {
-        shape_fits(
-            ctx,
-            "transpose",
-            shape::matrix("input", rows, cols, input.len()),
-        )?;
-        shape_fits(
-            ctx,
-            "transpose",
-            shape::matrix("out", cols, rows, out.len()),
-        )?;
+        let lens = [input.len(), out.len()];
+        shape_fits(ctx, "transpose", shape::transpose(rows, cols, lens))?;
         kernels::transpose(rows, cols, input, out);
         Ok(())
     }
@@ -212,9 +204,8 @@ mod implementations {
         b: &[C32],
         #[out] c: &mut [C32],
     ) -> Result<()> {
-        shape_fits(ctx, "gemm", shape::matrix("a", m, k, a.len()))?;
-        shape_fits(ctx, "gemm", shape::matrix("b", k, n, b.len()))?;
-        shape_fits(ctx, "gemm", shape::matrix("c", m, n, c.len()))?;
+        let lens = [a.len(), b.len(), c.len()];
+        shape_fits(ctx, "gemm", shape::gemm(m, k, n, lens))?;
         kernels::gemm(m, k, n, a, b, c);
         Ok(())
     }

@@ -160,16 +160,8 @@ fn transpose(
     input: DevSlice<C32>,
     #[out] out: DevSliceMut<C32>,
 ) -> Result<()> {
-    shape_fits(
-        ctx,
-        "transpose",
-        shape::matrix("input", rows, cols, input.len()),
-    )?;
-    shape_fits(
-        ctx,
-        "transpose",
-        shape::matrix("out", cols, rows, out.len()),
-    )?;
+    let lens = [input.len(), out.len()];
+    shape_fits(ctx, "transpose", shape::transpose(rows, cols, lens))?;
     map(ctx, input, out, |i, o| kernels::transpose(rows, cols, i, o))
 }
 
@@ -188,9 +180,8 @@ fn gemm(
     b: DevSlice<C32>,
     #[out] c: DevSliceMut<C32>,
 ) -> Result<()> {
-    shape_fits(ctx, "gemm", shape::matrix("a", m, k, a.len()))?;
-    shape_fits(ctx, "gemm", shape::matrix("b", k, n, b.len()))?;
-    shape_fits(ctx, "gemm", shape::matrix("c", m, n, c.len()))?;
+    let lens = [a.len(), b.len(), c.len()];
+    shape_fits(ctx, "gemm", shape::gemm(m, k, n, lens))?;
     let b = read(ctx, &b)?;
     map(ctx, a, c, |a, c| kernels::gemm(m, k, n, a, &b, c))
 }
