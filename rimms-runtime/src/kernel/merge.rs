@@ -645,6 +645,22 @@ mod tests {
     use super::*;
     use crate::{HeteData, SimConfig};
 
+    /// A runtime with one sim device, for groups on the CPU or on `sim0`.
+    fn sim_runtime() -> Runtime {
+        Runtime::builder()
+            .sim(SimConfig::default())
+            .build()
+            .expect("rt")
+    }
+
+    /// Bytes in a row of the lean-check tests: 4 KiB, a fragment, so rows are views apart.
+    const ROW: usize = 4096;
+
+    /// A buffer of sixteen `ROW`-byte rows of `u32`.
+    fn sixteen_rows(rt: &Runtime) -> HeteData<u32> {
+        HeteData::<u32>::alloc(rt, 16 * ROW / 4).expect("buffer")
+    }
+
     fn arg<'a>(
         raw: &'a crate::data::RawBuffer,
         start: usize,
@@ -665,10 +681,7 @@ mod tests {
     /// write row r + 1 of one buffer) do not merge: the merged call would read what it writes.
     #[test]
     fn merged_ranges_that_would_overlap_a_written_one_do_not_join() {
-        let rt = Runtime::builder()
-            .sim(SimConfig::default())
-            .build()
-            .expect("rt");
+        let rt = sim_runtime();
         let x = HeteData::<u32>::alloc(&rt, 4096).expect("x");
         let raw = x.as_slice().raw();
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
@@ -711,12 +724,9 @@ mod tests {
     /// gets yes.
     #[test]
     fn the_lean_continuation_check_refuses_whatever_the_rules_refuse() {
-        let rt = Runtime::builder()
-            .sim(SimConfig::default())
-            .build()
-            .expect("rt");
-        let row = 4096;
-        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let rt = sim_runtime();
+        let row = ROW;
+        let buffer = || sixteen_rows(&rt);
         let (x, y, other) = (buffer(), buffer(), buffer());
         let (input, output, other) = (
             x.as_slice().raw(),
@@ -781,12 +791,9 @@ mod tests {
     /// once) between alike ones, and the merged call covers them all.
     #[test]
     fn members_that_joined_alike_keep_the_ranges_they_submitted() {
-        let rt = Runtime::builder()
-            .sim(SimConfig::default())
-            .build()
-            .expect("rt");
-        let row = 4096;
-        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let rt = sim_runtime();
+        let row = ROW;
+        let buffer = || sixteen_rows(&rt);
         let (x, y) = (buffer(), buffer());
         let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
@@ -837,12 +844,9 @@ mod tests {
     /// from its second member on; the lean check then wants that very view again.
     #[test]
     fn the_lean_check_wants_a_shared_operand_to_be_the_same_view() {
-        let rt = Runtime::builder()
-            .sim(SimConfig::default())
-            .build()
-            .expect("rt");
-        let row = 4096;
-        let buffer = || HeteData::<u32>::alloc(&rt, 16 * row / 4).expect("buffer");
+        let rt = sim_runtime();
+        let row = ROW;
+        let buffer = || sixteen_rows(&rt);
         let (a, b, out) = (buffer(), buffer(), buffer());
         let (a, b, out) = (a.as_slice().raw(), b.as_slice().raw(), out.as_slice().raw());
         let entry = rt.shared().device(Device::Sim(0)).expect("sim");
