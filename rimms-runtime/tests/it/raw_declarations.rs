@@ -2,7 +2,8 @@
 //! check of the runtime's methods: lengths a host kernel cannot take are refused by the CPU's
 //! and the staged sim's implementations with a shape error naming the API and the device, and
 //! the output is left as it was (a debug build's kernel would otherwise trip its assertion, a
-//! release build's work on a prefix).
+//! release build's work on a prefix). The FPGA's and the GPU's implementations refuse the same
+//! lengths: there a misfit would have the DMA (or a kernel) overrun a buffer or fill a prefix.
 
 use rimms_runtime::{
     apis, Complex32, Device, Error, FftDirection, HeteData, Runtime, SimConfig, ZipOp,
@@ -97,4 +98,66 @@ fn lengths_the_kernels_cannot_take_are_refused_on_every_host_kernel_device() {
             .iter()
             .all(|&v| v == Complex32::new(2.0, 0.0)));
     }
+}
+
+/// The FPGA's cores move as many elements as the input has: a raw FFT into a shorter output,
+/// or a ZIP whose inputs are shorter than its output, would have the DMA write past the
+/// output or read past an input, into the buffers beside it in the u-dma-buf. Both are
+/// refused before a register is written, and the neighbours keep their bytes.
+#[cfg(feature = "fpga-emulator")]
+#[test]
+fn the_fpga_refuses_lengths_its_dma_would_overrun() {
+    use rimms_runtime::backend::fpga::Emulator;
+    use rimms_runtime::FpgaSource;
+    let dir = tempfile::tempdir().expect("dir");
+    let emulator = Emulator::start(dir.path(), &FpgaSource::default_layout()).expect("emulator");
+    let rt = Runtime::builder()
+        .fpga(FpgaSource::Board(emulator.config().clone()))
+        .build()
+        .expect("runtime");
+    // The default layout: two FFT cores, then two ZIP cores.
+    let (fft_core, zip_core) = (Device::Fpga(0), Device::Fpga(2));
+    let a = data(&rt, 64, 1.0);
+    let mut short = data(&rt, 32, 7.0);
+    let neighbour = data(&rt, 64, 5.0);
+    let fft = apis::fft(
+        &rt,
+        fft_core,
+        FftDirection::Forward,
+        32,
+        &a.as_slice(),
+        &mut short.as_slice_mut(),
+    );
+    refused(fft, "fft", fft_core);
+    // 64 elements are not whole rows of 128 points (a size the core takes).
+    let mut whole = data(&rt, 64, 7.0);
+    let rows = apis::fft_in_place(
+        &rt,
+        fft_core,
+        FftDirection::Forward,
+        128,
+        &mut whole.as_slice_mut(),
+    );
+    refused(rows, "fft_in_place", fft_core);
+    let (b, mut out) = (data(&rt, 32, 2.0), data(&rt, 64, 7.0));
+    let zip = apis::zip(
+        &rt,
+        zip_core,
+        ZipOp::Add,
+        &b.as_slice(),
+        &b.as_slice(),
+        &mut out.as_slice_mut(),
+    );
+    refused(zip, "zip", zip_core);
+    let untouched = |d: &HeteData<Complex32>, v: f32| {
+        d.host()
+            .expect("host")
+            .iter()
+            .all(|&x| x == Complex32::new(v, 0.0))
+    };
+    assert!(untouched(&short, 7.0) && untouched(&whole, 7.0) && untouched(&out, 7.0));
+    assert!(
+        untouched(&neighbour, 5.0),
+        "a neighbouring buffer was overwritten"
+    );
 }

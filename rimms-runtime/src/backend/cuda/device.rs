@@ -9,7 +9,8 @@ use super::space::GpuSpace;
 use super::stream::GpuStream;
 use super::{cuda_error, probe, probe_detailed, Probe, Unusable};
 use crate::apis;
-use crate::backend::{Backend, SpaceBacking, SpaceSpec};
+use crate::backend::host_kernels::shape;
+use crate::backend::{shape_fits, Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
 use crate::hal::{ArgForm, Device};
 use crate::hal::{DevSlice, DevSliceMut};
@@ -213,6 +214,9 @@ fn fft(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "fft", shape::same_len(&["input", "output"], lens))?;
+    shape_fits(ctx, "fft", shape::whole_rows(points, input.len()))?;
     let batch = input.len() / points;
     let (gpu, [x, y]) = on_gpu(ctx, "fft", [arg(&input), out(&output)])?;
     gpu.kernels().fft(x, y, points, batch, dir)
@@ -225,6 +229,7 @@ fn fft_in_place(
     points: usize,
     data: DevSliceMut<C32>,
 ) -> Result<()> {
+    shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
     let batch = data.len() / points;
     let (gpu, [x]) = on_gpu(ctx, "fft", [out(&data)])?;
     gpu.kernels().fft(x, x, points, batch, dir)
@@ -238,6 +243,8 @@ fn zip(
     b: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [a.len(), b.len(), output.len()];
+    shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
     let len = a.len();
     let (gpu, [a, b, y]) = on_gpu(ctx, "zip", [arg(&a), arg(&b), out(&output)])?;
     gpu.kernels().zip(op, a, b, y, len)
@@ -245,6 +252,8 @@ fn zip(
 
 #[rimms_macros::kernel(api = apis::conj, device = gpu)]
 fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<C32>) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "conj", shape::same_len(&["input", "out"], lens))?;
     let len = input.len();
     let (gpu, [x, y]) = on_gpu(ctx, "conj", [arg(&input), out(&output)])?;
     gpu.kernels().conj(x, y, len)
@@ -252,6 +261,8 @@ fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<C32>) 
 
 #[rimms_macros::kernel(api = apis::magnitude, device = gpu)]
 fn magnitude(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<f32>) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "magnitude", shape::same_len(&["input", "out"], lens))?;
     let len = input.len();
     let (gpu, [x, y]) = on_gpu(ctx, "magnitude", [arg(&input), out(&output)])?;
     gpu.kernels().magnitude(x, y, len)
@@ -264,6 +275,9 @@ fn fftshift(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "fftshift", shape::same_len(&["input", "out"], lens))?;
+    shape_fits(ctx, "fftshift", shape::whole_rows(row_len, input.len()))?;
     let rows = input.len() / row_len;
     let (gpu, [x, y]) = on_gpu(ctx, "fftshift", [arg(&input), out(&output)])?;
     gpu.kernels().fftshift(x, y, rows, row_len)
@@ -277,6 +291,8 @@ fn transpose(
     input: DevSlice<C32>,
     #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "transpose", shape::transpose(rows, cols, lens))?;
     let (gpu, [x, y]) = on_gpu(ctx, "transpose", [arg(&input), out(&output)])?;
     gpu.kernels().transpose(x, y, rows, cols)
 }
@@ -298,6 +314,8 @@ fn gemm(
     b: DevSlice<C32>,
     #[out] c: DevSliceMut<C32>,
 ) -> Result<()> {
+    let lens = [a.len(), b.len(), c.len()];
+    shape_fits(ctx, "gemm", shape::gemm(m, k, n, lens))?;
     let (gpu, [a, b, c]) = on_gpu(ctx, "gemm", [arg(&a), arg(&b), out(&c)])?;
     gpu.kernels().gemm(a, b, c, m, k, n)
 }

@@ -11,7 +11,8 @@ use super::emulator::{Emulator, EmulatorLayout};
 use super::timing::TimingModel;
 use super::udmabuf::CacheMode;
 use crate::apis;
-use crate::backend::{Backend, SpaceBacking, SpaceSpec};
+use crate::backend::host_kernels::shape;
+use crate::backend::{shape_fits, Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
 use crate::hal::MappedMemory;
 use crate::hal::{ArgForm, Device};
@@ -325,6 +326,10 @@ fn fft(
     input: &[C32],
     #[out] output: &mut [C32],
 ) -> Result<()> {
+    // The core moves as many rows as the input has: a shorter output would be written past.
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "fft", shape::same_len(&["input", "output"], lens))?;
+    shape_fits(ctx, "fft", shape::whole_rows(points, input.len()))?;
     let acc = accelerator(ctx)?;
     let batch = input.len() / points;
     acc.fft(
@@ -339,6 +344,7 @@ fn fft(
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = fpga, accepts = fft_in_place_fits)]
 fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
+    shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
     let acc = accelerator(ctx)?;
     let offset = offset_of(ctx, acc, data)?;
     acc.fft(dir, points, data.len() / points, offset, offset)
@@ -347,6 +353,9 @@ fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C
 
 #[rimms_macros::kernel(api = apis::zip, device = fpga, accepts = zip_fits)]
 fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
+    // The core reads as many elements of each input as it writes to the output.
+    let lens = [a.len(), b.len(), out.len()];
+    shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
     let acc = accelerator(ctx)?;
     let (a, b, o) = (
         offset_of(ctx, acc, a)?,
