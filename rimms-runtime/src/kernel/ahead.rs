@@ -19,7 +19,10 @@
 //! works through what is ahead of the group. A merged group then runs as a few merged calls
 //! over consecutive members instead of one, each waiting only for its own rows: the first
 //! starts once its rows have landed while the link carries the next piece's. A group whose
-//! calls run one by one (merging off) overlaps the same way, call by call.
+//! calls run one by one (merging off) overlaps the same way, call by call. A group whose
+//! output is predicted to leave over the link (see Prediction) runs in pieces for the same
+//! reason at its other end: each piece's output starts out as soon as it is written, while
+//! the next piece computes, so the copy out of the last piece is all a reader waits for.
 //!
 //! Why a copy may start at submission: a scope call borrows its views until the scope ends,
 //! and views that exist at once never share a fragment with a written one (mutable views split
@@ -66,11 +69,13 @@ pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
 
 /// Starts the copies of a held group's inputs into the device at `position`, piece by piece,
 /// where its copies take time and prefetching is on; returns the pieces the group runs in
-/// (1: as one call, or as its members one by one, with nothing started ahead). `merged`
-/// holds the joins of the rule the group runs under as one merged call, `None` when its
-/// calls run one by one (then every call is its own piece). `first` are the group's first
-/// call's arguments (every member's lie on their buffers, with their accesses and hints) and
-/// `span(k, i)` member `k`'s range on argument `i`'s buffer, for `calls` members.
+/// (1: as one call, or as its members one by one, with nothing started ahead). Outputs the
+/// owner history predicts will leave over the link count toward the pieces too: each piece's
+/// output then starts out while the next piece computes. `merged` holds the joins of the
+/// rule the group runs under as one merged call, `None` when its calls run one by one (then
+/// every call is its own piece). `first` are the group's first call's arguments (every
+/// member's lie on their buffers, with their accesses and hints) and `span(k, i)` member
+/// `k`'s range on argument `i`'s buffer, for `calls` members.
 pub(crate) fn start_pieces(
     shared: &Shared,
     position: usize,
@@ -115,11 +120,24 @@ pub(crate) fn start_pieces(
             )
         })
         .sum();
+    // Outputs predicted to leave over the link go piece by piece too, each as soon as its
+    // piece has written it (`copy_predicted`), so the link carries them while later pieces
+    // compute.
+    let copy_out_ns: u64 = (0..arity)
+        .filter(|&i| first[i].access.writes() && joins[i] == Joins::Concat)
+        .filter_map(|i| {
+            let bytes = union(i, &whole);
+            first[i]
+                .raw
+                .predicted_next(bytes.start, bytes.len(), entry.space())?;
+            Some(link.cost_ns(bytes.len()))
+        })
+        .sum();
     let latency = u64::try_from(link.latency.as_nanos())
         .unwrap_or(u64::MAX)
         .max(1);
     let most = MAX_PIECES.min(calls / 2).max(1);
-    let pieces = usize::try_from(copy_ns / latency.saturating_mul(LATENCIES))
+    let pieces = usize::try_from((copy_ns + copy_out_ns) / latency.saturating_mul(LATENCIES))
         .unwrap_or(most)
         .clamp(1, most);
     for k in 0..pieces {

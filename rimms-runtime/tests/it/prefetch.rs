@@ -348,6 +348,80 @@ fn a_frame_loop_copies_each_output_to_where_it_went_last_frame_ahead_of_its_read
     assert_eq!(run(false), (3 * bytes, (0, 0, 0)), "frames 3..6, off");
 }
 
+/// A frame loop of a scope's row FFTs on sim0, read on the host: the input stays on sim0,
+/// so only the output crosses the link. Once the owner history predicts the host, the group
+/// runs in pieces for its output's sake, and each piece's rows start back as soon as they are
+/// written (one copy per piece, every one used by the read), while the next piece computes.
+#[test]
+fn a_group_whose_output_goes_back_each_frame_sends_it_piece_by_piece() {
+    let (rows, points) = (32, 128);
+    let input: Vec<rimms_runtime::Complex32> = (0..rows * points)
+        .map(|i| rimms_runtime::Complex32::new((i % 11) as f32 - 5.0, (i % 4) as f32))
+        .collect();
+    let rt = slow_link_prefetching(true);
+    let mut x = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("x");
+    x.host_write().expect("x").copy_from_slice(&input);
+    x.prefetch(Device::Sim(0)).expect("x to sim0, once");
+    let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("y");
+    y.fragment(points * 8).expect("a row per fragment");
+    for frame in 0..4 {
+        if frame == 2 {
+            rt.reset_stats();
+        }
+        let (ins, mut outs) = (
+            x.rows(points).expect("rows"),
+            y.rows_mut(points).expect("rows"),
+        );
+        rt.scope(|s| {
+            for (row, out) in ins.iter().zip(outs.iter_mut()) {
+                s.fft(
+                    Device::Sim(0),
+                    rimms_runtime::FftDirection::Forward,
+                    points,
+                    row,
+                    out,
+                )?;
+            }
+            Ok::<(), rimms_runtime::Error>(())
+        })
+        .expect("scope")
+        .expect("ffts");
+        drop(outs);
+        let got = y.host().expect("y");
+        for (r, (row, got)) in input.chunks(points).zip(got.chunks(points)).enumerate() {
+            assert_spectrum(got, &naive_dft(row), format!("frame {frame} row {r}"));
+        }
+    }
+    let stats = rt.stats();
+    let fft = stats
+        .apis
+        .iter()
+        .find(|a| a.name == "fft")
+        .expect("fft ran");
+    let back = stats
+        .links
+        .iter()
+        .find(|l| l.from == "sim0" && l.to == "host")
+        .expect("copies back");
+    let bytes = (2 * rows * points * 8) as u64;
+    // 32 KiB back over 20 MB/s is 1.6 ms, 164 latencies of 10 µs: 8 pieces of 4 rows.
+    assert_eq!(
+        (fft.merged, fft.merged_into),
+        (64, 16),
+        "frames 2 and 3 in 8 pieces each"
+    );
+    assert_eq!(
+        (back.copies, back.bytes),
+        (16, bytes),
+        "one copy back per piece"
+    );
+    assert_eq!(
+        ahead(&rt, "host"),
+        (bytes, bytes, 0),
+        "every copy back made ahead and used"
+    );
+}
+
 /// A prediction that proves wrong costs one copy, counted as wasted, and never a value: the
 /// loop reads `y` on the host for three frames, then writes it four times before the next
 /// read (only the first of those writes is followed by a copy ahead).
