@@ -36,6 +36,18 @@
 //! copies take at least [`LATENCIES`] link latencies (the latency is paid per copy), at most
 //! [`MAX_PIECES`], and at least two calls each, so the merged calls stay few.
 //!
+//! # Direct calls
+//!
+//! A row-wise built-in called on the handle (`Runtime::fft`, `zip`, …) on a device behind a
+//! timed link has nothing queued ahead of it, but its own work can still hide its copies:
+//! where an input must cross the link, or the output is predicted to, the call is cut into
+//! equal parts (at most 16, each passing the built-in's shape check, each written part on
+//! fragment boundaries) and run as the group a scope would hold for them, in pieces as
+//! above. The parts are views the call already holds, disjoint where written, and the group
+//! runs before the call returns, so the borrows that made the call safe cover it. Only where
+//! the copies are long against the link's latency: a ZIP of a few thousand elements has too
+//! little work to hide them behind, and pieces would only add latencies.
+//!
 //! # Prediction
 //!
 //! A frame loop makes the same calls in the same order every frame, so where a buffer's bytes
@@ -47,11 +59,12 @@
 //! what is left of it. A wrong prediction costs one copy, never a value: the bytes it brought
 //! are valid copies, dropped or overwritten like any other.
 
-use super::merge::{Joins, Span};
+use super::builtins::ScopeCall;
+use super::merge::{self, Group, Joins, Span};
 use super::KernelArg;
 use crate::coherence::Access;
-use crate::hal::SpaceId;
-use crate::machine::{DeviceEntry, Shared};
+use crate::hal::{Device, Result, SpaceId, Target};
+use crate::machine::{DeviceEntry, Runtime, Shared};
 use crate::stats::Reason;
 use std::ops::Range;
 
@@ -61,6 +74,9 @@ pub(crate) const MAX_PIECES: usize = 8;
 /// Each piece's copies take at least this many link latencies, so latency adds at most a
 /// quarter to the copies' time.
 const LATENCIES: u64 = 4;
+
+/// The most members a direct call is cut into: enough for [`MAX_PIECES`] pieces of two.
+const DIRECT_MEMBERS: usize = 2 * MAX_PIECES;
 
 /// The members (call indices) of piece `k` of `pieces` over `calls` calls.
 pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
@@ -152,6 +168,99 @@ pub(crate) fn start_pieces(
         }
     }
     pieces
+}
+
+/// Where a direct call on `device` may be cut into parts: its position, if copies ahead and
+/// merging are on and the device sits behind a link whose copies take time (a simulated
+/// one). Asked before the call is taken apart, so that other calls run as they came.
+#[inline]
+pub(crate) fn cuts_calls_on(shared: &Shared, device: Device) -> Option<usize> {
+    if !shared.prefetches() || !shared.merges_calls() {
+        return None;
+    }
+    let position = shared.position(device).ok()?;
+    let entry = &shared.device_entries()[position];
+    shared.memory().timed_link(entry.space()).map(|_| position)
+}
+
+/// Runs a row-wise built-in's direct call on the device at `position` (where
+/// [`cuts_calls_on`] says it may be cut). Where an input must cross the device's link, or
+/// the output is predicted to, the call runs as the group a scope would hold for its rows,
+/// cut into equal parts (see "Direct calls" in the module docs); otherwise as it came. The
+/// caller has asked the call's shape check.
+#[cold]
+#[inline(never)]
+pub(crate) fn run_direct<'a, const N: usize, B: ScopeCall<'a, N>>(
+    rt: &Runtime,
+    position: usize,
+    call: B,
+) -> Result<()> {
+    let shared = rt.shared();
+    let entry = &shared.device_entries()[position];
+    let (params, args) = (call.params(), call.args());
+    match direct_group::<N, B>(shared, entry, position, params, &args) {
+        Some(group) => group.run(rt, true),
+        None => merge::run_whole(rt, entry.device(), B::RULES[0], params, args),
+    }
+}
+
+/// The group [`run_direct`] runs a call as, if it is worth cutting and cuts cleanly: every
+/// `Concat` argument into equal parts that pass the built-in's shape check, each written one
+/// on fragment boundaries (a part that wrote some of a fragment would copy the rest in
+/// first). A fragment holds whole elements, so the written parts do, and the read ones,
+/// which a row-wise built-in reads element for element, do too.
+fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
+    shared: &Shared,
+    entry: &DeviceEntry,
+    position: usize,
+    params: merge::Params,
+    args: &[KernelArg<'a>; N],
+) -> Option<Group<'a>> {
+    let link = shared.memory().timed_link(entry.space())?;
+    let space = entry.space();
+    // Read-write arguments run unmerged in a group; a foreign buffer is the whole call's
+    // error to report.
+    let plain = args
+        .iter()
+        .all(|a| a.access != Access::ReadWrite && a.raw.belongs_to(shared.memory()));
+    let crossing: usize = (args.iter())
+        .filter(|a| match a.access {
+            Access::Read => {
+                !a.raw.resident(space, Access::Read)
+                    && a.raw.resident_in(entry.reaches(), Access::Read).is_none()
+            }
+            _ => a.len > 0 && a.raw.predicted_next(a.start, a.len, space).is_some(),
+        })
+        .map(|a| a.len)
+        .sum();
+    // Nothing runs ahead of a direct call, so its copies can hide only behind its own work,
+    // which is short where they are (a ZIP of a few thousand elements): cut it only where
+    // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
+    let worth = LATENCIES * 2 * MAX_PIECES as u64;
+    let latency = u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX);
+    if !plain || link.cost_ns(crossing) < latency.saturating_mul(worth) {
+        return None;
+    }
+    let joins = B::RULES.first()?.joins;
+    let cuts = |members: usize| {
+        args.iter().zip(joins).all(|(a, joins)| {
+            let part = a.len / members;
+            let frag = a.raw.fragment_bytes().max(1);
+            *joins == Joins::Same
+                || (a.len % members == 0
+                    && (!a.access.writes() || (a.start % frag == 0 && part % frag == 0)))
+        })
+    };
+    let target = Target::On(entry.device());
+    (2..=DIRECT_MEMBERS)
+        .rev()
+        .filter(|&members| cuts(members))
+        .find_map(|members| {
+            let group = Group::split(entry, position, B::RULES, params, args, members)?;
+            group
+                .check_first(|first| B::check_args(target, params, first))
+                .then_some(group)
+        })
 }
 
 /// Starts the copy of each written argument in `written` to the space its owner history

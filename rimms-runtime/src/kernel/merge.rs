@@ -302,6 +302,48 @@ impl<'a> Group<'a> {
         }
     }
 
+    /// A direct call cut into `members` calls alike, each over the next equal part of every
+    /// `Concat` argument (under `rules`' plain rule) and the whole of every `Same` one: a
+    /// group as a scope holds for the call's rows (`kernel::ahead::run_direct`). `None` where
+    /// a part would not join the group, which the caller's checks of the parts rule out.
+    pub(crate) fn split<const N: usize>(
+        entry: &DeviceEntry,
+        position: usize,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: &[KernelArg<'a>; N],
+        members: usize,
+    ) -> Option<Group<'a>> {
+        let joins = rules.first()?.joins;
+        let part = |k: usize| -> [KernelArg<'a>; N] {
+            std::array::from_fn(|i| match joins.get(i) {
+                Some(Joins::Concat) => {
+                    let len = args[i].len / members;
+                    Span {
+                        start: args[i].start + k * len,
+                        len,
+                    }
+                    .on(&args[i])
+                }
+                _ => Span::of(&args[i]).on(&args[i]),
+            })
+        };
+        let mut group = Group::new(entry, position, rules, params, part(0));
+        for k in 1..members {
+            group.join(rules, params, part(k)).ok()?;
+        }
+        Some(group)
+    }
+
+    /// Whether `check` passes for the first member's arguments (for a group of calls alike,
+    /// every member's lengths).
+    pub(crate) fn check_first<const N: usize>(
+        &self,
+        check: impl FnOnce(&[KernelArg<'a>; N]) -> Result<()>,
+    ) -> bool {
+        <&[KernelArg<'a>; N]>::try_from(&self.first[..]).is_ok_and(|first| check(first).is_ok())
+    }
+
     /// Calls in the group.
     pub(crate) fn len(&self) -> usize {
         self.spans.len() / self.arity.max(1) + self.alike
@@ -572,6 +614,18 @@ impl<'a> Group<'a> {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Runs one call with `args` through `rule` (a built-in's plain rule: the call as it came).
+pub(crate) fn run_whole<const N: usize>(
+    rt: &Runtime,
+    device: Device,
+    rule: &MergeRule,
+    params: Params,
+    args: [KernelArg<'_>; N],
+) -> Result<()> {
+    let mut args = MergedArgs::new(rule.api.name(), device, args.into());
+    (rule.run)(rt, device, params, &mut args)
 }
 
 /// Whether a call with `args` continues a group whose first call had `first` and last `last`

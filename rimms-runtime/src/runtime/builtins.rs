@@ -1,15 +1,17 @@
 //! The built-in APIs as typed methods of the handle (`fft`, `zip`, …): each builds its call's
 //! description and forwards it to `kernel::builtins::call`, which checks its shapes and calls
 //! the API's declaration (`apis`), which finds the implementation for the device and runs the
-//! call. Each built-in's checks and call live in its home, `kernel/builtins/<name>.rs`.
+//! call. Each built-in's checks and call live in its home, `kernel/builtins/<name>.rs`. The
+//! row-wise ones go through `call_rows`, which on a simulated device behind a timed link may
+//! run the call in parts, so that its copies overlap its work (`kernel::ahead`).
 
 use super::Runtime;
 use crate::data::{Input, Output};
 use crate::hal::{FftDirection, Result, Target, ZipOp};
 use crate::kernel::builtins::{
-    call, conj::Conj, element_wise, fft::Fft, fft_in_place::FftInPlace, fftshift::Fftshift,
-    gemm::Gemm, magnitude::Magnitude, power::Power, scale::Scale, transpose::Transpose,
-    window::Window, zip::Zip, zip_rows::ZipRows,
+    call, call_rows, conj::Conj, element_wise, fft::Fft, fft_in_place::FftInPlace,
+    fftshift::Fftshift, gemm::Gemm, magnitude::Magnitude, power::Power, scale::Scale,
+    transpose::Transpose, window::Window, zip::Zip, zip_rows::ZipRows,
 };
 use num_complex::Complex32 as C32;
 
@@ -24,7 +26,7 @@ impl Runtime {
         output: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, output) = (input.input(), output.output());
-        call(
+        call_rows(
             self,
             device.into(),
             Fft {
@@ -58,7 +60,7 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (a, b, out) = (a.input(), b.input(), out.output());
-        call(self, device.into(), Zip { op, a, b, out })
+        call_rows(self, device.into(), Zip { op, a, b, out })
     }
 
     /// `out = conj(input)`.
@@ -131,7 +133,7 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, window, out) = (input.input(), window.input(), out.output());
-        call(self, device.into(), Window { input, window, out })
+        call_rows(self, device.into(), Window { input, window, out })
     }
 
     /// `out = a op row` with `row` broadcast over every row of `a`:
@@ -161,7 +163,7 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (a, row, out) = (a.input(), row.input(), out.output());
-        call(self, device.into(), ZipRows { op, a, row, out })
+        call_rows(self, device.into(), ZipRows { op, a, row, out })
     }
 
     /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).
@@ -173,7 +175,7 @@ impl Runtime {
         out: &mut impl Output<C32>,
     ) -> Result<()> {
         let (input, out) = (input.input(), out.output());
-        call(
+        call_rows(
             self,
             device.into(),
             Fftshift {
@@ -242,6 +244,6 @@ impl Runtime {
         out: &mut impl Output<K::Out>,
     ) -> Result<()> {
         let call_of = element_wise::Call::<K>::new(input.input(), out.output());
-        call(self, device, call_of)
+        call_rows(self, device, call_of)
     }
 }

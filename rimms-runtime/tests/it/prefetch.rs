@@ -85,13 +85,15 @@ fn a_write_during_a_prefetch_waits_for_it_and_the_next_call_reads_the_new_bytes(
         .fill(rimms_runtime::Complex32::new(0.0, 2.0));
     assert!(p.is_done(), "the write did not wait for the copy in flight");
     rt.magnitude(Device::Sim(0), &x, &mut y).expect("magnitude");
-    // The prefetched copy was stale after the write: the call copied the new bytes.
-    assert_eq!(copies_to_sim(&rt).0, 2);
+    // The prefetched copy was stale after the write: the call copied the new bytes (in
+    // parts, each ahead of the part of the call that reads it).
+    assert_eq!(copies_to_sim(&rt).1, 2 * (n * 8) as u64);
     assert!(y.host().expect("y").iter().all(|&v| v == 2.0));
 }
 
 /// Random programs of host writes, asynchronous prefetches to either of two sim devices,
-/// kernels on them (one call, or a scope's row calls, merged or in pieces), and host reads,
+/// kernels on them (one call, cut in parts on sim0, or a scope's row calls, merged or in
+/// pieces), and host reads,
 /// against a plain model of the values; run with copies ahead of their calls (scope
 /// submission, prediction) on and off, the bytes moved with them on are at most those with
 /// them off plus the bytes they report wasted.
@@ -100,9 +102,10 @@ fn random_programs_with_copies_ahead_keep_every_value_and_waste_only_what_they_r
     let run = |seed: u64, on: bool| {
         let rt = Runtime::builder()
             .sim(SimConfig {
+                // Slow enough that x (32 KiB, 655 µs) cuts a direct call into parts.
                 link: LinkModel {
                     latency: Duration::from_micros(5),
-                    bytes_per_second: 200e6,
+                    bytes_per_second: 50e6,
                 },
                 simulate_link: true,
                 ..SimConfig::default()
@@ -302,6 +305,80 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
     for (r, (row, got)) in input.chunks(points).zip(ahead.chunks(points)).enumerate() {
         assert_spectrum(got, &naive_dft(row), format!("row {r}"));
     }
+}
+
+/// The same row FFTs as one direct call (`Runtime::fft`), input on the host: behind the slow
+/// link the call runs as the group a scope would hold for its rows, in pieces that each
+/// start once their rows landed, with the same bytes and values as without copies ahead. A
+/// small call, whose copies are short, runs whole; so does a call on the CPU.
+#[test]
+fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
+    let (rows, points) = (32, 128);
+    let input: Vec<rimms_runtime::Complex32> = (0..rows * points)
+        .map(|i| rimms_runtime::Complex32::new((i % 9) as f32 - 4.0, (i % 7) as f32))
+        .collect();
+    let run = |on: bool, rows: usize, fragment: usize| {
+        let rt = slow_link_prefetching(on);
+        let x = HeteData::from_slice(&rt, &input[..rows * points]).expect("x");
+        let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("y");
+        y.fragment(fragment).expect("y's fragments");
+        forward_on_sim0(&rt, points, &x, &mut y);
+        let fft = rt.stats().apis.into_iter().find(|a| a.name == "fft");
+        let pieces = fft.map_or(0, |f| f.merged_into);
+        let values = y.host().expect("y").to_vec();
+        (values, pieces, copies_to_sim(&rt), ahead(&rt, "sim0"))
+    };
+    let bytes = (rows * points * 8) as u64;
+    let row = points * 8;
+    let (cut, pieces, copies, copied_ahead) = run(true, rows, row);
+    let (whole, pieces_off, copies_off, _) = run(false, rows, row);
+    // 32 KiB over 20 MB/s is 1.6 ms, 164 latencies of 10 µs: 16 parts, in 8 pieces.
+    assert_eq!(
+        (pieces, pieces_off),
+        (8, 0),
+        "pieces with copies ahead, none without"
+    );
+    assert_eq!(copies, (8, bytes), "one copy per piece, every byte once");
+    assert_eq!(copies_off, (1, bytes));
+    assert_eq!(
+        copied_ahead,
+        (bytes, bytes, 0),
+        "every piece's rows came ahead, used"
+    );
+    assert_eq!(cut, whole, "parts change no value");
+    for (r, (row, got)) in input.chunks(points).zip(cut.chunks(points)).enumerate() {
+        assert_spectrum(got, &naive_dft(row), format!("row {r}"));
+    }
+    // Parts end on y's fragments (here 8 rows): a part that wrote half of one would copy
+    // the other half in first.
+    let (eight, pieces, copies, _) = run(true, rows, 8 * row);
+    assert_eq!(
+        (pieces, copies),
+        (2, (2, bytes)),
+        "4 parts of 8 rows, in 2 pieces"
+    );
+    assert_eq!(eight, whole);
+    // Two rows: 2 KiB take about 100 µs, under the 64 latencies a cut must be worth.
+    let (_, pieces, copies, _) = run(true, 2, row);
+    assert_eq!((pieces, copies.0), (0, 1), "a short call runs whole");
+    // A ZIP of 4,096 elements (32 KiB an argument, in 4 KiB fragments) is cut on the
+    // output's fragments: 8 parts, in 4 pieces of two.
+    let rt = slow_link_prefetching(true);
+    let n = rows * points;
+    let a = HeteData::from_slice(&rt, &input).expect("a");
+    let b: Vec<_> = input.iter().rev().copied().collect();
+    let b = HeteData::from_slice(&rt, &b).expect("b");
+    let mut sum = HeteData::<rimms_runtime::Complex32>::alloc(&rt, n).expect("sum");
+    rt.zip(Device::Sim(0), rimms_runtime::ZipOp::Add, &a, &b, &mut sum)
+        .expect("zip");
+    let want: Vec<_> = input
+        .iter()
+        .zip(input.iter().rev())
+        .map(|(x, y)| x + y)
+        .collect();
+    assert_eq!(sum.host().expect("sum"), &want[..]);
+    let zip = rt.stats().apis.into_iter().find(|a| a.name == "zip");
+    assert_eq!(zip.map(|z| (z.merged, z.merged_into)), Some((8, 4)));
 }
 
 /// Bytes copied ahead into `space`: (issued, used, wasted).
@@ -557,10 +634,11 @@ fn a_free_a_fault_and_an_eviction_during_a_copy_ahead_lose_nothing() {
         &mut scratch,
     )
     .expect("zip");
+    // a's copy is wasted; b's and c's came ahead of the zip's parts, and were used.
     let (issued, used, wasted) = ahead(&rt, "sim0");
     assert_eq!(
         (issued, used, wasted),
-        (bytes, 0, bytes),
+        (3 * bytes, 2 * bytes, bytes),
         "evicted unread: wasted"
     );
     // With sim0 full, a copy ahead is refused rather than evict what calls use.

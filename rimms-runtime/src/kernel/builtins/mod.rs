@@ -47,6 +47,7 @@
 //! unit test `tests.rs` of this folder adds such a built-in (`toy`) the same way and checks its
 //! results, direct and merged in a scope, against a reference computed on the host.
 
+use super::ahead;
 use super::merge::{MergeRule, Params};
 use super::{ApiDecl, KernelArg};
 use crate::hal::{Device, Error, Result, Target};
@@ -140,6 +141,24 @@ pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
 #[inline]
 pub(crate) fn call<B: Builtin>(rt: &Runtime, target: Target, call: B) -> Result<()> {
     call.check(target)?;
+    call.run(rt, target)
+}
+
+/// A typed method of the handle for a row-wise built-in: as [`call`], but a call on a
+/// simulated device behind a timed link runs through [`ahead::run_direct`], which cuts it
+/// into parts where its copies can overlap its work.
+#[inline]
+pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
+    rt: &Runtime,
+    target: Target,
+    call: B,
+) -> Result<()> {
+    call.check(target)?;
+    if let Target::On(device @ Device::Sim(_)) = target {
+        if let Some(position) = ahead::cuts_calls_on(rt.shared(), device) {
+            return ahead::run_direct(rt, position, call);
+        }
+    }
     call.run(rt, target)
 }
 
