@@ -60,7 +60,7 @@
 //! are valid copies, dropped or overwritten like any other.
 
 use super::builtins::ScopeCall;
-use super::merge::{self, Group, Joins, Span};
+use super::merge::{self, Group, Joins, MergeRule, Span};
 use super::KernelArg;
 use crate::coherence::Access;
 use crate::hal::{Device, Result, SpaceId, Target};
@@ -184,15 +184,16 @@ pub(crate) fn cuts_calls_on(shared: &Shared, device: Device) -> Option<usize> {
 }
 
 /// Runs a row-wise built-in's direct call on the device at `position` (where
-/// [`cuts_calls_on`] says it may be cut). Where an input must cross the device's link, or
-/// the output is predicted to, the call runs as the group a scope would hold for its rows,
-/// cut into equal parts (see "Direct calls" in the module docs); otherwise as it came. The
-/// caller has asked the call's shape check.
+/// [`cuts_calls_on`] says it may be cut), `plain` being its plain merge rule (the call as it
+/// came). Where an input must cross the device's link, or the output is predicted to, the
+/// call runs as the group a scope would hold for its rows, cut into equal parts (see "Direct
+/// calls" in the module docs); otherwise whole. The caller has asked its shape check.
 #[cold]
 #[inline(never)]
 pub(crate) fn run_direct<'a, const N: usize, B: ScopeCall<'a, N>>(
     rt: &Runtime,
     position: usize,
+    plain: &MergeRule,
     call: B,
 ) -> Result<()> {
     let shared = rt.shared();
@@ -200,7 +201,7 @@ pub(crate) fn run_direct<'a, const N: usize, B: ScopeCall<'a, N>>(
     let (params, args) = (call.params(), call.args());
     match direct_group::<N, B>(shared, entry, position, params, &args) {
         Some(group) => group.run(rt, true),
-        None => merge::run_whole(rt, entry.device(), B::RULES[0], params, args),
+        None => merge::run_whole(rt, entry.device(), plain, params, args),
     }
 }
 

@@ -154,9 +154,9 @@ pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
     call: B,
 ) -> Result<()> {
     call.check(target)?;
-    if let Target::On(device @ Device::Sim(_)) = target {
+    if let (Target::On(device @ Device::Sim(_)), Some(plain)) = (target, B::RULES.first()) {
         if let Some(position) = ahead::cuts_calls_on(rt.shared(), device) {
-            return ahead::run_direct(rt, position, call);
+            return ahead::run_direct(rt, position, plain, call);
         }
     }
     call.run(rt, target)
