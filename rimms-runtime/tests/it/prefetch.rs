@@ -213,6 +213,45 @@ fn forward_on_sim0(
     .expect("fft");
 }
 
+/// The forward FFT of every row of `points` of `x` into `y` on sim0, one scope call a row.
+fn row_ffts_on_sim0(
+    rt: &Runtime,
+    points: usize,
+    x: &HeteData<rimms_runtime::Complex32>,
+    y: &mut HeteData<rimms_runtime::Complex32>,
+) {
+    let (ins, mut outs) = (
+        x.rows(points).expect("rows"),
+        y.rows_mut(points).expect("rows"),
+    );
+    rt.scope(|s| {
+        for (row, out) in ins.iter().zip(outs.iter_mut()) {
+            s.fft(
+                Device::Sim(0),
+                rimms_runtime::FftDirection::Forward,
+                points,
+                row,
+                out,
+            )?;
+        }
+        Ok::<(), rimms_runtime::Error>(())
+    })
+    .expect("scope")
+    .expect("ffts");
+}
+
+/// Every row of `points` of `got` is the DFT of its row of `input`; `what` names the run.
+fn assert_row_spectra(
+    input: &[rimms_runtime::Complex32],
+    got: &[rimms_runtime::Complex32],
+    points: usize,
+    what: impl std::fmt::Display,
+) {
+    for (r, (row, got)) in input.chunks(points).zip(got.chunks(points)).enumerate() {
+        assert_spectrum(got, &naive_dft(row), format!("{what}, row {r}"));
+    }
+}
+
 /// `got` is `want` (an f64 DFT) within single precision's error; `what` names it.
 fn assert_spectrum(
     got: &[rimms_runtime::Complex32],
@@ -258,25 +297,7 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
         let x = HeteData::from_slice(&rt, &input).expect("x");
         let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("y");
         y.fragment(points * 8).expect("a row per fragment");
-        let (ins, mut outs) = (
-            x.rows(points).expect("rows"),
-            y.rows_mut(points).expect("rows"),
-        );
-        rt.scope(|s| {
-            for (row, out) in ins.iter().zip(outs.iter_mut()) {
-                s.fft(
-                    Device::Sim(0),
-                    rimms_runtime::FftDirection::Forward,
-                    points,
-                    row,
-                    out,
-                )?;
-            }
-            Ok::<(), rimms_runtime::Error>(())
-        })
-        .expect("scope")
-        .expect("ffts");
-        drop(outs);
+        row_ffts_on_sim0(&rt, points, &x, &mut y);
         let fft = rt
             .stats()
             .apis
@@ -302,9 +323,7 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
     );
     assert_eq!(copies_off, (1, (rows * points * 8) as u64));
     assert_eq!(ahead, waited, "pieces change no value");
-    for (r, (row, got)) in input.chunks(points).zip(ahead.chunks(points)).enumerate() {
-        assert_spectrum(got, &naive_dft(row), format!("row {r}"));
-    }
+    assert_row_spectra(&input, &ahead, points, "with copies ahead");
 }
 
 /// The same row FFTs as one direct call (`Runtime::fft`), input on the host: behind the slow
@@ -346,9 +365,7 @@ fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
         "every piece's rows came ahead, used"
     );
     assert_eq!(cut, whole, "parts change no value");
-    for (r, (row, got)) in input.chunks(points).zip(cut.chunks(points)).enumerate() {
-        assert_spectrum(got, &naive_dft(row), format!("row {r}"));
-    }
+    assert_row_spectra(&input, &cut, points, "cut");
     // Parts end on y's fragments (here 8 rows): a part that wrote half of one would copy
     // the other half in first.
     let (eight, pieces, copies, _) = run(true, rows, 8 * row);
@@ -445,29 +462,9 @@ fn a_group_whose_output_goes_back_each_frame_sends_it_piece_by_piece() {
         if frame == 2 {
             rt.reset_stats();
         }
-        let (ins, mut outs) = (
-            x.rows(points).expect("rows"),
-            y.rows_mut(points).expect("rows"),
-        );
-        rt.scope(|s| {
-            for (row, out) in ins.iter().zip(outs.iter_mut()) {
-                s.fft(
-                    Device::Sim(0),
-                    rimms_runtime::FftDirection::Forward,
-                    points,
-                    row,
-                    out,
-                )?;
-            }
-            Ok::<(), rimms_runtime::Error>(())
-        })
-        .expect("scope")
-        .expect("ffts");
-        drop(outs);
+        row_ffts_on_sim0(&rt, points, &x, &mut y);
         let got = y.host().expect("y");
-        for (r, (row, got)) in input.chunks(points).zip(got.chunks(points)).enumerate() {
-            assert_spectrum(got, &naive_dft(row), format!("frame {frame} row {r}"));
-        }
+        assert_row_spectra(&input, got, points, format!("frame {frame}"));
     }
     let stats = rt.stats();
     let fft = stats
