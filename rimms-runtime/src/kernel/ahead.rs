@@ -224,6 +224,9 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     let plain = args
         .iter()
         .all(|a| a.access != Access::ReadWrite && a.raw.belongs_to(shared.memory()));
+    if !plain {
+        return None;
+    }
     let crossing: usize = (args.iter())
         .filter(|a| match a.access {
             Access::Read => {
@@ -239,7 +242,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
     let worth = LATENCIES * 2 * MAX_PIECES as u64;
     let latency = u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX);
-    if !plain || link.cost_ns(crossing) < latency.saturating_mul(worth) {
+    if link.cost_ns(crossing) < latency.saturating_mul(worth) {
         return None;
     }
     let joins = B::RULES.first()?.joins;

@@ -396,6 +396,30 @@ fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
     assert_eq!(sum.host().expect("sum"), &want[..]);
     let zip = rt.stats().apis.into_iter().find(|a| a.name == "zip");
     assert_eq!(zip.map(|z| (z.merged, z.merged_into)), Some((8, 4)));
+    // Another runtime's buffer is refused whole, before any copy ahead touches it.
+    let other = slow_link_prefetching(true);
+    let foreign = HeteData::from_slice(&other, &input).expect("foreign");
+    let refused = rt.fft(
+        Device::Sim(0),
+        rimms_runtime::FftDirection::Forward,
+        points,
+        &foreign,
+        &mut sum,
+    );
+    assert!(
+        matches!(refused, Err(rimms_runtime::Error::ForeignBuffer { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        sum.host().expect("sum"),
+        &want[..],
+        "the output is unchanged"
+    );
+    assert_eq!(
+        other.stats().total_bytes(),
+        0,
+        "nothing of the other runtime moved"
+    );
 }
 
 /// Bytes copied ahead into `space`: (issued, used, wasted).
