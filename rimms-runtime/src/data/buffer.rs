@@ -261,6 +261,13 @@ impl RawBuffer {
             .find(|&s| coherence::resident(summary, s, access))
     }
 
+    /// Whether a device whose space is `own`, and which reaches `reach` in place, can access
+    /// the buffer with `access` where it stands (in its own space or one it reaches).
+    #[inline]
+    pub(crate) fn resident_for(&self, own: SpaceId, reach: SpaceSet, access: Access) -> bool {
+        self.resident(own, access) || self.resident_in(reach, access).is_some()
+    }
+
     /// Where host code accesses bytes `start..start+len` with `access`: in place where the
     /// host or a host-mapped space holds the whole buffer as the access needs, otherwise in
     /// host memory after an acquire (and, for a write, a mark). Both happen here, so a host
@@ -458,7 +465,7 @@ impl RawBuffer {
         reach: SpaceSet,
         access: Access,
     ) -> u64 {
-        if self.resident(own, access) || self.resident_in(reach, access).is_some() {
+        if self.resident_for(own, reach, access) {
             return 0;
         }
         let space = self.target_for(own, reach, access);

@@ -65,6 +65,7 @@ use super::KernelArg;
 use crate::coherence::Access;
 use crate::hal::{Device, Result, SpaceId, Target};
 use crate::machine::{DeviceEntry, Runtime, Shared};
+use crate::space::LinkModel;
 use crate::stats::Reason;
 use std::ops::Range;
 
@@ -77,6 +78,11 @@ const LATENCIES: u64 = 4;
 
 /// The most members a direct call is cut into: enough for [`MAX_PIECES`] pieces of two.
 const DIRECT_MEMBERS: usize = 2 * MAX_PIECES;
+
+/// A link's latency in whole nanoseconds, the unit pieces are counted in.
+fn latency_ns(link: &LinkModel) -> u64 {
+    u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// The members (call indices) of piece `k` of `pieces` over `calls` calls.
 pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
@@ -149,9 +155,7 @@ pub(crate) fn start_pieces(
             Some(link.cost_ns(bytes.len()))
         })
         .sum();
-    let latency = u64::try_from(link.latency.as_nanos())
-        .unwrap_or(u64::MAX)
-        .max(1);
+    let latency = latency_ns(&link).max(1);
     let most = MAX_PIECES.min(calls / 2).max(1);
     let pieces = usize::try_from((copy_ns + copy_out_ns) / latency.saturating_mul(LATENCIES))
         .unwrap_or(most)
@@ -170,17 +174,21 @@ pub(crate) fn start_pieces(
     pieces
 }
 
-/// Where a direct call on `device` may be cut into parts: its position, if copies ahead and
-/// merging are on and the device sits behind a link whose copies take time (a simulated
-/// one). Asked before the call is taken apart, so that other calls run as they came.
+/// Where a direct call on `device` may be cut into parts: its position and its timed link,
+/// if copies ahead and merging are on and the device sits behind a link whose copies take
+/// time (a simulated one). Asked before the call is taken apart, so that other calls run
+/// as they came.
 #[inline]
-pub(crate) fn cuts_calls_on(shared: &Shared, device: Device) -> Option<usize> {
+pub(crate) fn cuts_calls_on(shared: &Shared, device: Device) -> Option<(usize, LinkModel)> {
     if !shared.prefetches() || !shared.merges_calls() {
         return None;
     }
     let position = shared.position(device).ok()?;
     let entry = &shared.device_entries()[position];
-    shared.memory().timed_link(entry.space()).map(|_| position)
+    shared
+        .memory()
+        .timed_link(entry.space())
+        .map(|link| (position, link))
 }
 
 /// Runs a row-wise built-in's direct call on the device at `position` (where
@@ -192,14 +200,14 @@ pub(crate) fn cuts_calls_on(shared: &Shared, device: Device) -> Option<usize> {
 #[inline(never)]
 pub(crate) fn run_direct<'a, const N: usize, B: ScopeCall<'a, N>>(
     rt: &Runtime,
-    position: usize,
+    (position, link): (usize, LinkModel),
     plain: &MergeRule,
     call: B,
 ) -> Result<()> {
     let shared = rt.shared();
     let entry = &shared.device_entries()[position];
     let (params, args) = (call.params(), call.args());
-    match direct_group::<N, B>(shared, entry, position, params, &args) {
+    match direct_group::<N, B>(shared, entry, position, &link, params, &args) {
         Some(group) => group.run(rt, true),
         None => merge::run_whole(rt, entry.device(), plain, params, args),
     }
@@ -214,10 +222,10 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     shared: &Shared,
     entry: &DeviceEntry,
     position: usize,
+    link: &LinkModel,
     params: merge::Params,
     args: &[KernelArg<'a>; N],
 ) -> Option<Group<'a>> {
-    let link = shared.memory().timed_link(entry.space())?;
     let space = entry.space();
     // Read-write arguments run unmerged in a group; a foreign buffer is the whole call's
     // error to report.
@@ -229,10 +237,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     }
     let crossing: usize = (args.iter())
         .filter(|a| match a.access {
-            Access::Read => {
-                !a.raw.resident(space, Access::Read)
-                    && a.raw.resident_in(entry.reaches(), Access::Read).is_none()
-            }
+            Access::Read => !a.raw.resident_for(space, entry.reaches(), Access::Read),
             _ => a.len > 0 && a.raw.predicted_next(a.start, a.len, space).is_some(),
         })
         .map(|a| a.len)
@@ -241,8 +246,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     // which is short where they are (a ZIP of a few thousand elements): cut it only where
     // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
     let worth = LATENCIES * 2 * MAX_PIECES as u64;
-    let latency = u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX);
-    if link.cost_ns(crossing) < latency.saturating_mul(worth) {
+    if link.cost_ns(crossing) < latency_ns(link).saturating_mul(worth) {
         return None;
     }
     let joins = B::RULES.first()?.joins;
@@ -306,7 +310,7 @@ fn copy_ahead(entry: &DeviceEntry, a: &KernelArg<'_>, bytes: Range<usize>) {
         return;
     }
     let (own, reach) = (entry.space(), entry.reaches());
-    if a.raw.resident(own, Access::Read) || a.raw.resident_in(reach, Access::Read).is_some() {
+    if a.raw.resident_for(own, reach, Access::Read) {
         return;
     }
     let space = a.raw.target_for(own, reach, Access::Read);

@@ -298,14 +298,9 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
         let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("y");
         y.fragment(points * 8).expect("a row per fragment");
         row_ffts_on_sim0(&rt, points, &x, &mut y);
-        let fft = rt
-            .stats()
-            .apis
-            .into_iter()
-            .find(|a| a.name == "fft")
-            .expect("fft ran");
+        let (merged, pieces) = merges(&rt, "fft");
         let values = y.host().expect("y").to_vec();
-        (values, fft.merged, fft.merged_into, copies_to_sim(&rt))
+        (values, merged, pieces, copies_to_sim(&rt))
     };
     let (ahead, merged, pieces, copies) = run(true);
     let (waited, merged_off, calls_off, copies_off) = run(false);
@@ -329,7 +324,7 @@ fn a_merged_group_behind_a_slow_link_runs_in_pieces_moving_the_same_bytes() {
 /// The same row FFTs as one direct call (`Runtime::fft`), input on the host: behind the slow
 /// link the call runs as the group a scope would hold for its rows, in pieces that each
 /// start once their rows landed, with the same bytes and values as without copies ahead. A
-/// small call, whose copies are short, runs whole; so does a call on the CPU.
+/// small call, whose copies are short, runs whole.
 #[test]
 fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
     let (rows, points) = (32, 128);
@@ -342,8 +337,7 @@ fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
         let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, rows * points).expect("y");
         y.fragment(fragment).expect("y's fragments");
         forward_on_sim0(&rt, points, &x, &mut y);
-        let fft = rt.stats().apis.into_iter().find(|a| a.name == "fft");
-        let pieces = fft.map_or(0, |f| f.merged_into);
+        let pieces = merges(&rt, "fft").1;
         let values = y.host().expect("y").to_vec();
         (values, pieces, copies_to_sim(&rt), ahead(&rt, "sim0"))
     };
@@ -394,8 +388,7 @@ fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
         .map(|(x, y)| x + y)
         .collect();
     assert_eq!(sum.host().expect("sum"), &want[..]);
-    let zip = rt.stats().apis.into_iter().find(|a| a.name == "zip");
-    assert_eq!(zip.map(|z| (z.merged, z.merged_into)), Some((8, 4)));
+    assert_eq!(merges(&rt, "zip"), (8, 4));
     // Another runtime's buffer is refused whole, before any copy ahead touches it.
     let other = slow_link_prefetching(true);
     let foreign = HeteData::from_slice(&other, &input).expect("foreign");
@@ -420,6 +413,13 @@ fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
         0,
         "nothing of the other runtime moved"
     );
+}
+
+/// Calls of `api` merged, and the merged calls they ran as (0, 0 where none ran).
+fn merges(rt: &Runtime, api: &str) -> (u64, u64) {
+    let stats = rt.stats();
+    let api = stats.apis.iter().find(|a| a.name == api);
+    api.map_or((0, 0), |a| (a.merged, a.merged_into))
 }
 
 /// Bytes copied ahead into `space`: (issued, used, wasted).
@@ -491,11 +491,6 @@ fn a_group_whose_output_goes_back_each_frame_sends_it_piece_by_piece() {
         assert_row_spectra(&input, got, points, format!("frame {frame}"));
     }
     let stats = rt.stats();
-    let fft = stats
-        .apis
-        .iter()
-        .find(|a| a.name == "fft")
-        .expect("fft ran");
     let back = stats
         .links
         .iter()
@@ -504,7 +499,7 @@ fn a_group_whose_output_goes_back_each_frame_sends_it_piece_by_piece() {
     let bytes = (2 * rows * points * 8) as u64;
     // 32 KiB back over 20 MB/s is 1.6 ms, 164 latencies of 10 µs: 8 pieces of 4 rows.
     assert_eq!(
-        (fft.merged, fft.merged_into),
+        merges(&rt, "fft"),
         (64, 16),
         "frames 2 and 3 in 8 pieces each"
     );

@@ -155,8 +155,8 @@ pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
 ) -> Result<()> {
     call.check(target)?;
     if let (Target::On(device @ Device::Sim(_)), Some(plain)) = (target, B::RULES.first()) {
-        if let Some(position) = ahead::cuts_calls_on(rt.shared(), device) {
-            return ahead::run_direct(rt, position, plain, call);
+        if let Some(place) = ahead::cuts_calls_on(rt.shared(), device) {
+            return ahead::run_direct(rt, place, plain, call);
         }
     }
     call.run(rt, target)
