@@ -149,6 +149,9 @@ pub(crate) struct EvictPlan {
 pub(crate) struct FragmentTable {
     frags: Vec<FragmentState>,
     valid_count: [u32; MAX_SPACES],
+    /// Bit `s` set iff `valid_count[s] > 0`: the summary looks only at these spaces (a buffer
+    /// lives in two or three of the sixteen), and it is asked on every change of the table.
+    held: u64,
     zero_count: usize,
     /// Per fragment, the last four spaces that wrote it or had to copy it in: RIMMS's 16-bit
     /// owner history, newest in the low nibble, each space as its id + 1 (0: none yet; a 16th
@@ -168,6 +171,7 @@ impl FragmentTable {
         FragmentTable {
             frags: vec![FragmentState::FRESH; count],
             valid_count: [0; MAX_SPACES],
+            held: 0,
             zero_count: count,
             history: vec![0; count],
         }
@@ -228,13 +232,17 @@ impl FragmentTable {
     /// The summary word that [`resident`] reads.
     pub(crate) fn summary(&self) -> u64 {
         let total = self.frags.len() as u32;
-        let mut word = 0u64;
-        for (space, &count) in self.valid_count.iter().enumerate() {
-            if count == total {
+        if total == 0 {
+            // An empty buffer is valid everywhere.
+            return (1 << MAX_SPACES) - 1;
+        }
+        let mut word = self.held << ANY_SHIFT;
+        let mut held = self.held;
+        while held != 0 {
+            let space = held.trailing_zeros();
+            held &= held - 1;
+            if self.valid_count[space as usize] == total {
                 word |= 1 << space;
-            }
-            if count > 0 {
-                word |= 1 << (space as u32 + ANY_SHIFT);
             }
         }
         if self.zero_count > 0 {
@@ -247,10 +255,15 @@ impl FragmentTable {
         let old = self.frags[frag];
         let (gone, came) = (old.valid.0 & !new.valid.0, new.valid.0 & !old.valid.0);
         for space in SpaceSet(gone).iter() {
-            self.valid_count[space.index()] -= 1;
+            let count = &mut self.valid_count[space.index()];
+            *count -= 1;
+            if *count == 0 {
+                self.held &= !(1 << space.index());
+            }
         }
         for space in SpaceSet(came).iter() {
             self.valid_count[space.index()] += 1;
+            self.held |= 1 << space.index();
         }
         self.zero_count = self.zero_count + usize::from(new.zero) - usize::from(old.zero);
         self.frags[frag] = new;
@@ -288,19 +301,11 @@ impl FragmentTable {
                 }
                 continue;
             }
-            let cheapest = cheapest_source(state.valid, dst, &cost);
-            // On a tie, stay with the source of the run being built: one copy, not two.
-            let src = match plan.moves.last() {
-                Some(m)
-                    if m.frags.end == frag
-                        && m.src != cheapest
-                        && state.valid.contains(m.src)
-                        && cost(m.src, dst) <= cost(cheapest, dst) =>
-                {
-                    m.src
-                }
-                Some(m) if m.frags.end == frag && m.src == cheapest => cheapest,
-                _ => self.longest_tied_run(span, access, frag, dst, cheapest, &cost),
+            // One source is the common case and needs no ranking, which asks the links'
+            // costs (about 100 instructions each, per fragment).
+            let src = match state.valid.iter().next() {
+                Some(only) if state.valid.len() == 1 => only,
+                _ => self.ranked_source(span, access, frag, dst, &plan, &cost),
             };
             match plan.moves.last_mut() {
                 Some(m) if m.src == src && m.frags.end == frag => m.frags.end += 1,
@@ -311,6 +316,34 @@ impl FragmentTable {
             }
         }
         plan
+    }
+
+    /// The source of `frag`, valid in several spaces, that [`FragmentTable::plan_acquire`]
+    /// copies from: the cheapest; on a tie, the source of the run being built (one copy, not
+    /// two), else the one that holds the longest run of what follows.
+    fn ranked_source(
+        &self,
+        span: &FragmentSpan,
+        access: Access,
+        frag: usize,
+        dst: SpaceId,
+        plan: &AcquirePlan,
+        cost: &impl Fn(SpaceId, SpaceId) -> u64,
+    ) -> SpaceId {
+        let state = self.frags[frag];
+        let cheapest = cheapest_source(state.valid, dst, cost);
+        match plan.moves.last() {
+            Some(m)
+                if m.frags.end == frag
+                    && m.src != cheapest
+                    && state.valid.contains(m.src)
+                    && cost(m.src, dst) <= cost(cheapest, dst) =>
+            {
+                m.src
+            }
+            Some(m) if m.frags.end == frag && m.src == cheapest => cheapest,
+            _ => self.longest_tied_run(span, access, frag, dst, cheapest, cost),
+        }
     }
 
     /// Among the sources of `frag` as cheap as `cheapest`, the one that holds the longest run of
