@@ -38,11 +38,16 @@ per_frame() { # app map mode
 }
 
 printf '%-14s %-4s %14s %14s %8s\n' app map rimms native ratio
+failed=0
 for app in "${apps[@]}"; do
   for map in cpu sim; do
     if r=$(per_frame "$app" "$map" rimms) && n=$(per_frame "$app" "$map" native); then
       printf '%-14s %-4s %14d %14d %8s\n' "$app" "$map" "$r" "$n" \
         "$(awk -v r="$r" -v n="$n" 'BEGIN {printf "%.3fx", r / n}')"
+    else
+      failed=1
     fi
   done
 done
+# A cell that could not be measured fails the run after the others are printed.
+exit "$failed"

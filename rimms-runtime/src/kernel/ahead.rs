@@ -79,11 +79,6 @@ const LATENCIES: u64 = 4;
 /// The most members a direct call is cut into: enough for [`MAX_PIECES`] pieces of two.
 const DIRECT_MEMBERS: usize = 2 * MAX_PIECES;
 
-/// A link's latency in whole nanoseconds, the unit pieces are counted in.
-fn latency_ns(link: &LinkModel) -> u64 {
-    u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// The members (call indices) of piece `k` of `pieces` over `calls` calls.
 pub(crate) fn members(k: usize, pieces: usize, calls: usize) -> Range<usize> {
     k * calls / pieces..(k + 1) * calls / pieces
@@ -155,7 +150,7 @@ pub(crate) fn start_pieces(
             Some(link.cost_ns(bytes.len()))
         })
         .sum();
-    let latency = latency_ns(&link).max(1);
+    let latency = link.latency_ns().max(1);
     let most = MAX_PIECES.min(calls / 2).max(1);
     let pieces = usize::try_from((copy_ns + copy_out_ns) / latency.saturating_mul(LATENCIES))
         .unwrap_or(most)
@@ -246,7 +241,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     // which is short where they are (a ZIP of a few thousand elements): cut it only where
     // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
     let worth = LATENCIES * 2 * MAX_PIECES as u64;
-    if link.cost_ns(crossing) < latency_ns(link).saturating_mul(worth) {
+    if link.cost_ns(crossing) < link.latency_ns().saturating_mul(worth) {
         return None;
     }
     let joins = B::RULES.first()?.joins;

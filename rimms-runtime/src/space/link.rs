@@ -96,8 +96,12 @@ impl LinkModel {
         };
         // Through u64, not straight from u128: a u128's conversion to f64 is a software
         // routine of about 45 instructions, and this is asked per fragment a call plans.
-        let latency = u64::try_from(self.latency.as_nanos()).unwrap_or(u64::MAX);
-        (latency as f64 + transfer) as u64
+        (self.latency_ns() as f64 + transfer) as u64
+    }
+
+    /// The latency in whole nanoseconds (saturating), the unit costs are counted in.
+    pub(crate) fn latency_ns(&self) -> u64 {
+        u64::try_from(self.latency.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Expected time of one copy of `bytes`.
