@@ -19,6 +19,8 @@ mod hal;
 mod host_loop;
 pub mod input_file;
 pub mod kernel;
+#[cfg(test)]
+mod liveness;
 mod machine;
 mod runtime;
 mod sched;

@@ -142,17 +142,32 @@ pub(crate) fn wait_until(deadline: Instant) {
 pub(crate) struct Occupancy(Mutex<Option<Instant>>);
 
 impl Occupancy {
-    /// Books `duration` on every one of `links` (one copy may cross two), starting at `now` or
-    /// when the last of them is free, whichever is later; returns when the copy ends.
-    pub(crate) fn book(links: &[&Occupancy], now: Instant, duration: Duration) -> Instant {
-        // Callers pass links in space order, so two copies never lock them in opposite orders.
-        let mut guards: Vec<_> = links
-            .iter()
-            .map(|l| l.0.lock().unwrap_or_else(|e| e.into_inner()))
-            .collect();
-        let start = guards.iter().filter_map(|g| **g).fold(now, |a, b| a.max(b));
+    /// Books `duration` on every one of `links` (one copy crosses at most two: its source's
+    /// and its destination's), starting at `now` or when the last of them is free, whichever
+    /// is later; returns when the copy ends. An array rather than a vector: a copy over a
+    /// sim card's link booked it on every copy, and the two vectors were two allocations.
+    pub(crate) fn book(
+        links: [Option<&Occupancy>; 2],
+        now: Instant,
+        duration: Duration,
+    ) -> Instant {
+        // One lock order for every pair, by address: a copy from card 0 to card 1 and one
+        // from card 1 to card 0 name the same two links in opposite orders, and locked as
+        // named they could each hold one and wait for the other. One link named twice is
+        // locked once.
+        let links = match links {
+            [Some(x), Some(y)] if std::ptr::eq(x, y) => [Some(x), None],
+            [Some(x), Some(y)] if std::ptr::from_ref(x) > std::ptr::from_ref(y) => {
+                [Some(y), Some(x)]
+            }
+            links => links,
+        };
+        let mut guards = links.map(|l| l.map(|l| l.0.lock().unwrap_or_else(|e| e.into_inner())));
+        let start = (guards.iter().flatten())
+            .filter_map(|g| **g)
+            .fold(now, |a, b| a.max(b));
         let end = start + duration;
-        for g in &mut guards {
+        for g in guards.iter_mut().flatten() {
             **g = Some(end);
         }
         end
@@ -219,5 +234,35 @@ mod tests {
             assert!(m.problem().is_some(), "{m:?}");
             assert_eq!(m.clamped().problem(), None, "{m:?}");
         }
+    }
+
+    /// Copies between two cards in both directions at once book the same two links in
+    /// opposite orders: each must still finish (one lock order for every pair), and a copy
+    /// whose two links are one (both ends on one card) books it once.
+    #[test]
+    fn bookings_in_opposite_directions_and_on_one_link_finish() {
+        let step = Duration::from_nanos(1);
+        let rounds: u32 = if cfg!(miri) { 50 } else { 200_000 };
+        let (a, b, now, last) =
+            crate::liveness::finishes("links booked in opposite orders", move || {
+                let (a, b) = (Occupancy::default(), Occupancy::default());
+                let now = Instant::now();
+                let book = |links: [&Occupancy; 2]| {
+                    for _ in 0..rounds {
+                        Occupancy::book(links.map(Some), now, step);
+                    }
+                };
+                std::thread::scope(|s| {
+                    s.spawn(|| book([&a, &b]));
+                    s.spawn(|| book([&b, &a]));
+                });
+                let last = Occupancy::book([Some(&a), Some(&a)], now, step);
+                (a, b, now, last)
+            });
+        // Every booking starts when both links are free: 2 · rounds bookings of one step
+        // each, then one more on `a` alone.
+        assert_eq!(last, now + step * (2 * rounds + 1));
+        assert_eq!(*a.0.lock().unwrap(), Some(last));
+        assert_eq!(*b.0.lock().unwrap(), Some(now + step * 2 * rounds));
     }
 }

@@ -673,8 +673,7 @@ impl<H> MemorySystem<H> {
             Some((link, true)) => {
                 let (a, b) = (&self.spaces[from.index()], &self.spaces[to.index()]);
                 let links = [a, b].map(|s| s.link.is_some().then_some(&s.busy));
-                let links: Vec<&Occupancy> = links.into_iter().flatten().collect();
-                Pending::until(Occupancy::book(&links, started, link.duration(bytes.len())))
+                Pending::until(Occupancy::book(links, started, link.duration(bytes.len())))
             }
             _ => Pending::NONE,
         };
