@@ -113,20 +113,24 @@ impl std::fmt::Debug for MergeRule {
 }
 
 /// The arguments a [`MergeRule::run`] gets, as views: each read argument as often as wanted,
-/// each written one once (it stands for an exclusive borrow).
+/// each written one once (it stands for an exclusive borrow, and taking it empties its slot).
+///
+/// The slots are lent by whoever runs the rule, for as long as the views it hands out: a
+/// call that runs whole keeps them in an array on its stack, where a vector cost an allocation
+/// per call (a direct call on a sim device that is not cut runs this way).
 pub struct MergedArgs<'a> {
     api: &'static str,
     device: Device,
-    args: Vec<Option<KernelArg<'a>>>,
+    args: &'a mut [Option<KernelArg<'a>>],
 }
 
 impl<'a> MergedArgs<'a> {
-    fn new(api: &'static str, device: Device, args: Vec<KernelArg<'a>>) -> MergedArgs<'a> {
-        MergedArgs {
-            api,
-            device,
-            args: args.into_iter().map(Some).collect(),
-        }
+    fn new(
+        api: &'static str,
+        device: Device,
+        args: &'a mut [Option<KernelArg<'a>>],
+    ) -> MergedArgs<'a> {
+        MergedArgs { api, device, args }
     }
 
     fn refused(&self, i: usize, what: &str) -> Error {
@@ -528,7 +532,7 @@ impl<'a> Group<'a> {
 
     /// The merged call's arguments over members `head` to `tail`: each `Concat` one the union
     /// of theirs, each `Same` one the first's.
-    fn merged_args(&self, joins: &[Joins], head: usize, tail: usize) -> Vec<KernelArg<'a>> {
+    fn merged_args(&self, joins: &[Joins], head: usize, tail: usize) -> Vec<Option<KernelArg<'a>>> {
         (joins.iter().zip(&self.first).enumerate())
             .map(|(i, (joins, arg))| {
                 let (f, l) = (self.span(head, i), self.span(tail, i));
@@ -536,11 +540,13 @@ impl<'a> Group<'a> {
                     Joins::Concat => l.start + l.len - f.start,
                     Joins::Same => f.len,
                 };
-                Span {
-                    start: f.start,
-                    len,
-                }
-                .on(arg)
+                Some(
+                    Span {
+                        start: f.start,
+                        len,
+                    }
+                    .on(arg),
+                )
             })
             .collect()
     }
@@ -559,12 +565,12 @@ impl<'a> Group<'a> {
             let pieces = pieces.unwrap_or(1);
             for k in 0..pieces {
                 let members = ahead::members(k, pieces, calls);
-                let merged = self.merged_args(rule.joins, members.start, members.end - 1);
+                let mut merged = self.merged_args(rule.joins, members.start, members.end - 1);
                 let outcome = (rule.run)(
                     rt,
                     device,
                     params,
-                    &mut MergedArgs::new(rule.runs_as.name(), device, merged),
+                    &mut MergedArgs::new(rule.runs_as.name(), device, &mut merged),
                 );
                 rt.shared()
                     .calls()
@@ -596,14 +602,14 @@ impl<'a> Group<'a> {
         }
         let mut first_error = None;
         for k in from..calls {
-            let member: Vec<KernelArg<'a>> = (self.first.iter().enumerate())
-                .map(|(i, a)| self.span(k, i).on(a))
+            let mut member: Vec<Option<KernelArg<'_>>> = (self.first.iter().enumerate())
+                .map(|(i, a)| Some(self.span(k, i).on(a)))
                 .collect();
             let outcome = (plain.run)(
                 rt,
                 device,
                 params,
-                &mut MergedArgs::new(plain.api.name(), device, member),
+                &mut MergedArgs::new(plain.api.name(), device, &mut member),
             );
             if let Err(error) = outcome {
                 match first_error {
@@ -624,8 +630,13 @@ pub(crate) fn run_whole<const N: usize>(
     params: Params,
     args: [KernelArg<'_>; N],
 ) -> Result<()> {
-    let mut args = MergedArgs::new(rule.api.name(), device, args.into());
-    (rule.run)(rt, device, params, &mut args)
+    let mut slots = args.map(Some);
+    (rule.run)(
+        rt,
+        device,
+        params,
+        &mut MergedArgs::new(rule.api.name(), device, &mut slots),
+    )
 }
 
 /// Whether a call with `args` continues a group whose first call had `first` and last `last`
@@ -891,7 +902,9 @@ mod tests {
             }
         }
         let merged = group.merged_args(rules::FFT[0].joins, 0, submitted.len() - 1);
-        assert!(merged.iter().all(|a| a.start == 0 && a.len == 10 * row));
+        assert!(merged.iter().all(|a| a
+            .as_ref()
+            .is_some_and(|a| a.start == 0 && a.len == 10 * row)));
     }
 
     /// A ZIP whose second operand is the same view every call holds only the `zip_rows` rule
