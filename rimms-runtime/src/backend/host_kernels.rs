@@ -417,29 +417,38 @@ fn magnitude_lanes(
     }
 }
 
+/// `input` and `out` in whole steps of `MAGNITUDE_LANES` elements, as arrays (which the
+/// compiler keeps in line and vectorises), and the rest of each, taken one by one. (`as_chunks`
+/// would say this in a line, but is newer than the workspace's minimum Rust.)
+#[inline(always)]
+#[allow(clippy::type_complexity)] // The steps and the two rests, as `split_at` gives them.
+fn magnitude_steps<'i, 'o>(
+    input: &'i [C32],
+    out: &'o mut [f32],
+) -> (
+    impl Iterator<Item = (&'i [C32; MAGNITUDE_LANES], &'o mut [f32; MAGNITUDE_LANES])>,
+    &'i [C32],
+    &'o mut [f32],
+) {
+    let whole = input.len().min(out.len()) / MAGNITUDE_LANES * MAGNITUDE_LANES;
+    let (input_steps, x_rest) = input.split_at(whole);
+    let (out_steps, o_rest) = out.split_at_mut(whole);
+    // Exact chunks have `MAGNITUDE_LANES` elements, so both conversions succeed (and the
+    // check compiles away).
+    let steps = (input_steps.chunks_exact(MAGNITUDE_LANES))
+        .zip(out_steps.chunks_exact_mut(MAGNITUDE_LANES))
+        .filter_map(|(x, o)| Some((x.try_into().ok()?, o.try_into().ok()?)));
+    (steps, x_rest, o_rest)
+}
+
 /// `magnitude` over one block of at most `MAGNITUDE_BLOCK` elements: the f32 pass with its
 /// block-wide range test, then, only if the test failed, the f64 redo of the elements out of
 /// range.
 fn magnitude_block(input: &[C32], out: &mut [f32]) {
     let mut lo = [f32::INFINITY; MAGNITUDE_LANES];
     let mut sum = [0.0f32; MAGNITUDE_LANES];
-    // Whole steps, then the rest one by one. (`as_chunks` would say this in a line, but is
-    // newer than the workspace's minimum Rust.)
-    let whole = input.len().min(out.len()) / MAGNITUDE_LANES * MAGNITUDE_LANES;
-    let (input_steps, x_rest) = input.split_at(whole);
-    let (out_steps, o_rest) = out.split_at_mut(whole);
-    for (o, x) in out_steps
-        .chunks_exact_mut(MAGNITUDE_LANES)
-        .zip(input_steps.chunks_exact(MAGNITUDE_LANES))
-    {
-        // Exact chunks have `MAGNITUDE_LANES` elements, so both conversions succeed (and the
-        // check compiles away).
-        let (Ok(o), Ok(x)) = (
-            <&mut [f32; MAGNITUDE_LANES]>::try_from(o),
-            <&[C32; MAGNITUDE_LANES]>::try_from(x),
-        ) else {
-            continue;
-        };
+    let (steps, x_rest, o_rest) = magnitude_steps(input, out);
+    for (x, o) in steps {
         magnitude_lanes(x, o, &mut lo, &mut sum);
     }
     for (o, x) in o_rest.iter_mut().zip(x_rest) {
@@ -499,19 +508,10 @@ fn magnitude_lanes_in_range(lo: &[f32; MAGNITUDE_LANES], sum: &[f32; MAGNITUDE_L
 /// left the iteration out of line, about six instructions a result.
 #[cold]
 fn magnitude_redo(input: &[C32], out: &mut [f32]) {
-    let whole = input.len().min(out.len()) / MAGNITUDE_LANES * MAGNITUDE_LANES;
-    let (input_steps, x_rest) = input.split_at(whole);
-    let (out_steps, o_rest) = out.split_at_mut(whole);
-    for (o, x) in out_steps
-        .chunks_exact_mut(MAGNITUDE_LANES)
-        .zip(input_steps.chunks_exact(MAGNITUDE_LANES))
-    {
-        // Exact chunks have `MAGNITUDE_LANES` elements (as in `magnitude_block`).
-        let Ok(step) = <&[f32; MAGNITUDE_LANES]>::try_from(&*o) else {
-            continue;
-        };
+    let (steps, x_rest, o_rest) = magnitude_steps(input, out);
+    for (x, o) in steps {
         // A result is its own least and its own sum: the block test, per result.
-        if !magnitude_lanes_in_range(step, step) {
+        if !magnitude_lanes_in_range(o, o) {
             magnitude_redo_elements(x, o);
         }
     }
