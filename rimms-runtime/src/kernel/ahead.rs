@@ -230,6 +230,16 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     if !plain {
         return None;
     }
+    // Nothing runs ahead of a direct call, so its copies can hide only behind its own work,
+    // which is short where they are (a ZIP of a few thousand elements): cut it only where
+    // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
+    let worth = LATENCIES * 2 * MAX_PIECES as u64;
+    let too_short = |bytes: usize| link.cost_ns(bytes) < link.latency_ns().saturating_mul(worth);
+    // What crosses is at most every argument: where even that is too short, which arguments
+    // cross (a look at each one's fragments and owner history) need not be asked.
+    if too_short(args.iter().fold(0, |all, a| all.saturating_add(a.len))) {
+        return None;
+    }
     let crossing: usize = (args.iter())
         .filter(|a| match a.access {
             Access::Read => !a.raw.resident_for(space, entry.reaches(), Access::Read),
@@ -237,11 +247,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
         })
         .map(|a| a.len)
         .sum();
-    // Nothing runs ahead of a direct call, so its copies can hide only behind its own work,
-    // which is short where they are (a ZIP of a few thousand elements): cut it only where
-    // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
-    let worth = LATENCIES * 2 * MAX_PIECES as u64;
-    if link.cost_ns(crossing) < link.latency_ns().saturating_mul(worth) {
+    if too_short(crossing) {
         return None;
     }
     let joins = B::RULES.first()?.joins;
