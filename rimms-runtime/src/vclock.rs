@@ -341,6 +341,32 @@ impl Lane {
     fn join(&mut self, end: u64) {
         self.at = self.at.max(end);
     }
+
+    /// Steps aside at `now` to run work for others (see [`beside`]): stops measuring, and
+    /// returns where the lane stood, to come back to. Meanwhile the lane stands at the origin,
+    /// so work handed over ([`Lane::take_over`]) starts where it was sent.
+    fn step_aside(&mut self, now: Instant) -> Aside {
+        let measuring = self.pause(now);
+        let aside = Aside {
+            at: self.at,
+            measuring,
+        };
+        self.at = 0;
+        aside
+    }
+
+    /// Comes back at `now` from work run aside: the lane stands where it stood before it.
+    fn come_back(&mut self, aside: Aside, now: Instant) {
+        self.at = aside.at;
+        self.resume(aside.measuring, now);
+    }
+}
+
+/// Where a lane stood when it stepped aside ([`Lane::step_aside`]).
+#[derive(Clone, Copy, Debug)]
+struct Aside {
+    at: u64,
+    measuring: bool,
 }
 
 fn with_lane<T>(f: impl FnOnce(&mut Lane) -> T) -> T {
@@ -418,6 +444,30 @@ impl Drop for Strand {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// Runs `f`, other devices' work that this thread runs while it waits (jobs whose devices'
+/// workers have not taken them yet), as if another thread ran it: its strands start where
+/// they were sent, not where this thread's own work (a group a scope ran here) or the last
+/// job it ran ended, and this thread's lane stands where it was afterwards. A waiting thread
+/// that ran the jobs of two devices one after another otherwise added them up on the axis,
+/// where the devices run side by side (and the result depended on which thread ran which
+/// job). Jobs of one device chain within one `f`, as on the device's worker; an
+/// accelerator's own timeline ([`acquire`]) orders its calls whoever makes them.
+pub fn beside<T>(f: impl FnOnce() -> T) -> T {
+    if !is_on() {
+        return f();
+    }
+    let aside = with_lane(|l| l.step_aside(Instant::now()));
+    struct ComeBack(Aside);
+    impl Drop for ComeBack {
+        fn drop(&mut self) {
+            let aside = self.0;
+            with_lane(|l| l.come_back(aside, Instant::now()));
+        }
+    }
+    let _back = ComeBack(aside);
+    f()
 }
 
 /// This thread waited for work that ended at `end`: its lane moves there if that is later.
@@ -580,6 +630,41 @@ mod tests {
             a.terms_until(b)[Term::CacheSync as usize],
             Duration::from_nanos(2_000)
         );
+    }
+
+    /// A waiting thread whose lane is paused at 5,000 (it ran some of the work itself after
+    /// sending the rest at 1,000) runs two devices' jobs, sent at 1,000, each beside its own
+    /// lane: each starts at 1,000 and ends at 1,000 plus its own work, and the thread's lane
+    /// is back at 5,000 after. Run in a row on the lane, each began where the lane stood.
+    #[test]
+    fn jobs_run_beside_a_waiting_lane_each_start_where_they_were_sent() {
+        let now = Instant::now();
+        let mut lane = Lane {
+            at: 5_000,
+            since: None,
+        };
+        let sent = Mark {
+            at: 1_000,
+            measuring: false,
+        };
+        let run = |lane: &mut Lane, work: u64| {
+            let was = lane.take_over(sent, now);
+            lane.at += work; // its modelled time, as `charge` adds it
+            lane.hand_back(was, now).at
+        };
+        let aside = lane.step_aside(now);
+        let a = run(&mut lane, 3_000);
+        lane.come_back(aside, now);
+        let aside = lane.step_aside(now);
+        let b = run(&mut lane, 5_000);
+        lane.come_back(aside, now);
+        assert_eq!((a, b), (4_000, 6_000));
+        assert_eq!(lane.at, 5_000);
+        assert_eq!(lane.since, None);
+        // Without stepping aside, each job queues behind what the lane did before it.
+        let a = run(&mut lane, 3_000);
+        let b = run(&mut lane, 5_000);
+        assert_eq!((a, b), (8_000, 13_000));
     }
 
     #[test]

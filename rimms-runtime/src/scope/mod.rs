@@ -179,7 +179,9 @@ impl ScopeState {
         while devices != 0 && !self.done() {
             let position = devices.trailing_zeros() as usize;
             devices &= devices - 1;
-            ran |= queues.run_queued_if_idle(position, || self.done());
+            // Each device's jobs as its worker would run them: side by side with the other
+            // devices' on the virtual clock, not after them on this thread's lane.
+            ran |= crate::vclock::beside(|| queues.run_queued_if_idle(position, || self.done()));
         }
         ran
     }
