@@ -455,19 +455,7 @@ impl Drop for Strand {
 /// job). Jobs of one device chain within one `f`, as on the device's worker; an
 /// accelerator's own timeline ([`acquire`]) orders its calls whoever makes them.
 pub fn beside<T>(f: impl FnOnce() -> T) -> T {
-    if !is_on() {
-        return f();
-    }
-    let aside = with_lane(|l| l.step_aside(Instant::now()));
-    struct ComeBack(Aside);
-    impl Drop for ComeBack {
-        fn drop(&mut self) {
-            let aside = self.0;
-            with_lane(|l| l.come_back(aside, Instant::now()));
-        }
-    }
-    let _back = ComeBack(aside);
-    f()
+    around(Lane::step_aside, Lane::come_back, f)
 }
 
 /// This thread waited for work that ended at `end`: its lane moves there if that is later.
@@ -480,18 +468,28 @@ pub fn join(end: Mark) {
 /// Runs `f`, a wait for other threads' work, without measuring it as this thread's host work
 /// (join what it waited for afterwards). `f` runs outside the clock's locks.
 pub fn blocked<T>(f: impl FnOnce() -> T) -> T {
+    around(Lane::pause, Lane::resume, f)
+}
+
+/// Runs `f` (while the clock is on) between `enter` and `leave` on this thread's lane,
+/// `leave` getting what `enter` returned; `leave` runs when `f` unwinds too.
+fn around<S: Copy, T>(
+    enter: fn(&mut Lane, Instant) -> S,
+    leave: fn(&mut Lane, S, Instant),
+    f: impl FnOnce() -> T,
+) -> T {
     if !is_on() {
         return f();
     }
-    let was = with_lane(|l| l.pause(Instant::now()));
-    struct Resume(bool);
-    impl Drop for Resume {
+    let entered = with_lane(|l| enter(l, Instant::now()));
+    struct Leave<S: Copy>(S, fn(&mut Lane, S, Instant));
+    impl<S: Copy> Drop for Leave<S> {
         fn drop(&mut self) {
-            let was = self.0;
-            with_lane(|l| l.resume(was, Instant::now()));
+            let Leave(entered, leave) = *self;
+            with_lane(|l| leave(l, entered, Instant::now()));
         }
     }
-    let _resume = Resume(was);
+    let _leave = Leave(entered, leave);
     f()
 }
 
