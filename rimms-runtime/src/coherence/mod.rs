@@ -290,10 +290,12 @@ impl FragmentTable {
             // last: the rest it overwrites whole. Only those two are looked at, where walking
             // the span cost a frame of the pulse-Doppler app on a sim card about 30 K
             // instructions for whole-buffer writes that needed nothing.
-            let Some(last) = span.frags.end.checked_sub(1) else {
+            let (first, end) = (span.frags.start, span.frags.end);
+            if first >= end {
+                // An empty span touches no fragment, whatever its partial flags say.
                 return plan;
-            };
-            let first = span.frags.start;
+            }
+            let last = end - 1;
             if span.first_partial {
                 self.plan_fragment(span, first, access, &mut plan, &cost);
             }

@@ -116,6 +116,31 @@ fn write_discard_moves_nothing() {
     assert_eq!(t.get(2), Some(state(&[DEV], Some(DEV), false)));
 }
 
+/// A write looks only at its edges: a one-fragment span covered in part at both ends is
+/// one copy, not two; an empty span, whatever its flags say, is no copy at all.
+#[test]
+fn a_partial_write_plans_each_edge_once_and_an_empty_span_nothing() {
+    let mut t = FragmentTable::new(4);
+    access(&mut t, &whole(4), HOST, Access::Write);
+    let span = |frags: Range<usize>| FragmentSpan {
+        frags,
+        first_partial: true,
+        last_partial: true,
+    };
+    let plan = t.plan_acquire(&span(2..3), DEV, Access::Write, flat);
+    assert_eq!(
+        plan.moves,
+        vec![Move {
+            src: HOST,
+            frags: 2..3
+        }]
+    );
+    for empty in [2..2, 4..4] {
+        let plan = t.plan_acquire(&span(empty.clone()), DEV, Access::Write, flat);
+        assert!(plan.is_empty(), "{empty:?}: {plan:?}");
+    }
+}
+
 #[test]
 fn partial_write_is_a_read_write_for_the_partial_fragments_only() {
     let mut t = FragmentTable::new(4);
