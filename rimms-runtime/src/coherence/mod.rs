@@ -295,12 +295,14 @@ impl FragmentTable {
                 // An empty span touches no fragment, whatever its partial flags say.
                 return plan;
             }
-            let last = end - 1;
-            if span.first_partial {
-                self.plan_fragment(span, first, access, &mut plan, &cost);
-            }
-            if span.last_partial && !(last == first && span.first_partial) {
-                self.plan_fragment(span, last, access, &mut plan, &cost);
+            let edges = [first, end - 1];
+            let edges = if first == end - 1 {
+                &edges[..1]
+            } else {
+                &edges[..]
+            };
+            for &frag in edges.iter().filter(|&&frag| span.is_partial(frag)) {
+                self.plan_fragment(span, frag, access, &mut plan, &cost);
             }
         } else {
             for frag in span.frags.clone() {
