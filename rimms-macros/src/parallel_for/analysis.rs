@@ -259,9 +259,9 @@ struct Rebinds<'a> {
     errors: &'a mut Errors,
 }
 
-impl<'ast> Visit<'ast> for Rebinds<'_> {
-    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
-        let name = &p.ident;
+impl Rebinds<'_> {
+    /// Reports `name`, bound inside the body, if it is the loop variable's or a buffer's.
+    fn bound(&mut self, name: &Ident) {
         if name == self.index {
             self.errors.at(
                 name.span(),
@@ -273,7 +273,44 @@ impl<'ast> Visit<'ast> for Rebinds<'_> {
                 format!("`{name}` is bound again inside `parallel_for!`, but the loop indexes a buffer of that name; use another name"),
             );
         }
+    }
+}
+
+impl<'ast> Visit<'ast> for Rebinds<'_> {
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        self.bound(&p.ident);
         syn::visit::visit_pat_ident(self, p);
+    }
+
+    // Items bind names too, and an item in a block is in scope in the whole block, ahead of
+    // any outer variable: `const i: usize = 0;` in the body makes every `y[i]` there `y[0]`,
+    // which the write-discard analysis would still take for a write of every element (the
+    // elements no iteration wrote were then recorded as overwritten, their last valid copy
+    // lost). So a constant, a static or an import of either name is refused like a `let`.
+    fn visit_item_const(&mut self, c: &'ast syn::ItemConst) {
+        self.bound(&c.ident);
+        syn::visit::visit_item_const(self, c);
+    }
+
+    fn visit_item_static(&mut self, s: &'ast syn::ItemStatic) {
+        self.bound(&s.ident);
+        syn::visit::visit_item_static(self, s);
+    }
+
+    fn visit_use_name(&mut self, u: &'ast syn::UseName) {
+        self.bound(&u.ident);
+    }
+
+    fn visit_use_rename(&mut self, u: &'ast syn::UseRename) {
+        self.bound(&u.rename);
+    }
+
+    // A glob import may bring in any name, the loop variable's included, unseen here.
+    fn visit_use_glob(&mut self, g: &'ast syn::UseGlob) {
+        self.errors.at(
+            g.star_token.span(),
+            "a glob import inside `parallel_for!` may bind the loop variable or a buffer's name again; import the names you need one by one",
+        );
     }
 }
 
@@ -598,6 +635,73 @@ mod tests {
         assert_eq!(
             modes(quote::quote!(for i in 0..=n {
                 y[i] = 2.0
+            })),
+            [mode("y", false, true, true)]
+        );
+    }
+
+    /// An item in the body binds its name for the whole block, ahead of the loop variable:
+    /// `const i: usize = 0;` turned `y[i] = 5` into a write of `y[0]` alone that the
+    /// analysis still took for write-discard of every element, so the loop recorded the
+    /// elements no iteration wrote as overwritten and their only valid copy (on a device) was
+    /// lost (audit; red before `Rebinds` looked at items). Each such item, and a glob import,
+    /// is refused like a `let`; an item of another name is not.
+    #[test]
+    fn an_item_that_binds_the_loop_variable_or_a_buffer_is_refused() {
+        for (body, what) in [
+            (
+                quote::quote!({
+                    const i: usize = 0;
+                    y[i] = 5;
+                }),
+                "`i` is bound again",
+            ),
+            (
+                quote::quote!({
+                    y[i] = {
+                        static i: usize = 0;
+                        x[i]
+                    };
+                }),
+                "`i` is bound again",
+            ),
+            (
+                quote::quote!({
+                    use consts::ZERO as i;
+                    y[i] = 5;
+                }),
+                "`i` is bound again",
+            ),
+            (
+                quote::quote!({
+                    use consts::i;
+                    y[i] = 5;
+                }),
+                "`i` is bound again",
+            ),
+            (
+                quote::quote!({
+                    use consts::*;
+                    y[i] = 5;
+                }),
+                "a glob import",
+            ),
+            (
+                quote::quote!({
+                    const x: usize = 0;
+                    y[i] = x[i];
+                }),
+                "the loop indexes a buffer of that name",
+            ),
+        ] {
+            let found = messages(quote::quote!(for i in 0..n #body));
+            assert_eq!(found.len(), 1, "{body}: {found:#?}");
+            assert!(found[0].contains(what), "{body}: {found:?} lacks {what:?}");
+        }
+        assert_eq!(
+            modes(quote::quote!(for i in 0..n {
+                const K: f32 = 2.0;
+                y[i] = K;
             })),
             [mode("y", false, true, true)]
         );
