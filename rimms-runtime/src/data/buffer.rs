@@ -780,22 +780,46 @@ impl RawBuffer {
     /// Evicts this buffer's block in `space` to make room for an allocation of
     /// `why.needed` bytes there: writes back what only the block holds, drops the rest, frees
     /// it. Returns the bytes freed, or `None` where the buffer is busy (another thread holds
-    /// its lock), in use (pinned), has a copy still landing in that block, or has no block
-    /// there. A failed write-back changes nothing.
+    /// its lock), in use (pinned), or has no block there. A block a copy still lands in goes
+    /// only once that copy has landed (waited for once, without the lock), never before. A
+    /// failed write-back changes nothing.
     pub(crate) fn evict(&self, space: SpaceId, why: Pressure) -> Result<Option<usize>> {
-        let Some(mut inner) = self.state.try_lock() else {
-            return Ok(None);
-        };
-        if inner.blocks[space.index()].is_none() {
-            return Ok(None);
+        let mut waited = false;
+        loop {
+            let Some(mut inner) = self.state.try_lock() else {
+                return Ok(None);
+            };
+            if inner.blocks[space.index()].is_none() {
+                return Ok(None);
+            }
+            // The handshake of `data::lease`: withdraw the summary, then look at the leases.
+            // On every early return the guard republishes the table's summary unchanged.
+            inner.withdraw();
+            if self.pinned_in(space) {
+                return Ok(None);
+            }
+            if !inner.in_flight.landing_into(space, Instant::now()) {
+                return self.retire(&mut inner, space, why).map(Some);
+            }
+            // A copy still lands in the block, so it may not go yet; but no one holds it
+            // either, and the copy lands at a fixed time (its link's modelled time, booked
+            // already). Refusing here made an allocation fail with `DoesNotFit` only because
+            // an unused prefetch (`prefetch_async`, a copy ahead) was still on its link, where
+            // the same program that waited for it first succeeded. So wait for the landing
+            // once, with this buffer's lock released (no copy is recorded into the block
+            // while it is held, so the deadline read under it is the last), and look again
+            // from the start: leases and copies taken meanwhile are seen then. A second copy
+            // landing there by then means the block is in use again: passed over.
+            if waited {
+                return Ok(None);
+            }
+            let lands = inner
+                .in_flight
+                .before(space, &(0..self.bytes), Access::Read);
+            drop(inner);
+            lands.wait();
+            waited = true;
         }
-        // The handshake of `data::lease`: withdraw the summary, then look at the leases. On
-        // every early return the guard republishes the table's summary unchanged.
-        inner.withdraw();
-        if self.pinned_in(space) || inner.in_flight.landing_into(space, Instant::now()) {
-            return Ok(None);
-        }
-        self.retire(&mut inner, space, why).map(Some)
     }
 
     /// Gives up this buffer's block in `space` (the caller has made sure no one uses it):

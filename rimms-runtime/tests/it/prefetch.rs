@@ -1,9 +1,10 @@
 //! Asynchronous prefetch (`HeteData::prefetch_async`, RIMMS's `hete_Sync_Async`) on a sim
 //! device whose link takes its modelled time: one copy, in flight until its time has passed;
 //! the call that needs the bytes shares that copy and starts only once it has landed; a write
-//! meanwhile waits for it; and values always match a plain model.
+//! meanwhile waits for it; and values always match a plain model. An eviction that needs the
+//! room of a block a copy still lands in waits for the landing rather than failing.
 
-use rimms_runtime::{Access, Device, HeteData, LinkModel, Runtime, SimConfig};
+use rimms_runtime::{Access, Device, HeteData, LinkModel, Runtime, SimConfig, ZipOp};
 use std::time::Duration;
 
 /// A runtime with one sim device behind a slow, timed link (1 MiB takes about 50 ms), to build.
@@ -718,5 +719,128 @@ fn threads_reading_a_buffer_in_flight_see_only_its_landed_bytes() {
                 );
             }
         }
+    }
+}
+
+/// `n` deterministic complex samples, distinct per `seed`.
+fn samples(n: usize, seed: usize) -> Vec<rimms_runtime::Complex32> {
+    (0..n)
+        .map(|i| {
+            rimms_runtime::Complex32::new(
+                ((i * 7 + seed) % 13) as f32,
+                ((i + 3 * seed) % 5) as f32 - 2.0,
+            )
+        })
+        .collect()
+}
+
+/// A nearly full pool: `a`'s prefetch is still on the link when a call on other buffers needs
+/// the room `a`'s block takes. `a` is used by no call, so the call must get the room (once the
+/// copy has landed, as the evictor may not free a block a copy lands in), exactly as it does
+/// when the program waits for the prefetch first. It must not fail with `DoesNotFit` because
+/// the link happened to be slower than the program.
+#[test]
+fn a_call_needing_the_room_of_a_block_still_landing_waits_rather_than_fails() {
+    let n = 1 << 15; // 256 KiB of complex samples: ~13 ms on the link.
+    for wait_first in [true, false] {
+        let rt = slow_link_builder()
+            .pool("sim0", 2 * n * 8)
+            .build()
+            .expect("runtime");
+        let a = HeteData::from_slice(&rt, &samples(n, 1)).expect("a");
+        let b_in = samples(n, 2);
+        let b = HeteData::from_slice(&rt, &b_in).expect("b");
+        let mut out = HeteData::<f32>::alloc(&rt, n).expect("out");
+        // `b` is on sim0 already: the call's only other need is room for `out`.
+        b.prefetch(Device::Sim(0)).expect("b on sim0");
+        let p = a.prefetch_async(Device::Sim(0)).expect("prefetch");
+        if wait_first {
+            p.wait();
+        }
+        rt.magnitude(Device::Sim(0), &b, &mut out)
+            .unwrap_or_else(|e| panic!("wait_first {wait_first}: {e}"));
+        let got = out.host().expect("out");
+        for (i, (m, z)) in got.iter().zip(&b_in).enumerate() {
+            assert!((f64::from(*m) - f64::from(z.norm())).abs() <= 1e-5, "{i}");
+        }
+        assert_eq!(a.host().expect("a"), &samples(n, 1)[..]);
+    }
+}
+
+/// A link with no latency cuts every direct row call into parts, however short: zero-length,
+/// odd-length and offset views, and views whose ends fall inside fragments, keep every value
+/// and never panic.
+#[test]
+fn direct_calls_on_a_zero_latency_link_keep_values_for_odd_views() {
+    let rt = Runtime::builder()
+        .sim(SimConfig {
+            link: LinkModel {
+                latency: Duration::ZERO,
+                bytes_per_second: 1e8,
+            },
+            simulate_link: true,
+            ..SimConfig::default()
+        })
+        .build()
+        .expect("runtime");
+    let n = 1024;
+    let (xa, xb) = (samples(n, 4), samples(n, 9));
+    let a = HeteData::from_slice(&rt, &xa).expect("a");
+    let b = HeteData::from_slice(&rt, &xb).expect("b");
+    let mut out = HeteData::<rimms_runtime::Complex32>::alloc(&rt, n).expect("out");
+    out.fragment(64).expect("8 elements a fragment");
+    let mut mag = HeteData::<f32>::alloc(&rt, n).expect("mag");
+    mag.fragment(32).expect("8 elements a fragment");
+    let mut model = vec![rimms_runtime::Complex32::new(0.0, 0.0); n];
+    let mut model_mag = vec![0.0f32; n];
+    for (k, (start, len)) in [
+        (0usize, 0usize),
+        (8, 0),
+        (3, 0),
+        (0, 16),
+        (8, 128),
+        (0, 1024),
+        (16, 256),
+        (512, 512),
+        (8, 8),
+        (0, 256),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ra = a.slice(start..start + len).expect("a view");
+        // The input views start off the output's fragments.
+        let sb = (start + 5) % (n - len + 1);
+        let rb = b.slice(sb..sb + len).expect("b view");
+        {
+            let mut o = out.slice_mut(start..start + len).expect("out view");
+            rt.zip(Device::Sim(0), ZipOp::Add, &ra, &rb, &mut o)
+                .unwrap_or_else(|e| panic!("{k}: zip {start}+{len}: {e}"));
+        }
+        for i in 0..len {
+            model[start + i] = xa[start + i] + xb[sb + i];
+        }
+        {
+            let mut m = mag.slice_mut(start..start + len).expect("mag view");
+            rt.magnitude(Device::Sim(0), &rb, &mut m)
+                .unwrap_or_else(|e| panic!("{k}: magnitude {start}+{len}: {e}"));
+        }
+        for i in 0..len {
+            model_mag[start + i] = xb[sb + i].norm();
+        }
+        assert_eq!(out.host().expect("out"), &model[..], "step {k}");
+        for (i, (g, w)) in mag.host().expect("mag").iter().zip(&model_mag).enumerate() {
+            assert!((g - w).abs() <= 1e-5, "step {k} [{i}]: {g} vs {w}");
+        }
+    }
+    // The views that cut cleanly did run in parts: the path under test was taken.
+    let stats = rt.stats();
+    for api in ["zip", "magnitude"] {
+        let merged = stats
+            .apis
+            .iter()
+            .find(|a| a.name == api)
+            .map_or(0, |a| a.merged);
+        assert!(merged > 0, "no {api} call was cut into parts");
     }
 }
