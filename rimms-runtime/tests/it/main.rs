@@ -27,6 +27,7 @@ mod fpga_strict;
 mod fragment_rule;
 mod layers;
 mod merging;
+mod nesting_rules;
 mod prefetch;
 mod raw_declarations;
 // Only the FPGA result tests compare against the direct DFT.
