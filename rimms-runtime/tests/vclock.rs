@@ -220,3 +220,33 @@ fn a_scope_of_ffts_on_two_cores_overlaps_and_scopes_in_a_row_add_up() {
         .unwrap();
     assert_eq!(vclock::mark().ns() - start.ns(), 31_588 + 27_882);
 }
+
+/// Work a thread runs beside its own lane (`vclock::beside`: another device's jobs that a
+/// waiting thread runs for it) runs from the origin of the axis, so that each job starts where
+/// it was sent, and the thread's lane stands where it stood afterwards: when the work returns
+/// and when it unwinds. Without that, a waiting thread that ran two devices' jobs added them up
+/// on the axis.
+#[test]
+fn work_run_beside_a_lane_leaves_it_where_it_stood() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _parts = FpgaParts::open(zcu102()).unwrap();
+    assert!(vclock::is_on());
+    vclock::charge(Term::Copy, Duration::from_micros(40));
+    let stood = vclock::mark().ns();
+    assert!(stood >= 40_000, "{stood}");
+    let inside = vclock::beside(|| {
+        let from = vclock::mark().ns();
+        vclock::charge(Term::Copy, Duration::from_micros(7));
+        (from, vclock::mark().ns())
+    });
+    assert_eq!(inside, (0, 7_000), "beside runs from the origin");
+    assert_eq!(vclock::mark().ns(), stood, "and the lane comes back");
+    let unwound = std::panic::catch_unwind(|| {
+        vclock::beside(|| {
+            vclock::charge(Term::Copy, Duration::from_micros(9));
+            panic!("a job that unwinds");
+        })
+    });
+    assert!(unwound.is_err());
+    assert_eq!(vclock::mark().ns(), stood, "the lane comes back on unwinding too");
+}
