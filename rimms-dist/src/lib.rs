@@ -60,9 +60,16 @@ impl RankSet {
     /// No rank.
     pub const EMPTY: RankSet = RankSet(0);
 
-    /// The set of `rank` alone.
+    /// The bit of `rank`; none for a rank past the [`MAX_RANKS`] a set holds. A plain
+    /// `1 << rank` would overflow there: a panic in debug builds, and in release a shift
+    /// taken modulo 64, which names another rank (rank 70 as rank 6).
+    fn bit(rank: Rank) -> u64 {
+        1u64.checked_shl(u32::from(rank.0)).unwrap_or(0)
+    }
+
+    /// The set of `rank` alone (empty for a rank past [`MAX_RANKS`]).
     pub fn only(rank: Rank) -> RankSet {
-        RankSet(1 << rank.0)
+        RankSet(Self::bit(rank))
     }
 
     /// Every rank of a job of `ranks`.
@@ -76,12 +83,12 @@ impl RankSet {
 
     /// Whether `rank` is in the set.
     pub fn contains(self, rank: Rank) -> bool {
-        self.0 >> rank.0 & 1 == 1
+        self.0 & Self::bit(rank) != 0
     }
 
-    /// The set with `rank` added.
+    /// The set with `rank` added (unchanged for a rank past [`MAX_RANKS`]).
     pub fn with(self, rank: Rank) -> RankSet {
-        RankSet(self.0 | 1 << rank.0)
+        RankSet(self.0 | Self::bit(rank))
     }
 
     /// The lowest rank of the set, if any.

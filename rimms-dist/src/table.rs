@@ -164,9 +164,19 @@ impl RankTable {
     }
 
     /// Records that every send of `exchange` arrived: its readers now hold those fragments.
+    ///
+    /// An exchange is public data, so one not planned by this table may hold sends past its
+    /// fragments or to ranks outside the job: those parts are ignored (clipped, as
+    /// [`Self::forget`] clips), rather than panicking on the slice or recording a rank the job
+    /// does not have.
     pub fn commit(&mut self, exchange: &Exchange) {
+        let len = self.frags.len();
         for send in &exchange.sends {
-            for state in &mut self.frags[send.frags.clone()] {
+            if usize::from(send.to.0) >= self.ranks {
+                continue;
+            }
+            let end = send.frags.end.min(len);
+            for state in &mut self.frags[send.frags.start.min(end)..end] {
                 state.valid = state.valid.with(send.to);
             }
         }
@@ -174,9 +184,15 @@ impl RankTable {
 
     /// Records a completed write of `frags` by `writers` (one rank, or every rank of a
     /// replicated buffer): only they hold the newest bytes now.
+    ///
+    /// A write by no rank (an empty set) changes nothing: marking it would leave the fragments
+    /// valid nowhere, and a later read would then plan a send from a rank without the bytes.
+    /// Its range is still checked, so a range past the table is an error, never a panic.
     pub fn mark_written(&mut self, writers: RankSet, frags: Range<usize>) -> Result<(), DistError> {
-        if let Some(rank) = writers.first() {
-            self.check(rank, &frags)?;
+        // Checked with any rank of the job when there is no writer: the range alone matters.
+        self.check(writers.first().unwrap_or(Rank(0)), &frags)?;
+        if writers == RankSet::EMPTY {
+            return Ok(());
         }
         let outside = RankSet(writers.0 & !RankSet::all(self.ranks).0);
         if let Some(rank) = outside.first() {

@@ -151,6 +151,10 @@ pub struct Cluster<'t> {
     uncached: RefCell<Vec<Received>>,
     /// The corner turn's send and receive buffers, kept for the next one.
     scratch: Cell<(Packed, Packed)>,
+    /// How many clusters joined this transport before this one ([`Transport::join`]), the
+    /// same on every rank: mixed into every envelope's epoch, so that a message an earlier
+    /// cluster on the same transport left untaken never matches this one's receives.
+    generation: u64,
 }
 
 impl fmt::Debug for Cluster<'_> {
@@ -238,6 +242,11 @@ impl<T: Pod> DistData<T> {
     }
     /// The ranks holding each row's newest bytes, as every rank's table says.
     pub fn valid_on(&self, row: usize) -> Option<RankSet> {
+        // A row past the buffer has no entry: checked first, since `row * row_len` of such a
+        // row may overflow (a panic in debug builds, another row's answer in release).
+        if row >= self.rows {
+            return None;
+        }
         self.entry
             .borrow()
             .table
@@ -277,8 +286,10 @@ impl<'t> Cluster<'t> {
     pub fn new(rt: Runtime, transport: impl Transport + 't) -> Cluster<'t> {
         let check =
             cfg!(debug_assertions) || std::env::var("RIMMS_DIST_CHECK").is_ok_and(|v| v == "1");
+        let generation = transport.join();
         Cluster {
             rt,
+            generation,
             transport: Box::new(transport),
             next_id: Cell::new(0),
             calls: Cell::new(0),
@@ -398,10 +409,25 @@ impl<'t> Cluster<'t> {
         let store = RowStore::new(&self.rt, &dist, rows, row_len, ranks, me, key)
             .map_err(|e| self.store_error(&call, e))?;
         self.next_id.set(id + 1);
-        // The buffer's id, shape, distribution and security: what every rank must have
-        // allocated alike.
+        // The buffer's id, shape, distribution, security and element type: what every rank
+        // must have allocated alike. The element type too: two buffers of one shape but other
+        // types allocated in another order on another rank would otherwise agree here, then
+        // move bytes of one type into the other (reinterpreted where the sizes match, a
+        // length error on one rank and a timeout on the others where not). Every rank runs the
+        // same binary (as the digests already assume), so the type's name is the same there.
         let mut hasher = DefaultHasher::new();
-        let shape = (id, rows, row_len, format!("{dist:?}"), key.is_some());
+        let element = (std::any::type_name::<T>(), size_of::<T>(), align_of::<T>());
+        // The generation too: ranks whose programs joined the transport a different number of
+        // times would mark envelopes differently, so they fail here, as drift, not at a fetch.
+        let shape = (
+            id,
+            rows,
+            row_len,
+            format!("{dist:?}"),
+            key.is_some(),
+            element,
+            self.generation,
+        );
         (shape, table.digest()).hash(&mut hasher);
         self.agree(&call, hasher.finish(), true)?;
         let entry = Entry { table, epoch: 0 };
@@ -653,6 +679,16 @@ impl<'t> Cluster<'t> {
             let entry = buf.entry.borrow();
             for rank in (0..self.ranks()).map(|r| Rank(r as u16)) {
                 for rows in needs(rank) {
+                    // Rows past the buffer are refused (alike on every rank, which all
+                    // evaluate `needs` for every rank) before `frags` multiplies them into
+                    // fragments, which may overflow: a panic in debug builds, and in release
+                    // a wrapped range that would pass the table's own bounds check.
+                    if rows.end > buf.rows {
+                        return Err(dist_error(DistError::OutOfRange {
+                            end: rows.end,
+                            len: buf.rows,
+                        }));
+                    }
                     let plan = entry
                         .table
                         .plan_read(rank, buf.frags(&rows))
@@ -680,15 +716,23 @@ impl<'t> Cluster<'t> {
                     .as_ref()
                     .map(|key| (key, sealing_id("fetch", buf.id, epoch))),
             };
-            crate::execute_on(&*self.transport, &exchange, buf.id, epoch, &mut rows).map_err(
-                |e| match e {
-                    Moved::Transport(source) => ClusterError::Transport {
-                        call: call.clone(),
-                        source,
-                    },
-                    Moved::Runtime(e) => self.runtime_error(&call, e),
+            // The envelope's epoch is the write epoch in the low bits and this cluster's
+            // generation in the high ones (see `generation`); the seals keep the write epoch.
+            let envelope_epoch = epoch ^ self.generation.rotate_right(16);
+            crate::execute_on(
+                &*self.transport,
+                &exchange,
+                buf.id,
+                envelope_epoch,
+                &mut rows,
+            )
+            .map_err(|e| match e {
+                Moved::Transport(source) => ClusterError::Transport {
+                    call: call.clone(),
+                    source,
                 },
-            )?;
+                Moved::Runtime(e) => self.runtime_error(&call, e),
+            })?;
         }
         let mut entry = buf.entry.borrow_mut();
         entry.table.commit(&exchange);
@@ -723,6 +767,18 @@ impl<'t> Cluster<'t> {
 
     /// Moves the whole buffer to `to`.
     pub fn gather<T: Pod>(&self, buf: &mut DistData<T>, to: Rank) -> Result<()> {
+        // A rank outside the job would match no rank's needs, so the gather would succeed
+        // having moved nothing: refused instead (alike on every rank), naming the rank.
+        if usize::from(to.0) >= self.ranks() {
+            let call = self.call(format_args!("gather buffer {} to {to}", buf.id));
+            return Err(ClusterError::Dist {
+                call,
+                source: DistError::NoSuchRank {
+                    rank: to,
+                    ranks: self.ranks(),
+                },
+            });
+        }
         let rows = buf.rows;
         self.fetch(buf, |rank| if rank == to { 0..rows } else { 0..0 })
     }

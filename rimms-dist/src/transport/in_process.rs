@@ -2,7 +2,7 @@
 
 use super::{Envelope, Packed, Transport, TransportError};
 use crate::Rank;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -24,7 +24,13 @@ struct Message {
 /// Messages that arrived before their receive was posted (StarPU-MPI's early requests).
 #[derive(Default)]
 struct Early {
-    point: HashMap<(Rank, Envelope), Vec<u8>>,
+    /// A queue per sender and envelope, oldest first: one envelope may carry several messages
+    /// in flight at once (two fetches of the same rows with only a flush or a call on another
+    /// buffer between them, drift checks off), and each is received once, in the order sent,
+    /// as MPI matches messages of one source and tag. One slot per key would let the second
+    /// overwrite the first, and the second receive would then wait for a message it had
+    /// swallowed.
+    point: HashMap<(Rank, Envelope), VecDeque<Vec<u8>>>,
     collective: HashMap<(Rank, u64, bool), (Vec<u8>, String)>,
 }
 
@@ -39,6 +45,8 @@ pub struct InProcess {
     sent: Mutex<Vec<u64>>,
     /// Data messages this rank has sent each peer (what a link's latency is paid for).
     messages: Mutex<Vec<u64>>,
+    /// Clusters that joined this end ([`Transport::join`]).
+    joins: Mutex<u64>,
     timeout: Duration,
 }
 
@@ -57,6 +65,7 @@ impl InProcess {
                 collectives: Mutex::new((0, 0)),
                 sent: Mutex::new(vec![0; ranks]),
                 messages: Mutex::new(vec![0; ranks]),
+                joins: Mutex::new(0),
                 timeout: Duration::from_secs(30),
             })
             .collect()
@@ -124,7 +133,11 @@ impl InProcess {
             let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
             match message.kind {
                 Kind::PointToPoint(envelope) => {
-                    early.point.insert((message.from, envelope), message.bytes);
+                    early
+                        .point
+                        .entry((message.from, envelope))
+                        .or_default()
+                        .push_back(message.bytes);
                 }
                 Kind::AllToAll(n) => {
                     early
@@ -209,7 +222,14 @@ impl Transport for InProcess {
                     envelope.buffer, envelope.frags
                 )
             },
-            |early| early.point.remove(&key),
+            |early| {
+                let queue = early.point.get_mut(&key)?;
+                let bytes = queue.pop_front();
+                if queue.is_empty() {
+                    early.point.remove(&key);
+                }
+                bytes
+            },
         )?;
         if bytes.len() != into.len() {
             return Err(TransportError::Length {
@@ -235,8 +255,11 @@ impl Transport for InProcess {
         meanwhile();
         let received = self.exchange_all(n, true, "", blocks)?;
         for (from, (bytes, _)) in received.iter().enumerate() {
-            let (at, expected) = (recv.offset(from), recv.counts()[from]);
-            if bytes.len() != expected {
+            // A receive buffer with no block for a rank (counts for fewer ranks than the job)
+            // is an error naming that rank, not an index out of bounds.
+            let slot = recv.counts().get(from).copied();
+            let (at, expected) = (recv.offset(from), slot.unwrap_or(0));
+            if slot.is_none() || bytes.len() != expected {
                 return Err(TransportError::BlockLength {
                     from: Rank(from as u16),
                     expected,
@@ -274,5 +297,11 @@ impl Transport for InProcess {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    fn join(&self) -> u64 {
+        let mut joins = self.joins.lock().unwrap_or_else(|e| e.into_inner());
+        *joins += 1;
+        *joins - 1
     }
 }

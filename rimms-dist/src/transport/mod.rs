@@ -147,6 +147,16 @@ pub trait Transport {
     fn sent_messages(&self) -> Vec<u64> {
         Vec::new()
     }
+    /// A [`crate::Cluster`] joins this end of the transport: how many joined it before. Every
+    /// rank's programs join their ends in the same order, so the count is the same on every
+    /// rank, and a cluster marks its envelopes with it: a message an earlier program on the
+    /// same transport left untaken (a drift or a failed call leaves one) then never matches a
+    /// later program's receive of the same buffer id, fragments and epoch, which would
+    /// otherwise take the stale bytes as its own. A transport that does not count returns 0
+    /// (envelopes as before).
+    fn join(&self) -> u64 {
+        0
+    }
 }
 
 /// One rank's side of an all-to-all: a block per rank, back to back in rank order, in a buffer
@@ -252,6 +262,9 @@ impl<T: Transport + ?Sized> Transport for &T {
     }
     fn sent_messages(&self) -> Vec<u64> {
         (**self).sent_messages()
+    }
+    fn join(&self) -> u64 {
+        (**self).join()
     }
 }
 

@@ -20,7 +20,7 @@ use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,6 +30,12 @@ const TAG: i32 = 28;
 const HEADER: usize = 32;
 
 type Reply<T> = Sender<Result<T, TransportError>>;
+
+/// Messages that arrived before their receive was posted, a queue per sender and envelope,
+/// oldest first: one envelope may carry several messages at once (two fetches of the same rows
+/// with no write between them), and each is received once, in the order sent. One slot per
+/// key let the second overwrite the first (the in-process transport had the same defect).
+type Early = HashMap<(Rank, Envelope), VecDeque<Vec<u8>>>;
 
 enum Command {
     Send {
@@ -63,6 +69,8 @@ pub struct Mpi {
     commands: Mutex<Option<Sender<Command>>>,
     thread: Option<std::thread::JoinHandle<()>>,
     sent: Arc<Mutex<Vec<u64>>>,
+    /// Clusters that joined this rank's end ([`Transport::join`]).
+    joins: Mutex<u64>,
     timeout: Duration,
 }
 
@@ -90,6 +98,7 @@ impl Mpi {
             commands: Mutex::new(Some(commands)),
             thread: Some(thread),
             sent,
+            joins: Mutex::new(0),
             timeout: Duration::from_secs(30),
         })
     }
@@ -204,6 +213,12 @@ impl Transport for Mpi {
     fn sent_bytes(&self) -> Vec<u64> {
         self.sent.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    fn join(&self) -> u64 {
+        let mut joins = self.joins.lock().unwrap_or_else(|e| e.into_inner());
+        *joins += 1;
+        *joins - 1
+    }
 }
 
 /// A hash of a call's name that every rank computes alike (same binary, fixed keys).
@@ -242,12 +257,15 @@ fn envelope_of(message: &[u8]) -> Option<Envelope> {
 }
 
 /// Takes every point-to-point message that has arrived into the early-arrival map.
-fn drain(world: &SimpleCommunicator, early: &mut HashMap<(Rank, Envelope), Vec<u8>>) {
+fn drain(world: &SimpleCommunicator, early: &mut Early) {
     while let Some(probed) = world.any_process().immediate_matched_probe_with_tag(TAG) {
         let (bytes, status) = probed.matched_receive_vec::<u8>();
         let from = Rank(status.source_rank() as u16);
         if let Some(envelope) = envelope_of(&bytes) {
-            early.insert((from, envelope), bytes[HEADER..].to_vec());
+            early
+                .entry((from, envelope))
+                .or_default()
+                .push_back(bytes[HEADER..].to_vec());
         }
     }
 }
@@ -255,7 +273,7 @@ fn drain(world: &SimpleCommunicator, early: &mut HashMap<(Rank, Envelope), Vec<u
 /// The state the MPI thread keeps between commands.
 struct Comm {
     world: SimpleCommunicator,
-    early: HashMap<(Rank, Envelope), Vec<u8>>,
+    early: Early,
     sent: Arc<Mutex<Vec<u64>>>,
 }
 
@@ -351,7 +369,7 @@ impl Comm {
 fn complete<'a, D: ?Sized, S: Scope<'a>>(
     mut request: Request<'a, D, S>,
     world: &SimpleCommunicator,
-    early: &mut HashMap<(Rank, Envelope), Vec<u8>>,
+    early: &mut Early,
     deadline: Option<(Instant, &str)>,
 ) {
     loop {
@@ -405,9 +423,16 @@ fn comm_thread(
     loop {
         comm.drain();
         waiting.retain(|(from, envelope, done, deadline)| {
-            if let Some(bytes) = comm.early.remove(&(*from, envelope.clone())) {
-                let _ = done.send(Ok(bytes));
-                return false;
+            let key = (*from, envelope.clone());
+            if let Some(queue) = comm.early.get_mut(&key) {
+                let bytes = queue.pop_front();
+                if queue.is_empty() {
+                    comm.early.remove(&key);
+                }
+                if let Some(bytes) = bytes {
+                    let _ = done.send(Ok(bytes));
+                    return false;
+                }
             }
             if Instant::now() >= *deadline {
                 let _ = done.send(Err(TransportError::Timeout {

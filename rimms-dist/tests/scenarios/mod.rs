@@ -51,6 +51,7 @@ pub const PROGRAMS: &[(&str, Program)] = &[
     ("fft_2d", fft_2d),
     ("drift", drift),
     ("failing_kernel", failing_kernel),
+    ("one_envelope_twice", one_envelope_twice),
     ("random_programs", |cl| {
         let dists = [
             Distribution::BlockRows,
@@ -831,4 +832,48 @@ fn failing_kernel(cl: &Cluster<'_>) -> Result<(), String> {
             "expected the call to fail on every rank, got {other:?}"
         )),
     }
+}
+
+/// Rank 0 sends rank 1 the same row twice under one envelope (a fetch, a flush, the same fetch
+/// again: no write between, so one buffer, one range, one epoch) while rank 1 is still busy
+/// with a call of its own, so both messages arrive before either receive is posted. Each
+/// receive takes its own, in the order sent; a transport that kept one early message per
+/// envelope lost the first, and rank 1's second fetch then waited out its timeout.
+fn one_envelope_twice(cl: &Cluster<'_>) -> Result<(), String> {
+    if cl.ranks() < 2 {
+        return Ok(());
+    }
+    // No agreement after each call, or rank 0 could not run ahead of rank 1.
+    cl.check_drift(false);
+    let ranks = cl.ranks();
+    let mut a = cl
+        .alloc::<u32>(ranks, 4, Distribution::BlockRows)
+        .map_err(err)?;
+    let mut b = cl
+        .alloc::<u32>(ranks, 4, Distribution::BlockRows)
+        .map_err(err)?;
+    cl.compute(&mut a, 0..1, true, "fill a", |_, _, mut view| {
+        view.host_write()?.fill(7);
+        Ok(())
+    })
+    .map_err(err)?;
+    cl.compute(&mut b, 1..2, true, "slow fill b", |_, _, mut view| {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        view.host_write()?.fill(9);
+        Ok(())
+    })
+    .map_err(err)?;
+    let to_rank_1 = |r: Rank| if r == Rank(1) { 0..1 } else { 0..0 };
+    cl.fetch(&mut a, to_rank_1).map_err(err)?;
+    cl.flush(&mut a).map_err(err)?;
+    cl.fetch(&mut a, to_rank_1).map_err(err)?;
+    if cl.rank() == Rank(1) {
+        let row = cl.read(&a, 0..1).map_err(err)?;
+        check(
+            "row 0 as rank 1 received it the second time",
+            row == [7; 4],
+            || format!("{row:?}"),
+        )?;
+    }
+    Ok(())
 }
