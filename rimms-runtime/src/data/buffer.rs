@@ -217,8 +217,8 @@ impl RawBuffer {
 
     /// Host views hand out plain slices whose end the runtime cannot see; one that may point
     /// into an evictable space keeps the buffer's block there until the buffer is next
-    /// borrowed mutably ([`Self::end_host_views`]). SeqCst before the resident check, as a
-    /// lease.
+    /// borrowed mutably ([`Self::end_host_views`]). Set while the view's lease is held (from
+    /// before the resident check), before the lease goes: a mover sees one or the other.
     fn pin_host_views(&self) {
         let spaces = self.memory.host_mapped().0 & self.memory.evictable().0;
         self.leases.pin_host_views(spaces);
@@ -290,21 +290,30 @@ impl RawBuffer {
         len: usize,
         access: Access,
     ) -> Result<HostAccess<'_>> {
-        self.pin_host_views();
         // The host is never evicted, and an eviction writes back only fragments valid nowhere
-        // else: bytes resident on the host as the access needs stay put without a lease.
+        // else: bytes resident on the host as the access needs stay put without a lease (and
+        // a view there needs no host-view pin either: the host is not an evictable space).
         if self.resident(SpaceId::HOST, access) {
             return Ok(HostAccess::in_place(SpaceId::HOST));
         }
         // From here until the write is recorded: an eviction elsewhere would write its last
-        // copies back into the bytes this writer is writing (`data::lease`).
+        // copies back into the bytes this writer is writing (`data::lease`). The lease, taken
+        // before the summary check, is also what keeps a block from moving until the view's
+        // host-view pin is set below (the pin is set while the lease is still held, on the
+        // same word, so a mover that no longer sees the lease sees the pin).
         let lease = self.lease();
         if let Some(space) = self.resident_in(self.memory.host_mapped(), access) {
             self.touch(space);
+            self.pin_host_views();
             return Ok(HostAccess::in_place(space));
         }
         let target = self.target_for(SpaceId::HOST, self.memory.host_mapped(), access);
+        // Pinned only after the acquire: pinned before, this view's own pin counted as a live
+        // view's in the acquire's `may_rewindow`, so a view whose window had to grow or move
+        // (none of its own slices exist yet) failed with `DoesNotFit` even with the pool
+        // empty. Pins of views still alive keep refusing such a move, as they must.
         self.acquire(start, len, target, access, &Reason::Host, Held::ONE)?;
+        self.pin_host_views();
         Ok(HostAccess {
             space: target,
             owed: access.writes().then_some(lease),

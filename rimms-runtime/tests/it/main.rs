@@ -34,5 +34,6 @@ mod raw_declarations;
 #[cfg(feature = "fpga-emulator")]
 mod reference;
 mod secure;
+mod windows;
 
 pub use rimms_test_support::rerun_test;
