@@ -248,5 +248,9 @@ fn work_run_beside_a_lane_leaves_it_where_it_stood() {
         })
     });
     assert!(unwound.is_err());
-    assert_eq!(vclock::mark().ns(), stood, "the lane comes back on unwinding too");
+    assert_eq!(
+        vclock::mark().ns(),
+        stood,
+        "the lane comes back on unwinding too"
+    );
 }
