@@ -44,6 +44,22 @@ fn overflowing_length_is_refused() {
     );
 }
 
+/// A length that fits the address space but whose fragment records cannot be allocated (no
+/// block is taken at `alloc`, so no pool bounds it) is an error naming the sizes, not an
+/// abort on a failed allocation; the runtime goes on.
+#[test]
+fn a_buffer_whose_fragment_records_cannot_be_allocated_is_refused() {
+    let rt = runtime();
+    let err = HeteData::<u8>::alloc(&rt, isize::MAX as usize).unwrap_err();
+    assert!(
+        matches!(err, Error::TooManyFragments { bytes, .. } if bytes == isize::MAX as usize),
+        "{err}"
+    );
+    assert!(err.to_string().contains("use larger fragments"), "{err}");
+    let x = HeteData::from_slice(&rt, &[1u8, 2, 3]).expect("a buffer after it");
+    assert_eq!(x.host().expect("x"), &[1, 2, 3]);
+}
+
 #[test]
 fn fragment_sizes_must_be_powers_of_two_and_whole_elements() {
     let rt = runtime();

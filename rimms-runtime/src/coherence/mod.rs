@@ -177,6 +177,19 @@ impl FragmentTable {
         }
     }
 
+    /// [`Self::new`], or `None` where this process cannot allocate `count` records: the
+    /// length of a buffer is user input, and a huge one in small fragments must be an error,
+    /// not an abort on a failed allocation.
+    pub(crate) fn try_new(count: usize) -> Option<FragmentTable> {
+        Some(FragmentTable {
+            frags: filled(count, FragmentState::FRESH)?,
+            valid_count: [0; MAX_SPACES],
+            held: 0,
+            zero_count: count,
+            history: filled(count, 0)?,
+        })
+    }
+
     /// Notes in `frags`' owner histories that `space` wrote them or copied them in (a use
     /// that repeats the newest entry is not noted again).
     pub(crate) fn note_use(&mut self, frags: Range<usize>, space: SpaceId) {
@@ -576,14 +589,23 @@ impl FragmentTable {
     }
 
     /// The table for fragments `factor` times smaller, `count` of them: each inherits the
-    /// state of the fragment it was part of.
-    pub(crate) fn split(&self, factor: usize, count: usize) -> FragmentTable {
-        let mut table = FragmentTable::new(count);
+    /// state of the fragment it was part of. `None` where the records cannot be allocated
+    /// ([`Self::try_new`]).
+    pub(crate) fn split(&self, factor: usize, count: usize) -> Option<FragmentTable> {
+        let mut table = FragmentTable::try_new(count)?;
         for i in 0..count {
             table.set(i, self.frags[i / factor]);
         }
-        table
+        Some(table)
     }
+}
+
+/// `count` copies of `value`, or `None` where they cannot be allocated.
+pub(crate) fn filled<T: Clone>(count: usize, value: T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(count).ok()?;
+    v.resize(count, value);
+    Some(v)
 }
 
 fn cheapest_source(

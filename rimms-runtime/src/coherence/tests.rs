@@ -358,12 +358,21 @@ fn splitting_inherits_the_parent_state() {
         DEV,
         Access::Write,
     );
-    let split = t.split(4, 7);
+    let split = t.split(4, 7).expect("seven records");
     assert_eq!(split.len(), 7);
     assert_eq!(split.get(3), Some(state(&[], None, true)));
     assert_eq!(split.get(4), Some(state(&[DEV], Some(DEV), false)));
     // Some fragment valid in DEV (bit 16 + 1), some zero (bit 32), none valid everywhere.
     assert_eq!(split.summary(), 1 << 32 | 1 << 17);
+}
+
+/// Splitting into more records than a process can allocate is `None` (the caller's error),
+/// found without touching memory: the reservation overflows.
+#[test]
+fn splitting_into_too_many_records_is_none() {
+    let t = FragmentTable::new(2);
+    assert!(t.split(usize::MAX / 4, usize::MAX / 2).is_none());
+    assert!(FragmentTable::try_new(usize::MAX / 2).is_none());
 }
 
 #[test]

@@ -120,21 +120,32 @@ impl WithTable for Inner {
 
 impl RawBuffer {
     /// A buffer of `bytes` in fragments of `1 << frag_shift`, secure under `key` if given.
+    /// Fails where its fragment records cannot be allocated (no block is taken here: a
+    /// buffer's blocks come with its first use, so its length is checked against no pool).
     pub(crate) fn new(
         memory: Arc<BufferMemorySystem>,
         bytes: usize,
         frag_shift: u32,
         key: Option<SecureKey>,
-    ) -> Arc<RawBuffer> {
+    ) -> Result<Arc<RawBuffer>> {
         let count = bytes.div_ceil(1 << frag_shift);
+        let too_many = || Error::TooManyFragments {
+            bytes,
+            fragment_bytes: 1 << frag_shift,
+            fragments: count,
+        };
+        let table = FragmentTable::try_new(count).ok_or_else(too_many)?;
+        let sums = match memory.checksums() {
+            true => Some(Checksums::try_new(count).ok_or_else(too_many)?),
+            false => None,
+        };
         let id = memory.next_holder_id();
-        let sums = memory.checksums().then(|| Checksums::new(count));
         let seals = key.as_ref().map(|_| Seals::new());
         let hidden = match key {
             Some(_) => u64::from(memory.untrusted().0),
             None => 0,
         };
-        Arc::new_cyclic(|me| RawBuffer {
+        Ok(Arc::new_cyclic(|me| RawBuffer {
             memory,
             id,
             me: me.clone(),
@@ -146,7 +157,7 @@ impl RawBuffer {
             ptrs: std::array::from_fn(|_| AtomicPtr::new(NO_BLOCK)),
             held: std::array::from_fn(|_| AtomicUsize::new(0)),
             state: Published::new(Inner {
-                table: FragmentTable::new(count),
+                table,
                 blocks: [None; MAX_SPACES],
                 sums,
                 seals,
@@ -154,7 +165,7 @@ impl RawBuffer {
                 in_flight: InFlight::default(),
             }),
             key,
-        })
+        }))
     }
 
     /// The key of a secure buffer.
@@ -1087,16 +1098,29 @@ impl RawBuffer {
             }
         }
         let count = self.bytes.div_ceil(1 << shift);
-        inner.table = if shift >= old {
+        // Smaller fragments need more records, which may not be had (a huge buffer made very
+        // fine): refused before anything changes (what ran above only brought the bytes to
+        // the host and dropped copies the host also holds).
+        let too_many = || Error::TooManyFragments {
+            bytes: self.bytes,
+            fragment_bytes: 1 << shift,
+            fragments: count,
+        };
+        let table = if shift >= old {
             inner.table.merged(1 << (shift - old))
         } else {
-            inner.table.split(1 << (old - shift), count)
+            (inner.table)
+                .split(1 << (old - shift), count)
+                .ok_or_else(too_many)?
         };
         // A hash stands for a fragment of the old size: the new fragments have none until
         // written again.
-        if inner.sums.is_some() {
-            inner.sums = Some(Checksums::new(count));
-        }
+        let sums = match inner.sums {
+            Some(_) => Some(Checksums::try_new(count).ok_or_else(too_many)?),
+            None => None,
+        };
+        inner.table = table;
+        inner.sums = sums;
         self.frag_shift.store(shift, Ordering::Relaxed);
         Ok(())
     }

@@ -95,6 +95,14 @@ impl Checksums {
         }
     }
 
+    /// [`Self::new`], or `None` where `count` entries cannot be allocated (see
+    /// `FragmentTable::try_new`).
+    pub(crate) fn try_new(count: usize) -> Option<Checksums> {
+        Some(Checksums {
+            entries: crate::coherence::filled(count, NONE)?,
+        })
+    }
+
     /// The fragments no longer have a hash that stands for their bytes.
     pub(crate) fn forget(&mut self, frags: Range<usize>) {
         for e in &mut self.entries[frags] {

@@ -195,7 +195,7 @@ impl<T: Pod> HeteData<T> {
         };
         let shift = check_fragment::<T>(fragment)?;
         Ok(HeteData {
-            raw: RawBuffer::new(memory.clone(), bytes, shift, key),
+            raw: RawBuffer::new(memory.clone(), bytes, shift, key)?,
             len,
             _elem: PhantomData,
         })

@@ -42,6 +42,18 @@ pub enum Error {
         elem_size: usize,
     },
 
+    /// A buffer whose per-fragment records this process cannot allocate: a huge buffer, or
+    /// fragments made very small.
+    #[error("a buffer of {bytes} bytes in fragments of {fragment_bytes} bytes needs {fragments} fragment records, more than this process can allocate; use larger fragments (`HeteData::fragment`) or a smaller buffer")]
+    TooManyFragments {
+        /// Bytes of the buffer.
+        bytes: usize,
+        /// The fragment size asked for.
+        fragment_bytes: usize,
+        /// Fragments that size makes.
+        fragments: usize,
+    },
+
     /// A fragment size that is not a power of two or not a whole number of elements.
     #[error(
         "fragment size {bytes} bytes is invalid for {type_name} ({elem_size} bytes each): {why}"

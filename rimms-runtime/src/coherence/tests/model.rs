@@ -326,7 +326,7 @@ impl Case {
                 // The buffer's last fragment may be short, so the split may leave fewer than
                 // `factor` children of the last parent (but at least one).
                 let count = self.model.len() * factor - short % factor;
-                self.table = self.table.split(factor, count);
+                self.table = self.table.split(factor, count).expect("records");
                 self.model = (0..count).map(|i| self.model[i / factor]).collect();
             }
         }
