@@ -440,7 +440,8 @@ impl BoardConfig {
                         );
                     }
                     let off = a.config_offset.unwrap_or(0);
-                    if off % 4 != 0 || off + 4 > a.control.len {
+                    // Checked: a configuration built in code can hold any usize here.
+                    if off % 4 != 0 || off.checked_add(4).is_none_or(|end| end > a.control.len) {
                         return bad(
                             key("config_offset"),
                             format!("{off:#x} is not an aligned register inside the control page"),
@@ -540,5 +541,21 @@ mod tests {
             m.contains("poll_timeout_ms") && m.contains("60000 ms") && m.contains("t.toml"),
             "{m}"
         );
+    }
+
+    /// The fields are public, so a program can build a configuration TOML cannot express: a
+    /// `config_offset` near `usize::MAX` overflowed `off + 4` in `validate` (a panic in a debug
+    /// build, a wrapped sum that passed the check in a release build). It must be an error
+    /// naming the key.
+    #[test]
+    fn a_config_offset_at_the_top_of_usize_is_an_error_not_an_overflow() {
+        let text = MINIMAL.replace(
+            "kind = \"zip\"",
+            "kind = \"fft\"\n fft_config = \"register\"",
+        );
+        let mut c = BoardConfig::from_toml_str(&text, "t.toml").unwrap();
+        c.accelerators[0].config_offset = Some(usize::MAX - 3);
+        let m = c.validate("t.toml").unwrap_err().to_string();
+        assert!(m.contains("accelerator[0].config_offset"), "{m}");
     }
 }

@@ -136,6 +136,10 @@ impl FpgaParts {
                         Error::Config(format!("cannot create the emulator's folder: {e}"))
                     })?;
                 if let Some(t) = &layout.timing {
+                    // Checked before the process-wide clock takes its costs: `Emulator::start`
+                    // refuses such a model too, but only after this point.
+                    t.check()
+                        .map_err(|why| Error::Config(format!("emulator: {why}")))?;
                     // FPGA time is modelled from here on: frames read the virtual clock.
                     crate::vclock::enable(t.costs());
                 }

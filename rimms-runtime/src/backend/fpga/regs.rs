@@ -59,6 +59,18 @@ impl RegisterPage {
                 format!("register page length {len} is not a non-zero multiple of 4"),
             ));
         }
+        // memmap2 maps a page-unaligned `offset` from the page below it and returns a pointer
+        // `offset % page_size` bytes into that page. Every register pointer is that pointer plus
+        // a multiple of 4, so it is aligned for `u32` only if `offset` is: a board file's
+        // `offset = 0xA000_0002` would otherwise make every volatile access below undefined
+        // behaviour.
+        if offset % 4 != 0 {
+            return Err(file_error(
+                device,
+                path,
+                format!("register page offset {offset:#x} is not 4-byte aligned"),
+            ));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -162,8 +174,9 @@ impl RegisterPage {
         if let Some((log, _)) = &self.bus {
             log.wait_handled(&self.device, self.last_write.load(Ordering::Acquire))?;
         }
-        // SAFETY: `p` is inside the mapping (checked), 4-byte aligned (the mapping is page
-        // aligned and `off % 4 == 0`), and the mapping lives as long as `self`.
+        // SAFETY: `p` is inside the mapping (checked), 4-byte aligned (the mapping starts
+        // `offset % page_size` bytes past a page boundary, a multiple of 4 since `open` refuses
+        // any other `offset`, and `off % 4 == 0`), and the mapping lives as long as `self`.
         let v = unsafe { p.read_volatile() };
         fence(Ordering::SeqCst);
         if let Some((_, read)) = self.model {
@@ -282,5 +295,28 @@ mod tests {
         assert!(RegisterPage::open("blk", &path, 0, 6).is_err());
         let e = RegisterPage::open("blk", &dir.path().join("none"), 0, 4096).unwrap_err();
         assert!(e.to_string().contains("none"), "{e}");
+    }
+
+    /// A block's `offset` comes from the user's board file. memmap2 maps a page-unaligned
+    /// offset from the page below and hands back `base + offset % page`, so an offset that is
+    /// not a multiple of 4 used to give a mapping whose every register pointer was misaligned
+    /// for `u32`: `read_volatile` / `write_volatile` on it is undefined behaviour (a debug
+    /// build aborts on the precondition check). It must be refused at open.
+    #[test]
+    fn an_offset_that_would_misalign_the_registers_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("page");
+        std::fs::write(&path, vec![0u8; 2 * 4096]).unwrap();
+        for bad in [1u64, 2, 3, 0x1002] {
+            let e = RegisterPage::open("blk", &path, bad, 16).unwrap_err();
+            assert!(e.to_string().contains("aligned"), "offset {bad:#x}: {e}");
+        }
+        // A 4-byte aligned offset that is not page aligned is fine: the registers stay aligned.
+        let page = RegisterPage::open("blk", &path, 0x1004, 16).unwrap();
+        page.write32(0x8, 0x1234_5678).unwrap();
+        assert_eq!(page.read32(0x8).unwrap(), 0x1234_5678);
+        drop(page);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[0x100C..0x1010], &0x1234_5678u32.to_ne_bytes());
     }
 }

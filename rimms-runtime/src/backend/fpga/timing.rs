@@ -137,6 +137,40 @@ impl TimingModel {
         }
     }
 
+    /// Refuses a model that cannot time a transfer or a copy: [`Self::fft_phases`] and
+    /// [`Self::zip_phases`] divide by the clock and the stream widths, and
+    /// `Duration::from_secs_f64` panics on an infinite, NaN, negative or too large result,
+    /// so every rate must be finite and within a range that keeps the longest transfer
+    /// (2^26 bytes) a representable time. The error names the field.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let fields = [
+            ("pl_clock_hz", self.pl_clock_hz, 1e3, 1e12),
+            ("fft_stream_bytes", self.fft_stream_bytes, 1.0, 4096.0),
+            ("zip_stream_bytes", self.zip_stream_bytes, 1.0, 4096.0),
+            (
+                "fft_latency_clocks_per_point",
+                self.fft_latency_clocks_per_point,
+                0.0,
+                1e6,
+            ),
+            ("cpu_copy_cached_bps", self.cpu_copy_cached_bps, 1e3, 1e13),
+            (
+                "cpu_copy_uncached_bps",
+                self.cpu_copy_uncached_bps,
+                1e3,
+                1e13,
+            ),
+            ("sync_bps", self.sync_bps, 1e3, 1e13),
+        ];
+        for (name, v, lo, hi) in fields {
+            // `contains` is false for NaN.
+            if !(lo..=hi).contains(&v) {
+                return Err(format!("timing.{name}: {v} is not in {lo}..={hi}"));
+            }
+        }
+        Ok(())
+    }
+
     fn clocks(&self, n: f64) -> Duration {
         Duration::from_secs_f64(n / self.pl_clock_hz)
     }

@@ -449,7 +449,15 @@ impl Udmabuf {
             let end = ((offset + len) as u64).div_ceil(16) * 16;
             let end = end.min(self.len as u64);
             let size = (end - start).div_ceil(16) * 16;
-            encode_packed(start, size, dir)
+            // Rounding the size up to 16 bytes can still reach past the end of a buffer whose
+            // size is not a multiple of 16 (u-dma-buf takes any byte count), and u-dma-buf
+            // refuses `offset + size > size` with EINVAL: such a range takes the exact
+            // attribute method instead.
+            if start + size <= self.len as u64 {
+                encode_packed(start, size, dir)
+            } else {
+                None
+            }
         } else {
             None
         };
@@ -660,5 +668,57 @@ mod tests {
         assert_eq!(parse_number("0X1f"), Some(31));
         assert_eq!(parse_number("seventy"), None);
         assert_eq!(parse_number(""), None);
+    }
+
+    /// A u-dma-buf whose `size` (a module parameter, any byte count) is not a multiple of 16:
+    /// the packed format's 16-byte granularity must not stretch a sync of its last bytes past
+    /// its end. u-dma-buf answers `offset + size > this->size` with EINVAL, so such a request
+    /// would fail every FFT or ZIP whose output ends in the last 16 bytes.
+    #[test]
+    fn a_packed_sync_never_reaches_past_the_end_of_an_odd_sized_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let class = dir.path().join("sys").join(CLASS_DIRS[0]).join("ub");
+        std::fs::create_dir_all(&class).unwrap();
+        std::fs::create_dir_all(dir.path().join("dev")).unwrap();
+        std::fs::write(dir.path().join("dev").join("ub"), [0u8; 100]).unwrap();
+        std::fs::write(class.join("size"), "100\n").unwrap();
+        std::fs::write(class.join("phys_addr"), "0x70000000\n").unwrap();
+        for attr in [
+            "sync_offset",
+            "sync_size",
+            "sync_direction",
+            "sync_for_device",
+        ] {
+            std::fs::write(class.join(attr), "0\n").unwrap();
+        }
+        let buf = Udmabuf::open(&UdmabufConfig {
+            name: "ub".into(),
+            dev_root: dir.path().join("dev"),
+            sysfs_root: dir.path().join("sys"),
+            cache: CacheMode::Cached,
+            sync: SyncMethod::Packed,
+            size: None,
+            sync_ack: false,
+        })
+        .unwrap();
+        for (offset, len) in [(96, 4), (88, 12), (0, 100), (80, 16)] {
+            buf.sync_for_device(offset, len).unwrap();
+            let read = |name: &str| {
+                parse_number(&std::fs::read_to_string(class.join(name)).unwrap()).unwrap()
+            };
+            let trigger = read("sync_for_device");
+            let (start, size) = match decode_packed(trigger) {
+                Some((start, size, _)) if trigger != 1 => (start, size),
+                _ => (read("sync_offset"), read("sync_size")),
+            };
+            assert!(
+                start <= offset as u64 && start + size >= (offset + len) as u64,
+                "{offset}+{len}: the request {start}+{size} does not cover the range"
+            );
+            assert!(
+                start + size <= 100,
+                "{offset}+{len}: the request {start}+{size} reaches past the 100-byte buffer"
+            );
+        }
     }
 }

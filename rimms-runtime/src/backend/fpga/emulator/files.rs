@@ -55,6 +55,12 @@ pub(crate) fn page_paths(dir: &Path, accel: &str) -> (PathBuf, PathBuf, PathBuf)
 }
 
 fn check_layout(layout: &EmulatorLayout) -> Result<()> {
+    // The model times every transfer with it on the emulator's thread: a rate it cannot
+    // divide by would panic there at the first transfer instead of failing here.
+    if let Some(t) = &layout.timing {
+        t.check()
+            .map_err(|why| Error::Config(format!("emulator: {why}")))?;
+    }
     for u in &layout.udmabufs {
         if u.size == 0 || u.size % 4096 != 0 {
             return Err(Error::Config(format!(

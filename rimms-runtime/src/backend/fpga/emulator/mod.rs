@@ -785,6 +785,48 @@ mod tests {
         }
     }
 
+    /// A layout file (`rimms fpga-emu`'s input, or `EmulatorLayout` built in code) may carry
+    /// its own timing model. A clock of 0 Hz, a stream width of 0 or a NaN made every modelled
+    /// transfer `Duration::from_secs_f64(inf or NaN)`, a panic on the emulator's thread at the
+    /// first DMA transfer (the driver then only saw its waits time out). Such a model must be
+    /// refused when the emulator starts, naming the field.
+    #[test]
+    fn a_timing_model_that_cannot_time_a_transfer_is_refused_at_start() {
+        let zero = timing::TimingModel {
+            pl_clock_hz: 0.0,
+            ..timing::TimingModel::zcu102()
+        };
+        let panicked = std::panic::catch_unwind(|| zero.fft_transfer(2048)).is_err();
+        assert!(panicked, "a 0 Hz clock cannot time a transfer");
+        let bad_models = [
+            zero,
+            timing::TimingModel {
+                fft_stream_bytes: 0.0,
+                ..timing::TimingModel::zcu102()
+            },
+            timing::TimingModel {
+                zip_stream_bytes: f64::NAN,
+                ..timing::TimingModel::zcu102()
+            },
+            timing::TimingModel {
+                fft_latency_clocks_per_point: -1.0,
+                ..timing::TimingModel::zcu102()
+            },
+        ];
+        for model in bad_models {
+            let mut layout = EmulatorLayout::zcu102_like();
+            layout.timing = Some(model.clone());
+            let dir = tempfile::tempdir().unwrap();
+            match Emulator::start(dir.path(), &layout) {
+                Ok(emu) => {
+                    emu.stop();
+                    panic!("a layout with {model:?} was accepted");
+                }
+                Err(e) => assert!(e.to_string().contains("timing"), "{e}"),
+            }
+        }
+    }
+
     #[test]
     fn faults_go_to_named_accelerators_only() {
         let dir = tempfile::tempdir().unwrap();
