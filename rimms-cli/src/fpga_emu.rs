@@ -32,6 +32,7 @@ pub fn run(
     seconds: Option<u64>,
     real_time: bool,
 ) -> Result<(), String> {
+    let layout_path = layout;
     let mut layout = match layout {
         Some(path) => {
             // A layout is a board file of the emulator's, and bounded like one.
@@ -47,6 +48,22 @@ pub fn run(
         }
     };
     layout.real_time |= real_time;
+    // The emulator writes its board file into `dir`; a layout that is that file (by its name
+    // or a link) would be replaced by it, and the user's layout lost.
+    if let Some(path) = layout_path {
+        use std::os::unix::fs::MetadataExt;
+        let board = config_file(dir);
+        if let (Ok(a), Ok(b)) = (std::fs::metadata(path), std::fs::metadata(&board)) {
+            if a.dev() == b.dev() && a.ino() == b.ino() {
+                return Err(format!(
+                    "--config {}: is the board file {} the emulator writes, which would \
+                     replace it; keep the layout outside --dir or under another name",
+                    path.display(),
+                    board.display()
+                ));
+            }
+        }
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // The board file names the device files by this folder, and its readers resolve a
     // relative path against the board file's own folder, not the directory this ran in.

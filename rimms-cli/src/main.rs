@@ -388,6 +388,54 @@ fn shape_arg(text: &str) -> Result<(usize, usize), String> {
     }
 }
 
+/// `run --out`: a path that can take SAR's image and is not its input file (which the
+/// image would replace), checked before the run.
+fn check_out(args: &RunArgs) -> Result<Option<OutFile>, String> {
+    let Some(path) = args.out.as_deref() else {
+        return Ok(None);
+    };
+    let out = OutFile::check("--out", path)?;
+    if let Some(dir) = &args.input {
+        for input in input_files(args.app, dir) {
+            out.refuse_input(&input)?;
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The CEDR files `app` reads from the folder `dir` of `--input`.
+fn input_files(app: App, dir: &std::path::Path) -> Vec<PathBuf> {
+    match app {
+        App::Sar => vec![dir.join(apps::sar::RAW_FILE)],
+        App::PulseDoppler => vec![
+            dir.join(apps::pulse_doppler::PULSES_FILE),
+            dir.join(apps::pulse_doppler::PULSE_FILE),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// A `RIMMS_TRACE_FILE` that names one of the run's input files is refused before the run:
+/// the runtime creates the trace file afresh, which would empty the input.
+fn check_trace_file(args: &RunArgs) -> Result<(), Failure> {
+    let (Some(dir), Some(trace)) = (&args.input, std::env::var_os(rimms::TRACE_FILE_ENV)) else {
+        return Ok(());
+    };
+    let trace = PathBuf::from(trace);
+    match input_files(args.app, dir)
+        .into_iter()
+        .find(|input| rimms_cli::out_file::is_same_file(&trace, input))
+    {
+        Some(input) => Err(Failure::Usage(format!(
+            "{}={}: is the input {}; the trace would replace it, so name another file",
+            rimms::TRACE_FILE_ENV,
+            trace.display(),
+            input.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `rimms run … --ranks N`, or any `rimms run` under `mpirun`: the app across ranks.
 fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
     let unsupported = [
@@ -412,11 +460,7 @@ fn run_across_ranks(args: &RunArgs) -> Result<(), Failure> {
             "--out writes SAR's image; other apps have none".into(),
         ));
     }
-    let out = args
-        .out
-        .as_deref()
-        .map(|path| OutFile::check("--out", path))
-        .transpose()?;
+    let out = check_out(args)?;
     let defaults = apps::pulse_doppler::Params::default();
     let run = rimms_cli::ranks::DistRun {
         app: args.app,
@@ -480,6 +524,7 @@ fn app_failure(e: AppError) -> Failure {
 }
 
 fn run_app(args: &RunArgs) -> Result<(), Failure> {
+    check_trace_file(args)?;
     let under_mpirun = std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some();
     if args.dist.is_some() && args.ranks.is_none() && !under_mpirun {
         return Err(Failure::Usage(
@@ -529,11 +574,7 @@ fn run_app(args: &RunArgs) -> Result<(), Failure> {
     };
     // A path that cannot take the image fails now, not after the run; the file itself is
     // replaced only once the image is complete.
-    let out = args
-        .out
-        .as_deref()
-        .map(|path| OutFile::check("--out", path))
-        .transpose()?;
+    let out = check_out(args)?;
     let outcome = apps::run(args.app, &source, &opts);
     if let Some(bar) = &opts.progress {
         bar.finish_and_clear();

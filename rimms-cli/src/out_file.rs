@@ -13,6 +13,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -51,6 +52,33 @@ impl OutFile {
         let fail = |why: String| format!("{flag} {}: {why}", path.display());
         let target = match fs::metadata(path) {
             Ok(meta) if meta.is_file() => {
+                // The rename would replace a file its owner made read-only, or one this user
+                // may not write, as a shell's `>` or `cp` would not: refused, so that a file
+                // kept from changes stays as it is.
+                if meta.permissions().readonly() {
+                    return Err(fail(
+                        "is write-protected (no write permission); make it writable or name \
+                         another file"
+                            .to_string(),
+                    ));
+                }
+                if let Err(e) = OpenOptions::new().write(true).open(path) {
+                    return Err(fail(format!("cannot write the file: {e}")));
+                }
+                // `rimms … --out log.txt >> log.txt` or `--out /dev/stdout`: the rename would
+                // put the result in place of the file standard output writes to, losing what
+                // it held and what the command prints.
+                for (stream, fd) in [
+                    ("standard output", io::stdout().as_fd().try_clone_to_owned()),
+                    ("standard error", io::stderr().as_fd().try_clone_to_owned()),
+                ] {
+                    let stream_meta = fd.and_then(|fd| File::from(fd).metadata());
+                    if stream_meta.is_ok_and(|s| same_file(&s, &meta)) {
+                        return Err(fail(format!(
+                            "is the file {stream} goes to; name another file"
+                        )));
+                    }
+                }
                 fs::canonicalize(path).map_err(|e| fail(e.to_string()))?
             }
             Ok(meta) => {
@@ -78,6 +106,21 @@ impl OutFile {
         // Proves the folder takes a new file, without touching the user's one.
         drop(out.temporary().map_err(|e| out.cannot_create(&e))?);
         Ok(out)
+    }
+
+    /// Refuses, before any work, a path that names `input`, a file the command reads, by any
+    /// name (`./x`, a symbolic or hard link): the result would replace the input it was
+    /// computed from. An input that cannot be looked at is not this file.
+    pub fn refuse_input(&self, input: &Path) -> Result<(), String> {
+        if is_same_file(&self.target, input) {
+            return Err(format!(
+                "{} {}: is the input {}; the result would replace it, so name another file",
+                self.flag,
+                self.given.display(),
+                input.display()
+            ));
+        }
+        Ok(())
     }
 
     /// Writes the file whole: `contents` into a new file beside it, which then replaces it.
@@ -130,11 +173,18 @@ impl OutFile {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
-        let name = self
+        let mut name = self
             .target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // A name near the 255-byte limit is valid, but not with the prefix and suffix added
+        // here: only the start of it names the temporary file (which needs no more).
+        let mut end = name.len().min(120);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
         loop {
             let path = folder.join(format!(
                 ".{name}.rimms-{}-{}.tmp",
@@ -148,6 +198,21 @@ impl OutFile {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Whether two files' metadata are of one file (device and inode), whatever their names.
+fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Whether the paths `a` and `b` both name one existing file, by any names (`./x`, symbolic
+/// or hard links); false where either cannot be looked at.
+pub fn is_same_file(a: &Path, b: &Path) -> bool {
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(a), Ok(b)) => same_file(&a, &b),
+        _ => false,
     }
 }
 

@@ -159,6 +159,9 @@ struct Prepared {
 }
 
 fn prepare(run: &DistRun) -> Result<Prepared, AppError> {
+    if let (Some((m, n)), None) = (run.size, &run.input) {
+        room_for_input(m, n)?;
+    }
     match (run.app, &run.input) {
         (App::PulseDoppler, Some(dir)) => {
             let input = pulse_doppler::Input::load(dir)?;
@@ -222,6 +225,22 @@ fn prepare(run: &DistRun) -> Result<Prepared, AppError> {
             other.name()
         ))),
     }
+}
+
+/// Generated input is held whole before the ranks share it, and `--size` allows up to
+/// 65536 × 65536 values (32 GiB): a size this process cannot allocate is an error naming it,
+/// where the generator's own allocation would abort the process halfway ("memory allocation
+/// … failed"). The probe is freed at once; nothing is touched.
+fn room_for_input(m: usize, n: usize) -> Result<(), AppError> {
+    let values = m.saturating_mul(n);
+    let mut probe: Vec<Complex32> = Vec::new();
+    probe.try_reserve_exact(values).map_err(|_| {
+        let gib = values as f64 * std::mem::size_of::<Complex32>() as f64 / (1u64 << 30) as f64;
+        AppError::Param(format!(
+            "--size {m}x{n}: the generated input ({gib:.1} GiB) does not fit in this \
+             process's memory; give a smaller size"
+        ))
+    })
 }
 
 /// What one rank found in its last frame, and its frame times.

@@ -477,3 +477,28 @@ fn pulse_doppler_with_rows_block_cyclic_or_on_one_rank_finds_the_same_map() {
         }
     }
 }
+
+/// `--size` up to 65536 × 65536 is 32 GiB of generated input: where the process cannot have
+/// that much memory (here 4 GB of address space), the run fails naming the size, and does not
+/// abort with "memory allocation … failed" halfway into generating it.
+#[test]
+fn generated_input_larger_than_memory_is_an_error_not_an_abort() {
+    for app in ["pulse-doppler", "sar"] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4000000 && exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_rimms"))
+            .args(["run", app, "--ranks", "2", "--size", "65536x65536"])
+            .args(["--frames", "1"])
+            .output()
+            .expect("sh runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{app}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{app}: {stderr}");
+        assert!(
+            stderr.contains("--size 65536x65536") && stderr.contains("memory"),
+            "{app}: {stderr}"
+        );
+    }
+}

@@ -188,3 +188,40 @@ fn a_timed_standalone_emulator_paces_only_with_real_time() {
         stop(&mut emu, &dir);
     }
 }
+
+/// A layout given as the board file the emulator writes in `--dir` (by that name or a link
+/// to it) is refused before anything is written: the emulator would replace the user's
+/// layout with its own board file.
+#[test]
+fn a_layout_that_is_the_board_file_it_writes_is_refused_and_kept() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path().join("board");
+    std::fs::create_dir(&dir).expect("dir");
+    let layout = dir.join("board.toml");
+    std::fs::write(&layout, TIMED_LAYOUT).expect("layout");
+    let link = tmp.path().join("layout.toml");
+    std::os::unix::fs::symlink(&layout, &link).expect("symlink");
+    for given in [&layout, &link] {
+        let out = output_within(
+            rimms()
+                .args(["fpga-emu", "--seconds", "5", "--config"])
+                .arg(given)
+                .arg("--dir")
+                .arg(&dir),
+            Duration::from_secs(60),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("--config") && stderr.contains("board.toml"),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&layout).expect("still there"),
+            TIMED_LAYOUT,
+            "--config {} was replaced by the emulator's board file",
+            given.display()
+        );
+    }
+}
