@@ -1,6 +1,7 @@
 //! `rimms fpga-emu`: the register-level FPGA emulator as a process of its own, so another
 //! process can drive it through its files exactly as it would drive a board.
 
+use crate::out_file::is_same_file;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use rimms::drivers::fpga::emulator::{config_file, run_standalone};
@@ -51,17 +52,14 @@ pub fn run(
     // The emulator writes its board file into `dir`; a layout that is that file (by its name
     // or a link) would be replaced by it, and the user's layout lost.
     if let Some(path) = layout_path {
-        use std::os::unix::fs::MetadataExt;
         let board = config_file(dir);
-        if let (Ok(a), Ok(b)) = (std::fs::metadata(path), std::fs::metadata(&board)) {
-            if a.dev() == b.dev() && a.ino() == b.ino() {
-                return Err(format!(
-                    "--config {}: is the board file {} the emulator writes, which would \
-                     replace it; keep the layout outside --dir or under another name",
-                    path.display(),
-                    board.display()
-                ));
-            }
+        if is_same_file(path, &board) {
+            return Err(format!(
+                "--config {}: is the board file {} the emulator writes, which would \
+                 replace it; keep the layout outside --dir or under another name",
+                path.display(),
+                board.display()
+            ));
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
