@@ -412,3 +412,48 @@ fn zip_rows_runs_on_the_zip_core_one_row_at_a_time() {
     assert!(emu.violations().is_empty(), "{:?}", emu.violations());
     emu.stop();
 }
+
+/// An API a program implements on the FPGA with host code.
+#[rimms::api]
+fn conjugate_on_board(#[out] y: &mut [rimms::Complex32]);
+
+#[rimms::kernel(api = conjugate_on_board, device = fpga)]
+fn conjugate_on_board_host(#[out] y: &mut [rimms::Complex32]) {
+    for v in y.iter_mut() {
+        *v = v.conj();
+    }
+}
+
+/// The board's devices look for device slices first (the built-ins, whose DMA engine writes
+/// memory no reference may cover), and a program's own host code over the u-dma-buf still
+/// runs there, between two accelerator calls, on the bytes they wrote and read in place.
+#[test]
+fn a_programs_host_code_runs_on_the_board_beside_the_built_ins() {
+    let rt = runtime(ExecMode::Tracked);
+    let x = HeteData::from_slice(&rt, &signal(LEN, 2)).expect("x");
+    let mut spectrum = HeteData::alloc(&rt, LEN).expect("spectrum");
+    let mut y = HeteData::alloc(&rt, LEN).expect("y");
+    rt.fft(FFT0, FftDirection::Forward, N, &x, &mut spectrum)
+        .expect("fft");
+    conjugate_on_board(&rt, FFT0, &mut spectrum).expect("host code on fpga(0)");
+    rt.fft(FFT1, FftDirection::Inverse, N, &spectrum, &mut y)
+        .expect("ifft");
+    // The inverse of the conjugated spectrum of a row is the row reversed circularly and
+    // conjugated: y[r][k] = conj(x[r][(N - k) % N]).
+    let x = signal(LEN, 2);
+    let expected: Vec<(f64, f64)> = (0..LEN)
+        .map(|i| {
+            let (r, k) = (i / N, i % N);
+            let v = x[r * N + (N - k) % N];
+            (f64::from(v.re), -f64::from(v.im))
+        })
+        .collect();
+    assert_close(
+        y.host().expect("y"),
+        &expected,
+        PASSES,
+        "FFT, conjugate, IFFT",
+    );
+    // The conjugate ran in the u-dma-buf: nothing left it between the calls.
+    assert_eq!(rt.stats().total_copies(), 1, "only x goes in");
+}

@@ -17,7 +17,7 @@ pub mod sim;
 /// What backends report when they fail; its home is the vocabulary, `hal`.
 pub use crate::hal::backend_error as error;
 pub use crate::hal::BackendError;
-use crate::hal::{ArgForm, Device, DeviceMemoryRef, MappedMemory};
+use crate::hal::{Device, DeviceMemoryRef, Forms, MappedMemory};
 use crate::space::LinkModel;
 use std::any::Any;
 
@@ -77,9 +77,10 @@ pub(crate) trait Backend: Send + Sync {
     fn device(&self) -> Device;
     /// The space its kernels use if it is not the host's.
     fn own_space(&self) -> Option<SpaceSpec>;
-    /// How its kernels take their arguments: host slices, or device slices where the CPU
-    /// cannot address its memory.
-    fn arg_form(&self) -> ArgForm;
+    /// How its kernels take their arguments: host slices, device slices where the CPU
+    /// cannot address its memory, or device slices first where its engines write memory the
+    /// CPU maps ([`Forms`]).
+    fn arg_forms(&self) -> Forms;
     /// What its kernels reach through [`crate::KernelCtx::device_handle`], and its
     /// implementations' `accepts` checks through [`crate::DeviceCtx`] (an FPGA's accelerator
     /// driver, a sim's configuration); `None` for devices that need nothing more than memory.

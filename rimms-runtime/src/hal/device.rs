@@ -121,6 +121,40 @@ impl ArgForm {
     }
 }
 
+/// The forms a device's implementations may take, in the order dispatch looks for one.
+///
+/// A device whose memory the CPU maps but whose engines write it behind the CPU's back (an
+/// FPGA's u-dma-buf, which its DMA engines fill) looks for device slices first: its built-in
+/// kernels hand offsets to a DMA engine, and a `&mut [T]` over bytes an engine writes during
+/// the call would be aliased. Its memory is still the CPU's, so a user's host code runs there
+/// too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Forms {
+    /// Implementations of this one form only.
+    Only(ArgForm),
+    /// Device slices where the API has such an implementation, host slices otherwise.
+    // Only the FPGA backend takes both.
+    #[cfg_attr(not(feature = "fpga"), allow(dead_code))]
+    DeviceThenHost,
+}
+
+impl Forms {
+    /// The forms in the order an implementation is looked for.
+    #[inline(always)]
+    pub(crate) fn order(self) -> &'static [ArgForm] {
+        match self {
+            Forms::Only(ArgForm::Host) => &[ArgForm::Host],
+            Forms::Only(ArgForm::Device) => &[ArgForm::Device],
+            Forms::DeviceThenHost => &[ArgForm::Device, ArgForm::Host],
+        }
+    }
+
+    /// Whether host code may run over the device's memory (`launch_host`).
+    pub(crate) fn runs_host_code(self) -> bool {
+        self != Forms::Only(ArgForm::Device)
+    }
+}
+
 /// Where a call runs: on a named device, or wherever the runtime's scheduler puts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {

@@ -32,6 +32,7 @@ pub use backend_error::BackendError;
 pub use backend_error::FpgaFault;
 pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use dev_slice::{DevSlice, DevSliceMut};
+pub(crate) use device::Forms;
 pub use device::{ArgForm, Device, DeviceKind, Target};
 pub(crate) use device_memory::DeviceMemoryRef;
 pub use device_memory::{DeviceMemory, MappedMemory};

@@ -7,7 +7,7 @@
 //! implementation's `accepts` check, if it has one) with two loads.
 
 use super::access::Access;
-use crate::hal::ArgForm;
+use crate::hal::{ArgForm, Forms};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -96,6 +96,8 @@ pub struct KernelImpl {
 /// What the registry holds for one API, device kind and form.
 #[derive(Clone, Copy)]
 pub(crate) struct Registered {
+    /// How it takes its managed arguments ([`KernelImpl::form`]): what dispatch hands it.
+    pub form: ArgForm,
     /// The implementation ([`KernelImpl::func`]).
     pub func: &'static (dyn Any + Send + Sync),
     /// Its check ([`KernelImpl::accepts`]).
@@ -155,6 +157,7 @@ pub(crate) fn registry() -> &'static Registry {
             match by_address.get(&(k.api as *const ApiDecl as usize)) {
                 Some(&i) => {
                     impls[i][slot(k.device, k.form)] = Some(Registered {
+                        form: k.form,
                         func: k.func,
                         accepts: k.accepts,
                     })
@@ -185,28 +188,31 @@ impl Registry {
             .copied()
     }
 
-    /// The implementation of API number `index` for `kind` in `form`.
+    /// The implementation of API number `index` a `kind` device taking `forms` runs.
     #[inline]
     pub(crate) fn implementation(
         &self,
         index: usize,
         kind: DeviceKind,
-        form: ArgForm,
+        forms: Forms,
     ) -> Option<&'static (dyn Any + Send + Sync)> {
-        self.registered(index, kind, form).map(|r| r.func)
+        self.registered(index, kind, forms).map(|r| r.func)
     }
 
-    /// The implementation of API number `index` for `kind` in `form`, with its check.
+    /// The implementation of API number `index` a `kind` device taking `forms` runs, with its
+    /// check and form: the first of `forms` that has one.
     #[inline]
     pub(crate) fn registered(
         &self,
         index: usize,
         kind: DeviceKind,
-        form: ArgForm,
+        forms: Forms,
     ) -> Option<Registered> {
-        self.impls
-            .get(index)
-            .and_then(|slots| slots[slot(kind, form)])
+        let slots = self.impls.get(index)?;
+        forms
+            .order()
+            .iter()
+            .find_map(|&form| slots[slot(kind, form)])
     }
 
     /// The kinds (and forms) that implement API number `index`, for error messages:
@@ -215,12 +221,68 @@ impl Registry {
         let found: Vec<String> = DeviceKind::ALL
             .into_iter()
             .flat_map(|k| ArgForm::ALL.map(|f| (k, f)))
-            .filter(|&(k, f)| self.implementation(index, k, f).is_some())
+            .filter(|&(k, f)| self.implementation(index, k, Forms::Only(f)).is_some())
             .map(|(k, f)| match f {
                 ArgForm::Host => format!("{k:?}"),
                 ArgForm::Device => format!("{k:?} (device slices)"),
             })
             .collect();
         format!("[{}]", found.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static HOST_CODE: u8 = 1;
+    static DEVICE_CODE: u8 = 2;
+
+    /// A registry of one API with an FPGA implementation in each of `forms`.
+    fn one_api(forms: &[ArgForm]) -> Registry {
+        let mut slots = [None; SLOTS];
+        for &form in forms {
+            let func: &'static (dyn Any + Send + Sync) = match form {
+                ArgForm::Host => &HOST_CODE,
+                ArgForm::Device => &DEVICE_CODE,
+            };
+            slots[slot(DeviceKind::Fpga, form)] = Some(Registered {
+                form,
+                func,
+                accepts: None,
+            });
+        }
+        Registry {
+            apis: Vec::new(),
+            by_address: HashMap::new(),
+            impls: vec![slots],
+        }
+    }
+
+    fn found(reg: &Registry, forms: Forms) -> Option<ArgForm> {
+        let r = reg.registered(0, DeviceKind::Fpga, forms)?;
+        // What dispatch hands the implementation must be the form it was registered in.
+        let code = *r.func.downcast_ref::<u8>().expect("a test implementation");
+        assert_eq!(code, if r.form == ArgForm::Host { 1 } else { 2 });
+        Some(r.form)
+    }
+
+    /// A board device takes the device-slice implementation where there is one and host code
+    /// otherwise; a device of one form never gets the other's.
+    #[test]
+    fn each_device_finds_the_first_form_it_takes() {
+        use ArgForm::{Device, Host};
+        let both = one_api(&[Host, Device]);
+        assert_eq!(found(&both, Forms::DeviceThenHost), Some(Device));
+        assert_eq!(found(&both, Forms::Only(Host)), Some(Host));
+        assert_eq!(found(&both, Forms::Only(Device)), Some(Device));
+        let host_only = one_api(&[Host]);
+        assert_eq!(found(&host_only, Forms::DeviceThenHost), Some(Host));
+        assert_eq!(found(&host_only, Forms::Only(Device)), None);
+        let device_only = one_api(&[Device]);
+        assert_eq!(found(&device_only, Forms::Only(Host)), None);
+        assert_eq!(found(&one_api(&[]), Forms::DeviceThenHost), None);
+        assert!(!Forms::Only(Device).runs_host_code());
+        assert!(Forms::DeviceThenHost.runs_host_code() && Forms::Only(Host).runs_host_code());
     }
 }

@@ -56,7 +56,7 @@ pub(crate) fn ask(
     index: usize,
     ask: impl FnOnce(&DeviceCtx<'_>, Check) -> Result<(), Refusal>,
 ) -> Result<(), Refusal> {
-    match registry().registered(index, entry.device().kind(), entry.form()) {
+    match registry().registered(index, entry.device().kind(), entry.forms()) {
         Some(Registered {
             accepts: Some(check),
             ..

@@ -67,12 +67,12 @@ pub(crate) fn of_devices(shared: &Shared) -> Vec<Capabilities> {
         .device_entries()
         .iter()
         .map(|entry| {
-            let (kind, form) = (entry.device().kind(), entry.form());
+            let (kind, forms) = (entry.device().kind(), entry.forms());
             let mut apis: Vec<&'static str> = reg
                 .apis()
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| reg.implementation(*i, kind, form).is_some())
+                .filter(|(i, _)| reg.implementation(*i, kind, forms).is_some())
                 .map(|(_, a)| a.name())
                 .collect();
             apis.sort_unstable();

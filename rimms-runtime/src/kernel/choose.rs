@@ -48,7 +48,7 @@ fn choose_auto<'s, 'a, A: AsRef<[KernelArg<'a>]>>(
         args.iter().map(|a| a.len).sum(),
         |entry| {
             registry()
-                .implementation(index, entry.device().kind(), entry.form())
+                .implementation(index, entry.device().kind(), entry.forms())
                 .is_some()
                 && fits(entry)
                 // A secure argument is never handed to a device whose memory holds only its

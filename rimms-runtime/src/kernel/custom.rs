@@ -99,7 +99,7 @@ pub(crate) fn launch_host<const N: usize>(
     body: impl FnOnce([HostArg<'_>; N]) -> Result<()>,
 ) -> Result<()> {
     let entry = rt.shared().device(device)?;
-    if entry.form() == ArgForm::Device {
+    if !entry.forms().runs_host_code() {
         return Err(host_body_on_device(api, device));
     }
     launch(rt.shared(), entry, Api::of(api), &args, |_, ptrs| {
@@ -143,7 +143,7 @@ pub fn call_registered<const N: usize>(
         |entry| accepts::ask(entry, index, |dev, check| accepts(dev, check, &args)).is_ok(),
     )?;
     let device = entry.device();
-    let Some(registered) = registry().registered(index, device.kind(), entry.form()) else {
+    let Some(registered) = registry().registered(index, device.kind(), entry.forms()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.into(),
@@ -162,8 +162,9 @@ pub fn call_registered<const N: usize>(
             handle: dev.backend().handle(),
             memory: dev.memory().map(|m| &**m),
         };
-        let placed = match dev.form() {
-            // SAFETY: a host-executor device's spaces are host-addressable, `launch` acquired
+        let placed = match registered.form {
+            // SAFETY: a host-form implementation is found only for a device that runs host
+            // code (`Forms::order`), whose spaces are host-addressable; `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.
             ArgForm::Host => FormArgs::Host(unsafe { host_args(ptrs) }),

@@ -265,14 +265,14 @@ impl<'a> Group<'a> {
         params: Params,
         args: [KernelArg<'a>; N],
     ) -> Group<'a> {
-        let (kind, form) = (entry.device().kind(), entry.form());
+        let (kind, forms) = (entry.device().kind(), entry.forms());
         let mut holding = 0u32;
         for (r, rule) in rules.iter().enumerate().take(32) {
             // An API with no registered implementations (run with `launch_host`, say) runs
             // wherever its rule's `run` takes it.
             let index = rule.runs_as.index();
             let runs =
-                index == usize::MAX || registry().implementation(index, kind, form).is_some();
+                index == usize::MAX || registry().implementation(index, kind, forms).is_some();
             if runs && rule.joins.len() == N {
                 holding |= 1 << r;
             }

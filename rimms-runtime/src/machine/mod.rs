@@ -14,7 +14,7 @@ pub(crate) mod queues;
 use crate::backend::fpga::FpgaParts;
 use crate::backend::Backend;
 use crate::data::BufferMemorySystem;
-use crate::hal::{ArgForm, Device, DeviceKind, DeviceMemoryRef, SpaceId, SpaceSet};
+use crate::hal::{Device, DeviceKind, DeviceMemoryRef, Forms, SpaceId, SpaceSet};
 use crate::hal::{Error, Result};
 use crate::sched::Scheduler;
 use crate::stats::page::Publisher;
@@ -62,7 +62,7 @@ pub(crate) struct DeviceEntry {
     /// Other spaces its kernels can use in place when the data is already valid there: for
     /// the CPU, every host-mapped space.
     reaches: SpaceSet,
-    form: ArgForm,
+    forms: Forms,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
     memory: Option<DeviceMemoryRef>,
     backend: Box<dyn Backend>,
@@ -78,7 +78,7 @@ impl DeviceEntry {
             device: backend.device(),
             space,
             reaches: SpaceSet::EMPTY,
-            form: backend.arg_form(),
+            forms: backend.arg_forms(),
             memory,
             backend,
         }
@@ -103,8 +103,8 @@ impl DeviceEntry {
 
     /// How its kernels take their arguments.
     #[inline(always)]
-    pub(crate) fn form(&self) -> ArgForm {
-        self.form
+    pub(crate) fn forms(&self) -> Forms {
+        self.forms
     }
 
     /// Its space's memory where the CPU cannot address it.

@@ -5,7 +5,7 @@
 pub use super::host_kernels as kernels;
 
 use super::{Backend, BackendError, SpaceSpec};
-use crate::hal::{ArgForm, Device, DeviceGrain};
+use crate::hal::{ArgForm, Device, DeviceGrain, Forms};
 use std::any::Any;
 
 pub(crate) struct CpuBackend {
@@ -30,8 +30,8 @@ impl Backend for CpuBackend {
         None
     }
 
-    fn arg_form(&self) -> ArgForm {
-        ArgForm::Host
+    fn arg_forms(&self) -> Forms {
+        Forms::Only(ArgForm::Host)
     }
 
     /// Its L2 line as Linux reports it (`cache/index2/coherency_line_size` of CPU 0), else

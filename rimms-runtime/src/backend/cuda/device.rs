@@ -12,7 +12,7 @@ use crate::apis;
 use crate::backend::host_kernels::shape;
 use crate::backend::{shape_fits, Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
-use crate::hal::{ArgForm, Device};
+use crate::hal::{ArgForm, Device, Forms};
 use crate::hal::{DevSlice, DevSliceMut};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
 use crate::hal::{During, Error, Result};
@@ -129,8 +129,8 @@ impl Backend for GpuBackend {
         })
     }
 
-    fn arg_form(&self) -> ArgForm {
-        ArgForm::Device
+    fn arg_forms(&self) -> Forms {
+        Forms::Only(ArgForm::Device)
     }
 
     fn handle(&self) -> Option<&(dyn Any + Send + Sync)> {

@@ -2,7 +2,9 @@
 //! sharing their u-dma-buf as one memory space that the CPU maps too. The built-in `fft`,
 //! `fft_in_place`, `zip` and `zip_rows` (one row at a time on the ZIP core) APIs run on them;
 //! the kernels hand the accelerators offsets into that space, so data an FPGA kernel uses
-//! never leaves it.
+//! never leaves it. They take device slices, not `&[T]`: the DMA engine writes the output
+//! while the kernel waits, and a reference over those bytes for the call would be aliased by
+//! it (a user's host code, which writes through its own references, still takes `&mut [T]`).
 
 use super::board::{Accelerator, FpgaBoard};
 use super::config::BoardConfig;
@@ -15,7 +17,8 @@ use crate::backend::host_kernels::shape;
 use crate::backend::{shape_fits, Backend, SpaceBacking, SpaceSpec};
 use crate::hal::BackendError;
 use crate::hal::MappedMemory;
-use crate::hal::{ArgForm, Device};
+use crate::hal::{DevSlice, DevSliceMut};
+use crate::hal::{Device, Forms};
 use crate::hal::{DeviceCtx, FftDirection, KernelCtx, Refusal, ZipOp};
 use crate::hal::{Error, Result};
 use crate::space::LinkModel;
@@ -240,9 +243,11 @@ impl Backend for FpgaDevice {
         })
     }
 
-    fn arg_form(&self) -> ArgForm {
-        // The kernels run on the calling thread: they program the accelerator and wait.
-        ArgForm::Host
+    fn arg_forms(&self) -> Forms {
+        // The built-in kernels program the accelerator and wait: they take device slices, so
+        // no reference covers the bytes its DMA engine (and the scaling pass after an inverse
+        // FFT) writes. A user's host code runs over the u-dma-buf as over host memory.
+        Forms::DeviceThenHost
     }
 
     fn completion(&self) -> std::result::Result<(), BackendError> {
@@ -297,7 +302,7 @@ fn zip_fits(
     acc.check_zip(op, piece).map_err(Refusal::from)
 }
 
-/// The accelerator a kernel runs on, and the byte offset of a slice in its u-dma-buf.
+/// The accelerator a kernel runs on, and the byte offset of an argument in its u-dma-buf.
 fn accelerator<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c Accelerator> {
     ctx.device_handle::<Accelerator>().ok_or_else(|| {
         ctx.error(
@@ -307,11 +312,16 @@ fn accelerator<'c>(ctx: &'c KernelCtx<'_>) -> Result<&'c Accelerator> {
     })
 }
 
-fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> {
+fn offset_of(ctx: &KernelCtx, acc: &Accelerator, (addr, bytes): (usize, usize)) -> Result<usize> {
     let base = acc.memory().base().as_ptr() as usize;
-    let addr = data.as_ptr() as usize;
     match addr.checked_sub(base) {
-        Some(offset) if offset + std::mem::size_of_val(data) <= acc.memory().len() => Ok(offset),
+        Some(offset)
+            if offset
+                .checked_add(bytes)
+                .is_some_and(|end| end <= acc.memory().len()) =>
+        {
+            Ok(offset)
+        }
         _ => Err(ctx.error(
             "fpga",
             BackendError::Invalid(format!(
@@ -322,13 +332,23 @@ fn offset_of(ctx: &KernelCtx, acc: &Accelerator, data: &[C32]) -> Result<usize> 
     }
 }
 
+/// Where a read argument lies: its address and length in bytes.
+fn arg(s: &DevSlice<'_, C32>) -> (usize, usize) {
+    (s.addr(), s.bytes())
+}
+
+/// Where a written argument lies.
+fn out(s: &DevSliceMut<'_, C32>) -> (usize, usize) {
+    (s.addr(), s.bytes())
+}
+
 #[rimms_macros::kernel(api = apis::fft, device = fpga, accepts = fft_fits)]
 fn fft(
     ctx: &KernelCtx,
     dir: FftDirection,
     points: usize,
-    input: &[C32],
-    #[out] output: &mut [C32],
+    input: DevSlice<C32>,
+    #[out] output: DevSliceMut<C32>,
 ) -> Result<()> {
     // The core moves as many rows as the input has: a shorter output would be written past.
     let lens = [input.len(), output.len()];
@@ -340,33 +360,44 @@ fn fft(
         dir,
         points,
         batch,
-        offset_of(ctx, acc, input)?,
-        offset_of(ctx, acc, output)?,
+        offset_of(ctx, acc, arg(&input))?,
+        offset_of(ctx, acc, out(&output))?,
     )
     .map_err(|e| ctx.error("fft", e))
 }
 
 #[rimms_macros::kernel(api = apis::fft_in_place, device = fpga, accepts = fft_in_place_fits)]
-fn fft_in_place(ctx: &KernelCtx, dir: FftDirection, points: usize, data: &mut [C32]) -> Result<()> {
+fn fft_in_place(
+    ctx: &KernelCtx,
+    dir: FftDirection,
+    points: usize,
+    data: DevSliceMut<C32>,
+) -> Result<()> {
     shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
     let acc = accelerator(ctx)?;
-    let offset = offset_of(ctx, acc, data)?;
+    let offset = offset_of(ctx, acc, out(&data))?;
     acc.fft(dir, points, data.len() / points, offset, offset)
         .map_err(|e| ctx.error("fft_in_place", e))
 }
 
 #[rimms_macros::kernel(api = apis::zip, device = fpga, accepts = zip_fits)]
-fn zip(ctx: &KernelCtx, op: ZipOp, a: &[C32], b: &[C32], #[out] out: &mut [C32]) -> Result<()> {
+fn zip(
+    ctx: &KernelCtx,
+    op: ZipOp,
+    a: DevSlice<C32>,
+    b: DevSlice<C32>,
+    #[out] c: DevSliceMut<C32>,
+) -> Result<()> {
     // The core reads as many elements of each input as it writes to the output.
-    let lens = [a.len(), b.len(), out.len()];
+    let lens = [a.len(), b.len(), c.len()];
     shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
     let acc = accelerator(ctx)?;
-    let (a, b, o) = (
-        offset_of(ctx, acc, a)?,
-        offset_of(ctx, acc, b)?,
-        offset_of(ctx, acc, out)?,
+    let (a_at, b_at, c_at) = (
+        offset_of(ctx, acc, arg(&a))?,
+        offset_of(ctx, acc, arg(&b))?,
+        offset_of(ctx, acc, out(&c))?,
     );
-    acc.zip_in_pieces(op, out.len(), a, b, o)
+    acc.zip_in_pieces(op, c.len(), a_at, b_at, c_at)
         .map_err(|e| ctx.error("zip", e))
 }
 
@@ -393,28 +424,28 @@ fn zip_rows_fits(
 fn zip_rows(
     ctx: &KernelCtx,
     op: ZipOp,
-    a: &[C32],
-    row: &[C32],
-    #[out] out: &mut [C32],
+    a: DevSlice<C32>,
+    row: DevSlice<C32>,
+    #[out] c: DevSliceMut<C32>,
 ) -> Result<()> {
     let acc = accelerator(ctx)?;
     let len = row.len();
-    if len == 0 || a.len() % len != 0 || out.len() != a.len() {
+    if len == 0 || a.len() % len != 0 || c.len() != a.len() {
         return Err(ctx.error(
             "zip_rows",
             BackendError::Invalid(format!(
                 "{} elements by a row of {len} into {}: not whole rows",
                 a.len(),
-                out.len()
+                c.len()
             )),
         ));
     }
     let (a_at, row_at, out_at) = (
-        offset_of(ctx, acc, a)?,
-        offset_of(ctx, acc, row)?,
-        offset_of(ctx, acc, out)?,
+        offset_of(ctx, acc, arg(&a))?,
+        offset_of(ctx, acc, arg(&row))?,
+        offset_of(ctx, acc, out(&c))?,
     );
-    let row_bytes = std::mem::size_of_val(row);
+    let row_bytes = row.bytes();
     for r in 0..a.len() / len {
         let at = r * row_bytes;
         acc.zip_in_pieces(op, len, a_at + at, row_at, out_at + at)

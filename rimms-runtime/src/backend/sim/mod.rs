@@ -12,7 +12,7 @@ mod staged;
 mod vram;
 
 use super::{host_kernels, Backend, BackendError, SpaceBacking, SpaceSpec};
-use crate::hal::{ArgForm, Device};
+use crate::hal::{ArgForm, Device, Forms};
 use crate::space::LinkModel;
 use std::any::Any;
 use std::sync::Arc;
@@ -127,11 +127,11 @@ impl Backend for SimBackend {
         })
     }
 
-    fn arg_form(&self) -> ArgForm {
+    fn arg_forms(&self) -> Forms {
         if self.state.config.device_memory {
-            ArgForm::Device
+            Forms::Only(ArgForm::Device)
         } else {
-            ArgForm::Host
+            Forms::Only(ArgForm::Host)
         }
     }
 
