@@ -442,12 +442,32 @@ impl<T, const N: usize> LoopRead<T> for [T; N] {
 
 /// A buffer a loop writes (and maybe reads) at the loop index.
 pub trait LoopWrite<T> {
+    /// The buffer, borrowed as a method call borrows it (whether the loop names a buffer or a
+    /// `&mut` to one), so that the macro takes it outside its `unsafe` block.
+    fn __rimms_loop_target(&mut self) -> &mut Self {
+        self
+    }
+
     /// The contents on the host, for writing, once `range` is checked against them (named
     /// `name` in the error). `discard` says the loop writes every element of `range` without
-    /// reading it (the macro proved it); where `range` is the whole buffer, nothing is then
-    /// copied in. The write is recorded by [`LoopMut::finish`]; a loop that errs or unwinds
-    /// before that leaves the other copies valid.
-    fn __rimms_loop_write(
+    /// reading it; where `range` is the whole buffer, nothing is then copied in. The write is
+    /// recorded by [`LoopMut::finish`] or [`LoopMut::finish_overwrite`]; a loop that errs or
+    /// unwinds before that leaves the other copies valid.
+    ///
+    /// # Safety
+    ///
+    /// The runtime takes the caller's word for what the loop writes, so only `parallel_for!`,
+    /// whose analysis proves it, calls this:
+    /// - `discard` only where every iteration of `range` that runs to its end writes this
+    ///   buffer at its index without reading it there first;
+    /// - the guard ends in [`LoopMut::finish`] only where `discard` is false, in
+    ///   [`LoopMut::finish_overwrite`] with the true count of iterations that ran to their end,
+    ///   or in a drop, and is never leaked (`mem::forget`).
+    ///
+    /// Otherwise fragments would be recorded as the host's newest bytes that no iteration
+    /// wrote, and every other copy of them, perhaps the last valid one, dropped; or bytes the
+    /// loop did write would be left unrecorded and a stale copy read in their place.
+    unsafe fn __rimms_loop_write(
         &mut self,
         name: &'static str,
         discard: bool,
@@ -487,7 +507,7 @@ macro_rules! managed_loop_write {
     ($($ty:ty => $view:ident),* $(,)?) => {
         $(
             impl<T: Pod> LoopWrite<T> for $ty {
-                fn __rimms_loop_write(
+                unsafe fn __rimms_loop_write(
                     &mut self,
                     name: &'static str,
                     discard: bool,
@@ -507,7 +527,7 @@ macro_rules! plain_loop_write {
     ($($ty:ty => [$($generics:tt)*]),* $(,)?) => {
         $(
             impl<$($generics)*> LoopWrite<T> for $ty {
-                fn __rimms_loop_write(
+                unsafe fn __rimms_loop_write(
                     &mut self,
                     name: &'static str,
                     _: bool,
@@ -802,7 +822,8 @@ mod tests {
             let mut y = HeteData::<f32>::alloc(&rt, 1 << 17).expect("y");
             y.fragment(fragment_bytes).expect("fragment");
             let n = y.len();
-            let loop_mut = y.__rimms_loop_write("y", true, &(0..n)).expect("write");
+            // SAFETY: the guard is dropped, which records nothing as written.
+            let loop_mut = unsafe { y.__rimms_loop_write("y", true, &(0..n)) }.expect("write");
             assert_eq!(loop_mut.chunk(), want, "{fragment_bytes}-byte fragments");
         }
     }
@@ -821,13 +842,15 @@ mod tests {
             .expect("runtime");
         let mut y = HeteData::from_slice(&rt, &[3u32; 8]).expect("y");
         y.prefetch(crate::hal::Device::Sim(0)).expect("on sim0 too");
-        let mut loop_mut = y.__rimms_loop_write("y", true, &(0..8)).expect("write");
+        // SAFETY: the guard is dropped unfinished: the write is recorded as failed.
+        let mut loop_mut = unsafe { y.__rimms_loop_write("y", true, &(0..8)) }.expect("write");
         loop_mut.part(0..8).fill(9);
         drop(loop_mut);
         y.validate()
             .expect("the host's unrecorded write is not trusted");
         assert_eq!(y.host().expect("y"), &[3; 8]);
-        let mut loop_mut = y.__rimms_loop_write("y", false, &(0..8)).expect("write");
+        // SAFETY: not `discard`, and the guard ends in `finish`.
+        let mut loop_mut = unsafe { y.__rimms_loop_write("y", false, &(0..8)) }.expect("write");
         loop_mut.part(0..8).fill(9);
         loop_mut.finish();
         assert_eq!(y.host().expect("y"), &[9; 8]);

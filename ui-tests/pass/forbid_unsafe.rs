@@ -1,4 +1,6 @@
-//! A crate that forbids `unsafe` can use every macro: their expansions contain none.
+//! A crate that forbids `unsafe` can use every macro. The one `unsafe` block an expansion holds
+//! (`parallel_for!` taking a written buffer's guard, whose contract its analysis keeps) is the
+//! macro's own, and holds none of the program's tokens (`fail/loop_guard_by_hand.rs`).
 #![forbid(unsafe_code)]
 
 use rimms::{DevSlice, DevSliceMut, Device, HeteData, KernelCtx, Runtime, SimConfig};

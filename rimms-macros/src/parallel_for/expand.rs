@@ -51,10 +51,18 @@ pub fn generate(rimms: &TokenStream, mut lp: Loop, analysis: &Analysis) -> Token
         let label = name.as_str();
         if u.written {
             let discard = u.discards();
+            // The buffer is borrowed outside the `unsafe` block, which holds no token of the
+            // caller's: a name that needs `unsafe` to touch (a `static mut`) still needs the
+            // caller's own.
+            let target = local("__rimms_target");
             prologue.push(quote! {
                 let mut #whole = {
                     use #rimms::__private::LoopWrite as _;
-                    (#buf).__rimms_loop_write(#label, #discard, &#range)?
+                    let #target = (#buf).__rimms_loop_target();
+                    // SAFETY: the analysis proved `discard` (every finished iteration writes
+                    // this buffer at its index before any read there), and the guard ends in
+                    // `finish` or `finish_overwrite` with the loop's count below, or is dropped.
+                    unsafe { #target.__rimms_loop_write(#label, #discard, &#range) }?
                 };
                 #chunk = ::core::cmp::min(#chunk, #whole.chunk());
             });
