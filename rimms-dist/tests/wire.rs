@@ -72,6 +72,9 @@ impl Transport for OnTheWire {
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         self.inner.agree(digest, call)
     }
+    fn vote(&self, word: u64, call: &str) -> Result<Vec<u64>, TransportError> {
+        self.inner.vote(word, call)
+    }
     fn sent_bytes(&self) -> Vec<u64> {
         self.inner.sent_bytes()
     }

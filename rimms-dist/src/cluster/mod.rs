@@ -21,7 +21,9 @@
 //! - [`Cluster::here`]: the rows a rank may read, refused where the table says this rank does
 //!   not hold them, so a missing fetch is an error, never stale bytes.
 //! - [`Cluster::corner_turn`]: the distributed transpose, one block per destination and one
-//!   all-to-all, never fragment moves (`corner_turn.rs`).
+//!   all-to-all, never fragment moves (`corner_turn.rs`), after a vote (one word per rank)
+//!   that lets no rank into the all-to-all unless every rank prepared its part: a rank that
+//!   failed before it fails the turn on every rank, naming it, and collectives stay in step.
 //!
 //! After each call the ranks compare digests of the table it changed (always at allocation; in
 //! debug builds, or with [`Cluster::check_drift`], after every call): ranks whose call order
@@ -112,6 +114,61 @@ pub enum ClusterError {
         /// What does not fit.
         what: String,
     },
+    /// Some ranks could not do their part of a collective call before its exchange (a bad
+    /// argument there, rows not there, their runtime or their fetch failing there) while
+    /// others could: they said so in the vote before the exchange, so no rank ran it, every
+    /// rank's collectives stay in step, and every rank reports this, naming them. The
+    /// destination is as it was.
+    #[error("{call}: {} failed before the exchange, so no rank exchanged and the destination is as it was", failed_list(.failed))]
+    FailedBefore {
+        /// The call.
+        call: String,
+        /// Each rank that failed, lowest first, and what failed there.
+        failed: Vec<(Rank, String)>,
+        /// This rank's own error, where it is one of them.
+        #[source]
+        local: Option<Box<ClusterError>>,
+    },
+}
+
+/// `rank 1 (why), rank 3 (why)`.
+fn failed_list(failed: &[(Rank, String)]) -> String {
+    let named: Vec<String> = failed
+        .iter()
+        .map(|(rank, why)| format!("{rank} ({why})"))
+        .collect();
+    named.join(", ")
+}
+
+/// The top bit of a vote: this rank failed; the bits below say why ([`why_code`]). A vote
+/// without it carries the digest of the state the rank is in (its top bit cleared).
+const FAILED: u64 = 1 << 63;
+
+/// What kind of error a rank failed with, as one word of a vote: enough for every other rank
+/// to say why (the failing rank keeps the error itself).
+fn why_code(error: &ClusterError) -> u64 {
+    match error {
+        ClusterError::Shape { .. } => 1,
+        ClusterError::Dist { .. } => 2,
+        ClusterError::NotHere { .. } => 3,
+        ClusterError::AcrossOwners { .. } => 4,
+        ClusterError::Runtime { .. } => 5,
+        ClusterError::Transport { .. } => 6,
+        ClusterError::FailedBefore { .. } => 7,
+    }
+}
+
+/// [`why_code`]'s words.
+fn why_of(code: u64) -> &'static str {
+    match code {
+        1 => "its buffers do not fit the call: shapes, distributions or element alignment",
+        2 => "the call's rows or distribution do not fit the job there",
+        3 => "rows it must read are not held there",
+        4 => "rows it must view lie in several owners' runs there",
+        5 => "its local runtime failed the call",
+        6 => "its fetch of the source's rows failed between ranks",
+        _ => "an error of its own",
+    }
 }
 
 /// The result of a distributed call.
@@ -355,6 +412,62 @@ impl<'t> Cluster<'t> {
                 call: call.into(),
                 source,
             })
+    }
+
+    /// The vote before a collective exchange (a corner turn's all-to-all), after each rank's
+    /// own preparation, `local`: every rank contributes one word, `state` (a digest of the
+    /// source's replicated state) where its preparation succeeded, or [`FAILED`] and why it
+    /// failed, and all go on only if every rank can. One small collective: the agreement's
+    /// (an 8-byte word to every peer in-process, a 16-byte all-gather under MPI), always, drift
+    /// checks on or off, since a rank that failed alone and skipped the exchange would leave
+    /// its collectives out of step with the others' (in-process, its next exchange would take
+    /// the blocks sent for this one; under MPI the others' exchange would never complete).
+    ///
+    /// Where some ranks failed, every rank returns [`ClusterError::FailedBefore`] naming them
+    /// (the failing ones with their own error as its source); where every rank failed, each
+    /// returns its own error (a bad argument passed alike everywhere is that error
+    /// everywhere). Where the ok ranks' states differ, every rank returns the drift, naming
+    /// the ranks that differ from rank 0.
+    ///
+    /// `order` names the vote by the call's place in the order alone (not its arguments):
+    /// ranks at other places fail it as drift.
+    fn vote<P>(&self, call: &str, order: &str, local: Result<P>, state: u64) -> Result<P> {
+        let word = match &local {
+            Ok(_) => state & !FAILED,
+            Err(e) => FAILED | why_code(e),
+        };
+        let transport_error = |source| ClusterError::Transport {
+            call: call.into(),
+            source,
+        };
+        let words = match self.transport.vote(word, order) {
+            Ok(words) => words,
+            // This rank's own error says more than the vote's that followed it.
+            Err(source) => return Err(local.err().unwrap_or_else(|| transport_error(source))),
+        };
+        let failed: Vec<(Rank, String)> = words
+            .iter()
+            .enumerate()
+            .filter(|(_, &w)| w & FAILED != 0)
+            .map(|(i, &w)| (Rank(i as u16), why_of(w & !FAILED).to_string()))
+            .collect();
+        match local {
+            Err(e) if failed.len() == words.len() => Err(e),
+            Err(e) => Err(ClusterError::FailedBefore {
+                call: call.into(),
+                failed,
+                local: Some(Box::new(e)),
+            }),
+            Ok(_) if !failed.is_empty() => Err(ClusterError::FailedBefore {
+                call: call.into(),
+                failed,
+                local: None,
+            }),
+            Ok(prepared) => {
+                crate::transport::verdict(call, &words).map_err(transport_error)?;
+                Ok(prepared)
+            }
+        }
     }
 
     /// A fresh distributed buffer of zeros, `rows` rows of `row_len` elements spread by `dist`.
@@ -669,6 +782,22 @@ impl<'t> Cluster<'t> {
         call: &str,
         needs: impl Fn(Rank) -> Vec<Range<usize>>,
     ) -> Result<()> {
+        let exchange = self.fetch_moves(buf, call, needs)?;
+        let state = self.fetch_commit(buf, &exchange);
+        self.settle(buf);
+        self.agree(call, state, false)
+    }
+
+    /// The moves of [`Self::fetch_runs`], not yet recorded in the table: the exchange they
+    /// carried out, for [`Self::fetch_commit`]. A caller that votes before recording them (a
+    /// corner turn) leaves every rank's table as it was where some rank failed: the bytes that
+    /// arrived meanwhile are then in rows the table does not say this rank holds, never read.
+    fn fetch_moves<T: Pod>(
+        &self,
+        buf: &mut DistData<T>,
+        call: &str,
+        needs: impl Fn(Rank) -> Vec<Range<usize>>,
+    ) -> Result<Exchange> {
         let call = call.to_string();
         let dist_error = |source| ClusterError::Dist {
             call: call.clone(),
@@ -734,8 +863,14 @@ impl<'t> Cluster<'t> {
                 Moved::Runtime(e) => self.runtime_error(&call, e),
             })?;
         }
+        Ok(exchange)
+    }
+
+    /// Records a fetch's moves (every rank alike): the readers hold the rows they received
+    /// (until they are used, with the receive cache off). The digest of the state it leaves.
+    fn fetch_commit<T: Pod>(&self, buf: &DistData<T>, exchange: &Exchange) -> u64 {
         let mut entry = buf.entry.borrow_mut();
-        entry.table.commit(&exchange);
+        entry.table.commit(exchange);
         if !self.cache.get() {
             let mut uncached = self.uncached.borrow_mut();
             for send in &exchange.sends {
@@ -746,10 +881,7 @@ impl<'t> Cluster<'t> {
                 });
             }
         }
-        let state = entry.state();
-        drop(entry);
-        self.settle(buf);
-        self.agree(&call, state, false)
+        entry.state()
     }
 
     /// Forgets received rows once a call has used them (cache off): the readers no longer

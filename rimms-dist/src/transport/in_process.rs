@@ -107,9 +107,24 @@ impl InProcess {
     fn wait_for<T>(
         &self,
         awaited: impl Fn() -> String,
+        take: impl FnMut(&mut Early) -> Option<T>,
+    ) -> Result<T, TransportError> {
+        self.wait_within(self.timeout, awaited, take)
+    }
+
+    /// [`Self::wait_for`], for at most `patience`.
+    fn wait_within<T>(
+        &self,
+        patience: Duration,
+        awaited: impl Fn() -> String,
         mut take: impl FnMut(&mut Early) -> Option<T>,
     ) -> Result<T, TransportError> {
-        let deadline = Instant::now() + self.timeout;
+        // A timeout too long to add (`Duration::MAX`) waits as long as an instant reaches.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(patience)
+            .or_else(|| now.checked_add(Duration::from_secs(u64::from(u32::MAX))))
+            .unwrap_or(now);
         loop {
             if let Some(found) = take(&mut self.early.lock().unwrap_or_else(|e| e.into_inner())) {
                 return Ok(found);
@@ -164,13 +179,15 @@ impl InProcess {
         *count
     }
 
-    /// Sends `blocks[i]` to every other rank `i` as collective `n`, and gathers theirs.
+    /// Sends `blocks[i]` to every other rank `i` as collective `n`, and gathers theirs, each
+    /// waited for at most `patience`.
     fn exchange_all(
         &self,
         n: u64,
         all_to_all: bool,
         call: &str,
         mut blocks: Vec<Vec<u8>>,
+        patience: Duration,
     ) -> Result<Vec<(Vec<u8>, String)>, TransportError> {
         let me = usize::from(self.rank.0);
         let mut received: Vec<(Vec<u8>, String)> = vec![(Vec::new(), String::new()); self.ranks()];
@@ -191,12 +208,38 @@ impl InProcess {
                 continue;
             }
             let key = (Rank(from as u16), n, all_to_all);
-            *slot = self.wait_for(
+            *slot = self.wait_within(
+                patience,
                 || format!("collective {n} from {}", Rank(from as u16)),
                 |early| early.collective.remove(&key),
             )?;
         }
         Ok(received)
+    }
+}
+
+impl InProcess {
+    /// The next agreement: every rank's word and the call it gave, in rank order, each
+    /// waited for at most `patience`.
+    fn gather_words(
+        &self,
+        word: u64,
+        call: &str,
+        patience: Duration,
+    ) -> Result<Vec<(u64, String)>, TransportError> {
+        let n = self.next_collective(false);
+        let blocks = vec![word.to_le_bytes().to_vec(); self.ranks()];
+        let received = self.exchange_all(n, false, call, blocks, patience)?;
+        let word_of = |bytes: &[u8]| {
+            let mut word = [0u8; 8];
+            let len = 8.min(bytes.len());
+            word[..len].copy_from_slice(&bytes[..len]);
+            u64::from_le_bytes(word)
+        };
+        Ok(received
+            .into_iter()
+            .map(|(bytes, peer_call)| (word_of(&bytes), peer_call))
+            .collect())
     }
 }
 
@@ -253,7 +296,7 @@ impl Transport for InProcess {
         // Threads: the blocks are posted to the peers' channels at once; this thread's own
         // work overlaps with the peers taking them.
         meanwhile();
-        let received = self.exchange_all(n, true, "", blocks)?;
+        let received = self.exchange_all(n, true, "", blocks, self.timeout)?;
         for (from, (bytes, _)) in received.iter().enumerate() {
             // A receive buffer with no block for a rank (counts for fewer ranks than the job)
             // is an error naming that rank, not an index out of bounds.
@@ -272,19 +315,20 @@ impl Transport for InProcess {
     }
 
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
-        let n = self.next_collective(false);
-        let blocks = vec![digest.to_le_bytes().to_vec(); self.ranks()];
-        let received = self.exchange_all(n, false, call, blocks)?;
-        let digest_of = |bytes: &[u8]| {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&bytes[..8.min(bytes.len())]);
-            u64::from_le_bytes(word)
-        };
-        let seen: Vec<(u64, &str)> = received
-            .iter()
-            .map(|(bytes, peer_call)| (digest_of(bytes), peer_call.as_str()))
-            .collect();
+        let seen = self.gather_words(digest, call, self.timeout)?;
         super::verdict(call, &seen)
+    }
+
+    fn vote(&self, word: u64, call: &str) -> Result<Vec<u64>, TransportError> {
+        // A rank may come to the vote only after a wait of its own ran out (its fetch
+        // before it): the vote outwaits one.
+        let seen = self.gather_words(word, call, self.timeout.saturating_mul(2))?;
+        let calls: Vec<&str> = seen
+            .iter()
+            .map(|(_, peer_call)| peer_call.as_str())
+            .collect();
+        super::verdict(call, &calls)?;
+        Ok(seen.into_iter().map(|(word, _)| word).collect())
     }
 
     fn sent_bytes(&self) -> Vec<u64> {

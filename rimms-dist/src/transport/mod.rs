@@ -139,6 +139,12 @@ pub trait Transport {
     /// Checks that every rank holds the same `digest` after `call`: the same error on every
     /// rank where one differs.
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError>;
+    /// Every rank's `word`, in rank order, once every rank has reached the same `call` (a
+    /// `Drift` naming the ranks at another call otherwise): the agreement's own collective,
+    /// one word per rank, with the words handed back instead of compared. A corner turn's
+    /// ranks vote with it before the all-to-all, so that a rank that cannot take part says so
+    /// and no rank enters the exchange without the others. Not counted as data.
+    fn vote(&self, word: u64, call: &str) -> Result<Vec<u64>, TransportError>;
     /// Data bytes this rank has sent each peer, point-to-point and all-to-all (agreements,
     /// a check, are not counted).
     fn sent_bytes(&self) -> Vec<u64>;
@@ -256,6 +262,9 @@ impl<T: Transport + ?Sized> Transport for &T {
     }
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         (**self).agree(digest, call)
+    }
+    fn vote(&self, word: u64, call: &str) -> Result<Vec<u64>, TransportError> {
+        (**self).vote(word, call)
     }
     fn sent_bytes(&self) -> Vec<u64> {
         (**self).sent_bytes()

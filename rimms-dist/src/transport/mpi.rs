@@ -54,9 +54,13 @@ enum Command {
         recv: Packed,
         done: Reply<(Packed, Packed)>,
     },
+    /// An agreement or a vote: every rank's two words.
     Agree {
-        /// The digest and a hash of the call's name.
+        /// The digest (or the vote) and a hash of the call's name.
         words: [u64; 2],
+        /// How many timeouts it may wait: a vote outwaits a rank whose fetch before it ran
+        /// out of time first.
+        patience: u32,
         done: Reply<Vec<[u64; 2]>>,
     },
 }
@@ -111,7 +115,7 @@ impl Mpi {
 
     fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, TransportError> {
         let reply = self.post(make)?;
-        self.answer(reply)
+        self.answer(reply, 2)
     }
 
     /// Hands the MPI thread a command; its answer comes on the returned channel.
@@ -130,9 +134,13 @@ impl Mpi {
     }
 
     /// Waits for the MPI thread's answer to a posted command.
-    fn answer<T>(&self, reply: Receiver<Result<T, TransportError>>) -> Result<T, TransportError> {
+    fn answer<T>(
+        &self,
+        reply: Receiver<Result<T, TransportError>>,
+        timeouts: u32,
+    ) -> Result<T, TransportError> {
         // The MPI thread answers every command; a generous bound over its own deadline.
-        match reply.recv_timeout(self.timeout * 2) {
+        match reply.recv_timeout(self.timeout.saturating_mul(timeouts)) {
             Ok(result) => result,
             Err(_) => Err(TransportError::Timeout {
                 awaited: "the MPI thread's answer".into(),
@@ -201,13 +209,30 @@ impl Transport for Mpi {
         let reply = self.post(|done| Command::AllToAll { send, recv, done })?;
         // The MPI thread drives the collective while this one works.
         meanwhile();
-        self.answer(reply)
+        self.answer(reply, 2)
     }
 
     fn agree(&self, digest: u64, call: &str) -> Result<(), TransportError> {
         let words = [digest, name_hash(call)];
-        let all = self.ask(|done| Command::Agree { words, done })?;
+        let all = self.ask(|done| Command::Agree {
+            words,
+            patience: 1,
+            done,
+        })?;
         super::verdict(call, &all)
+    }
+
+    fn vote(&self, word: u64, call: &str) -> Result<Vec<u64>, TransportError> {
+        let words = [word, name_hash(call)];
+        let reply = self.post(|done| Command::Agree {
+            words,
+            patience: 2,
+            done,
+        })?;
+        let all = self.answer(reply, 3)?;
+        let calls: Vec<u64> = all.iter().map(|w| w[1]).collect();
+        super::verdict(call, &calls)?;
+        Ok(all.iter().map(|w| w[0]).collect())
     }
 
     fn sent_bytes(&self) -> Vec<u64> {
@@ -356,7 +381,7 @@ impl Comm {
         let (world, early) = (&self.world, &mut self.early);
         mpi::request::scope(|scope| {
             let request = world.immediate_all_gather_into(scope, &words[..], &mut all[..]);
-            let what = "the agreement of the ranks' tables";
+            let what = "an agreement of the ranks (tables compared, or a vote)";
             complete(request, world, early, Some((deadline, what)));
         });
         all.chunks_exact(2).map(|w| [w[0], w[1]]).collect()
@@ -469,8 +494,13 @@ fn comm_thread(
             Command::AllToAll { send, recv, done } => {
                 let _ = done.send(comm.all_to_all(send, recv, Instant::now() + timeout));
             }
-            Command::Agree { words, done } => {
-                let _ = done.send(Ok(comm.agree(words, Instant::now() + timeout)));
+            Command::Agree {
+                words,
+                patience,
+                done,
+            } => {
+                let deadline = Instant::now() + timeout * patience;
+                let _ = done.send(Ok(comm.agree(words, deadline)));
             }
         }
     }

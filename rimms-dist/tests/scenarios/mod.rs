@@ -51,6 +51,10 @@ pub const PROGRAMS: &[(&str, Program)] = &[
     ("fft_2d", fft_2d),
     ("drift", drift),
     ("failing_kernel", failing_kernel),
+    (
+        "corner_turn_failing_on_one_rank",
+        corner_turn_failing_on_one_rank,
+    ),
     ("one_envelope_twice", one_envelope_twice),
     ("random_programs", |cl| {
         let dists = [
@@ -832,6 +836,63 @@ fn failing_kernel(cl: &Cluster<'_>) -> Result<(), String> {
             "expected the call to fail on every rank, got {other:?}"
         )),
     }
+}
+
+/// A corner turn that rank 1 alone refuses before the exchange (its destination has the wrong
+/// shape there): every rank fails it naming rank 1, none enters the all-to-all (under MPI the
+/// others' would never complete and the job would abort), and the next turn, alike on every
+/// rank, gives the transpose: its blocks, not the failed turn's. Drift checks off, as in
+/// release builds, so nothing but the vote keeps the ranks in step.
+fn corner_turn_failing_on_one_rank(cl: &Cluster<'_>) -> Result<(), String> {
+    let ranks = cl.ranks();
+    if ranks < 2 {
+        return Ok(());
+    }
+    cl.check_drift(false);
+    let (rows, cols) = (8, 12);
+    let mut a = cl
+        .alloc::<f32>(rows, cols, Distribution::BlockRows)
+        .map_err(err)?;
+    let mut t = cl
+        .alloc::<f32>(cols, rows, Distribution::BlockRows)
+        .map_err(err)?;
+    let mut wrong = cl
+        .alloc::<f32>(cols, rows + 1, Distribution::BlockRows)
+        .map_err(err)?;
+    // Turn 1's values, which turn 2 must not see.
+    cl.compute(&mut a, 0..rows, true, "fill 1", |_, rs, mut view| {
+        view.host_write()?.fill(-(rs.start as f32) - 1.0);
+        Ok(())
+    })
+    .map_err(err)?;
+    let dst = if cl.rank() == Rank(1) {
+        &mut wrong
+    } else {
+        &mut t
+    };
+    match cl.corner_turn(&mut a, dst) {
+        Err(ClusterError::FailedBefore { failed, .. })
+            if failed.iter().map(|(rank, _)| *rank).eq([Rank(1)]) => {}
+        other => {
+            return Err(format!(
+                "expected turn 1 to fail before the exchange naming rank 1, got {other:?}"
+            ))
+        }
+    }
+    cl.compute(&mut a, 0..rows, true, "fill 2", fill_values(cols))
+        .map_err(err)?;
+    cl.corner_turn(&mut a, &mut t).map_err(err)?;
+    let mine = blocks(cols, ranks)[usize::from(cl.rank().0)].clone();
+    let got = cl.read(&t, mine.clone()).map_err(err)?;
+    for (i, c) in mine.enumerate() {
+        for r in 0..rows {
+            let v = got[i * rows + r];
+            check("turn 2's transpose", v == value(r, c), || {
+                format!("[{c}][{r}] is {v}, not {}", value(r, c))
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Rank 0 sends rank 1 the same row twice under one envelope (a fetch, a flush, the same fetch
