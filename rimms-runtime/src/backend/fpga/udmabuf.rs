@@ -17,7 +17,10 @@
 //!   bits replaced by `direction << 2 | 1`. The size field therefore has 16-byte granularity:
 //!   the range is widened outwards to 16-byte boundaries (cache lines are 64 bytes, so the
 //!   kernel widens it further anyway). One `open` + `write` + `close` per call. Offsets beyond
-//!   4 GiB do not fit the format and fall back to the attribute method.
+//!   4 GiB do not fit the format and fall back to the attribute method, and so does a
+//!   `sync_for_cpu` whose ends are off the 16-byte grid: widening an invalidation can make a
+//!   partial cache line whole, and the kernel invalidates a whole line without cleaning it,
+//!   dropping a neighbour's bytes the CPU wrote.
 //! - **attributes** (every version): write `sync_offset`, `sync_size`, `sync_direction`, then
 //!   `1` to `sync_for_cpu` / `sync_for_device`; exact byte range, four writes, and a lock so two
 //!   threads cannot interleave their attribute writes.
@@ -443,7 +446,15 @@ impl Udmabuf {
     ) -> Result<()> {
         let trigger = self.class_dir.join(which.attribute());
         let _guard = self.attr_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let packed = if self.sync == SyncMethod::Packed {
+        // Widening an invalidation is not harmless: where the exact range starts or ends
+        // inside a cache line, the kernel cleans and invalidates that line (the CPU's dirty
+        // bytes of a neighbour survive), but a range widened onto a line boundary makes the
+        // line whole, and a whole line is only invalidated, which drops a neighbour's bytes
+        // the CPU wrote and has not cleaned. So a hand-over to the CPU whose ends are not on
+        // the packed format's 16-byte grid takes the exact attribute method. A clean
+        // (`ToDevice`) may widen: 16 divides a line, so it touches no line it would not.
+        let exact_only = dir == SyncDirection::FromDevice && (offset % 16 != 0 || len % 16 != 0);
+        let packed = if self.sync == SyncMethod::Packed && !exact_only {
             // Widen to 16-byte boundaries, never past the end of the buffer.
             let start = (offset & !15) as u64;
             let end = ((offset + len) as u64).div_ceil(16) * 16;
@@ -670,23 +681,63 @@ mod tests {
         assert_eq!(parse_number(""), None);
     }
 
-    /// A u-dma-buf whose `size` (a module parameter, any byte count) is not a multiple of 16:
-    /// the packed format's 16-byte granularity must not stretch a sync of its last bytes past
-    /// its end. u-dma-buf answers `offset + size > this->size` with EINVAL, so such a request
-    /// would fail every FFT or ZIP whose output ends in the last 16 bytes.
+    /// The packed format's 16-byte grid never widens a hand-over to the CPU (an
+    /// invalidation, which would drop a neighbour's unwritten-back bytes where the widened
+    /// range makes a cache line whole); a hand-over to the device may be widened.
     #[test]
-    fn a_packed_sync_never_reaches_past_the_end_of_an_odd_sized_buffer() {
+    fn an_invalidation_off_the_16_byte_grid_is_exact_and_a_clean_may_widen() {
+        let (_dir, class, buf) = packed_buffer(256);
+        let read =
+            |name: &str| parse_number(&std::fs::read_to_string(class.join(name)).unwrap()).unwrap();
+        for (offset, len) in [(72, 56), (64, 8), (8, 64), (136, 24)] {
+            for attr in [
+                "sync_offset",
+                "sync_size",
+                "sync_for_cpu",
+                "sync_for_device",
+            ] {
+                std::fs::write(class.join(attr), "0\n").unwrap();
+            }
+            buf.sync_for_cpu(offset, len).unwrap();
+            assert_eq!(
+                read("sync_for_cpu"),
+                1,
+                "{offset}+{len}: not the attribute method"
+            );
+            assert_eq!(
+                (read("sync_offset"), read("sync_size")),
+                (offset as u64, len as u64),
+                "{offset}+{len}: the invalidation is not the exact range"
+            );
+            buf.sync_for_device(offset, len).unwrap();
+            let (start, size, dir) =
+                decode_packed(read("sync_for_device")).expect("a clean takes the packed format");
+            assert_eq!(dir, SyncDirection::ToDevice);
+            assert!(start <= offset as u64 && start + size >= (offset + len) as u64);
+        }
+        // On the grid, the hand-over to the CPU is one packed write of exactly the range.
+        buf.sync_for_cpu(64, 128).unwrap();
+        assert_eq!(
+            decode_packed(read("sync_for_cpu")),
+            Some((64, 128, SyncDirection::FromDevice))
+        );
+    }
+
+    /// A packed-sync u-dma-buf of `size` bytes over files in a temporary folder: the folder
+    /// (kept alive by the caller), the buffer's sysfs class folder, the buffer.
+    fn packed_buffer(size: usize) -> (tempfile::TempDir, PathBuf, Udmabuf) {
         let dir = tempfile::tempdir().unwrap();
         let class = dir.path().join("sys").join(CLASS_DIRS[0]).join("ub");
         std::fs::create_dir_all(&class).unwrap();
         std::fs::create_dir_all(dir.path().join("dev")).unwrap();
-        std::fs::write(dir.path().join("dev").join("ub"), [0u8; 100]).unwrap();
-        std::fs::write(class.join("size"), "100\n").unwrap();
+        std::fs::write(dir.path().join("dev").join("ub"), vec![0u8; size]).unwrap();
+        std::fs::write(class.join("size"), format!("{size}\n")).unwrap();
         std::fs::write(class.join("phys_addr"), "0x70000000\n").unwrap();
         for attr in [
             "sync_offset",
             "sync_size",
             "sync_direction",
+            "sync_for_cpu",
             "sync_for_device",
         ] {
             std::fs::write(class.join(attr), "0\n").unwrap();
@@ -701,6 +752,16 @@ mod tests {
             sync_ack: false,
         })
         .unwrap();
+        (dir, class, buf)
+    }
+
+    /// A u-dma-buf whose `size` (a module parameter, any byte count) is not a multiple of 16:
+    /// the packed format's 16-byte granularity must not stretch a sync of its last bytes past
+    /// its end. u-dma-buf answers `offset + size > this->size` with EINVAL, so such a request
+    /// would fail every FFT or ZIP whose output ends in the last 16 bytes.
+    #[test]
+    fn a_packed_sync_never_reaches_past_the_end_of_an_odd_sized_buffer() {
+        let (_dir, class, buf) = packed_buffer(100);
         for (offset, len) in [(96, 4), (88, 12), (0, 100), (80, 16)] {
             buf.sync_for_device(offset, len).unwrap();
             let read = |name: &str| {
