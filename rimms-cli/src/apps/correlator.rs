@@ -20,7 +20,8 @@ use super::input::{cis, Rng};
 use super::native::Native;
 use super::report::Run;
 use super::{
-    argmax, execute, pad_into, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit,
+    argmax, execute, frames, pad_into, App, AppError, Frame, Mapping, Options, Pipeline, Step,
+    Submit,
 };
 use crate::human::{count, seconds};
 use rimms::drivers::cpu::kernels;
@@ -150,7 +151,7 @@ impl Pipeline for Input {
         &'a self,
         rt: &'a Runtime,
         map: Mapping,
-        _submit: Submit,
+        submit: Submit,
     ) -> Result<Frame<'a, Output>, AppError> {
         let (fft, zip, aux) = (
             map.device(Step::Fft),
@@ -159,40 +160,40 @@ impl Pipeline for Input {
         );
         let mut reference = HeteData::alloc(rt, PADDED)?;
         pad_into(reference.host_write()?, &self.reference);
-        let mut received = HeteData::alloc(rt, PADDED)?;
         let mut rx_spectrum = HeteData::alloc(rt, PADDED)?;
         let mut ref_spectrum = HeteData::alloc(rt, PADDED)?;
         let mut product = HeteData::alloc(rt, PADDED)?;
         let mut corr = HeteData::alloc(rt, PADDED)?;
-        let mut magnitude = HeteData::alloc(rt, PADDED)?;
-        Ok(Box::new(move || {
-            received.host_write()?.copy_from_slice(&self.received);
-            rt.fft(
-                fft,
-                FftDirection::Forward,
-                PADDED,
-                &received,
-                &mut rx_spectrum,
-            )?;
-            rt.fft(
-                fft,
-                FftDirection::Forward,
-                PADDED,
-                &reference,
-                &mut ref_spectrum,
-            )?;
-            rt.zip(
-                zip,
-                ZipOp::MulConj,
-                &rx_spectrum,
-                &ref_spectrum,
-                &mut product,
-            )?;
-            rt.fft(fft, FftDirection::Inverse, PADDED, &product, &mut corr)?;
-            rt.magnitude(aux, &corr, &mut magnitude)?;
-            let delay_samples = peak_lag(magnitude.host()?);
-            Ok(Output { delay_samples })
-        }))
+        // A frame's ends: the samples the host writes and the |correlation| it reads.
+        type Ends = (HeteData<Complex32>, HeteData<f32>);
+        frames::run(
+            rt,
+            submit,
+            || Ok((HeteData::alloc(rt, PADDED)?, HeteData::alloc(rt, PADDED)?)),
+            move |(received, _): &mut Ends, ahead| {
+                received.host_write()?.copy_from_slice(&self.received);
+                ahead.send(received, fft)
+            },
+            move |(received, magnitude): &mut Ends| {
+                let forward = FftDirection::Forward;
+                rt.fft(fft, forward, PADDED, received, &mut rx_spectrum)?;
+                rt.fft(fft, forward, PADDED, &reference, &mut ref_spectrum)?;
+                rt.zip(
+                    zip,
+                    ZipOp::MulConj,
+                    &rx_spectrum,
+                    &ref_spectrum,
+                    &mut product,
+                )?;
+                rt.fft(fft, FftDirection::Inverse, PADDED, &product, &mut corr)?;
+                rt.magnitude(aux, &corr, magnitude)?;
+                Ok(())
+            },
+            |(_, magnitude): &mut Ends| {
+                let delay_samples = peak_lag(magnitude.host()?);
+                Ok(Output { delay_samples })
+            },
+        )
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {

@@ -17,6 +17,7 @@ pub mod correlator;
 pub mod distributed;
 mod error;
 pub mod expected;
+pub mod frames;
 pub mod fzf;
 pub mod input;
 pub mod mapping;
@@ -117,6 +118,11 @@ pub enum Submit {
     /// All at once in a `Runtime::scope`: they run concurrently on the devices' queues.
     #[default]
     Scoped,
+    /// Scoped, and frames two at a time on two sets of frame buffers: while a frame computes,
+    /// the host writes the next frame's input and sends it, and reads the frame before's
+    /// result, so copies hide behind compute across frames (`frames`). A frame then returns
+    /// the result of the frame before it.
+    DoubleBuffered,
 }
 
 impl Submit {
@@ -125,6 +131,7 @@ impl Submit {
         match self {
             Submit::Sequential => "sequential",
             Submit::Scoped => "scoped",
+            Submit::DoubleBuffered => "double-buffered",
         }
     }
 }
@@ -719,7 +726,7 @@ pub(crate) fn each_row(
         }
         // The rows go straight into the scope: no vector of pairs built per stage and frame,
         // which cost about 16 instructions a row next to a row call's 180.
-        (Submit::Scoped, Target::On(device)) => rt.scope(|s| {
+        (Submit::Scoped | Submit::DoubleBuffered, Target::On(device)) => rt.scope(|s| {
             for (row, out) in rows_in.iter().zip(rows_out.iter_mut()) {
                 match call {
                     RowCall::Fft(_, dir, points) => s.fft(device, dir, points, row, out)?,
@@ -728,7 +735,7 @@ pub(crate) fn each_row(
             }
             Ok(())
         })?,
-        (Submit::Scoped, Target::Auto) => {
+        (Submit::Scoped | Submit::DoubleBuffered, Target::Auto) => {
             let mut pairs: Vec<_> = rows_in.iter().zip(rows_out.iter_mut()).collect();
             let jobs = 4 * std::thread::available_parallelism().map_or(1, |n| n.get());
             let per_job = pairs.len().div_ceil(jobs).max(1);

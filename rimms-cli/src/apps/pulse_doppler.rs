@@ -19,8 +19,8 @@ use super::input::{cis, read_complex_rows, Rng};
 use super::native::Native;
 use super::report::Run;
 use super::{
-    alloc_rows, argmax, each_row, execute, pad_into, App, AppError, Frame, Mapping, Options,
-    Pipeline, RowCall, Step, Submit,
+    alloc_rows, argmax, each_row, execute, frames, pad_into, App, AppError, Frame, Mapping,
+    Options, Pipeline, RowCall, Step, Submit,
 };
 use crate::human::{count, seconds, significant};
 use rimms::drivers::cpu::kernels;
@@ -318,34 +318,43 @@ impl Pipeline for Input {
         let mut d = HeteData::alloc(rt, L)?;
         pad_into(d.host_write()?, &self.pulse);
         let mut d_spectrum = HeteData::alloc(rt, L)?;
-        let mut c = alloc_rows(rt, M, L)?;
         let mut c_spectra = alloc_rows(rt, M, L)?;
         let mut products = alloc_rows(rt, M, L)?;
         let mut filtered = alloc_rows(rt, M, L)?;
         let mut by_range = alloc_rows(rt, L, M)?;
         let mut doppler = alloc_rows(rt, L, M)?;
         let mut shifted = HeteData::alloc(rt, L * M)?;
-        let mut magnitude = HeteData::alloc(rt, L * M)?;
         let pulses = &self.pulses[..];
-        Ok(Box::new(move || {
-            rimms::parallel_for!(for i in 0..M * L {
-                c[i] = matched_input(pulses, i);
-            })?;
-            rt.fft(fft, FftDirection::Forward, L, &d, &mut d_spectrum)?;
-            // One call per pulse, as CEDR makes them.
-            let forward = RowCall::Fft(fft, FftDirection::Forward, L);
-            each_row(rt, submit, &c, &mut c_spectra, L, forward)?;
-            let filter = RowCall::Zip(zip, ZipOp::MulConj, &d_spectrum);
-            each_row(rt, submit, &c_spectra, &mut products, L, filter)?;
-            let inverse = RowCall::Fft(fft, FftDirection::Inverse, L);
-            each_row(rt, submit, &products, &mut filtered, L, inverse)?;
-            rt.transpose(aux, M, L, &filtered, &mut by_range)?;
-            let doppler_fft = RowCall::Fft(fft, FftDirection::Forward, M);
-            each_row(rt, submit, &by_range, &mut doppler, M, doppler_fft)?;
-            rt.fftshift(aux, M, &doppler, &mut shifted)?;
-            rt.magnitude(aux, &shifted, &mut magnitude)?;
-            Ok(locate(magnitude.host()?))
-        }))
+        // A frame's ends: the matched-filter inputs the host lays out, the |map| it reads.
+        type Ends = (HeteData<Complex32>, HeteData<f32>);
+        frames::run(
+            rt,
+            submit,
+            || Ok((alloc_rows(rt, M, L)?, HeteData::alloc(rt, L * M)?)),
+            move |(c, _): &mut Ends, ahead| {
+                rimms::parallel_for!(for i in 0..M * L {
+                    c[i] = matched_input(pulses, i);
+                })?;
+                ahead.send(c, fft)
+            },
+            move |(c, magnitude): &mut Ends| {
+                rt.fft(fft, FftDirection::Forward, L, &d, &mut d_spectrum)?;
+                // One call per pulse, as CEDR makes them.
+                let forward = RowCall::Fft(fft, FftDirection::Forward, L);
+                each_row(rt, submit, c, &mut c_spectra, L, forward)?;
+                let filter = RowCall::Zip(zip, ZipOp::MulConj, &d_spectrum);
+                each_row(rt, submit, &c_spectra, &mut products, L, filter)?;
+                let inverse = RowCall::Fft(fft, FftDirection::Inverse, L);
+                each_row(rt, submit, &products, &mut filtered, L, inverse)?;
+                rt.transpose(aux, M, L, &filtered, &mut by_range)?;
+                let doppler_fft = RowCall::Fft(fft, FftDirection::Forward, M);
+                each_row(rt, submit, &by_range, &mut doppler, M, doppler_fft)?;
+                rt.fftshift(aux, M, &doppler, &mut shifted)?;
+                rt.magnitude(aux, &shifted, magnitude)?;
+                Ok(())
+            },
+            |(_, magnitude): &mut Ends| Ok(locate(magnitude.host()?)),
+        )
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {

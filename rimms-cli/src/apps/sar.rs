@@ -33,8 +33,8 @@ use super::input::{cis, read_complex_rows};
 use super::native::Native;
 use super::report::Run;
 use super::{
-    alloc_rows, argmax, each_row, execute, App, AppError, Frame, Mapping, Options, Pipeline,
-    RowCall, Step, Submit,
+    alloc_rows, argmax, each_row, execute, frames, App, AppError, Frame, Mapping, Options,
+    Pipeline, RowCall, Step, Submit,
 };
 use crate::human::{count, significant};
 use rimms::drivers::cpu::kernels;
@@ -459,73 +459,51 @@ impl Pipeline for Input {
         let g = HeteData::from_slice(rt, &range_chirp())?;
         let h = HeteData::from_slice(rt, &self.azimuth.filter())?;
         let mut g_spectrum = HeteData::alloc(rt, NFAST)?;
-        let mut raw = HeteData::alloc(rt, NSLOW * NFAST)?;
         // Two work matrices, used in turn; their fragments fit the 256-sample rows of the
         // azimuth stage so that each row can be written by its own call.
         let mut a = alloc_rows(rt, NFAST, NSLOW)?;
         let mut b = alloc_rows(rt, NFAST, NSLOW)?;
-        let mut image = HeteData::alloc(rt, NSLOW * NFAST)?;
-        Ok(Box::new(move || {
-            raw.host_write()?.copy_from_slice(&self.raw);
-            rt.fft(fft, FftDirection::Forward, NFAST, &g, &mut g_spectrum)?;
-            // Range compression, row by row.
-            each_row(
-                rt,
-                submit,
-                &raw,
-                &mut a,
-                NFAST,
-                RowCall::Fft(fft, FftDirection::Forward, NFAST),
-            )?;
-            rt.fftshift(aux, NFAST, &a, &mut b)?;
-            each_row(
-                rt,
-                submit,
-                &b,
-                &mut a,
-                NFAST,
-                RowCall::Zip(zip, ZipOp::Mul, &g_spectrum),
-            )?;
-            each_row(
-                rt,
-                submit,
-                &a,
-                &mut b,
-                NFAST,
-                RowCall::Fft(fft, FftDirection::Inverse, NFAST),
-            )?;
-            // Azimuth compression on the transposed matrix, one range bin a row.
-            rt.transpose(aux, NSLOW, NFAST, &b, &mut a)?;
-            each_row(
-                rt,
-                submit,
-                &a,
-                &mut b,
-                NSLOW,
-                RowCall::Fft(fft, FftDirection::Forward, NSLOW),
-            )?;
-            rt.fftshift(aux, NSLOW, &b, &mut a)?;
-            each_row(
-                rt,
-                submit,
-                &a,
-                &mut b,
-                NSLOW,
-                RowCall::Zip(zip, ZipOp::Mul, &h),
-            )?;
-            each_row(
-                rt,
-                submit,
-                &b,
-                &mut a,
-                NSLOW,
-                RowCall::Fft(fft, FftDirection::Inverse, NSLOW),
-            )?;
-            rt.fftshift(aux, NSLOW, &a, &mut b)?;
-            rt.transpose(aux, NFAST, NSLOW, &b, &mut a)?;
-            rt.magnitude(aux, &a, &mut image)?;
-            Ok(Output::of(image.host()?))
-        }))
+        // A frame's ends: the raw echoes the host writes and the image it reads.
+        type Ends = (HeteData<Complex32>, HeteData<f32>);
+        frames::run(
+            rt,
+            submit,
+            || {
+                Ok((
+                    HeteData::alloc(rt, NSLOW * NFAST)?,
+                    HeteData::alloc(rt, NSLOW * NFAST)?,
+                ))
+            },
+            move |(raw, _): &mut Ends, ahead| {
+                raw.host_write()?.copy_from_slice(&self.raw);
+                ahead.send(raw, fft)
+            },
+            move |(raw, image): &mut Ends| {
+                rt.fft(fft, FftDirection::Forward, NFAST, &g, &mut g_spectrum)?;
+                // Range compression, row by row.
+                let range = RowCall::Fft(fft, FftDirection::Forward, NFAST);
+                each_row(rt, submit, raw, &mut a, NFAST, range)?;
+                rt.fftshift(aux, NFAST, &a, &mut b)?;
+                let chirp = RowCall::Zip(zip, ZipOp::Mul, &g_spectrum);
+                each_row(rt, submit, &b, &mut a, NFAST, chirp)?;
+                let back = RowCall::Fft(fft, FftDirection::Inverse, NFAST);
+                each_row(rt, submit, &a, &mut b, NFAST, back)?;
+                // Azimuth compression on the transposed matrix, one range bin a row.
+                rt.transpose(aux, NSLOW, NFAST, &b, &mut a)?;
+                let azimuth = RowCall::Fft(fft, FftDirection::Forward, NSLOW);
+                each_row(rt, submit, &a, &mut b, NSLOW, azimuth)?;
+                rt.fftshift(aux, NSLOW, &b, &mut a)?;
+                let matched = RowCall::Zip(zip, ZipOp::Mul, &h);
+                each_row(rt, submit, &a, &mut b, NSLOW, matched)?;
+                let focus = RowCall::Fft(fft, FftDirection::Inverse, NSLOW);
+                each_row(rt, submit, &b, &mut a, NSLOW, focus)?;
+                rt.fftshift(aux, NSLOW, &a, &mut b)?;
+                rt.transpose(aux, NFAST, NSLOW, &b, &mut a)?;
+                rt.magnitude(aux, &a, image)?;
+                Ok(())
+            },
+            |(_, image): &mut Ends| Ok(Output::of(image.host()?)),
+        )
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Output>, AppError> {

@@ -5,7 +5,7 @@
 
 use super::native::Native;
 use super::report::{Checksum, Run};
-use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
+use super::{execute, frames, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
 use rimms::{Complex32, FftDirection, HeteData, Runtime, ZipOp};
 
 /// Sizes of the chain.
@@ -95,32 +95,40 @@ impl Pipeline for Input {
         &'a self,
         rt: &'a Runtime,
         map: Mapping,
-        _submit: Submit,
+        submit: Submit,
     ) -> Result<Frame<'a, Checksum>, AppError> {
         let (fft, zip) = (map.device(Step::Fft), map.device(Step::Zip));
         let points = self.params.points;
         let len = self.x.len();
-        let filter = match &self.filter {
+        let mut filter = match &self.filter {
             Some(f) => Some((HeteData::from_slice(rt, f)?, HeteData::alloc(rt, len)?)),
             None => None,
         };
-        let mut x = HeteData::alloc(rt, len)?;
         let mut spectrum = HeteData::alloc(rt, len)?;
-        let mut y = HeteData::alloc(rt, len)?;
-        let mut filter = filter;
-        Ok(Box::new(move || {
-            x.host_write()?.copy_from_slice(&self.x);
-            rt.fft(fft, FftDirection::Forward, points, &x, &mut spectrum)?;
-            let last = match &mut filter {
-                Some((f, filtered)) => {
-                    rt.zip(zip, ZipOp::Mul, &spectrum, &*f, filtered)?;
-                    &*filtered
-                }
-                None => &spectrum,
-            };
-            rt.fft(fft, FftDirection::Inverse, points, last, &mut y)?;
-            Ok(checksum(y.host()?))
-        }))
+        // A frame's ends: the input the host writes and the result it reads.
+        type Ends = (HeteData<Complex32>, HeteData<Complex32>);
+        frames::run(
+            rt,
+            submit,
+            || Ok((HeteData::alloc(rt, len)?, HeteData::alloc(rt, len)?)),
+            move |(x, _): &mut Ends, ahead| {
+                x.host_write()?.copy_from_slice(&self.x);
+                ahead.send(x, fft)
+            },
+            move |(x, y): &mut Ends| {
+                rt.fft(fft, FftDirection::Forward, points, x, &mut spectrum)?;
+                let last = match &mut filter {
+                    Some((f, filtered)) => {
+                        rt.zip(zip, ZipOp::Mul, &spectrum, &*f, filtered)?;
+                        &*filtered
+                    }
+                    None => &spectrum,
+                };
+                rt.fft(fft, FftDirection::Inverse, points, last, y)?;
+                Ok(())
+            },
+            |(_, y): &mut Ends| Ok(checksum(y.host()?)),
+        )
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Checksum>, AppError> {

@@ -5,7 +5,7 @@
 use super::native::Native;
 use super::report::{Checksum, Run};
 use super::two_fft::{checksum, signal};
-use super::{execute, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
+use super::{execute, frames, App, AppError, Frame, Mapping, Options, Pipeline, Step, Submit};
 use rimms::{Complex32, HeteData, Runtime, ZipOp};
 
 /// Elements per buffer (docs/design.md: N = 4,096).
@@ -48,26 +48,38 @@ impl Pipeline for Input {
         &'a self,
         rt: &'a Runtime,
         map: Mapping,
-        _submit: Submit,
+        submit: Submit,
     ) -> Result<Frame<'a, Checksum>, AppError> {
         let zip = map.device(Step::Zip);
         let len = self.operands[0].len();
-        let mut inputs = Vec::with_capacity(4);
-        for _ in 0..4 {
-            inputs.push(HeteData::alloc(rt, len)?);
-        }
         let mut p = HeteData::alloc(rt, len)?;
         let mut q = HeteData::alloc(rt, len)?;
-        let mut r = HeteData::alloc(rt, len)?;
-        Ok(Box::new(move || {
-            for (x, values) in inputs.iter_mut().zip(&self.operands) {
-                x.host_write()?.copy_from_slice(values);
-            }
-            rt.zip(zip, ZipOp::Mul, &inputs[0], &inputs[1], &mut p)?;
-            rt.zip(zip, ZipOp::Mul, &inputs[2], &inputs[3], &mut q)?;
-            rt.zip(zip, ZipOp::Add, &p, &q, &mut r)?;
-            Ok(checksum(r.host()?))
-        }))
+        // A frame's ends: the four operands the host writes and the sum it reads.
+        type Ends = (Vec<HeteData<Complex32>>, HeteData<Complex32>);
+        frames::run(
+            rt,
+            submit,
+            || {
+                let inputs = (0..4)
+                    .map(|_| HeteData::alloc(rt, len))
+                    .collect::<rimms::Result<Vec<_>>>()?;
+                Ok((inputs, HeteData::alloc(rt, len)?))
+            },
+            move |(inputs, _): &mut Ends, ahead| {
+                for (x, values) in inputs.iter_mut().zip(&self.operands) {
+                    x.host_write()?.copy_from_slice(values);
+                    ahead.send(x, zip)?;
+                }
+                Ok(())
+            },
+            move |(inputs, r): &mut Ends| {
+                rt.zip(zip, ZipOp::Mul, &inputs[0], &inputs[1], &mut p)?;
+                rt.zip(zip, ZipOp::Mul, &inputs[2], &inputs[3], &mut q)?;
+                rt.zip(zip, ZipOp::Add, &p, &q, r)?;
+                Ok(())
+            },
+            |(_, r): &mut Ends| Ok(checksum(r.host()?)),
+        )
     }
 
     fn native<'a>(&'a self, dev: &'a Native) -> Result<Frame<'a, Checksum>, AppError> {

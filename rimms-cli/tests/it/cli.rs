@@ -644,3 +644,46 @@ fn copies_ahead_are_reported_and_no_prefetch_moves_the_same_bytes_without_them()
     let (ok, _, stderr) = rimms(&["run", "sar", "--sim-link", "0"]);
     assert!(!ok && stderr.contains("--sim-link"), "{stderr}");
 }
+
+/// Double-buffered frames compute what one frame at a time computes, and move no more than
+/// its bytes plus the copies ahead they report wasted (the next frame's input sent by the last
+/// call, the last frame's result brought back and never read), link by link, in every app.
+#[test]
+fn double_buffered_frames_give_the_same_results_and_report_every_extra_byte_as_wasted() {
+    for app in ["2fft", "fzf", "zip3x", "correlator", "pulse-doppler", "sar"] {
+        let run = |submit: &str| {
+            json(&[
+                "run", app, "--map", "sim", "--frames", "3", "--submit", submit, "--json",
+            ])
+        };
+        let (one, two) = (run("scoped"), run("double-buffered"));
+        assert_eq!(one["result"], two["result"], "{app}");
+        let wasted_into = |to: &Value| -> u64 {
+            two["prefetches"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| &p["space"] == to)
+                .map(|p| p["wasted_bytes"].as_u64().expect("wasted bytes"))
+                .sum()
+        };
+        let bytes = |run: &Value, from: &Value, to: &Value| -> u64 {
+            run["links"]
+                .as_array()
+                .expect("links")
+                .iter()
+                .filter(|l| &l["from"] == from && &l["to"] == to)
+                .map(|l| l["bytes"].as_u64().expect("bytes"))
+                .sum()
+        };
+        for link in two["links"].as_array().expect("links") {
+            let (from, to) = (&link["from"], &link["to"]);
+            let (once, twice) = (bytes(&one, from, to), bytes(&two, from, to));
+            assert!(
+                twice <= once + wasted_into(to),
+                "{app}, {from} -> {to}: {twice} bytes double-buffered, {once} one frame at a time, {} reported wasted",
+                wasted_into(to)
+            );
+        }
+    }
+}
