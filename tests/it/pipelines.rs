@@ -105,3 +105,44 @@ fn fzf_on_the_cpu_moves_nothing() {
     assert_close(&y, &fzf_reference(), PASSES, "FZF on the CPU");
     assert_eq!(rt.stats().total_copies(), 0);
 }
+
+/// A `parallel_for!` that fills a buffer ends where the runtime sees it: from the second frame
+/// its bytes leave for sim0, where the last frame's went, before the call that reads them
+/// (behind a link that takes its time), and the FFT still reads the loop's values.
+#[test]
+fn a_loops_writes_leave_for_where_they_went_last_frame_as_it_ends() {
+    let rt = Runtime::builder()
+        .sim(SimConfig {
+            simulate_link: true,
+            ..SimConfig::default()
+        })
+        .build()
+        .expect("runtime");
+    let mut x = HeteData::<Complex32>::alloc(&rt, LEN).expect("x");
+    let mut y = HeteData::<Complex32>::alloc(&rt, LEN).expect("y");
+    for frame in 0..4 {
+        let scale = frame as f32 + 1.0;
+        let sent_before = rt.stats().space("sim0").expect("sim0").prefetched_bytes;
+        rimms::parallel_for!(for i in 0..LEN {
+            x[i] = Complex32::new(scale * (i % 5) as f32, 0.0);
+        })
+        .expect("loop");
+        let sent = rt.stats().space("sim0").expect("sim0").prefetched_bytes - sent_before;
+        let expected = if frame == 0 { 0 } else { BYTES };
+        assert_eq!(
+            sent, expected,
+            "frame {frame}: bytes sent as the loop ended"
+        );
+        rt.fft(DEV, FftDirection::Forward, N, &x, &mut y)
+            .expect("fft");
+        // Row r's bin 0 is the sum of its samples.
+        let y = y.host().expect("y");
+        for r in 0..ROWS {
+            let sum: f32 = (0..N).map(|k| scale * ((r * N + k) % 5) as f32).sum();
+            assert!(
+                (y[r * N].re - sum).abs() <= 1e-3 * sum,
+                "frame {frame}, row {r}"
+            );
+        }
+    }
+}

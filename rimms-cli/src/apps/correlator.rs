@@ -171,7 +171,7 @@ impl Pipeline for Input {
             submit,
             || Ok((HeteData::alloc(rt, PADDED)?, HeteData::alloc(rt, PADDED)?)),
             move |(received, _): &mut Ends, ahead| {
-                received.host_write()?.copy_from_slice(&self.received);
+                received.host_fill(|x| x.copy_from_slice(&self.received))?;
                 ahead.send(received, fft)
             },
             move |(received, magnitude): &mut Ends| {

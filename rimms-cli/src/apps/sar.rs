@@ -475,7 +475,7 @@ impl Pipeline for Input {
                 ))
             },
             move |(raw, _): &mut Ends, ahead| {
-                raw.host_write()?.copy_from_slice(&self.raw);
+                raw.host_fill(|x| x.copy_from_slice(&self.raw))?;
                 ahead.send(raw, fft)
             },
             move |(raw, image): &mut Ends| {

@@ -112,7 +112,7 @@ impl Pipeline for Input {
             submit,
             || Ok((HeteData::alloc(rt, len)?, HeteData::alloc(rt, len)?)),
             move |(x, _): &mut Ends, ahead| {
-                x.host_write()?.copy_from_slice(&self.x);
+                x.host_fill(|x| x.copy_from_slice(&self.x))?;
                 ahead.send(x, fft)
             },
             move |(x, y): &mut Ends| {

@@ -67,7 +67,7 @@ impl Pipeline for Input {
             },
             move |(inputs, _): &mut Ends, ahead| {
                 for (x, values) in inputs.iter_mut().zip(&self.operands) {
-                    x.host_write()?.copy_from_slice(values);
+                    x.host_fill(|x| x.copy_from_slice(values))?;
                     ahead.send(x, zip)?;
                 }
                 Ok(())

@@ -1027,6 +1027,29 @@ impl RawBuffer {
         inner.table.predict_after(span.frags, space)
     }
 
+    /// Starts the copy of bytes `start..start+len`, just written in `from`, to the space their
+    /// owner history predicts they go next, where that copy takes time someone would otherwise
+    /// wait out (a timed link): the end of a call's write (`kernel::ahead`), of a host fill
+    /// and of a loop's. A copy that fails is left to the call that needs the bytes, which makes
+    /// it again and reports what fails.
+    pub(crate) fn send_predicted(&self, start: usize, len: usize, from: SpaceId) {
+        if len == 0 || !self.memory().prefetches() {
+            return;
+        }
+        let Some(to) = self.predicted_next(start, len, from) else {
+            return;
+        };
+        let memory = self.memory();
+        if memory.timed_link(from).is_none() && memory.timed_link(to).is_none() {
+            return;
+        }
+        // The acquire may move windows, so it holds a lease while it runs (`data::lease`).
+        let _lease = self.lease();
+        if let Err(error) = self.acquire_async(start, len, to, &Reason::Prefetch) {
+            tracing::debug!(%error, "a predicted copy failed; the call that needs it makes it");
+        }
+    }
+
     /// Records a write by `space` that failed part-way.
     pub(crate) fn mark_failed(&self, start: usize, len: usize, space: SpaceId) {
         let mut inner = self.lock();

@@ -316,6 +316,17 @@ impl<T: Pod> HeteData<T> {
         self.whole_mut().into_host_mut(Access::Write)
     }
 
+    /// Overwrites on the host like [`Self::host_write`], with the write's end in view: `fill`
+    /// must write every element, and once it returns, the bytes start moving to where their
+    /// owner history says they went after the last fill (a frame loop's device), so the copy
+    /// overlaps whatever the program does before the call that needs them. Where no history
+    /// predicts a place, or copies take no time, it is `host_write`.
+    ///
+    /// RIMMS: `hete_Sync` for an overwrite, then `hete_Sync_Async` to where it goes next.
+    pub fn host_fill<R>(&mut self, fill: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        self.whole_mut().host_fill(fill)
+    }
+
     /// A host copy of the contents.
     pub fn to_vec(&self) -> Result<Vec<T>> {
         Ok(self.host()?.to_vec())
@@ -663,6 +674,19 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         self.reborrow().into_host_mut(Access::Write)
     }
 
+    /// [`HeteData::host_fill`] of this view.
+    pub fn host_fill<R>(&mut self, fill: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        if self.len == 0 {
+            return Ok(fill(&mut []));
+        }
+        let (start, len) = self.as_slice().byte_range();
+        let space = self.raw.host_space(start, len, Access::Write)?;
+        // No lock is held while `fill` runs: it may call back into the runtime.
+        let filled = fill(self.reborrow().host_slice_in(space));
+        self.raw.send_predicted(start, len, space);
+        Ok(filled)
+    }
+
     pub(crate) fn into_host_mut(self, access: Access) -> Result<&'a mut [T]> {
         if self.len == 0 {
             return Ok(&mut []);
@@ -873,6 +897,8 @@ impl HostWrite<'_> {
             WrittenBy::Done(Writer::Host),
         );
         self.recorded = true;
+        // A loop's end is a host write's end the runtime sees, as a fill's is.
+        self.raw.send_predicted(self.start, self.len, self.space);
     }
 }
 

@@ -278,27 +278,13 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
 #[cold]
 #[inline(never)]
 pub(crate) fn copy_predicted<const N: usize>(
-    shared: &Shared,
     args: &[KernelArg<'_>; N],
     spaces: &[SpaceId; N],
     written: u32,
 ) {
-    let memory = shared.memory();
     for (i, a) in args.iter().enumerate() {
-        if written & (1 << i) == 0 || !a.access.writes() || a.len == 0 {
-            continue;
-        }
-        let from = spaces[i];
-        let Some(to) = a.raw.predicted_next(a.start, a.len, from) else {
-            continue;
-        };
-        // Only where the copy takes time someone would wait out can it overlap anything.
-        if memory.timed_link(from).is_none() && memory.timed_link(to).is_none() {
-            continue;
-        }
-        let _lease = a.raw.lease();
-        if let Err(error) = a.raw.acquire_async(a.start, a.len, to, &Reason::Prefetch) {
-            tracing::debug!(%error, "a predicted copy failed; the call that needs it makes it");
+        if written & (1 << i) != 0 && a.access.writes() {
+            a.raw.send_predicted(a.start, a.len, spaces[i]);
         }
     }
 }

@@ -193,7 +193,7 @@ fn tracked_general<const N: usize>(
     drop(pins);
     // Written bytes whose next place the owner history knows start moving there now.
     if missing != 0 && outcome.is_ok() && shared.prefetches() {
-        super::ahead::copy_predicted(shared, args, &spaces, missing);
+        super::ahead::copy_predicted(args, &spaces, missing);
     }
     shared.calls().record_call(api.index(), hit);
     outcome

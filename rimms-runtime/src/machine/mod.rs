@@ -167,8 +167,6 @@ pub(crate) struct Shared {
     mode: ExecMode,
     /// Whether scopes merge the calls submitted to them (`RuntimeBuilder::merge_calls`).
     merge_calls: bool,
-    /// Whether copies start ahead of the calls that need them (`RuntimeBuilder::prefetch`).
-    prefetch: bool,
     devices: DeviceTable,
     /// Spaces, pools, links, copies and their counters; every buffer holds it too.
     memory: Arc<BufferMemorySystem>,
@@ -190,7 +188,6 @@ pub(crate) struct Shared {
 pub(crate) struct SharedParts {
     pub(crate) mode: ExecMode,
     pub(crate) merge_calls: bool,
-    pub(crate) prefetch: bool,
     pub(crate) devices: DeviceTable,
     pub(crate) memory: Arc<BufferMemorySystem>,
     pub(crate) calls: ApiCounters,
@@ -207,7 +204,6 @@ impl Shared {
             queues: DeviceQueues::new(parts.devices.entries.len()),
             mode: parts.mode,
             merge_calls: parts.merge_calls,
-            prefetch: parts.prefetch,
             devices: parts.devices,
             memory: parts.memory,
             calls: parts.calls,
@@ -241,7 +237,7 @@ impl Shared {
 
     /// Whether copies start ahead of the calls that need them.
     pub(crate) fn prefetches(&self) -> bool {
-        self.prefetch
+        self.memory.prefetches()
     }
 
     /// The memory system: spaces, pools, links, the copy engine.

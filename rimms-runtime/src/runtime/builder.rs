@@ -303,7 +303,6 @@ impl RuntimeBuilder {
             scheduler: Scheduler::new(self.policy, self.costs, devices.devices()),
             mode: self.mode,
             merge_calls: self.merge_calls && self.mode == ExecMode::Tracked,
-            prefetch: self.prefetch && self.mode == ExecMode::Tracked,
             devices,
             memory,
             calls: ApiCounters::new(registry().api_count()),
@@ -519,7 +518,8 @@ impl RuntimeBuilder {
             .evicting(tracked)
             .zero_copy(self.zero_copy && tracked)
             .traced(trace, timeline)
-            .checksummed(checksums))
+            .checksummed(checksums)
+            .prefetching(self.prefetch && tracked))
     }
 }
 

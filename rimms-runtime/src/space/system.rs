@@ -210,6 +210,10 @@ pub(crate) struct MemorySystem<H> {
     /// Whether buffers record a checksum per written fragment and check it on the next read
     /// (`RuntimeBuilder::checksums`, `RIMMS_CHECK=checksums`; `data::checksum`).
     checksums: bool,
+    /// Whether copies start ahead of the calls that need them (`RuntimeBuilder::prefetch`;
+    /// `kernel::ahead`): a held group's inputs, and a write's bytes to where their owner
+    /// history predicts they go next once the write ends.
+    prefetches: bool,
     /// Spaces a secure buffer's bytes are ciphertext in (`RuntimeBuilder::trust`;
     /// `data::secure`). Never the host.
     untrusted: SpaceSet,
@@ -245,6 +249,7 @@ impl<H> MemorySystem<H> {
             trace: false,
             timeline: None,
             checksums: false,
+            prefetches: false,
             untrusted: SpaceSet::EMPTY,
             fragment_rule: FragmentRule::new(Vec::new(), granule),
             rule_for_alloc: false,
@@ -423,6 +428,19 @@ impl<H> MemorySystem<H> {
     /// Whether buffers record and check fragment checksums.
     pub(crate) fn checksums(&self) -> bool {
         self.checksums
+    }
+
+    /// Copies start ahead of the calls that need them (`prefetches`).
+    #[must_use]
+    pub(crate) fn prefetching(mut self, on: bool) -> Self {
+        self.prefetches = on;
+        self
+    }
+
+    /// Whether copies start ahead of the calls that need them.
+    #[inline(always)]
+    pub(crate) fn prefetches(&self) -> bool {
+        self.prefetches
     }
 
     /// The spaces where secure buffers keep only ciphertext (`data::secure`); the host is

@@ -844,3 +844,60 @@ fn direct_calls_on_a_zero_latency_link_keep_values_for_odd_views() {
         assert!(merged > 0, "no {api} call was cut into parts");
     }
 }
+
+/// The end of a host write the runtime sees: a frame loop whose input the host fills
+/// (`host_fill`) and sim0's FFT reads. From the second frame the owner history predicts sim0,
+/// so each fill's bytes leave for it as the fill returns, ahead of the call, which uses them;
+/// a loop that writes through `host_write` (no end in view) or with copies ahead off moves
+/// the same bytes, none ahead. Values are the DFT's every frame.
+#[test]
+fn a_host_fill_sends_its_bytes_where_the_last_fill_went_as_it_ends() {
+    let points = 256;
+    let input = |frame: usize| -> Vec<rimms_runtime::Complex32> {
+        (0..points)
+            .map(|i| rimms_runtime::Complex32::new(((i + frame) % 7) as f32, -((i % 3) as f32)))
+            .collect()
+    };
+    // Bytes sent into sim0 between a fill's start and its end, and all bytes into sim0, over
+    // frames 3..6.
+    let run = |fill: bool, on: bool| {
+        let rt = slow_link_prefetching(on);
+        let mut x = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("x");
+        let mut y = HeteData::<rimms_runtime::Complex32>::alloc(&rt, points).expect("y");
+        let mut sent_by_fills = 0;
+        for frame in 0..6 {
+            if frame == 3 {
+                rt.reset_stats();
+            }
+            let values = input(frame);
+            let before = ahead(&rt, "sim0").0;
+            if fill {
+                x.host_fill(|x| x.copy_from_slice(&values)).expect("fill");
+            } else {
+                x.host_write().expect("write").copy_from_slice(&values);
+            }
+            if frame >= 3 {
+                sent_by_fills += ahead(&rt, "sim0").0 - before;
+            }
+            forward_on_sim0(&rt, points, &x, &mut y);
+            assert_spectrum(
+                y.host().expect("y"),
+                &naive_dft(&values),
+                format!("frame {frame}"),
+            );
+        }
+        (sent_by_fills, copies_to_sim(&rt).1, ahead(&rt, "sim0").2)
+    };
+    let bytes = (points * 8) as u64;
+    assert_eq!(
+        run(true, true),
+        (3 * bytes, 3 * bytes, 0),
+        "each fill's bytes leave as it ends"
+    );
+    assert_eq!(
+        run(false, true),
+        (0, 3 * bytes, 0),
+        "host_write: no end in view"
+    );
+    assert_eq!(run(true, false), (0, 3 * bytes, 0), "copies ahead off");
+}
