@@ -48,6 +48,11 @@ macro_rules! accessors {
             pub fn bytes(&self) -> usize {
                 self.len * std::mem::size_of::<T>()
             }
+
+            /// Device address and length in bytes, as a driver call takes them.
+            pub fn extent(&self) -> (usize, usize) {
+                (self.addr, self.bytes())
+            }
         }
 
         impl<T> fmt::Debug for $ty<'_, T> {

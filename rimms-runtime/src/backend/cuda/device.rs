@@ -170,14 +170,6 @@ fn on_gpu<'c, const N: usize>(
     Ok((gpu, ranges))
 }
 
-fn arg<T>(s: &DevSlice<'_, T>) -> (usize, usize) {
-    (s.addr(), s.bytes())
-}
-
-fn out<T>(s: &DevSliceMut<'_, T>) -> (usize, usize) {
-    (s.addr(), s.bytes())
-}
-
 /// The `accepts` check of `fft` on a GPU: the sizes cuFFT transforms.
 fn fft_fits(
     _dev: &DeviceCtx<'_>,
@@ -218,7 +210,7 @@ fn fft(
     shape_fits(ctx, "fft", shape::same_len(&["input", "output"], lens))?;
     shape_fits(ctx, "fft", shape::whole_rows(points, input.len()))?;
     let batch = input.len() / points;
-    let (gpu, [x, y]) = on_gpu(ctx, "fft", [arg(&input), out(&output)])?;
+    let (gpu, [x, y]) = on_gpu(ctx, "fft", [input.extent(), output.extent()])?;
     gpu.kernels().fft(x, y, points, batch, dir)
 }
 
@@ -231,7 +223,7 @@ fn fft_in_place(
 ) -> Result<()> {
     shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
     let batch = data.len() / points;
-    let (gpu, [x]) = on_gpu(ctx, "fft", [out(&data)])?;
+    let (gpu, [x]) = on_gpu(ctx, "fft", [data.extent()])?;
     gpu.kernels().fft(x, x, points, batch, dir)
 }
 
@@ -246,7 +238,7 @@ fn zip(
     let lens = [a.len(), b.len(), output.len()];
     shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
     let len = a.len();
-    let (gpu, [a, b, y]) = on_gpu(ctx, "zip", [arg(&a), arg(&b), out(&output)])?;
+    let (gpu, [a, b, y]) = on_gpu(ctx, "zip", [a.extent(), b.extent(), output.extent()])?;
     gpu.kernels().zip(op, a, b, y, len)
 }
 
@@ -255,7 +247,7 @@ fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<C32>) 
     let lens = [input.len(), output.len()];
     shape_fits(ctx, "conj", shape::same_len(&["input", "out"], lens))?;
     let len = input.len();
-    let (gpu, [x, y]) = on_gpu(ctx, "conj", [arg(&input), out(&output)])?;
+    let (gpu, [x, y]) = on_gpu(ctx, "conj", [input.extent(), output.extent()])?;
     gpu.kernels().conj(x, y, len)
 }
 
@@ -264,7 +256,7 @@ fn magnitude(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<f
     let lens = [input.len(), output.len()];
     shape_fits(ctx, "magnitude", shape::same_len(&["input", "out"], lens))?;
     let len = input.len();
-    let (gpu, [x, y]) = on_gpu(ctx, "magnitude", [arg(&input), out(&output)])?;
+    let (gpu, [x, y]) = on_gpu(ctx, "magnitude", [input.extent(), output.extent()])?;
     gpu.kernels().magnitude(x, y, len)
 }
 
@@ -279,7 +271,7 @@ fn fftshift(
     shape_fits(ctx, "fftshift", shape::same_len(&["input", "out"], lens))?;
     shape_fits(ctx, "fftshift", shape::whole_rows(row_len, input.len()))?;
     let rows = input.len() / row_len;
-    let (gpu, [x, y]) = on_gpu(ctx, "fftshift", [arg(&input), out(&output)])?;
+    let (gpu, [x, y]) = on_gpu(ctx, "fftshift", [input.extent(), output.extent()])?;
     gpu.kernels().fftshift(x, y, rows, row_len)
 }
 
@@ -293,14 +285,14 @@ fn transpose(
 ) -> Result<()> {
     let lens = [input.len(), output.len()];
     shape_fits(ctx, "transpose", shape::transpose(rows, cols, lens))?;
-    let (gpu, [x, y]) = on_gpu(ctx, "transpose", [arg(&input), out(&output)])?;
+    let (gpu, [x, y]) = on_gpu(ctx, "transpose", [input.extent(), output.extent()])?;
     gpu.kernels().transpose(x, y, rows, cols)
 }
 
 #[rimms_macros::kernel(api = apis::scale, device = gpu)]
 fn scale(ctx: &KernelCtx, factor: C32, data: DevSliceMut<C32>) -> Result<()> {
     let len = data.len();
-    let (gpu, [x]) = on_gpu(ctx, "scale", [out(&data)])?;
+    let (gpu, [x]) = on_gpu(ctx, "scale", [data.extent()])?;
     gpu.kernels().scale(x, x, len, factor)
 }
 
@@ -316,7 +308,7 @@ fn gemm(
 ) -> Result<()> {
     let lens = [a.len(), b.len(), c.len()];
     shape_fits(ctx, "gemm", shape::gemm(m, k, n, lens))?;
-    let (gpu, [a, b, c]) = on_gpu(ctx, "gemm", [arg(&a), arg(&b), out(&c)])?;
+    let (gpu, [a, b, c]) = on_gpu(ctx, "gemm", [a.extent(), b.extent(), c.extent()])?;
     gpu.kernels().gemm(a, b, c, m, k, n)
 }
 

@@ -332,16 +332,6 @@ fn offset_of(ctx: &KernelCtx, acc: &Accelerator, (addr, bytes): (usize, usize)) 
     }
 }
 
-/// Where a read argument lies: its address and length in bytes.
-fn arg(s: &DevSlice<'_, C32>) -> (usize, usize) {
-    (s.addr(), s.bytes())
-}
-
-/// Where a written argument lies.
-fn out(s: &DevSliceMut<'_, C32>) -> (usize, usize) {
-    (s.addr(), s.bytes())
-}
-
 #[rimms_macros::kernel(api = apis::fft, device = fpga, accepts = fft_fits)]
 fn fft(
     ctx: &KernelCtx,
@@ -360,8 +350,8 @@ fn fft(
         dir,
         points,
         batch,
-        offset_of(ctx, acc, arg(&input))?,
-        offset_of(ctx, acc, out(&output))?,
+        offset_of(ctx, acc, input.extent())?,
+        offset_of(ctx, acc, output.extent())?,
     )
     .map_err(|e| ctx.error("fft", e))
 }
@@ -375,7 +365,7 @@ fn fft_in_place(
 ) -> Result<()> {
     shape_fits(ctx, "fft_in_place", shape::whole_rows(points, data.len()))?;
     let acc = accelerator(ctx)?;
-    let offset = offset_of(ctx, acc, out(&data))?;
+    let offset = offset_of(ctx, acc, data.extent())?;
     acc.fft(dir, points, data.len() / points, offset, offset)
         .map_err(|e| ctx.error("fft_in_place", e))
 }
@@ -393,9 +383,9 @@ fn zip(
     shape_fits(ctx, "zip", shape::same_len(&["a", "b", "out"], lens))?;
     let acc = accelerator(ctx)?;
     let (a_at, b_at, c_at) = (
-        offset_of(ctx, acc, arg(&a))?,
-        offset_of(ctx, acc, arg(&b))?,
-        offset_of(ctx, acc, out(&c))?,
+        offset_of(ctx, acc, a.extent())?,
+        offset_of(ctx, acc, b.extent())?,
+        offset_of(ctx, acc, c.extent())?,
     );
     acc.zip_in_pieces(op, c.len(), a_at, b_at, c_at)
         .map_err(|e| ctx.error("zip", e))
@@ -441,9 +431,9 @@ fn zip_rows(
         ));
     }
     let (a_at, row_at, out_at) = (
-        offset_of(ctx, acc, arg(&a))?,
-        offset_of(ctx, acc, arg(&row))?,
-        offset_of(ctx, acc, out(&c))?,
+        offset_of(ctx, acc, a.extent())?,
+        offset_of(ctx, acc, row.extent())?,
+        offset_of(ctx, acc, c.extent())?,
     );
     let row_bytes = row.bytes();
     for r in 0..a.len() / len {
