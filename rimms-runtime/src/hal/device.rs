@@ -139,16 +139,6 @@ pub(crate) enum Forms {
 }
 
 impl Forms {
-    /// The forms in the order an implementation is looked for.
-    #[inline(always)]
-    pub(crate) fn order(self) -> &'static [ArgForm] {
-        match self {
-            Forms::Only(ArgForm::Host) => &[ArgForm::Host],
-            Forms::Only(ArgForm::Device) => &[ArgForm::Device],
-            Forms::DeviceThenHost => &[ArgForm::Device, ArgForm::Host],
-        }
-    }
-
     /// Whether host code may run over the device's memory (`launch_host`).
     pub(crate) fn runs_host_code(self) -> bool {
         self != Forms::Only(ArgForm::Device)

@@ -207,12 +207,15 @@ impl Registry {
         index: usize,
         kind: DeviceKind,
         forms: Forms,
-    ) -> Option<Registered> {
+    ) -> Option<&Registered> {
         let slots = self.impls.get(index)?;
-        forms
-            .order()
-            .iter()
-            .find_map(|&form| slots[slot(kind, form)])
+        // A reference, not a copy: this is on every call's path.
+        match forms {
+            Forms::Only(form) => slots[slot(kind, form)].as_ref(),
+            Forms::DeviceThenHost => slots[slot(kind, ArgForm::Device)]
+                .as_ref()
+                .or(slots[slot(kind, ArgForm::Host)].as_ref()),
+        }
     }
 
     /// The kinds (and forms) that implement API number `index`, for error messages:

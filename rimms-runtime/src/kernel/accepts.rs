@@ -57,7 +57,7 @@ pub(crate) fn ask(
     ask: impl FnOnce(&DeviceCtx<'_>, Check) -> Result<(), Refusal>,
 ) -> Result<(), Refusal> {
     match registry().registered(index, entry.device().kind(), entry.forms()) {
-        Some(Registered {
+        Some(&Registered {
             accepts: Some(check),
             ..
         }) => ask(&DeviceCtx::of(entry), check),

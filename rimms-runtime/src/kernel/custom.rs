@@ -155,16 +155,16 @@ pub fn call_registered<const N: usize>(
         accepts(&DeviceCtx::of(entry), check, &args)
             .map_err(|why| accepts::refused(api.name(), device, why))?;
     }
-    let implementation = registered.func;
+    let (implementation, form) = (registered.func, registered.form);
     launch(rt.shared(), entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx {
             device,
             handle: dev.backend().handle(),
             memory: dev.memory().map(|m| &**m),
         };
-        let placed = match registered.form {
+        let placed = match form {
             // SAFETY: a host-form implementation is found only for a device that runs host
-            // code (`Forms::order`), whose spaces are host-addressable; `launch` acquired
+            // code (`Registry::registered`), whose spaces are host-addressable; `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.
             ArgForm::Host => FormArgs::Host(unsafe { host_args(ptrs) }),
