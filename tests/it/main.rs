@@ -35,6 +35,9 @@ mod reductions;
 #[cfg(feature = "fpga-emulator")]
 mod scheduling;
 mod scope;
+mod scope_errors;
+mod scope_nesting;
+mod scope_panics;
 mod scope_queue;
 mod soundness;
 mod stress;

@@ -16,7 +16,10 @@
 //! - **Help while waiting.** A turn holder that waits for a nested scope runs the jobs queued on
 //!   the devices whose turns it holds (`run_held_job`, from `ScopeState::wait`). Two workers
 //!   whose jobs nest into each other's devices then each run the other's job, and a job sent
-//!   back to a device held by a thread outside its worker still runs.
+//!   back to a device held by a thread outside its worker still runs. A job run that way may
+//!   wait and help in turn, one level deeper on the stack each time; past a few levels the
+//!   next runs on a thread of its own that is lent the turns while the holder waits for it
+//!   (`run_helping`), so a long queue of such jobs cannot overflow the stack.
 //!
 //! The second rule is why the queue is a `VecDeque` behind the turn rather than a channel, and
 //! why a worker takes the turn *before* it takes a job: a job must stay in its queue, where the
@@ -41,16 +44,22 @@
 
 use crate::hal::Device;
 use crossbeam_utils::sync::{Parker, Unparker};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 
 thread_local! {
     /// The turns this thread holds, innermost last (a worker's job may close a scope whose
     /// calls run here on another idle device).
     static HELD: RefCell<Vec<Arc<Turn>>> = const { RefCell::new(Vec::new()) };
+    /// How many jobs [`run_held_job`] is running on this thread's stack, one inside another.
+    static HELPING: Cell<usize> = const { Cell::new(0) };
 }
+
+/// How many jobs a waiting turn holder runs one inside another on its own stack; the next
+/// runs on a thread of its own (see [`run_held_job`]).
+const HELP_DEPTH: usize = 16;
 
 /// How a thread looks for work before it parks or sleeps: [`SPIN_LOOKS`] looks, a spin-loop
 /// hint between two of them and a `yield_now` every [`YIELD_EVERY`], so that a submitter (or a
@@ -114,6 +123,12 @@ pub(crate) struct Turn {
     /// waiting scope look at without taking the lock. Only a hint; whoever acts on it takes
     /// the lock.
     queued: AtomicUsize,
+    /// How many jobs were ever taken from `queue`, counted under its lock. A job's ticket is
+    /// how many had been pushed once it was (see [`Turn::push`]): it is taken when this
+    /// reaches its ticket, so a waiting scope knows which queued jobs are ahead of its own.
+    taken: AtomicU64,
+    /// How many jobs were ever pushed, counted under the queue's lock.
+    pushed: AtomicU64,
     /// Set when the runtime is dropped: the worker ends once the queue is empty.
     closed: AtomicBool,
     /// Wakes the device's worker, once it is started.
@@ -137,19 +152,34 @@ fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 
 impl Turn {
     fn next_job(&self) -> Option<Job> {
+        self.next_job_upto(u64::MAX)
+    }
+
+    /// The oldest queued job, if its ticket is at most `last`: the job at the front is
+    /// taken as the `taken + 1`-th.
+    fn next_job_upto(&self, last: u64) -> Option<Job> {
         let mut queue = lock(&self.queue);
+        if self.taken.load(Ordering::Relaxed) >= last {
+            return None;
+        }
         let job = queue.pop_front();
+        if job.is_some() {
+            self.taken.fetch_add(1, Ordering::Relaxed);
+        }
         self.queued.store(queue.len(), Ordering::Release);
         job
     }
 
-    fn push(&self, job: Job) {
-        {
+    /// Queues `job`; returns its ticket (see [`Turn::taken`]).
+    fn push(&self, job: Job) -> u64 {
+        let ticket = {
             let mut queue = lock(&self.queue);
             queue.push_back(job);
             self.queued.store(queue.len(), Ordering::Release);
-        }
+            self.pushed.fetch_add(1, Ordering::Relaxed) + 1
+        };
         self.wake();
+        ticket
     }
 
     /// Wakes the worker if it is parked; for one that runs or spins, one atomic swap.
@@ -210,12 +240,52 @@ pub(crate) fn run_held_job() -> bool {
     let mut depth = 0;
     while let Some(turn) = HELD.with_borrow(|held| held.iter().rev().nth(depth).cloned()) {
         if let Some(job) = turn.next_job() {
-            job();
+            run_helping(job);
             return true;
         }
         depth += 1;
     }
     false
+}
+
+/// Runs a job [`run_held_job`] took. A job run while waiting may wait in turn and run the
+/// next queued job, one level deeper each time: a few thousand queued jobs that each wait on
+/// a nested scope overflowed the stack (and aborted the process). So past [`HELP_DEPTH`]
+/// levels the job runs on a thread of its own, lent this thread's turns while this one
+/// waits for it: it runs, nests and helps exactly as it would here (no one else acts on the
+/// turns meanwhile), on a fresh stack. Should no thread start, it runs here.
+fn run_helping(job: Job) {
+    let depth = HELPING.get();
+    if depth < HELP_DEPTH {
+        HELPING.set(depth + 1);
+        // Jobs catch their own panics (see `scope`), so this is reached.
+        job();
+        HELPING.set(depth);
+        return;
+    }
+    let lent = HELD.with_borrow(|held| held.clone());
+    let slot = Mutex::new(Some(job));
+    std::thread::scope(|s| {
+        let slot = &slot;
+        // Where no thread starts, the job stays in the slot and runs here, nested below. (Not
+        // logged: this is a scope's wait, which must not unwind, and a `tracing` subscriber
+        // is the program's code.)
+        let _ = std::thread::Builder::new()
+            .name("rimms-help".to_string())
+            .spawn_scoped(s, move || {
+                HELD.with_borrow_mut(|held| *held = lent);
+                let job = lock(slot).take();
+                if let Some(job) = job {
+                    job();
+                }
+                HELD.with_borrow_mut(Vec::clear);
+            });
+    });
+    // Taken out first: the slot's lock is not held while the job runs.
+    let left = lock(&slot).take();
+    if let Some(job) = left {
+        job();
+    }
 }
 
 /// Whether this thread holds any device's turn (and so must not sleep without looking at
@@ -262,12 +332,20 @@ impl DeviceQueues {
     }
 
     /// Runs the jobs queued on the accelerator at `position` on this thread, oldest first, if
-    /// no one holds its turn, until `enough` says so or none is left; returns whether it ran
-    /// any. For a thread that would otherwise sleep until the device's worker has run them
+    /// no one holds its turn, until `enough` says so or none is left up to the one with
+    /// ticket `last` (what [`DeviceQueues::submit`] returned for the caller's last job there);
+    /// returns whether it ran any. Jobs behind the caller's last are not its to run: it would
+    /// wait for them (one may wait for what their own program does once the caller's scope
+    /// has returned), where the worker runs them anyway. For a thread that would otherwise sleep until the device's worker has run them
     /// (a scope's thread waiting for its jobs): it holds the turn as the worker would, so the
     /// device still runs one job at a time in the order they came, and jobs those jobs send to
     /// the device run inline, as on the worker.
-    pub(crate) fn run_queued_if_idle(&self, position: usize, enough: impl Fn() -> bool) -> bool {
+    pub(crate) fn run_queued_if_idle(
+        &self,
+        position: usize,
+        last: u64,
+        enough: impl Fn() -> bool,
+    ) -> bool {
         let Some(turn) = self.turns.get(position) else {
             return false;
         };
@@ -282,7 +360,7 @@ impl DeviceQueues {
         let _holding = Holding::new(turn, taken);
         let mut ran = false;
         while !enough() {
-            let Some(job) = turn.next_job() else {
+            let Some(job) = turn.next_job_upto(last) else {
                 break;
             };
             job();
@@ -294,32 +372,33 @@ impl DeviceQueues {
     /// Queues `job` on the device at `position` without starting its worker: what a test
     /// uses to make sure that only the thread it watches can run the job.
     #[cfg(test)]
-    pub(crate) fn queue_without_worker(&self, position: usize, job: Job) {
-        self.turns[position].push(job);
+    pub(crate) fn queue_without_worker(&self, position: usize, job: Job) -> u64 {
+        self.turns[position].push(job)
     }
 
-    /// Runs `job` on the queue of the device at `position`.
-    pub(crate) fn submit(&self, position: usize, device: Device, job: Job) {
+    /// Runs `job` on the queue of the device at `position`: returns its ticket there (for
+    /// [`DeviceQueues::run_queued_if_idle`]), or `None` where it ran at once, here.
+    pub(crate) fn submit(&self, position: usize, device: Device, job: Job) -> Option<u64> {
         let (Some(turn), Some(worker)) = (self.turns.get(position), self.workers.get(position))
         else {
             // Positions come from the runtime's own device table, so this does not happen;
             // running the job here still keeps the scope's promise that it runs.
             job();
-            return;
+            return None;
         };
         if turn.held_here() {
             // A job running on this device opened a scope and sent work to the same device:
             // queued, it would wait behind the job that waits for it. It runs here instead,
             // now.
             job();
-            return;
+            return None;
         }
         if !*worker.get_or_init(|| start_worker(device, Arc::clone(turn))) {
             // Its thread could not be started: run the job here rather than lose it.
             job();
-            return;
+            return None;
         }
-        turn.push(job);
+        Some(turn.push(job))
     }
 }
 
@@ -515,7 +594,7 @@ mod tests {
         }
         // Told to stop after two jobs: the third stays queued.
         let enough = || finished.load(Ordering::Relaxed) >= 2;
-        assert!(queues.run_queued_if_idle(1, enough));
+        assert!(queues.run_queued_if_idle(1, u64::MAX, enough));
         assert_eq!(
             order.try_iter().collect::<Vec<_>>(),
             vec![(0, here, here), (1, here, here)]
@@ -530,13 +609,40 @@ mod tests {
                 release.wait();
             });
             took.wait();
-            assert!(!queues.run_queued_if_idle(1, || false));
+            assert!(!queues.run_queued_if_idle(1, u64::MAX, || false));
             release.wait();
         });
         assert_eq!(order.try_iter().count(), 0, "job 2 waits");
-        assert!(queues.run_queued_if_idle(1, || false));
+        assert!(queues.run_queued_if_idle(1, u64::MAX, || false));
         assert_eq!(order.try_iter().collect::<Vec<_>>(), vec![(2, here, here)]);
-        assert!(!queues.run_queued_if_idle(1, || false), "nothing is left");
+        assert!(
+            !queues.run_queued_if_idle(1, u64::MAX, || false),
+            "nothing is left"
+        );
+    }
+
+    /// A thread that runs an idle device's queue for its own jobs runs none queued behind the
+    /// last of them: those are the worker's (red when it ran the queue to its end).
+    #[test]
+    fn an_idle_devices_queue_runs_only_up_to_the_askers_last_job() {
+        let queues = DeviceQueues::new(2);
+        let (ran, order) = channel();
+        let tickets: Vec<u64> = (0..3)
+            .map(|k| {
+                let ran = ran.clone();
+                queues.queue_without_worker(1, Box::new(move || ran.send(k).expect("receiver")))
+            })
+            .collect();
+        assert_eq!(tickets, [1, 2, 3], "tickets count the jobs pushed");
+        assert!(queues.run_queued_if_idle(1, tickets[1], || false));
+        assert_eq!(order.try_iter().collect::<Vec<_>>(), vec![0, 1]);
+        assert!(
+            !queues.run_queued_if_idle(1, tickets[1], || false),
+            "job 2 is not its"
+        );
+        assert_eq!(order.try_iter().count(), 0, "job 2 waits for the worker");
+        assert!(queues.run_queued_if_idle(1, tickets[2], || false));
+        assert_eq!(order.try_iter().collect::<Vec<_>>(), vec![2]);
     }
 
     /// A job queued while another thread holds the turn runs once the turn is given back,

@@ -283,13 +283,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// Runs `group` on this thread, its error or panic the scope's as a job's would be.
     fn run_here(&'scope self, group: Group<'scope>) {
         let merge = self.rt.shared().merges_calls();
-        match catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))) {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => self.state.failed(error),
-            Err(payload) => {
-                lock(&self.state.panic).get_or_insert(payload);
-            }
-        }
+        // Recorded without unwinding: this runs before the scope waits for its jobs.
+        self.state
+            .record(catch_unwind(AssertUnwindSafe(|| group.run(self.rt, merge))));
     }
 
     /// Sends `run` (which reports its own outcome) to the device's queue as a job.

@@ -71,8 +71,11 @@ struct ScopeState {
     /// The accelerators the scope sent jobs to, a bit per device position (the first 64;
     /// jobs on others are left to their workers): where its thread, waiting, may run them.
     devices: AtomicU64,
+    /// Per device position of those: the ticket of the scope's last job queued there. Its
+    /// thread runs no job queued behind it (see `DeviceQueues::run_queued_if_idle`).
+    last: Tickets,
     /// Whether the scope's thread sleeps on `finished` (set and read under this lock, so a
-    /// finishing job cannot miss it).
+    /// finishing job, or a job submitted meanwhile, cannot miss it).
     sleeping: Mutex<bool>,
     finished: Condvar,
     /// The first error a job returned; later ones are logged.
@@ -81,6 +84,15 @@ struct ScopeState {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// On the virtual clock: the latest point where a job of the scope ended.
     ended: AtomicU64,
+}
+
+/// A ticket per device position of the first 64 (see `ScopeState::last`).
+struct Tickets([AtomicU64; 64]);
+
+impl Default for Tickets {
+    fn default() -> Tickets {
+        Tickets(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -94,6 +106,39 @@ impl ScopeState {
         match &*first {
             None => *first = Some(error),
             Some(_) => tracing::warn!(%error, "a further call of the scope failed"),
+        }
+    }
+
+    /// Records how a job (or a group run on the scope's thread) ended: its error or panic
+    /// becomes the scope's if it is the first. Never unwinds: dropping a later error or panic
+    /// payload, or logging it, runs the program's code (a payload's `Drop`, an error source's,
+    /// a subscriber's formatting), and a panic from there used to unwind through the job's
+    /// bookkeeping: `finish` was skipped (the scope waited forever), and on the scope's own
+    /// thread (a job it ran itself, a group run as the scope closed) the unwind left
+    /// `Runtime::scope` while other jobs still ran on borrows that ended with it.
+    fn record(&self, outcome: std::thread::Result<Result<()>>) {
+        let recorded = catch_unwind(AssertUnwindSafe(|| match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => self.failed(error),
+            // A later payload is dropped here, outside the lock.
+            Err(payload) => drop(self.keep_first_panic(payload)),
+        }));
+        if let Err(nested) = recorded {
+            // Dropping this one may panic again: it is the scope's panic if there is none
+            // yet, and leaked otherwise.
+            std::mem::forget(self.keep_first_panic(nested));
+        }
+    }
+
+    /// Keeps `payload` as the scope's panic if it is the first; gives it back otherwise.
+    fn keep_first_panic(&self, payload: Box<dyn Any + Send>) -> Option<Box<dyn Any + Send>> {
+        let mut first = lock(&self.panic);
+        match &*first {
+            None => {
+                *first = Some(payload);
+                None
+            }
+            Some(_) => Some(payload),
         }
     }
 
@@ -112,6 +157,13 @@ impl ScopeState {
     /// to the pool to take jobs from the queue.
     fn push_cpu_job(self: &Arc<Self>, job: Job) {
         lock(&self.cpu_jobs).push_back(job);
+        // A job may submit jobs to its scope after the scope's thread went to sleep for the
+        // jobs running elsewhere. It is woken to run the new one: a helper may never come to
+        // it (every pool thread may be taken by a job that waits for this one), and it slept
+        // until a job finished, which none then did.
+        if *lock(&self.sleeping) {
+            self.finished.notify_all();
+        }
         let most = rayon::current_num_threads();
         let mut helpers = self.helpers.load(Ordering::Relaxed);
         while helpers < most {
@@ -156,14 +208,16 @@ impl ScopeState {
         self.pending.load(Ordering::Acquire) == 0
     }
 
-    /// Notes that a job went to the accelerator at `position`.
-    fn sent_to(&self, position: usize) {
+    /// Notes that a job went to the accelerator at `position`, queued there with `ticket`.
+    fn sent_to(&self, position: usize, ticket: u64) {
         let Some(bit) = u32::try_from(position)
             .ok()
             .and_then(|p| 1u64.checked_shl(p))
         else {
             return;
         };
+        // Before the bit: a thread that sees the bit finds the ticket (or a later one).
+        self.last.0[position].fetch_max(ticket, Ordering::AcqRel);
         // A load first: a scope's jobs mostly go to devices it already sent to.
         if self.devices.load(Ordering::Relaxed) & bit == 0 {
             self.devices.fetch_or(bit, Ordering::Relaxed);
@@ -181,7 +235,9 @@ impl ScopeState {
             devices &= devices - 1;
             // Each device's jobs as its worker would run them: side by side with the other
             // devices' on the virtual clock, not after them on this thread's lane.
-            ran |= crate::vclock::beside(|| queues.run_queued_if_idle(position, || self.done()));
+            let last = self.last.0[position].load(Ordering::Acquire);
+            ran |=
+                crate::vclock::beside(|| queues.run_queued_if_idle(position, last, || self.done()));
         }
         ran
     }
@@ -235,9 +291,11 @@ impl ScopeState {
             };
             let mut sleeping = lock(&self.sleeping);
             *sleeping = true;
+            // Set and looked at under the lock `push_cpu_job` and `finish` take to wake it.
+            let woken = || self.done() || !lock(&self.cpu_jobs).is_empty();
             match nap {
                 Some(nap) => {
-                    if !self.done() {
+                    if !woken() {
                         sleeping = self
                             .finished
                             .wait_timeout(sleeping, nap)
@@ -246,7 +304,7 @@ impl ScopeState {
                     }
                 }
                 None => {
-                    while !self.done() {
+                    while !woken() {
                         sleeping = self
                             .finished
                             .wait(sleeping)
@@ -278,8 +336,14 @@ where
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     // Calls the body submitted and the scope still holds go to their queues now (they
-    // were accepted, and their borrows end with the scope like the jobs').
-    scope.close_calls();
+    // were accepted, and their borrows end with the scope like the jobs'). Nothing may
+    // unwind out of here before the wait below, which the jobs' borrows rely on; closing
+    // runs the program's code (the copies ahead it starts reach a `tracing` subscriber), so
+    // a panic there is the scope's panic, as a job's is, and the scope still waits. (It left
+    // `Runtime::scope` with the jobs still running.)
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| scope.close_calls())) {
+        scope.state.record(Err(payload));
+    }
     // Whatever `f` did, no job may outlive the borrows it holds.
     // On the virtual clock the wait is not this thread's work (a job it runs meanwhile
     // measures its own, as a strand): the frame's thread stands, after it, where the last of
@@ -336,13 +400,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let sent = crate::vclock::mark();
         let run = move || {
             let strand = crate::vclock::strand(sent);
-            match catch_unwind(AssertUnwindSafe(|| job(rt))) {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => state.failed(error),
-                Err(payload) => {
-                    lock(&state.panic).get_or_insert(payload);
-                }
-            }
+            state.record(catch_unwind(AssertUnwindSafe(|| job(rt))));
             state.ended.fetch_max(strand.end().ns(), Ordering::AcqRel);
             // Last, after the job and everything it borrowed are gone.
             state.finish();
@@ -357,8 +415,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         if device == Device::Cpu {
             self.state.push_cpu_job(run);
         } else {
-            self.state.sent_to(position);
-            self.rt.shared().queues().submit(position, device, run);
+            if let Some(ticket) = self.rt.shared().queues().submit(position, device, run) {
+                self.state.sent_to(position, ticket);
+            }
         }
     }
 }
@@ -426,9 +485,8 @@ mod tests {
             let state = Arc::new(ScopeState::default());
             let (ran, where_ran) = channel::<(ThreadId, ThreadId)>();
             state.pending.fetch_add(1, Ordering::AcqRel);
-            state.sent_to(1);
             let (job_state, job_queues) = (Arc::clone(&state), Arc::clone(&queues));
-            queues.queue_without_worker(
+            let ticket = queues.queue_without_worker(
                 1,
                 Box::new(move || {
                     let (tx, rx) = channel();
@@ -443,6 +501,7 @@ mod tests {
                     job_state.finish();
                 }),
             );
+            state.sent_to(1, ticket);
             state.wait(&queues);
             let (job, nested) = where_ran.try_recv().expect("the job ran");
             assert_eq!((job, nested), (std::thread::current().id(), job));

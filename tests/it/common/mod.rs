@@ -3,8 +3,10 @@
 
 use rimms::Complex32;
 
+mod liveness;
 pub mod programs_model;
 mod tolerance;
+pub use liveness::finishes;
 pub use tolerance::assert_close;
 
 /// Seeded values in [-1, 1) from a xorshift, so tests need no RNG crate.

@@ -5,39 +5,13 @@
 //! test with its name instead of hanging the suite (the stuck thread is leaked).
 
 use super::small_sim;
+use crate::common::finishes;
 use rimms::{
     ApiDecl, Complex32, Device, Joins, KernelArg, MergeRule, Refusal, Runtime, SimConfig, Target,
 };
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::{Barrier, OnceLock};
 use std::time::Duration;
-
-/// How long a scenario may take: a liveness bound far above any scheduling delay, not a
-/// speed assertion.
-const LIVENESS: Duration = Duration::from_secs(30);
-
-/// Runs `scenario` on a thread of its own and returns its value, resumes its panic, or fails
-/// naming `deadlock` if it has not finished within [`LIVENESS`].
-fn finishes<T: Send + 'static>(deadlock: &str, scenario: impl FnOnce() -> T + Send + 'static) -> T {
-    let (done, outcome) = channel();
-    std::thread::Builder::new()
-        .name(format!("scenario: {deadlock}"))
-        .spawn(move || {
-            // The receiver is gone only once the test gave up on this thread.
-            let _ = done.send(catch_unwind(AssertUnwindSafe(scenario)));
-        })
-        .expect("the scenario's thread");
-    match outcome.recv_timeout(LIVENESS) {
-        Ok(Ok(value)) => value,
-        Ok(Err(payload)) => resume_unwind(payload),
-        Err(RecvTimeoutError::Timeout) => {
-            panic!("deadlock: {deadlock} did not finish within {LIVENESS:?}")
-        }
-        Err(RecvTimeoutError::Disconnected) => unreachable!("the scenario always sends"),
-    }
-}
 
 /// The host and two sims, with pools small enough for Miri.
 fn two_sims() -> Runtime {
