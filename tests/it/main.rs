@@ -42,5 +42,6 @@ mod scope_queue;
 mod soundness;
 mod stress;
 mod trace;
+mod views_and_fragments;
 
 pub use rimms_test_support::rerun_test;

@@ -320,7 +320,9 @@ impl<T: Pod> HeteData<T> {
     /// must write every element, and once it returns, the bytes start moving to where their
     /// owner history says they went after the last fill (a frame loop's device), so the copy
     /// overlaps whatever the program does before the call that needs them. Where no history
-    /// predicts a place, or copies take no time, it is `host_write`.
+    /// predicts a place, or copies take no time, it is `host_write`. The write is recorded
+    /// when `fill` returns: one that panics part-way keeps every other valid copy, as a
+    /// `parallel_for!` that unwinds does.
     ///
     /// RIMMS: `hete_Sync` for an overwrite, then `hete_Sync_Async` to where it goes next.
     pub fn host_fill<R>(&mut self, fill: impl FnOnce(&mut [T]) -> R) -> Result<R> {
@@ -680,10 +682,28 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
             return Ok(fill(&mut []));
         }
         let (start, len) = self.as_slice().byte_range();
-        let space = self.raw.host_space(start, len, Access::Write)?;
+        // The write is recorded only once `fill` has returned (a `HostWrite`, as a host loop's
+        // is): a fill that unwinds part-way is a failed write, which keeps every other valid
+        // copy. Marked before `fill` ran (`host_space`), its half-written bytes became the
+        // only copy and the newest values elsewhere were lost.
+        let host = self.raw.host_acquire(start, len, Access::Write)?;
+        let space = host.space;
+        let write = host.owed.map(|lease| HostWrite {
+            raw: self.raw,
+            start,
+            len,
+            space,
+            recorded: false,
+            _lease: lease,
+        });
         // No lock is held while `fill` runs: it may call back into the runtime.
         let filled = fill(self.reborrow().host_slice_in(space));
-        self.raw.send_predicted(start, len, space);
+        match write {
+            // The record sends the bytes on (`HostWrite::finish`).
+            Some(write) => write.finish(),
+            // Written where it was the only valid copy already: nothing to record.
+            None => self.raw.send_predicted(start, len, space),
+        }
         Ok(filled)
     }
 
@@ -1047,6 +1067,25 @@ mod tests {
             assert_eq!(*got, want, "element {i}");
         }
         x.validate().expect("every copy agrees");
+    }
+
+    /// An element larger than the pool granule (here 8 KiB against 4 KiB) is allocated with
+    /// fragments from the devices as without them: the devices' rule is bounded by the granule,
+    /// but a fragment holds at least one element, or no fragment size would be valid for it.
+    #[test]
+    fn an_element_larger_than_the_granule_gets_a_fragment_from_the_devices_rule() {
+        for from_devices in [false, true] {
+            let rt = Runtime::builder()
+                .host_pool(1 << 20)
+                .granule(4096)
+                .fragments_from_devices(from_devices)
+                .build()
+                .expect("runtime");
+            let x = HeteData::<[u32; 2048]>::alloc(&rt, 3)
+                .unwrap_or_else(|e| panic!("from devices {from_devices}: {e}"));
+            assert_eq!(x.fragment_bytes(), 8192, "from devices {from_devices}");
+            assert!(x.host().expect("host").iter().flatten().all(|&v| v == 0));
+        }
     }
 
     #[test]

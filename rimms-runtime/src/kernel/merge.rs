@@ -168,15 +168,14 @@ impl<'a> MergedArgs<'a> {
 
     /// Written argument `i` as a mutable view of `T`; a second request for it is refused.
     pub fn output<T: Pod>(&mut self, i: usize) -> Result<HeteSliceMut<'a, T>> {
-        let taken = match self.args.get_mut(i) {
-            Some(slot @ Some(_)) if slot.as_ref().is_some_and(|a| a.access.writes()) => slot.take(),
-            _ => None,
-        };
-        match taken {
-            Some(arg) => {
-                self.whole::<T>(i, &arg)?;
-                Ok(HeteSliceMut::from_bytes(arg.raw, arg.start, arg.len))
-            }
+        // Checked before the slot is emptied: a request refused for its type takes nothing,
+        // so the argument can still be asked for as the type it is.
+        match self.args.get(i) {
+            Some(Some(arg)) if arg.access.writes() => self.whole::<T>(i, arg)?,
+            _ => return Err(self.refused(i, "not a written argument, or already taken")),
+        }
+        match self.args.get_mut(i).and_then(Option::take) {
+            Some(arg) => Ok(HeteSliceMut::from_bytes(arg.raw, arg.start, arg.len)),
             None => Err(self.refused(i, "not a written argument, or already taken")),
         }
     }
@@ -940,5 +939,25 @@ mod tests {
             assert!(group.join(rules::ZIP, params, call).is_err());
         }
         assert!(group.continued_alike(rules::ZIP, params, &call(3, 0)));
+    }
+
+    /// A written argument asked for as a type it cannot be viewed as is refused, and is still
+    /// there to be asked for as the right type: a refused request takes nothing.
+    #[test]
+    fn a_refused_output_request_leaves_the_argument_to_take() {
+        let rt = sim_runtime();
+        let x = HeteData::<u32>::alloc(&rt, 3).expect("x");
+        let raw = x.as_slice().raw();
+        let mut slots = [Some(arg(raw, 0, 12, Access::Write))];
+        let mut args = MergedArgs::new("test", Device::Cpu, &mut slots);
+        let err = args
+            .output::<u64>(0)
+            .expect_err("12 bytes are not whole u64s");
+        assert!(err.to_string().contains("whole elements"), "{err}");
+        let view = args
+            .output::<u32>(0)
+            .expect("the argument was not taken by the refused request");
+        assert_eq!(view.len(), 3);
+        assert!(args.output::<u32>(0).is_err(), "a second taking is refused");
     }
 }
