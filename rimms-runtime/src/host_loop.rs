@@ -493,7 +493,7 @@ fn host_for_loop<'a, T: Pod>(
     } else {
         Access::ReadWrite
     };
-    let (slice, write) = view.into_host_write(access)?;
+    let (slice, _, write) = view.into_host_write(access)?;
     Ok(LoopMut {
         slice,
         chunk,

@@ -17,7 +17,7 @@
 use super::{AppError, Frame, Submit};
 use rimms::{Runtime, Target};
 
-/// The frame loop of `parts` as `submit` runs it. `make` allocates one set of frame buffers
+/// A frame loop of these parts, as `submit` runs it. `make` allocates one set of frame buffers
 /// (twice where double-buffered); `fill` writes a frame's input into a set and, where asked,
 /// starts its copies to the device that reads it first; `compute` runs a frame's calls on a
 /// set (on a worker, beside the host, where double-buffered); `read` takes a set's result.

@@ -678,31 +678,18 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
 
     /// [`HeteData::host_fill`] of this view.
     pub fn host_fill<R>(&mut self, fill: impl FnOnce(&mut [T]) -> R) -> Result<R> {
-        if self.len == 0 {
-            return Ok(fill(&mut []));
-        }
         let (start, len) = self.as_slice().byte_range();
         // The write is recorded only once `fill` has returned (a `HostWrite`, as a host loop's
         // is): a fill that unwinds part-way is a failed write, which keeps every other valid
-        // copy. Marked before `fill` ran (`host_space`), its half-written bytes became the
-        // only copy and the newest values elsewhere were lost.
-        let host = self.raw.host_acquire(start, len, Access::Write)?;
-        let space = host.space;
-        let write = host.owed.map(|lease| HostWrite {
-            raw: self.raw,
-            start,
-            len,
-            space,
-            recorded: false,
-            _lease: lease,
-        });
+        // copy. Marked before `fill` ran, its half-written bytes became the only copy and the
+        // newest values elsewhere were lost.
+        let (slice, space, write) = self.reborrow().into_host_write(Access::Write)?;
         // No lock is held while `fill` runs: it may call back into the runtime.
-        let filled = fill(self.reborrow().host_slice_in(space));
-        match write {
-            // The record sends the bytes on (`HostWrite::finish`).
-            Some(write) => write.finish(),
-            // Written where it was the only valid copy already: nothing to record.
-            None => self.raw.send_predicted(start, len, space),
+        let filled = fill(slice);
+        // The record sends the bytes on (`HostWrite::finish`); written where the only valid
+        // copy was already, there is nothing to record, and they are sent from here.
+        if write.map(HostWrite::finish).is_none() {
+            self.raw.send_predicted(start, len, space);
         }
         Ok(filled)
     }
@@ -716,15 +703,17 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
         Ok(self.host_slice_in(space))
     }
 
-    /// The view's contents on the host for a write that is recorded only when the returned
-    /// [`HostWrite`] finishes: until then the other valid copies stay valid, so a writer that
-    /// fails or unwinds part-way loses nothing (what `parallel_for!` needs).
+    /// The view's contents on the host, and the space they are in, for a write that is
+    /// recorded only when the returned [`HostWrite`] finishes: until then the other valid
+    /// copies stay valid, so a writer that fails or unwinds part-way loses nothing (what
+    /// `parallel_for!` and `host_fill` need). No `HostWrite` where nothing is owed: an empty
+    /// view, or a space that already holds the only valid copy.
     pub(crate) fn into_host_write(
         self,
         access: Access,
-    ) -> Result<(&'a mut [T], Option<HostWrite<'a>>)> {
+    ) -> Result<(&'a mut [T], SpaceId, Option<HostWrite<'a>>)> {
         if self.len == 0 {
-            return Ok((&mut [], None));
+            return Ok((&mut [], SpaceId::HOST, None));
         }
         let (start, len) = self.as_slice().byte_range();
         let host = self.raw.host_acquire(start, len, access)?;
@@ -737,7 +726,7 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
             recorded: false,
             _lease: lease,
         });
-        Ok((self.host_slice_in(space), write))
+        Ok((self.host_slice_in(space), space, write))
     }
 
     fn host_slice_in(self, space: SpaceId) -> &'a mut [T] {
