@@ -1,8 +1,9 @@
 //! `RIMMS_TRACE`: one `tracing` event per transfer, carrying its reason, whose bytes add up to
 //! what the stats report.
 
+use crate::common::finishes;
 use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
@@ -97,4 +98,101 @@ fn tracing_off_emits_nothing() {
     tracing::subscriber::with_default(subscriber, || pipeline(&rt));
     assert!(collect.0.lock().expect("lock").is_empty());
     assert_eq!(rt.stats().total_copies(), 2);
+}
+
+/// A layer of the program's that, on each event of `target`, reads the first element of
+/// `buffer` through the runtime (once the program has put it there).
+struct ReadsOnEvent {
+    target: &'static str,
+    buffer: Arc<OnceLock<HeteData<Complex32>>>,
+    seen: Arc<Mutex<Vec<Complex32>>>,
+}
+
+impl<S: tracing::Subscriber> Layer<S> for ReadsOnEvent {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if event.metadata().target() != self.target {
+            return;
+        }
+        if let Some(buffer) = self.buffer.get() {
+            let first = buffer.host().expect("read from the subscriber")[0];
+            self.seen.lock().expect("lock").push(first);
+        }
+    }
+}
+
+/// Runs `program` with a [`ReadsOnEvent`] layer as this thread's subscriber, on a thread of
+/// its own with a liveness bound; returns what the layer read.
+fn read_on_events(
+    target: &'static str,
+    program: impl FnOnce(&Arc<OnceLock<HeteData<Complex32>>>) + Send + 'static,
+) -> Vec<Complex32> {
+    finishes(target, move || {
+        let buffer = Arc::new(OnceLock::new());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let layer = ReadsOnEvent {
+            target,
+            buffer: buffer.clone(),
+            seen: seen.clone(),
+        };
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || program(&buffer));
+        let seen = seen.lock().expect("lock").clone();
+        seen
+    })
+}
+
+/// A subscriber is the program's code and may use the runtime: here it reads the buffer whose
+/// copy back from sim0 it is told of, on the thread making the copy. The event goes out once
+/// the buffer's lock is released (emitted under it, the read waited for that lock forever).
+#[test]
+fn a_subscriber_may_read_the_buffer_whose_transfer_it_is_told_of() {
+    let seen = read_on_events("rimms::transfer", |buffer| {
+        let rt = Runtime::builder()
+            .sim(SimConfig::default())
+            .trace(true)
+            .build()
+            .expect("rt");
+        let mut y = HeteData::from_slice(&rt, &[Complex32::new(1.0, 0.0); 64]).expect("y");
+        rt.scale(Device::Sim(0), Complex32::new(3.0, 0.0), &mut y)
+            .expect("y on sim0 alone");
+        let y = buffer.get_or_init(|| y);
+        assert_eq!(y.host().expect("y")[0], Complex32::new(3.0, 0.0));
+    });
+    assert_eq!(
+        seen,
+        [Complex32::new(3.0, 0.0)],
+        "one copy back, read after it"
+    );
+}
+
+/// The same for an eviction: the evictor holds the evicted buffer's lock and the lock of the
+/// buffer it makes room for, and the subscriber reads the evicted one.
+#[test]
+fn a_subscriber_may_read_the_buffer_whose_eviction_it_is_told_of() {
+    const GRANULE: usize = 4096;
+    const N: usize = GRANULE / std::mem::size_of::<Complex32>();
+    let seen = read_on_events("rimms::evict", |buffer| {
+        let rt = Runtime::builder()
+            .host_pool(1 << 20)
+            .granule(GRANULE)
+            .sim(SimConfig {
+                pool_bytes: GRANULE,
+                ..SimConfig::default()
+            })
+            .trace(true)
+            .build()
+            .expect("rt");
+        let mut a = HeteData::from_slice(&rt, &[Complex32::new(1.0, 0.0); N]).expect("a");
+        let mut b = HeteData::<Complex32>::alloc(&rt, N).expect("b");
+        rt.scale(Device::Sim(0), Complex32::new(2.0, 0.0), &mut a)
+            .expect("a on sim0 alone");
+        buffer.get_or_init(|| a);
+        rt.scale(Device::Sim(0), Complex32::new(1.0, 0.0), &mut b)
+            .expect("b evicts a");
+    });
+    assert_eq!(
+        seen,
+        [Complex32::new(2.0, 0.0)],
+        "a written back, then read"
+    );
 }

@@ -17,8 +17,8 @@ use crate::hal::{During, Error, Result};
 use crate::hal::{SpaceId, SpaceSet, MAX_SPACES};
 use crate::space::Pending;
 use crate::stats::Ahead;
-use crate::stats::{trace_eviction, Reason};
-use std::ops::Range;
+use crate::stats::{trace_eviction, AfterLocks, Reason};
+use std::ops::{Deref, DerefMut, Range};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Weak;
 use std::time::Instant;
@@ -65,6 +65,37 @@ pub(crate) struct RawBuffer {
     /// The key of a secure buffer (`data::secure`): its fragments are ciphertext in the
     /// runtime's untrusted spaces.
     key: Option<SecureKey>,
+}
+
+/// A buffer's table, locked. The thread's log events wait while it is held and go out after
+/// the lock is released (`stats::after_locks`: a subscriber is the program's code, and may
+/// use this buffer).
+pub(super) struct Locked<'a> {
+    guard: coherence::Locked<'a, Inner>,
+    // Dropped after `guard`, so the events go out with the lock released.
+    _events: AfterLocks,
+}
+
+impl<'a> Locked<'a> {
+    fn hold(guard: coherence::Locked<'a, Inner>) -> Locked<'a> {
+        Locked {
+            guard,
+            _events: AfterLocks::hold(),
+        }
+    }
+}
+
+impl<'a> Deref for Locked<'a> {
+    type Target = coherence::Locked<'a, Inner>;
+    fn deref(&self) -> &Self::Target {
+        &self.guard
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.guard
+    }
 }
 
 /// What an acquire leaves its caller to wait for, outside the lock.
@@ -240,8 +271,8 @@ impl RawBuffer {
         self.leases.end_host_views();
     }
 
-    pub(super) fn lock(&self) -> coherence::Locked<'_, Inner> {
-        self.state.lock()
+    pub(super) fn lock(&self) -> Locked<'_> {
+        Locked::hold(self.state.lock())
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -532,7 +563,7 @@ impl RawBuffer {
     /// back, the rest dropped) and a window of just `need` takes its place.
     fn ensure_window(
         &self,
-        inner: &mut coherence::Locked<'_, Inner>,
+        inner: &mut Locked<'_>,
         space: SpaceId,
         need: Range<usize>,
         held: Held,
@@ -618,7 +649,7 @@ impl RawBuffer {
     /// would trade bytes a call is about to use for bytes one may use later.
     fn room_ahead(
         &self,
-        inner: &mut coherence::Locked<'_, Inner>,
+        inner: &mut Locked<'_>,
         space: SpaceId,
         need: &Range<usize>,
     ) -> Result<Window> {
@@ -731,12 +762,7 @@ impl RawBuffer {
     /// the space. The same handshake as an evictor's (`data::lease`): the summary is withdrawn
     /// before the leases are read, so a path that takes one later takes the slow path and
     /// waits for this lock.
-    fn may_rewindow(
-        &self,
-        inner: &coherence::Locked<'_, Inner>,
-        space: SpaceId,
-        held: Held,
-    ) -> bool {
+    fn may_rewindow(&self, inner: &Locked<'_>, space: SpaceId, held: Held) -> bool {
         inner.withdraw();
         self.leases.may_move(space, held)
     }
@@ -806,7 +832,7 @@ impl RawBuffer {
     pub(crate) fn evict(&self, space: SpaceId, why: Pressure) -> Result<Option<usize>> {
         let mut waited = false;
         loop {
-            let Some(mut inner) = self.state.try_lock() else {
+            let Some(mut inner) = self.state.try_lock().map(Locked::hold) else {
                 return Ok(None);
             };
             if inner.blocks[space.index()].is_none() {
@@ -1043,9 +1069,13 @@ impl RawBuffer {
         if memory.timed_link(from).is_none() && memory.timed_link(to).is_none() {
             return;
         }
-        // The acquire may move windows, so it holds a lease while it runs (`data::lease`).
-        let _lease = self.lease();
-        if let Err(error) = self.acquire_async(start, len, to, &Reason::Prefetch) {
+        // The acquire may move windows, so it holds a lease while it runs (`data::lease`), and
+        // only while it runs: the subscriber told of a failure may use the buffer.
+        let sent = {
+            let _lease = self.lease();
+            self.acquire_async(start, len, to, &Reason::Prefetch)
+        };
+        if let Err(error) = sent {
             tracing::debug!(%error, "a predicted copy failed; the call that needs it makes it");
         }
     }

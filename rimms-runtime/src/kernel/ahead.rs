@@ -301,12 +301,14 @@ fn copy_ahead(entry: &DeviceEntry, a: &KernelArg<'_>, bytes: Range<usize>) {
         return;
     }
     let space = a.raw.target_for(own, reach, Access::Read);
-    // The acquire may move windows, so it holds a lease while it runs (`data::lease`).
-    let _lease = a.raw.lease();
-    if let Err(error) = a
-        .raw
-        .acquire_async(bytes.start, bytes.len(), space, &Reason::Prefetch)
-    {
+    // The acquire may move windows, so it holds a lease while it runs (`data::lease`), and
+    // only while it runs: the subscriber told of a failure may use the buffer.
+    let sent = {
+        let _lease = a.raw.lease();
+        a.raw
+            .acquire_async(bytes.start, bytes.len(), space, &Reason::Prefetch)
+    };
+    if let Err(error) = sent {
         tracing::debug!(%error, "a copy ahead of its call failed; the call makes it again");
     }
 }

@@ -103,10 +103,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl ScopeState {
     fn failed(&self, error: Error) {
         let mut first = lock(&self.error);
-        match &*first {
-            None => *first = Some(error),
-            Some(_) => tracing::warn!(%error, "a further call of the scope failed"),
+        if first.is_none() {
+            *first = Some(error);
+            return;
         }
+        // The subscriber is the program's code: not under the scope's lock.
+        drop(first);
+        tracing::warn!(%error, "a further call of the scope failed");
     }
 
     /// Records how a job (or a group run on the scope's thread) ended: its error or panic

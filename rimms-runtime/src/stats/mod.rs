@@ -5,10 +5,12 @@
 //! where the work happens; a snapshot is a consistent-enough read for reporting, and exact once
 //! the program is quiet, which is when tests compare it.
 
+mod after_locks;
 pub mod page;
 mod timeline;
 mod trace;
 
+pub(crate) use after_locks::AfterLocks;
 pub(crate) use timeline::Timeline;
 pub use timeline::TRACE_FILE_ENV;
 pub(crate) use trace::Reason;

@@ -167,7 +167,12 @@ impl Timeline {
         text.push('}');
         if let Err(e) = state.append(&text) {
             state.broken = true;
-            tracing::error!(path = %self.path.display(), error = %e, "cannot write the trace file; tracing stops here");
+            drop(state);
+            // A copy's record is written under its buffer's lock: the subscriber runs after.
+            let path = self.path.clone();
+            super::after_locks::emit(move || {
+                tracing::error!(path = %path.display(), error = %e, "cannot write the trace file; tracing stops here");
+            });
         }
     }
 

@@ -5,6 +5,7 @@
 //! opposites, any case); anything else is an error, because a switch that silently stays off
 //! for `RIMMS_TRACE=ture` looks exactly like a program that moves nothing.
 
+use super::after_locks;
 use crate::hal::{env_switch, NotASwitch};
 use std::fmt;
 use std::ops::Range;
@@ -60,6 +61,8 @@ impl fmt::Display for Reason {
     }
 }
 
+/// One event per transfer; under a buffer's lock it waits until the lock is released
+/// (`after_locks`).
 pub(crate) fn trace_transfer(
     from: &str,
     to: &str,
@@ -67,19 +70,28 @@ pub(crate) fn trace_transfer(
     frags: &Range<usize>,
     reason: &Reason,
 ) {
-    tracing::info!(
-        target: "rimms::transfer",
-        from,
-        to,
-        bytes,
-        first_fragment = frags.start,
-        fragments = frags.end - frags.start,
-        reason = %reason,
-        "transfer"
+    let (from, to, frags, reason) = (
+        from.to_owned(),
+        to.to_owned(),
+        frags.clone(),
+        reason.clone(),
     );
+    after_locks::emit(move || {
+        tracing::info!(
+            target: "rimms::transfer",
+            from,
+            to,
+            bytes,
+            first_fragment = frags.start,
+            fragments = frags.end - frags.start,
+            reason = %reason,
+            "transfer"
+        );
+    });
 }
 
 /// One event per evicted block: where from, what was dropped and written back, and why.
+/// Emitted once the evicting thread holds no buffer's lock (`after_locks`).
 pub(crate) fn trace_eviction(
     space: &str,
     dropped: usize,
@@ -87,13 +99,16 @@ pub(crate) fn trace_eviction(
     to: Option<&str>,
     needed: usize,
 ) {
-    tracing::info!(
-        target: "rimms::evict",
-        space,
-        dropped_bytes = dropped,
-        written_back_bytes = written_back,
-        written_back_to = to.unwrap_or("-"),
-        reason = %format_args!("pool full: {needed} bytes needed"),
-        "evict"
-    );
+    let (space, to) = (space.to_owned(), to.unwrap_or("-").to_owned());
+    after_locks::emit(move || {
+        tracing::info!(
+            target: "rimms::evict",
+            space,
+            dropped_bytes = dropped,
+            written_back_bytes = written_back,
+            written_back_to = to,
+            reason = %format_args!("pool full: {needed} bytes needed"),
+            "evict"
+        );
+    });
 }
