@@ -12,11 +12,14 @@
 # looks in the loader path, RIMMS_CUDA_LIB_DIRS, CUDA_HOME, /usr/local/cuda*, and pip's
 # nvidia/*/lib next to every python3 on PATH, CUDA 12 or 13), then runs each part under its
 # own timeout, all within KIT_BUDGET seconds (default 450, so the whole run ends in under 8
-# minutes): the backend's unit tests (ordering model, NVRTC), the no-GPU paths, NVRTC
-# compiling every kernel, the GPU tests (`--include-ignored`), gpu(n) through the runtime, the
-# app modes, the FZF and SAR benchmarks (baseline, tracked, hand-written cudarc) and
-# `rimms bench`. It writes gpu-kit.log and gpu-kit.json (every part's status and time, and the
-# benchmarks' figures) under $OUT when set, else in the unpacked folder, and exits non-zero
+# minutes): the stream-ordering model of the compute and copy streams (which fails should it
+# find no test), the backend's other unit tests (NVRTC), the no-GPU paths, NVRTC compiling
+# every kernel, the GPU tests (`--include-ignored`), a copy in and out overlapping queued
+# kernels on the GPU (the `overlap:` figure), gpu(n) through the runtime, the app modes, the
+# FZF and SAR benchmarks (baseline, tracked, hand-written cudarc), FZF on the GPU scoped and
+# double-buffered (frame k+1's input sent while frame k computes) and `rimms bench`. It
+# writes gpu-kit.log and gpu-kit.json (every part's status and time, and the benchmarks' and
+# the overlap's figures) under $OUT when set, else in the unpacked folder, and exits non-zero
 # if any part failed. Where there is no usable GPU every GPU part reports
 # "skipped: no GPU (<reason>)" and the run passes; where there is one, RIMMS_REQUIRE_GPU=1
 # makes a GPU test that skips a failure.
@@ -196,6 +199,21 @@ def table(text, labels):
                                "x_faster_than_baseline": float(m.group(3))}
     return rows
 
+def submits(text):
+    # `submit NAME` then the run's JSON line: each submit mode's median frame time.
+    medians, submit = {}, None
+    for line in text.splitlines():
+        if line.startswith("submit "):
+            submit = line.split()[1]
+        elif submit and line.startswith("{"):
+            try:
+                medians[submit] = json.loads(line).get("median_ms")
+            except ValueError:
+                pass
+    if medians.get("scoped") and medians.get("double-buffered"):
+        medians["scoped_over_double_buffered"] = medians["scoped"] / medians["double-buffered"]
+    return medians
+
 parts = []
 with open(parts_file) as f:
     for line in f:
@@ -208,6 +226,8 @@ doc = {
     "fzf": table(read("fzf"), ["baseline", "rt baseline", "tracked", "hand-written"]),
     "sar": table(read("sar"), ["baseline", "tracked", "hand-written"]),
     "bench_gpu_rows": [l for l in read("bench").splitlines() if "gpu" in l],
+    "overlap": [l for l in read("overlap").splitlines() if l.startswith("overlap:")],
+    "fzf_submit": submits(read("double_buffered")),
     "passed": all(not p["status"].startswith("failed") for p in parts),
 }
 with open(path, "w") as f:
@@ -255,16 +275,42 @@ run() {
     say "== no GPU here: $GPU_REASON"
   fi
 
-  part unit 60 any bin/rimms_runtime_unit --include-ignored backend::cuda
+  # The stream-ordering model runs everywhere; a filter that matched no test would pass
+  # silently, so the part fails unless some test ran.
+  part ordering_model 30 any bash -c 'out=$(bin/rimms_runtime_unit backend::cuda::ordering:: 2>&1)
+    rc=$?
+    echo "$out"
+    ((rc == 0)) || exit "$rc"
+    grep -qE "^test result: ok\. [1-9][0-9]* passed" <<<"$out" || {
+      echo "gpu-kit: no test of the stream-ordering model ran"
+      exit 1
+    }'
+  part unit 60 any bin/rimms_runtime_unit --include-ignored backend::cuda \
+    --skip backend::cuda::ordering:: --skip copies_overlap_a_running_kernel_on_the_gpu
   # One test binary per crate; a module filter picks each part's tests out of it.
   part no_gpu_paths 60 any bin/rimms_runtime_it --include-ignored --nocapture cuda_no_gpu::
   part nvrtc 60 any bin/rimms_runtime_it --include-ignored --nocapture cuda_nvrtc::
   part gpu_tests 150 gpu bin/rimms_runtime_it --include-ignored --nocapture cuda_gpu::
+  # A copy in and out returning while gemms queued before them still run: the copy and
+  # compute streams overlap (it fails if the copies returned only after the kernels).
+  part overlap 60 gpu bin/rimms_runtime_unit --include-ignored --nocapture --exact \
+    backend::cuda::device::tests::copies_overlap_a_running_kernel_on_the_gpu
   part runtime_gpu 90 gpu bin/rimms_it --include-ignored --nocapture gpu::
   part device_memory 60 any bin/rimms_it --include-ignored device_memory::
   part app_modes 90 any bin/rimms_cli_it --include-ignored modes::
   part fzf 90 gpu bin/gpu_fzf_bench --frames "$FRAMES"
   part sar 90 gpu bin/gpu_sar "$FRAMES"
+  # FZF on the GPU scoped, then double-buffered (frame k+1's input goes to the GPU while frame
+  # k computes, so its copies overlap kernels): the two median frame times, in gpu-kit.json.
+  if [[ -z "$GPU_REASON" ]]; then
+    part double_buffered 60 gpu bash -c 'for submit in scoped double-buffered; do
+        echo "submit $submit"
+        bin/rimms run fzf --map gpu --submit "$submit" --frames "$1" --json || exit
+      done' double_buffered "$FRAMES"
+  else
+    printf '%s\t%s\t0\n' double_buffered "skipped: no GPU ($GPU_REASON)" >>"$PARTS_FILE"
+    say "== double_buffered: skipped: no GPU ($GPU_REASON)"
+  fi
   # The paper's three chains, as the kit's budget was sized for: `rimms bench`'s default now
   # adds the three radar apps, which in CI's dev-profile kit takes most of this part's limit.
   part bench 120 gpu bin/rimms bench --frames "$FRAMES" --app 2fft --app fzf --app zip3x

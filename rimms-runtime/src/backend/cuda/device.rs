@@ -6,7 +6,7 @@
 
 use super::kernels::Arg;
 use super::space::GpuSpace;
-use super::stream::GpuStream;
+use super::stream::GpuStreams;
 use super::{cuda_error, probe, probe_detailed, Probe, Unusable};
 use crate::apis;
 use crate::backend::host_kernels::shape;
@@ -74,8 +74,8 @@ impl GpuBackend {
             let device = Device::Gpu(n);
             let ctx = CudaContext::new(index)
                 .map_err(|e| setup(cuda_error(format!("creating the context of {device}"), e)))?;
-            let stream = Arc::new(GpuStream::new(ctx, device).map_err(setup)?);
-            GpuSpace::open(index, stream, pool_bytes, granule)
+            let streams = Arc::new(GpuStreams::new(ctx, device).map_err(setup)?);
+            GpuSpace::open(index, streams, pool_bytes, granule)
         }))
         .unwrap_or_else(|payload| {
             Err(setup(cuda_error(
@@ -362,5 +362,110 @@ pub(crate) fn open(
             }
             Ok(found)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cuda::stream::{Lane, Streams};
+    use crate::hal::DeviceMemory;
+    use std::time::Instant;
+
+    /// Rows, inner size and columns of the gemm that keeps the compute stream busy.
+    const GEMM: usize = 2048;
+    /// Bytes copied in and out while it runs.
+    const COPY: usize = 16 << 20;
+    /// How long the queued kernels should take at least, so a copy has time to finish first.
+    const BUSY_MS: f64 = 100.0;
+
+    /// A copy in and a copy out, each waited for, return while kernels queued before them on
+    /// the compute stream still run: the two streams overlap on the hardware. Prints the
+    /// figures as one `overlap:` line, which the GPU kit keeps. Needs a GPU: where there is
+    /// none it prints `skipped: no GPU (<reason>)` and passes, unless `RIMMS_REQUIRE_GPU` is
+    /// set.
+    #[test]
+    #[ignore = "needs a GPU"]
+    fn copies_overlap_a_running_kernel_on_the_gpu() {
+        let c32 = std::mem::size_of::<C32>();
+        let matrix = GEMM * GEMM * c32;
+        let gpu = match GpuBackend::open(0, 3 * matrix + COPY + (16 << 20), 256) {
+            Ok(Ok(gpu)) => gpu,
+            Ok(Err(why)) => {
+                let required =
+                    std::env::var("RIMMS_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0");
+                assert!(
+                    !required,
+                    "RIMMS_REQUIRE_GPU is set but there is no GPU: {why}"
+                );
+                println!("skipped: no GPU ({why})");
+                return;
+            }
+            Err(e) => panic!("a GPU is present but cannot be opened: {e}"),
+        };
+        let space = &gpu.space;
+        let base = space.base();
+        let [a, b, c, staged] = [0, 1, 2, 3].map(|i| base + i * matrix);
+        for at in [a, b, c] {
+            space.fill_zero(at, matrix).expect("zero fill");
+        }
+        let arg = |at, len| space.arg(at, len).expect("in the pool");
+        let gemm = || {
+            space
+                .kernels()
+                .gemm(
+                    arg(a, matrix),
+                    arg(b, matrix),
+                    arg(c, matrix),
+                    GEMM,
+                    GEMM,
+                    GEMM,
+                )
+                .expect("gemm launches")
+        };
+        let input: Vec<u8> = (0..COPY).map(|i| (i % 251) as u8).collect();
+        let mut output = vec![0u8; COPY];
+
+        // Alone: one gemm, and the copies on an idle device.
+        let started = Instant::now();
+        gemm();
+        space.status().expect("gemm runs");
+        let gemm_ms = started.elapsed().as_secs_f64() * 1e3;
+        let started = Instant::now();
+        space.copy_in(staged, &input).expect("copy in");
+        space.copy_out(staged, &mut output).expect("copy out");
+        let copies_alone_ms = started.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(output, input, "the bytes come back");
+
+        // Together: enough gemms queued to keep the compute stream busy for BUSY_MS, then
+        // the same copies.
+        let launches = ((BUSY_MS / gemm_ms.max(0.01)).ceil() as usize).clamp(1, 1000);
+        let started = Instant::now();
+        for _ in 0..launches {
+            gemm();
+        }
+        let kernels_done = space
+            .streams()
+            .record(Lane::Compute)
+            .expect("an event after the kernels");
+        output.fill(0);
+        space.copy_in(staged, &input).expect("copy in");
+        space.copy_out(staged, &mut output).expect("copy out");
+        let copies_ms = started.elapsed().as_secs_f64() * 1e3;
+        let still_running = !kernels_done.is_done().expect("query the kernels");
+        space.status().expect("the kernels run");
+        let kernels_ms = started.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(output, input, "the bytes come back");
+        println!(
+            "overlap: copies of 2 × {} MiB took {copies_ms:.2} ms under {launches} gemm \
+             launches of {kernels_ms:.2} ms ({copies_alone_ms:.2} ms alone); kernels still \
+             running when the copies returned: {still_running}",
+            COPY >> 20
+        );
+        // With one stream the copies would queue behind every kernel and return after them.
+        assert!(
+            still_running || kernels_ms < 2.0 * copies_alone_ms,
+            "the copies returned only after the kernels queued before them: no overlap"
+        );
     }
 }

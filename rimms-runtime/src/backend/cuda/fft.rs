@@ -5,12 +5,14 @@
 //! `(points, batch)` and reused; the cache hands out the same plan (same handle) every time.
 //! A C2C plan serves both directions (the direction is an argument of the execution), so
 //! the direction is not part of the key: a forward and an inverse transform of one shape
-//! share one plan and one work area. Every plan runs on the device's stream.
+//! share one plan and one work area. Every plan runs on the device's compute stream, so two
+//! executions of a plan never use its work area at once (FIFO) and a copy on the copy stream
+//! never waits for one.
 //!
 //! cuFFT does not scale the inverse transform; the caller ([`super::kernels`]) scales by
-//! 1/N with a kernel right after it, on the same stream.
+//! 1/N with a kernel right after it, on the same (compute) stream.
 
-use super::stream::GpuStream;
+use super::stream::{GpuStreams, Streams, Work};
 use super::{cuda_error, Result};
 use crate::hal::BackendError;
 use cudarc::cufft::{result as fft, sys as fft_sys};
@@ -18,11 +20,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// A cuFFT plan for complex-to-complex transforms of one shape, bound to its device's
-/// stream.
+/// compute stream.
 #[derive(Debug)]
 pub(crate) struct FftPlan {
     handle: fft_sys::cufftHandle,
-    stream: Arc<GpuStream>,
+    streams: Arc<GpuStreams>,
 }
 
 impl FftPlan {
@@ -33,12 +35,13 @@ impl FftPlan {
 
 impl Drop for FftPlan {
     fn drop(&mut self) {
-        if self.stream.bind().is_ok() {
+        if self.streams.bind().is_ok() {
             // SAFETY: the handle came from `plan_1d` and is destroyed once, here; the plan is
             // dropped only when no execution can still reference it (the kernels that use it
-            // hold an `Arc`, and the space waits for its stream before its parts are dropped).
+            // hold an `Arc`, and the space waits for both streams before its parts are
+            // dropped).
             if let Err(e) = unsafe { fft::destroy(self.handle) } {
-                tracing::warn!("cufftDestroy on {}: {e}", self.stream.device());
+                tracing::warn!("cufftDestroy on {}: {e}", self.streams.device());
             }
         }
     }
@@ -46,14 +49,14 @@ impl Drop for FftPlan {
 
 /// The plans of one device.
 pub(crate) struct FftPlans {
-    stream: Arc<GpuStream>,
+    streams: Arc<GpuStreams>,
     plans: Mutex<HashMap<(usize, usize), Arc<FftPlan>>>,
 }
 
 impl FftPlans {
-    pub(crate) fn new(stream: Arc<GpuStream>) -> Self {
+    pub(crate) fn new(streams: Arc<GpuStreams>) -> Self {
         FftPlans {
-            stream,
+            streams,
             plans: Mutex::new(HashMap::new()),
         }
     }
@@ -82,11 +85,11 @@ impl FftPlans {
         {
             return Err(too_big());
         }
-        self.stream.bind()?;
+        self.streams.bind()?;
         let what = |call: &str| {
             format!(
                 "{call} for {points} points × {batch} on {}",
-                self.stream.device()
+                self.streams.device()
             )
         };
         let handle = fft::plan_1d(n, fft_sys::cufftType::CUFFT_C2C, b)
@@ -94,10 +97,11 @@ impl FftPlans {
         // From here the handle is owned by a plan, so every exit destroys it.
         let plan = FftPlan {
             handle,
-            stream: self.stream.clone(),
+            streams: self.streams.clone(),
         };
-        let stream = self.stream.stream().cu_stream();
-        // SAFETY: a live plan and a live stream of the same context.
+        let stream = self.streams.queue(Work::Fft.lane()).cu_stream();
+        // SAFETY: a live plan and a live stream of the same context; the stream lives as long
+        // as the plan (which holds the `Arc` of the streams).
         unsafe { fft::set_stream(plan.handle, stream as fft_sys::cudaStream_t) }
             .map_err(|e| cuda_error(what("cufftSetStream"), format!("{e:?}")))?;
         let plan = Arc::new(plan);

@@ -3,8 +3,9 @@
 //!
 //! The kernels (`kernels.cu`, next to this file) are compiled once per process with NVRTC,
 //! the first time a device is opened, and loaded as one module per device: no CUDA toolkit
-//! is needed at build time and no `nvcc` step exists. Everything runs on the device's one
-//! stream, in call order, after the copies the runtime made before the call (see `stream`).
+//! is needed at build time and no `nvcc` step exists. Everything runs on the device's compute
+//! stream, in call order; the copies the runtime made before the call, on the copy stream,
+//! were waited for before it (see `ordering`).
 //!
 //! Arguments are ranges of the device's pool (an `Arg`: device address and bytes, which the
 //! GPU's space has checked against the pool) plus sizes. Every call checks the sizes against
@@ -17,7 +18,8 @@
 //! Complex numbers are [`Complex32`] (`float2` on the device, the same layout).
 
 use super::fft::{FftPlan, FftPlans};
-use super::stream::GpuStream;
+use super::ordering;
+use super::stream::{GpuStreams, Streams, Work};
 use super::{cuda_error, Unusable};
 use crate::hal::BackendError;
 use crate::hal::Device;
@@ -217,11 +219,11 @@ fn c32s2(a: usize, b: usize) -> Option<usize> {
     c32s(a.checked_mul(b)?)
 }
 
-/// The built-in APIs of one GPU: its loaded kernels and cuFFT plans, launched on its stream.
-/// Every launch returns once enqueued; the runtime waits for the stream right after it
-/// (`Backend::completion`).
+/// The built-in APIs of one GPU: its loaded kernels and cuFFT plans, launched on its compute
+/// stream. Every launch returns once enqueued; the runtime waits for that stream right after
+/// it (`Backend::completion`).
 pub(crate) struct GpuKernels {
-    stream: Arc<GpuStream>,
+    streams: Arc<GpuStreams>,
     fns: Functions,
     plans: FftPlans,
 }
@@ -235,18 +237,18 @@ impl std::fmt::Debug for GpuKernels {
 }
 
 impl GpuKernels {
-    /// Compiles (once per process) and loads the kernels on `stream`'s device.
-    pub(crate) fn new(stream: Arc<GpuStream>) -> super::Result<Self> {
-        let module = stream.ctx().load_module(ptx()?).map_err(|e| {
+    /// Compiles (once per process) and loads the kernels on `streams`' device.
+    pub(crate) fn new(streams: Arc<GpuStreams>) -> super::Result<Self> {
+        let module = streams.ctx().load_module(ptx()?).map_err(|e| {
             cuda_error(
-                format!("loading the built-in kernels on {}", stream.device()),
+                format!("loading the built-in kernels on {}", streams.device()),
                 e,
             )
         })?;
         let load = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| cuda_error(format!("finding kernel {name} on {}", stream.device()), e))
+            module.load_function(name).map_err(|e| {
+                cuda_error(format!("finding kernel {name} on {}", streams.device()), e)
+            })
         };
         let fns = Functions {
             zip: load("rimms_zip")?,
@@ -258,14 +260,14 @@ impl GpuKernels {
             gemm: load("rimms_gemm")?,
         };
         Ok(GpuKernels {
-            plans: FftPlans::new(stream.clone()),
-            stream,
+            plans: FftPlans::new(streams.clone()),
+            streams,
             fns,
         })
     }
 
     fn device(&self) -> Device {
-        self.stream.device()
+        self.streams.device()
     }
 
     fn shape(&self, api: &'static str, what: String) -> Error {
@@ -305,14 +307,16 @@ impl GpuKernels {
         }
     }
 
-    /// Enqueues on the device's stream with its context current; `enqueue` must only enqueue.
+    /// Enqueues `work` (a kernel, or a transform with its scale) on its stream, the compute
+    /// stream, with the context current; `enqueue` must only enqueue.
     fn launch(
         &self,
         api: &'static str,
+        work: Work,
         enqueue: impl FnOnce(&CudaStream) -> Result<()>,
     ) -> Result<()> {
-        self.stream.bind().map_err(|e| self.failed(api, e))?;
-        enqueue(self.stream.stream())
+        self.streams.bind().map_err(|e| self.failed(api, e))?;
+        ordering::launch(&*self.streams, work, enqueue)
     }
 
     fn launch_error(
@@ -358,7 +362,7 @@ impl GpuKernels {
             .plans
             .get(points, batch)
             .map_err(|e| self.failed(API, e))?;
-        self.launch(API, |stream| {
+        self.launch(API, Work::Fft, |stream| {
             let dir = match direction {
                 FftDirection::Forward => cudarc::cufft::FftDirection::Forward,
                 FftDirection::Inverse => cudarc::cufft::FftDirection::Inverse,
@@ -384,7 +388,8 @@ impl GpuKernels {
             })?;
             if direction == FftDirection::Inverse {
                 // cuFFT leaves the inverse unscaled; the runtime's fft returns the input after
-                // a forward + inverse pair, so scale by 1/N here, in place, on the same stream.
+                // a forward + inverse pair, so scale by 1/N here, in place, on the plan's
+                // stream: after the transform, whose output it reads (FIFO).
                 let n = (points * batch) as u64;
                 let (re, im) = (1.0f32 / points as f32, 0.0f32);
                 let mut b = stream.launch_builder(&self.fns.scale);
@@ -416,7 +421,7 @@ impl GpuKernels {
         if n == 0 {
             return Ok(());
         }
-        self.launch(API, |stream| {
+        self.launch(API, Work::Kernel, |stream| {
             let mut l = stream.launch_builder(&self.fns.zip);
             l.arg(&a).arg(&bp).arg(&o.ptr).arg(&n).arg(&code);
             // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int); every range
@@ -481,7 +486,7 @@ impl GpuKernels {
         if n == 0 {
             return Ok(());
         }
-        self.launch(api, |stream| {
+        self.launch(api, Work::Kernel, |stream| {
             let mut b = stream.launch_builder(f);
             b.arg(&x.ptr).arg(&o.ptr).arg(&n);
             if let Some(factor) = &factor {
@@ -504,7 +509,7 @@ impl GpuKernels {
         if r == 0 || c == 0 {
             return Ok(());
         }
-        self.launch(API, |stream| {
+        self.launch(API, Work::Kernel, |stream| {
             let mut b = stream.launch_builder(&self.fns.fftshift);
             b.arg(&x.ptr).arg(&o.ptr).arg(&r).arg(&c);
             // SAFETY: rimms_fftshift_rows(const float2*, float2*, u64, u64); both ranges hold
@@ -534,7 +539,7 @@ impl GpuKernels {
         if r == 0 || c == 0 {
             return Ok(());
         }
-        self.launch(API, |stream| {
+        self.launch(API, Work::Kernel, |stream| {
             let cfg = LaunchConfig {
                 grid_dim: (c.div_ceil(32), r.div_ceil(32), 1),
                 block_dim: (32, 8, 1),
@@ -586,7 +591,7 @@ impl GpuKernels {
             return Ok(());
         }
         let (ap, bp) = (used[0].ptr, used[1].ptr);
-        self.launch(API, |stream| {
+        self.launch(API, Work::Kernel, |stream| {
             let cfg = LaunchConfig {
                 grid_dim: (n32.div_ceil(16), m32.div_ceil(16), 1),
                 block_dim: (16, 16, 1),

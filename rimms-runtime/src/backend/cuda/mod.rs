@@ -16,7 +16,11 @@
 //!   buffers copies in go through);
 //! - [`kernels`]: the built-in APIs — `fft` through cuFFT with cached plans (`fft`), the
 //!   rest as NVRTC-compiled kernels — and the NVRTC check that every kernel compiles;
-//! - `stream` (internal): the device's one stream, which everything goes on in order.
+//! - `stream` (internal): the device's two streams, compute (kernels, cuFFT) and copy
+//!   (copies, fills), so copies overlap kernels;
+//! - `ordering` (internal): which stream each operation goes on and what it records and
+//!   waits for, over a trait that the real streams and a stream-ordering model (its tests)
+//!   implement.
 //!
 //! The runtime is the way to use a GPU: `Runtime::builder().gpu(0)` (or `gpu_if_available`).
 
@@ -25,6 +29,7 @@ mod fft;
 pub mod kernels;
 pub mod libs;
 mod nvrtc;
+mod ordering;
 pub mod probe;
 mod space;
 mod staging;

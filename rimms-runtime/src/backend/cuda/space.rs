@@ -12,14 +12,17 @@
 //! # Addresses and ordering
 //!
 //! The runtime addresses the space by device address. Every copy and fill checks its range
-//! against the pool before any driver call, goes on the device's one stream and is waited for
-//! before it returns, so the bytes are there (or on the host) when the runtime goes on.
+//! against the pool before any driver call, goes on the device's copy stream (kernels have
+//! the compute stream, so a copy runs while a kernel does) and is waited for before it
+//! returns, so the bytes are there (or on the host) when the runtime goes on; which stream,
+//! event and wait each step uses is decided in [`super::ordering`], where the reasons are.
 //! Copies in stage through pinned buffers, so the host's memcpy of one chunk overlaps the
 //! transfer of the last.
 
 use super::kernels::{Arg, GpuKernels};
+use super::ordering;
 use super::staging::Staging;
-use super::stream::GpuStream;
+use super::stream::{GpuStreams, Streams, Work};
 use super::{cuda_error, Result};
 use crate::hal::BackendError;
 use crate::hal::Device;
@@ -37,17 +40,17 @@ const STAGING_SLOTS: usize = 4;
 /// The alignment CUDA gives its own allocations, and the least the pool's unit may be.
 const MIN_UNIT: usize = 256;
 
-/// The one device allocation a space is carved from; freed when the space goes, after the
-/// device's stream is idle.
+/// The one device allocation a space is carved from; freed when the space goes, after both
+/// of the device's streams are idle.
 struct Arena {
-    stream: Arc<GpuStream>,
+    streams: Arc<GpuStreams>,
     base: sys::CUdeviceptr,
 }
 
 impl Arena {
     /// Reserves `bytes` of device memory (a single `cuMemAlloc`).
-    fn reserve(stream: Arc<GpuStream>, bytes: usize) -> Result<Arena> {
-        stream.bind()?;
+    fn reserve(streams: Arc<GpuStreams>, bytes: usize) -> Result<Arena> {
+        streams.bind()?;
         // SAFETY: the context is current; the memory is uninitialised, which is fine for
         // device memory that only copies, fills and kernels the runtime orders write first.
         let base = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
@@ -55,26 +58,27 @@ impl Arena {
                 format!(
                     "reserving a pool of {} MiB on {}",
                     bytes >> 20,
-                    stream.device()
+                    streams.device()
                 ),
                 e,
             )
         })?;
-        Ok(Arena { stream, base })
+        Ok(Arena { streams, base })
     }
 }
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        // Nothing may still be using the pool when it goes back to the driver.
-        if let Err(e) = self.stream.finish() {
-            tracing::warn!("freeing the pool of {}: {e}", self.stream.device());
+        // Nothing may still be using the pool when it goes back to the driver: neither a
+        // kernel (compute stream) nor a copy or fill landing in it (copy stream).
+        if let Err(e) = ordering::quiesce(&*self.streams) {
+            tracing::warn!("freeing the pool of {}: {e}", self.streams.device());
         }
-        if self.stream.bind().is_ok() {
+        if self.streams.bind().is_ok() {
             // SAFETY: `base` came from `malloc_sync` and is freed exactly once, here, after
-            // the device's stream is idle.
+            // both of the device's streams are idle.
             if let Err(e) = unsafe { result::free_sync(self.base) } {
-                tracing::warn!("cuMemFree of the pool of {}: {e}", self.stream.device());
+                tracing::warn!("cuMemFree of the pool of {}: {e}", self.streams.device());
             }
         }
     }
@@ -84,7 +88,7 @@ impl Drop for Arena {
 /// `KernelCtx::device_handle`.
 pub(crate) struct GpuSpace {
     index: usize,
-    stream: Arc<GpuStream>,
+    streams: Arc<GpuStreams>,
     /// First usable device address: the allocation's base rounded up to the pool's granule.
     base: usize,
     capacity: usize,
@@ -108,17 +112,17 @@ impl std::fmt::Debug for GpuSpace {
 }
 
 impl GpuSpace {
-    /// Reserves a pool of about `pool_bytes` on GPU `index` (whose work goes on `stream`),
+    /// Reserves a pool of about `pool_bytes` on GPU `index` (whose work goes on `streams`),
     /// whose usable part starts and ends on a multiple of `granule` (a power of two), and
     /// loads the kernels.
     pub(crate) fn open(
         index: usize,
-        stream: Arc<GpuStream>,
+        streams: Arc<GpuStreams>,
         pool_bytes: usize,
         granule: usize,
     ) -> crate::hal::Result<GpuSpace> {
         let setup = |e| Error::from_backend(During::Setup, e);
-        let name = stream.device();
+        let name = streams.device();
         let bad = |why: String| Err(Error::Config(format!("GPU space {name}: {why}")));
         let unit = granule.max(MIN_UNIT);
         let bytes = pool_bytes / unit * unit;
@@ -127,7 +131,7 @@ impl GpuSpace {
                 "pool_bytes = {pool_bytes} is less than one unit of {unit} bytes"
             ));
         }
-        let arena = Arena::reserve(stream.clone(), bytes).map_err(setup)?;
+        let arena = Arena::reserve(streams.clone(), bytes).map_err(setup)?;
         let start = arena.base as usize;
         let base = start.next_multiple_of(granule);
         let capacity = bytes.saturating_sub(base - start) / granule * granule;
@@ -136,16 +140,16 @@ impl GpuSpace {
                 "gpu{index}: a pool of {bytes} bytes holds no {granule}-byte granule"
             )));
         }
-        let kernels = GpuKernels::new(stream.clone()).map_err(setup)?;
+        let kernels = GpuKernels::new(streams.clone()).map_err(setup)?;
         let to_device = Staging::new(
-            stream.ctx().clone(),
-            stream.device(),
+            streams.ctx().clone(),
+            streams.device(),
             STAGING_CHUNK,
             STAGING_SLOTS,
         );
         Ok(GpuSpace {
             index,
-            stream,
+            streams,
             base,
             capacity,
             kernels,
@@ -157,12 +161,20 @@ impl GpuSpace {
 
     /// The device whose memory this is.
     pub(crate) fn device(&self) -> Device {
-        self.stream.device()
+        self.streams.device()
     }
 
-    /// Waits for the device's stream and reports how the kernels queued so far ended.
+    /// Waits for the device's compute stream and reports how the kernels queued so far
+    /// ended, and any asynchronous error of the copy stream (without waiting for it, so a
+    /// copy in flight does not hold up a kernel's caller).
     pub(crate) fn status(&self) -> Result<()> {
-        self.stream.status()
+        ordering::completion(&*self.streams)
+    }
+
+    /// The device's streams, for the tests that watch work on them.
+    #[cfg(test)]
+    pub(crate) fn streams(&self) -> &GpuStreams {
+        &self.streams
     }
 
     /// The built-in APIs on the device.
@@ -194,38 +206,24 @@ impl GpuSpace {
         }
         let fail = |e| copy_failed("host", self.device(), src.len(), e);
         let chunk = self.to_device.chunk();
-        for (i, piece) in src.chunks(chunk).enumerate() {
-            let at = dst.ptr + (i * chunk) as u64;
-            let mut buf = self.to_device.take()?;
-            let enqueued = fill(&mut buf, piece).map_err(fail).and_then(|()| {
-                self.stream.bind()?;
+        ordering::stage_in(
+            &*self.streams,
+            &self.to_device,
+            src.len().div_ceil(chunk),
+            |i, buf, queue| {
+                let start = i * chunk;
+                let piece = &src[start..src.len().min(start + chunk)];
+                let at = dst.ptr + start as u64;
+                fill(buf, piece).map_err(fail)?;
+                self.streams.bind()?;
                 let staged = buf.as_slice().map_err(fail)?;
                 let staged = staged.get(..piece.len()).unwrap_or(staged);
                 // SAFETY: `at..at + piece.len()` lies in the pool (checked by the caller); the
                 // pinned buffer stays alive and untouched until the event recorded after this
-                // copy completes (`release_after` below).
-                unsafe { result::memcpy_htod_async(at, staged, self.stream.stream().cu_stream()) }
-                    .map_err(fail)
-            });
-            if let Err(e) = enqueued {
-                // Nothing was queued that reads the buffer.
-                self.to_device.release(buf);
-                return Err(e);
-            }
-            match self.stream.record() {
-                Ok(event) => self.to_device.release_after(buf, event),
-                Err(e) => {
-                    // No event says when the copy is done: wait it out before the buffer is
-                    // reused, and never reuse it if even that fails.
-                    match self.stream.stream().synchronize() {
-                        Ok(()) => self.to_device.release(buf),
-                        Err(_) => std::mem::forget(buf),
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        self.stream.finish()
+                // copy completes (`ordering::stage_in` returns it with that event).
+                unsafe { result::memcpy_htod_async(at, staged, queue.cu_stream()) }.map_err(fail)
+            },
+        )
     }
 
     /// Copies `src` into `dst` (equal lengths) and returns when the bytes are on the host.
@@ -234,26 +232,29 @@ impl GpuSpace {
             return Ok(());
         }
         let len = dst.len();
-        self.stream.bind()?;
-        // SAFETY: the source lies in the pool (checked by the caller); `dst` is borrowed
-        // mutably for this whole call, and the copy is waited for before it returns (or the
-        // stream is, should even that fail: `finish`).
-        unsafe { result::memcpy_dtoh_async(dst, src.ptr, self.stream.stream().cu_stream()) }
-            .map_err(|e| copy_failed(self.device(), "host", len, e))?;
-        self.stream.finish()
+        ordering::copy(&*self.streams, Work::CopyOut, |queue| {
+            self.streams.bind()?;
+            // SAFETY: the source lies in the pool (checked by the caller); `dst` is borrowed
+            // mutably for this whole call, and the copy is waited for before it returns (or
+            // the copy stream is, should even that fail: `ordering::copy`).
+            unsafe { result::memcpy_dtoh_async(dst, src.ptr, queue.cu_stream()) }
+                .map_err(|e| copy_failed(self.device(), "host", len, e))
+        })
     }
 
     /// Sets `dst` to zero bytes and returns when that is done.
     fn zero(&self, dst: Arg) -> Result<()> {
-        self.stream.bind()?;
-        // SAFETY: the range lies in the pool (checked by the caller).
-        unsafe { result::memset_d8_async(dst.ptr, 0, dst.bytes, self.stream.stream().cu_stream()) }
-            .map_err(|e| cuda_error(format!("zero fill on {}", self.device()), e))?;
-        self.stream.finish()
+        ordering::copy(&*self.streams, Work::Fill, |queue| {
+            self.streams.bind()?;
+            // SAFETY: the range lies in the pool (checked by the caller).
+            unsafe { result::memset_d8_async(dst.ptr, 0, dst.bytes, queue.cu_stream()) }
+                .map_err(|e| cuda_error(format!("zero fill on {}", self.device()), e))
+        })
     }
 
-    /// Copies `src` of this space into `dst` of `peer`'s (equal lengths) on the peer's stream,
-    /// after the work already queued on both devices, and returns when it is done. Peer access
+    /// Copies `src` of this space into `dst` of `peer`'s (equal lengths) on the peer's copy
+    /// stream, after the copies already queued on this device (`ordering::peer_copy` says why
+    /// not after its kernels), and returns when it is done. Peer access
     /// is enabled the first time where the hardware has it; without it the driver stages the
     /// copy through the host.
     fn peer_copy(&self, src: Arg, peer: &GpuSpace, dst: Arg) -> Result<()> {
@@ -264,24 +265,24 @@ impl GpuSpace {
             return self.copy_within(src, dst);
         }
         peer.enable_peer_access_from(self)?;
-        let source_ready = self.stream.record()?;
-        peer.stream.wait_for(&source_ready)?;
-        peer.stream.bind()?;
-        let (src_ctx, dst_ctx) = (self.stream.ctx().cu_ctx(), peer.stream.ctx().cu_ctx());
-        // SAFETY: both ranges lie in their pools (checked by the caller); the contexts are the
-        // two devices' live primary contexts; the copy is waited for before returning.
-        unsafe {
-            result::memcpy_peer_async(
-                dst_ctx,
-                dst.ptr,
-                src_ctx,
-                src.ptr,
-                src.bytes,
-                peer.stream.stream().cu_stream(),
-            )
-        }
-        .map_err(|e| copy_failed(self.device(), peer.device(), src.bytes, e))?;
-        peer.stream.finish()
+        ordering::peer_copy(&*self.streams, &*peer.streams, |queue| {
+            peer.streams.bind()?;
+            let (src_ctx, dst_ctx) = (self.streams.ctx().cu_ctx(), peer.streams.ctx().cu_ctx());
+            // SAFETY: both ranges lie in their pools (checked by the caller); the contexts are
+            // the two devices' live primary contexts; the copy is waited for before returning
+            // (or the peer's copy stream is, should even that fail: `ordering::copy`).
+            unsafe {
+                result::memcpy_peer_async(
+                    dst_ctx,
+                    dst.ptr,
+                    src_ctx,
+                    src.ptr,
+                    src.bytes,
+                    queue.cu_stream(),
+                )
+            }
+            .map_err(|e| copy_failed(self.device(), peer.device(), src.bytes, e))
+        })
     }
 
     /// Copies `src` to `dst` inside the pool (equal lengths, not overlapping).
@@ -293,18 +294,12 @@ impl GpuSpace {
                 self.device()
             )));
         }
-        self.stream.bind()?;
-        // SAFETY: both ranges lie in the pool and do not overlap (checked above).
-        unsafe {
-            result::memcpy_dtod_async(
-                dst.ptr,
-                src.ptr,
-                src.bytes,
-                self.stream.stream().cu_stream(),
-            )
-        }
-        .map_err(|e| copy_failed(self.device(), self.device(), src.bytes, e))?;
-        self.stream.finish()
+        ordering::copy(&*self.streams, Work::CopyWithin, |queue| {
+            self.streams.bind()?;
+            // SAFETY: both ranges lie in the pool and do not overlap (checked above).
+            unsafe { result::memcpy_dtod_async(dst.ptr, src.ptr, src.bytes, queue.cu_stream()) }
+                .map_err(|e| copy_failed(self.device(), self.device(), src.bytes, e))
+        })
     }
 
     /// Lets this device's context reach `src`'s memory directly, where the hardware allows.
@@ -313,7 +308,7 @@ impl GpuSpace {
         if enabled.contains(&src.index) {
             return Ok(());
         }
-        self.stream.bind()?;
+        self.streams.bind()?;
         let what = || {
             format!(
                 "enabling peer access from {} to {}",
@@ -327,15 +322,15 @@ impl GpuSpace {
         unsafe {
             sys::cuDeviceCanAccessPeer(
                 &mut can,
-                self.stream.ctx().cu_device(),
-                src.stream.ctx().cu_device(),
+                self.streams.ctx().cu_device(),
+                src.streams.ctx().cu_device(),
             )
         }
         .result()
         .map_err(|e| cuda_error(what(), e))?;
         if can == 1 {
             // SAFETY: this device's context is current and `src`'s context is live.
-            match unsafe { sys::cuCtxEnablePeerAccess(src.stream.ctx().cu_ctx(), 0) }.result() {
+            match unsafe { sys::cuCtxEnablePeerAccess(src.streams.ctx().cu_ctx(), 0) }.result() {
                 Ok(())
                 | Err(DriverError(sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) => {}
                 Err(e) => return Err(cuda_error(what(), e)),
@@ -349,8 +344,8 @@ impl GpuSpace {
 impl Drop for GpuSpace {
     fn drop(&mut self) {
         // The plans, the kernels' module and the staging buffers go first (then the pool):
-        // nothing queued may still be using them.
-        if let Err(e) = self.stream.finish() {
+        // nothing queued on either stream may still be using them.
+        if let Err(e) = ordering::quiesce(&*self.streams) {
             tracing::warn!("{}: work failed before shutdown: {e}", self.device());
         }
     }

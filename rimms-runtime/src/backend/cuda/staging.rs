@@ -13,6 +13,7 @@
 //! that a request finding none busy (all held by other callers) gets a new one rather than
 //! waiting for something it cannot see.
 
+use super::ordering::StagingPool;
 use super::stream::GpuEvent;
 use super::{cuda_error, Result};
 use crate::hal::Device;
@@ -23,8 +24,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct State {
     /// Idle buffers.
     free: Vec<PinnedHostSlice<u8>>,
-    /// Buffers lent to a DMA, oldest first, with the DMA's completion. One stream serves
-    /// each direction, so they complete in this order.
+    /// Buffers lent to a DMA, oldest first, with the DMA's completion. One stream (the
+    /// device's copy stream) serves each direction, so they complete in this order.
     busy: VecDeque<(PinnedHostSlice<u8>, GpuEvent)>,
     /// Buffers in existence (free, busy and held by callers).
     count: usize,
@@ -130,6 +131,28 @@ impl Staging {
     /// Returns an idle buffer.
     pub(crate) fn release(&self, buf: PinnedHostSlice<u8>) {
         self.lock().free.push(buf);
+    }
+}
+
+impl StagingPool<GpuEvent> for Staging {
+    type Buffer = PinnedHostSlice<u8>;
+
+    fn take(&self) -> Result<PinnedHostSlice<u8>> {
+        Staging::take(self)
+    }
+
+    fn release(&self, buffer: PinnedHostSlice<u8>) {
+        Staging::release(self, buffer)
+    }
+
+    fn release_after(&self, buffer: PinnedHostSlice<u8>, event: GpuEvent) {
+        Staging::release_after(self, buffer, event)
+    }
+
+    fn leak(&self, buffer: PinnedHostSlice<u8>) {
+        // As in `take`: a transfer that might still run keeps its memory.
+        std::mem::forget(buffer);
+        self.lock().count -= 1;
     }
 }
 
