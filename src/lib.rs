@@ -139,7 +139,9 @@ pub use rimms_runtime::{apis, Capabilities, Complex32, FftDirection, ZipOp, ZipS
 pub use rimms_runtime::{BackendError, Error, Result};
 // What moved where.
 pub use rimms_runtime::stats;
-pub use rimms_runtime::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};
+pub use rimms_runtime::{
+    ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV, TRACE_FILE_HEAD,
+};
 // Concurrency and choosing the device a call runs on.
 pub use rimms_runtime::{CostTable, Policy, Scope, Target};
 // How calls submitted to a scope merge into one device call (`Scope::call` for your own APIs).

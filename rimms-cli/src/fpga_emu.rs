@@ -62,10 +62,17 @@ pub fn run(
             ));
         }
     }
+    // The emulator makes files named for the layout's buffers and cores under `dir`, and
+    // creates them before the board configuration is checked: a name that is not a plain
+    // file name would have it write outside `dir` first.
+    if let Some(path) = layout_path {
+        check_names(&layout, path)?;
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // The board file names the device files by this folder, and its readers resolve a
     // relative path against the board file's own folder, not the directory this ran in.
     let dir = &std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    check_folder(dir)?;
     let _lock = lock(dir)?;
     let stop_file = dir.join(STOP_FILE);
     // Under the lock no emulator runs here, so a stop file is a request to one that is gone:
@@ -114,6 +121,103 @@ pub fn run(
             .map_err(|e| format!("cannot remove the stop file {}: {e}", stop_file.display()))?;
     }
     outcome
+}
+
+/// What the emulator replaces in its folder, beside its lock file: the board file (and the
+/// temporary one it is written through), the stop file, and the folders of the device,
+/// sysfs and register files.
+const EMULATOR_ENTRIES: [&str; 6] = [
+    "board.toml",
+    "board.toml.tmp",
+    STOP_FILE,
+    "dev",
+    "regs",
+    "sys",
+];
+
+/// How deep below the folder the emulator writes (`sys/class/u-dma-buf/NAME/ATTR`).
+const EMULATOR_DEPTH: usize = 5;
+
+/// Refuses a layout whose buffer or core names are not plain file names: the emulator makes
+/// `dev/NAME`, `sys/class/…/NAME/…` and `regs/NAME.ctrl` from them, so `../x` would name a file
+/// outside the folder, created (or truncated) before the layout's other checks run.
+fn check_names(layout: &EmulatorLayout, path: &Path) -> Result<(), String> {
+    let names = layout
+        .udmabufs
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (format!("udmabuf[{i}].name"), &u.name))
+        .chain(
+            layout
+                .accelerators
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("accelerator[{i}].name"), &a.name)),
+        );
+    for (key, name) in names {
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            return Err(format!(
+                "--config {}: {key} = {name:?} is not a plain file name (no `/`, not `.` or \
+                 `..`): the emulator makes files named for it inside --dir",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a folder whose files the emulator would replace but did not make, and symbolic
+/// links where it writes, which would carry its writes to the files they point at.
+///
+/// A folder an emulator ran on holds its lock file, [`LOCK_FILE`]: there the emulator's own
+/// files are replaced, as each run does. In any other folder (`--dir ~`, a project folder)
+/// a `board.toml`, `stop`, `dev`, `regs` or `sys` is the user's, and is kept.
+fn check_folder(dir: &Path) -> Result<(), String> {
+    let lock = dir.join(LOCK_FILE);
+    let ours =
+        refuse_links(&lock, 0)? && std::fs::symlink_metadata(&lock).is_ok_and(|m| m.is_file());
+    for entry in EMULATOR_ENTRIES {
+        let path = dir.join(entry);
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        if !ours {
+            return Err(format!(
+                "--dir {}: holds {}, which the emulator would replace and did not make (no \
+                 {LOCK_FILE} beside it); give a new or empty folder, or one an emulator ran on",
+                dir.display(),
+                path.display()
+            ));
+        }
+        refuse_links(&path, 1)?;
+    }
+    Ok(())
+}
+
+/// Fails on a symbolic link at `path` or below it (down to [`EMULATOR_DEPTH`]); whether
+/// anything is there.
+fn refuse_links(path: &Path, depth: usize) -> Result<bool, String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("--dir: cannot look at {}: {e}", path.display())),
+    };
+    if meta.is_symlink() {
+        return Err(format!(
+            "--dir: {} is a symbolic link; the emulator would write through it to the file it \
+             points at, so it writes only to files of its own: remove the link",
+            path.display()
+        ));
+    }
+    if meta.is_dir() && depth < EMULATOR_DEPTH {
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| format!("--dir: cannot read {}: {e}", path.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("--dir: cannot read {}: {e}", path.display()))?;
+            refuse_links(&entry.path(), depth + 1)?;
+        }
+    }
+    Ok(true)
 }
 
 /// Takes the folder's lock, held until the returned value is dropped (or the process ends,

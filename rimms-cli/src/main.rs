@@ -415,25 +415,29 @@ fn input_files(app: App, dir: &std::path::Path) -> Vec<PathBuf> {
     }
 }
 
-/// A `RIMMS_TRACE_FILE` that names one of the run's input files is refused before the run:
-/// the runtime creates the trace file afresh, which would empty the input.
+/// A `RIMMS_TRACE_FILE` that names one of the run's input files, or a file that is not a
+/// trace, is refused before the run: the runtime creates the trace file afresh, which would
+/// empty it.
 fn check_trace_file(args: &RunArgs) -> Result<(), Failure> {
-    let (Some(dir), Some(trace)) = (&args.input, std::env::var_os(rimms::TRACE_FILE_ENV)) else {
+    let Some(trace) = std::env::var_os(rimms::TRACE_FILE_ENV).filter(|v| !v.is_empty()) else {
         return Ok(());
     };
     let trace = PathBuf::from(trace);
-    match input_files(args.app, dir)
-        .into_iter()
-        .find(|input| rimms_cli::out_file::is_same_file(&trace, input))
-    {
-        Some(input) => Err(Failure::Usage(format!(
+    let input = args.input.as_deref().and_then(|dir| {
+        input_files(args.app, dir)
+            .into_iter()
+            .find(|input| rimms_cli::out_file::is_same_file(&trace, input))
+    });
+    if let Some(input) = input {
+        return Err(Failure::Usage(format!(
             "{}={}: is the input {}; the trace would replace it, so name another file",
             rimms::TRACE_FILE_ENV,
             trace.display(),
             input.display()
-        ))),
-        None => Ok(()),
+        )));
     }
+    rimms_cli::out_file::refuse_foreign_trace(rimms::TRACE_FILE_ENV, &trace, None)
+        .map_err(Failure::Usage)
 }
 
 /// `rimms run … --ranks N`, or any `rimms run` under `mpirun`: the app across ranks.
@@ -772,6 +776,17 @@ fn bench_cmd(
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
     std::env::remove_var(TRACE_FILE_ENV);
+    if let Some(base) = &trace {
+        for app in &apps {
+            for (map, _, _) in bench::mappings() {
+                for mode in bench::MODE_NAMES {
+                    let cell = bench::trace_path(base, app.name(), map, mode);
+                    rimms_cli::out_file::refuse_foreign_trace(TRACE_FILE_ENV, base, Some(&cell))
+                        .map_err(Failure::Usage)?;
+                }
+            }
+        }
+    }
     let bar = bench::progress_bar(&apps, frames);
     let result = bench::run(frames, &apps, trace.as_deref(), &bar);
     bar.finish_and_clear();

@@ -10,10 +10,21 @@
 //!
 //! A path that names something other than a regular file (a device node such as `/dev/null`,
 //! a FIFO, a folder) is refused: a rename would replace the node itself.
+//!
+//! The folder is opened at the check and the file is written, and renamed, in that open
+//! folder (`openat`, `renameat`): a folder on the path moved away or replaced by a symbolic
+//! link while the command runs cannot send the result into another folder, over a file the
+//! check never saw. Before the rename the file is looked at again, and one that is no longer
+//! the file checked (or is there now where there was none) is refused and kept.
 
+use nix::fcntl::{openat, renameat, AtFlags, OFlag};
+use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,20 +38,44 @@ pub struct OutFile {
     /// The file the rename replaces: the path with symbolic links followed, so that a link
     /// keeps pointing where it pointed and the file it points at gets the new contents.
     target: PathBuf,
+    /// The target's folder, opened at the check: the file is written and renamed there,
+    /// whatever its path names by then.
+    folder: File,
+    /// The target's name in `folder`.
+    name: OsString,
+    /// The file that was there at the check, or none: its device and inode, and the file
+    /// held open (`O_PATH`) so that its inode cannot be freed and given to a file put in its
+    /// place.
+    checked: Option<((u64, u64), File)>,
 }
 
-/// A temporary file being written; removed when dropped unless it was renamed into place.
-struct Temporary {
-    path: PathBuf,
+/// A temporary file being written in the target's folder; removed when dropped unless it
+/// was renamed into place.
+struct Temporary<'a> {
+    folder: &'a File,
+    name: OsString,
     kept: bool,
 }
 
-impl Drop for Temporary {
+impl Drop for Temporary<'_> {
     fn drop(&mut self) {
         if !self.kept {
-            // Ours, created with `create_new`; if it is already gone there is nothing to undo.
-            let _ = fs::remove_file(&self.path);
+            // Ours, created with `O_EXCL`; if it is already gone there is nothing to undo.
+            let _ = unlinkat(
+                self.folder,
+                self.name.as_os_str(),
+                UnlinkatFlags::NoRemoveDir,
+            );
         }
+    }
+}
+
+/// The file `name` in `folder`, not following a link; `None` where there is nothing.
+fn look_at(folder: &File, name: &OsStr) -> io::Result<Option<FileStat>> {
+    match fstatat(folder, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) => Ok(Some(stat)),
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -98,10 +133,43 @@ impl OutFile {
             }
             Err(e) => return Err(fail(format!("cannot use the file: {e}"))),
         };
+        let (Some(name), folder) = (target.file_name(), parent(&target)) else {
+            return Err(fail("names no file".to_string()));
+        };
+        // `O_PATH`: a folder one may create files in but not list is still a folder to
+        // write in.
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let folder = nix::fcntl::open(folder, flags, Mode::empty())
+            .map(File::from)
+            .map_err(|e| {
+                fail(format!(
+                    "cannot create the file: {e} (opening its folder {})",
+                    folder.display()
+                ))
+            })?;
+        let name = name.to_os_string();
+        let checked = match look_at(&folder, &name) {
+            Ok(None) => None,
+            Ok(Some(_)) => {
+                let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+                let held = openat(&folder, name.as_os_str(), flags, Mode::empty())
+                    .map(File::from)
+                    .map_err(|e| fail(format!("cannot use the file: {e}")))?;
+                let meta = held
+                    .metadata()
+                    .map_err(|e| fail(format!("cannot use the file: {e}")))?;
+                use std::os::unix::fs::MetadataExt;
+                Some(((meta.dev(), meta.ino()), held))
+            }
+            Err(e) => return Err(fail(format!("cannot use the file: {e}"))),
+        };
         let out = OutFile {
             flag,
             given: path.to_path_buf(),
             target,
+            folder,
+            name,
+            checked,
         };
         // Proves the folder takes a new file, without touching the user's one.
         drop(out.temporary().map_err(|e| out.cannot_create(&e))?);
@@ -143,11 +211,42 @@ impl OutFile {
         // The contents reach the disk before the name does, so a crash cannot leave the
         // name on an empty file.
         file.sync_all().map_err(failed)?;
-        // A replaced file keeps its permissions; a new one has the umask's, as any new file.
-        if let Ok(meta) = fs::metadata(&self.target) {
-            file.set_permissions(meta.permissions()).map_err(failed)?;
+        // What is there now must be what the check saw: a file put in its place since (a
+        // write-protected one, a link) was never checked, and is kept.
+        let now = look_at(&self.folder, &self.name).map_err(failed)?;
+        let same = match (now, &self.checked) {
+            (None, None) => true,
+            (Some(s), Some((id, _))) => {
+                SFlag::from_bits_truncate(s.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+                    && (s.st_dev, s.st_ino) == *id
+            }
+            _ => false,
+        };
+        if !same {
+            return Err(format!(
+                "{} {}: was {} while the command ran; it is kept as it is now, and the result \
+                 is not written",
+                self.flag,
+                self.given.display(),
+                if self.checked.is_some() {
+                    "replaced or removed"
+                } else {
+                    "created"
+                }
+            ));
         }
-        fs::rename(&temporary.path, &self.target).map_err(failed)?;
+        // A replaced file keeps its permissions; a new one has the umask's, as any new file.
+        if let Some(s) = now {
+            file.set_permissions(fs::Permissions::from_mode(s.st_mode & 0o7777))
+                .map_err(failed)?;
+        }
+        renameat(
+            &self.folder,
+            temporary.name.as_os_str(),
+            &self.folder,
+            self.name.as_os_str(),
+        )
+        .map_err(|e| failed(e.into()))?;
         temporary.kept = true;
         Ok(())
     }
@@ -166,18 +265,11 @@ impl OutFile {
         message
     }
 
-    /// A new file beside the target, with a name no other file has (`create_new`).
-    fn temporary(&self) -> io::Result<(File, Temporary)> {
+    /// A new file beside the target, with a name no other file has (`O_EXCL`), in the
+    /// folder opened at the check.
+    fn temporary(&self) -> io::Result<(File, Temporary<'_>)> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let folder = match self.target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let mut name = self
-            .target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let mut name = self.name.to_string_lossy().into_owned();
         // A name near the 255-byte limit is valid, but not with the prefix and suffix added
         // here: only the start of it names the temporary file (which needs no more).
         let mut end = name.len().min(120);
@@ -186,18 +278,40 @@ impl OutFile {
         }
         name.truncate(end);
         loop {
-            let path = folder.join(format!(
+            let temporary = OsString::from(format!(
                 ".{name}.rimms-{}-{}.tmp",
                 std::process::id(),
                 NEXT.fetch_add(1, Ordering::Relaxed)
             ));
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(file) => return Ok((file, Temporary { path, kept: false })),
+            let flags = OFlag::O_WRONLY
+                | OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_CLOEXEC;
+            let mode = Mode::from_bits_truncate(0o666);
+            match openat(&self.folder, temporary.as_os_str(), flags, mode) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    let temporary = Temporary {
+                        folder: &self.folder,
+                        name: temporary,
+                        kept: false,
+                    };
+                    return Ok((file, temporary));
+                }
                 // Left by another process that had this pid: take the next number.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
+                Err(nix::errno::Errno::EEXIST) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+/// The folder a file at `path` is in (`.` for a bare name).
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     }
 }
 
@@ -214,6 +328,49 @@ pub fn is_same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => same_file(&a, &b),
         _ => false,
     }
+}
+
+/// How every trace file the runtime writes (`RIMMS_TRACE_FILE`) begins.
+const TRACE_HEAD: &[u8] = rimms::TRACE_FILE_HEAD.as_bytes();
+
+/// Refuses, before any work, a trace file path (`RIMMS_TRACE_FILE`, or the file a bench
+/// writes for one cell, `cell`) naming a file that holds something other than a trace: the
+/// runtime creates the trace afresh as it starts, emptying the file even if the command then
+/// fails. Nothing there, an empty file, a trace of an earlier run, or something other than a
+/// regular file (`/dev/null`), is left to the runtime.
+pub fn refuse_foreign_trace(var: &str, path: &Path, cell: Option<&Path>) -> Result<(), String> {
+    let file = cell.unwrap_or(path);
+    let fail = |why: String| match cell {
+        Some(cell) => format!(
+            "{var}={}: the bench writes the trace of one cell to {}, which {why}",
+            path.display(),
+            cell.display()
+        ),
+        None => format!("{var}={}: {why}", path.display()),
+    };
+    match fs::metadata(file) {
+        Ok(meta) if meta.is_file() && meta.len() > 0 => {}
+        _ => return Ok(()),
+    }
+    let mut head = Vec::with_capacity(TRACE_HEAD.len());
+    File::open(file)
+        .and_then(|f| {
+            use std::io::Read;
+            f.take(TRACE_HEAD.len() as u64).read_to_end(&mut head)
+        })
+        .map_err(|e| {
+            fail(format!(
+                "cannot be read to tell whether it is a trace the run may replace: {e}"
+            ))
+        })?;
+    if head != TRACE_HEAD {
+        return Err(fail(
+            "holds something other than a RIMMS trace; the trace would replace it, so name \
+             another file or remove this one"
+                .to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// What a non-regular file is, in words.
@@ -302,5 +459,89 @@ mod tests {
             assert!(err.contains(says), "{err}");
         }
         assert!(Path::new("/dev/null").exists());
+    }
+
+    /// `rimms bench --plot out/chart.svg`, and while it measures, `out` is moved away and a
+    /// link to another folder put in its place: the chart used to go through the link, over
+    /// that folder's `chart.svg`, a write-protected file the check never saw. It goes to the
+    /// folder that was checked.
+    #[test]
+    fn a_folder_swapped_for_a_link_after_the_check_does_not_carry_the_write() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (out, moved, other) = (
+            dir.path().join("out"),
+            dir.path().join("out.old"),
+            dir.path().join("other"),
+        );
+        for folder in [&out, &other] {
+            fs::create_dir(folder).expect("dir");
+        }
+        fs::write(out.join("chart.svg"), "old").expect("write");
+        let precious = other.join("chart.svg");
+        fs::write(&precious, "precious").expect("write");
+        let mut protected = fs::metadata(&precious).expect("meta").permissions();
+        protected.set_readonly(true);
+        fs::set_permissions(&precious, protected).expect("read-only");
+
+        let file = OutFile::check("--plot", &out.join("chart.svg")).expect("checks");
+        fs::rename(&out, &moved).expect("move the folder away");
+        std::os::unix::fs::symlink(&other, &out).expect("symlink");
+        file.write(|w| w.write_all(b"new")).expect("writes");
+
+        assert_eq!(fs::read_to_string(&precious).expect("read"), "precious");
+        assert_eq!(
+            fs::read_to_string(moved.join("chart.svg")).expect("read"),
+            "new"
+        );
+        assert!(leftovers(&moved).is_empty() && leftovers(&other).is_empty());
+    }
+
+    /// The file itself replaced after the check (by a write-protected one, by a link, or
+    /// created where there was none): the rename would put the result over a file the check
+    /// never saw. Refused, naming the path, and what is there is kept.
+    #[test]
+    fn a_file_replaced_after_the_check_is_refused_and_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let elsewhere = dir.path().join("elsewhere.txt");
+        fs::write(&elsewhere, "elsewhere").expect("write");
+        for (existed, replacement) in [(true, "protected"), (true, "link"), (false, "new")] {
+            let path = dir.path().join(format!("{replacement}.txt"));
+            if existed {
+                fs::write(&path, "checked").expect("write");
+            }
+            let file = OutFile::check("--out", &path).expect("checks");
+            let _ = fs::remove_file(&path);
+            match replacement {
+                "link" => std::os::unix::fs::symlink(&elsewhere, &path).expect("symlink"),
+                _ => {
+                    fs::write(&path, "precious").expect("write");
+                    let mut protected = fs::metadata(&path).expect("meta").permissions();
+                    protected.set_readonly(true);
+                    fs::set_permissions(&path, protected).expect("read-only");
+                }
+            }
+            let err = file.write(|w| w.write_all(b"result")).unwrap_err();
+            assert!(
+                err.contains("--out") && err.contains(&path.display().to_string()),
+                "{err}"
+            );
+            assert_eq!(
+                fs::read_to_string(&path).expect("read"),
+                if replacement == "link" {
+                    "elsewhere"
+                } else {
+                    "precious"
+                },
+                "{replacement}"
+            );
+            if replacement == "link" {
+                assert!(fs::symlink_metadata(&path).expect("link").is_symlink());
+            }
+            assert!(
+                leftovers(dir.path()).is_empty(),
+                "{:?}",
+                leftovers(dir.path())
+            );
+        }
     }
 }

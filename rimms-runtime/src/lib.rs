@@ -75,4 +75,6 @@ pub use runtime::{ExecMode, Runtime, RuntimeBuilder};
 pub use sched::{CostTable, Policy};
 pub use scope::Scope;
 pub use space::LinkModel;
-pub use stats::{ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV};
+pub use stats::{
+    ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV, TRACE_FILE_HEAD,
+};

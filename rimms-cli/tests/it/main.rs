@@ -10,6 +10,7 @@ mod cedr;
 mod cli;
 mod distributed;
 mod fpga_emu;
+mod fpga_emu_folder;
 mod fpga_mappings;
 mod generated;
 mod help;

@@ -316,3 +316,74 @@ fn log_lines_into_a_pipe_carry_no_colour_codes() {
         assert!(!stderr.contains('\u{1b}'), "escape codes in {stderr:?}");
     }
 }
+
+/// `RIMMS_TRACE_FILE` naming a file of the user's that is not a trace (notes, a config): the
+/// runtime creates the trace afresh, so even a run that then failed (here on a pool too
+/// small) had emptied the file and left a trace in its place; so had a bench, for each file
+/// named like a cell's trace. Refused before the run, naming the file, which is kept; a
+/// trace from an earlier run is still replaced.
+#[test]
+fn a_trace_file_naming_a_file_that_is_not_a_trace_is_refused_and_kept() {
+    let dir = tempfile::tempdir().expect("dir");
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my notes\n").expect("write");
+    let (code, stderr) = checked(
+        rimms()
+            .args([
+                "run",
+                "sar",
+                "--map",
+                "sim",
+                "--pool",
+                "sim0=4KiB",
+                "--frames",
+                "1",
+            ])
+            .env("RIMMS_TRACE_FILE", &notes)
+            .output()
+            .expect("rimms runs"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&notes).expect("still there"),
+        "my notes\n",
+        "{stderr}"
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("RIMMS_TRACE_FILE") && stderr.contains(&notes.display().to_string()),
+        "{stderr}"
+    );
+
+    // A bench traces each cell to a file named for it beside the path given.
+    let cell = dir.path().join("trace.zip3x.cpu.baseline.json");
+    std::fs::write(&cell, "my notes\n").expect("write");
+    let (code, stderr) = checked(
+        rimms()
+            .args(["bench", "--app", "zip3x", "--frames", "1"])
+            .env("RIMMS_TRACE_FILE", dir.path().join("trace.json"))
+            .env("RIMMS_FPGA_BOARD", dir.path().join("no-board.toml"))
+            .output()
+            .expect("rimms runs"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cell).expect("still there"),
+        "my notes\n",
+        "{stderr}"
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&cell.display().to_string()), "{stderr}");
+
+    // A trace an earlier run left is replaced, as before.
+    let trace = dir.path().join("trace.json");
+    for _ in 0..2 {
+        let (code, stderr) = checked(
+            rimms()
+                .args(["run", "fzf", "--frames", "1"])
+                .env("RIMMS_TRACE_FILE", &trace)
+                .output()
+                .expect("rimms runs"),
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!load(&trace).is_empty());
+    }
+}

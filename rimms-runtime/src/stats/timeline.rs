@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 /// The environment variable that names the trace file.
 pub const TRACE_FILE_ENV: &str = "RIMMS_TRACE_FILE";
 
-/// What the file starts and ends with; events go between.
-const HEAD: &str = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+/// What every trace file starts with; events go between it and `TAIL`. Public so that a
+/// program (the CLI) can tell a trace it may replace from a file of the user's.
+pub const TRACE_FILE_HEAD: &str = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 const TAIL: &str = "\n]}\n";
 
 /// A device or a link: a process of the trace, with its tracks.
@@ -117,12 +118,12 @@ impl Timeline {
             tracing::info!(path = %file_path.display(), "another runtime of this process traces to the same path: this one's trace goes here");
         }
         let path = file_path;
-        file.write_all(HEAD.as_bytes())?;
+        file.write_all(TRACE_FILE_HEAD.as_bytes())?;
         file.write_all(TAIL.as_bytes())?;
         Ok(Timeline {
             state: Mutex::new(State {
                 file,
-                end: HEAD.len() as u64,
+                end: TRACE_FILE_HEAD.len() as u64,
                 any: false,
                 groups: HashMap::new(),
                 next_tid: 1,
@@ -318,7 +319,7 @@ mod tests {
         let path = dir.path().join("t.json");
         let timeline = Timeline::create(path.clone()).expect("created");
         let text = std::fs::read_to_string(&path).expect("read");
-        assert_eq!(text, format!("{HEAD}{TAIL}"));
+        assert_eq!(text, format!("{TRACE_FILE_HEAD}{TAIL}"));
         let at = |us: u64| timeline.origin + Duration::from_micros(us);
         let us = Duration::from_micros;
         // Three overlapping calls on cpu from this thread (as deferred copies are), then one
@@ -329,7 +330,10 @@ mod tests {
         timeline.kernel("fft", "cpu", at(30), us(1));
         timeline.transfer("host", "sim0", 64, at(0), us(5));
         let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.starts_with(HEAD) && text.ends_with(TAIL), "{text}");
+        assert!(
+            text.starts_with(TRACE_FILE_HEAD) && text.ends_with(TAIL),
+            "{text}"
+        );
         assert_eq!(text.matches(TAIL).count(), 1);
         let all = slices(&text);
         assert_eq!(all.len(), 5);
@@ -367,7 +371,7 @@ mod tests {
             dir.path().join("several.3.json"),
         ] {
             let text = std::fs::read_to_string(&p).expect("each file is there");
-            assert_eq!(text, format!("{HEAD}{TAIL}"), "{}", p.display());
+            assert_eq!(text, format!("{TRACE_FILE_HEAD}{TAIL}"), "{}", p.display());
         }
         assert_eq!(numbered(Path::new("a/t"), 2), Path::new("a/t.2"));
     }
