@@ -62,8 +62,8 @@ use super::ahead;
 use super::registry::{registry, ApiDecl};
 use super::KernelArg;
 use crate::coherence::Access;
-use crate::data::{check_element, HeteSlice, HeteSliceMut};
-use crate::hal::Device;
+use crate::data::{check_element, HeteSlice, HeteSliceMut, RawBuffer};
+use crate::hal::{Device, SpaceId};
 use crate::hal::{Error, Result};
 use crate::machine::{DeviceEntry, Runtime};
 use bytemuck::Pod;
@@ -214,6 +214,99 @@ impl Span {
     }
 }
 
+/// One managed argument of a call as [`Group::continued_alike`] compares it: a [`KernelArg`]
+/// less its name (its buffer by address only), which a row call need not build where it
+/// joins alike (`ScopeCall::parts` gives a built-in's without building its arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub(crate) raw: *const RawBuffer,
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+    pub(crate) access: Access,
+    pub(crate) at: Option<SpaceId>,
+}
+
+impl Part {
+    /// Its access and placement hint as one number, one to one (compared at once).
+    #[inline]
+    fn how(&self) -> u32 {
+        let at = match self.at {
+            None => 0,
+            Some(SpaceId(space)) => 0x100 | u32::from(space) << 16,
+        };
+        self.access as u32 | at
+    }
+
+    /// `arg` without its name.
+    #[inline]
+    pub(crate) fn of(arg: &KernelArg<'_>) -> Part {
+        Part {
+            raw: arg.raw,
+            start: arg.start,
+            len: arg.len,
+            access: arg.access,
+            at: arg.at,
+        }
+    }
+
+    /// A read view, as `KernelArg::reads` makes it.
+    #[inline]
+    pub(crate) fn reads<T: Pod>(view: &HeteSlice<'_, T>) -> Part {
+        let (start, len) = view.byte_range();
+        Part {
+            raw: view.raw(),
+            start,
+            len,
+            access: Access::Read,
+            at: None,
+        }
+    }
+
+    /// A written view, as `KernelArg::writes` makes it.
+    #[inline]
+    pub(crate) fn writes<T: Pod>(view: &HeteSliceMut<'_, T>) -> Part {
+        let view = view.as_slice();
+        let (start, len) = view.byte_range();
+        Part {
+            raw: view.raw(),
+            start,
+            len,
+            access: Access::Write,
+            at: None,
+        }
+    }
+}
+
+/// The most managed arguments of a group that may turn `lean` (its expected next member is
+/// kept in an array of this many): a group of calls with more joins the general way only.
+pub(crate) const LEAN_ARGS: usize = 4;
+
+/// What argument `i` of the next member of a `lean` group that continues it alike is: on the
+/// first call's buffer with its access and hint, starting at `start`, the first call's `len`
+/// long. Each member that joins alike moves `start` on by `step` (the length for a `Concat`
+/// argument, 0 for a `Same` one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Expected {
+    /// The address of the first call's buffer: 0 in `Expected::NONE`, which no buffer has
+    /// (an address, not a pointer, so that a group stays `Send`).
+    raw: usize,
+    start: usize,
+    len: usize,
+    step: usize,
+    /// The first call's access and placement hint (`Part::how`).
+    how: u32,
+}
+
+impl Expected {
+    const NONE: Self = Expected {
+        raw: 0,
+        start: 0,
+        len: 0,
+        step: 0,
+        how: 0,
+    };
+}
+
 /// Calls on one device held by a scope until a call that does not continue them arrives.
 pub(crate) struct Group<'a> {
     pub(crate) device: Device,
@@ -254,6 +347,12 @@ pub(crate) struct Group<'a> {
     /// Set only by a join the general rule check let in, so the members' arguments stand on
     /// the first call's buffers with its accesses, hints and (for `Same` ones) views.
     lean: bool,
+    /// While `lean`: the next member that continues the group alike, argument by argument
+    /// (the first `arity`), derived from the first call's arguments, the last stored member's
+    /// spans and the `alike` members after it when the general join turns the group lean,
+    /// and moved on by each member that joins alike ([`Group::push_alike`]). Meaningless
+    /// while not `lean`; only the general join sets `lean`, and it sets this too.
+    next: [Expected; LEAN_ARGS],
 }
 
 impl<'a> Group<'a> {
@@ -302,6 +401,7 @@ impl<'a> Group<'a> {
             shape_checked: false,
             pieces: None,
             lean: false,
+            next: [Expected::NONE; LEAN_ARGS],
         }
     }
 
@@ -401,12 +501,40 @@ impl<'a> Group<'a> {
             return Err(args);
         }
         self.holding = holding;
-        self.lean = self.disjoint && holding.is_power_of_two();
         if self.alike > 0 {
             self.store_alike();
         }
         self.spans.extend(args.iter().map(Span::of));
+        self.lean = self.disjoint && holding.is_power_of_two() && N <= LEAN_ARGS;
+        if self.lean {
+            self.expect_next();
+        }
         Ok(())
+    }
+
+    /// Sets `next` from the one rule that holds, the first call's arguments and the last
+    /// member's spans (all stored: `alike` is 0 after a general join): what
+    /// `continued_alike` asked of them on every call before it was cached.
+    fn expect_next(&mut self) {
+        debug_assert_eq!(self.alike, 0, "the general join stores the alike members");
+        let n = self.arity;
+        let rule = self.rules[self.holding.trailing_zeros() as usize];
+        let last = self.spans.len() / n.max(1) - 1;
+        self.next = [Expected::NONE; LEAN_ARGS];
+        for (i, (first, joins)) in self.first.iter().zip(rule.joins).enumerate().take(n) {
+            let (l, len) = (self.span(last, i), self.spans[i].len);
+            let (start, step) = match joins {
+                Joins::Concat => (l.start + l.len, len),
+                Joins::Same => (l.start, 0),
+            };
+            self.next[i] = Expected {
+                raw: std::ptr::from_ref(first.raw) as usize,
+                start,
+                len,
+                step,
+                how: Part::of(first).how(),
+            };
+        }
     }
 
     /// Whether a call continues the group under the one rule that holds for it, each of its
@@ -420,7 +548,11 @@ impl<'a> Group<'a> {
     /// first call's (which every member shares) and its start with where the last member's
     /// ended (for a `Same` argument, the first's view) is what the rule asks, and the merged
     /// ranges need no comparing. Any other call (another API or parameters, a gap, another buffer, a
-    /// different length, a group of one) gets no and goes the general way.
+    /// different length, a group of one, a group of more than [`LEAN_ARGS`] arguments) gets
+    /// no and goes the general way. What each argument is compared with (the first call's
+    /// buffer, access, hint and length, and where the last member ended) is worked out once,
+    /// when the general join turns the group lean, and moved on a step by each member that
+    /// joins alike (`Group::next`), so the check is a comparison per field.
     ///
     /// The equal lengths are what let a joining call skip the checks a built-in's call must
     /// pass on the device, and its shape check: both depend only on the device, the API, its
@@ -433,51 +565,62 @@ impl<'a> Group<'a> {
         params: Params,
         args: &[KernelArg<'a>; N],
     ) -> bool {
-        if !self.lean
+        self.continued_alike_parts(rules, params, &args.each_ref().map(Part::of))
+    }
+
+    /// [`Group::continued_alike`] of a call's arguments without their names: each compared
+    /// with what `next` expects (its buffer, access, hint, start and length), in one pass.
+    #[inline]
+    pub(crate) fn continued_alike_parts<const N: usize>(
+        &self,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        args: &[Part; N],
+    ) -> bool {
+        if N > LEAN_ARGS
+            || !self.lean
             || N != self.arity
             || !std::ptr::eq(self.rules, rules)
             || self.params != params
         {
             return false;
         }
-        let rule = self.rules[self.holding.trailing_zeros() as usize];
-        let (Some(joins), Some(first), Some(first_spans), Some(last)) = (
-            rule.joins.first_chunk::<N>(),
-            self.first.first_chunk::<N>(),
-            self.spans.first_chunk::<N>(),
-            self.spans.last_chunk::<N>(),
-        ) else {
-            return false;
-        };
         (0..N).all(|i| {
-            let (a, f, l) = (&args[i], &first[i], &last[i]);
-            // Past the last stored member and the `alike` ones after it, each of the first
-            // call's length (they lie within the buffer, so this does not overflow).
-            let next = match joins[i] {
-                Joins::Concat => l.start + l.len + self.alike * first_spans[i].len,
-                Joins::Same => l.start,
-            };
-            std::ptr::eq(a.raw, f.raw)
-                && a.access == f.access
-                && a.at == f.at
-                && a.start == next
-                && a.len == first_spans[i].len
+            let (a, e) = (&args[i], &self.next[i]);
+            a.raw as usize == e.raw && a.start == e.start && a.len == e.len && a.how() == e.how
         })
     }
 
     /// Adds a call that [`Group::continued_alike`] said continues the group.
     #[inline]
     pub(crate) fn push<const N: usize>(&mut self, args: [KernelArg<'a>; N]) {
+        self.debug_check_alike(&args);
+        self.push_alike();
+    }
+
+    /// Debug builds: that `args` continue the group alike, and that the general rule check
+    /// agrees (the lean check is a strict special case of it).
+    #[inline]
+    pub(crate) fn debug_check_alike<const N: usize>(&self, args: &[KernelArg<'a>; N]) {
         debug_assert!(
-            self.continued_alike(self.rules, self.params, &args),
+            self.continued_alike(self.rules, self.params, args),
             "only a call that continues the group alike is pushed"
         );
         debug_assert_eq!(
-            self.holds(&args),
+            self.holds(args),
             self.holding,
             "the lean continuation check let in a call the rule check refuses"
         );
-        // Its spans follow from the group's (`Group::span`): nothing to store.
+    }
+
+    /// Counts a member that [`Group::continued_alike`] said continues the group: its spans
+    /// follow from the group's (`Group::span`), so nothing is stored; the next member is
+    /// expected one step on.
+    #[inline]
+    pub(crate) fn push_alike(&mut self) {
+        for e in &mut self.next[..self.arity.min(LEAN_ARGS)] {
+            e.start += e.step;
+        }
         self.alike += 1;
     }
 
@@ -850,6 +993,109 @@ mod tests {
         assert_eq!(group.len(), 4);
     }
 
+    /// The next member a lean group expects (`Group::next`) moves a row on with each member
+    /// that joins alike, and is set again by a general join: a row already joined is refused
+    /// (red with `push_alike` not moving it on), the row the alike members left expected is
+    /// refused after two rows joined at once (red with the general join leaving it stale),
+    /// and the expected length stays the first call's (red with the last member's).
+    #[test]
+    fn the_expected_next_member_follows_alike_and_general_joins() {
+        let rt = sim_runtime();
+        let row = ROW;
+        let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
+        let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let rows = |r: usize, n: usize| {
+            [
+                arg(input, r * row, n * row, Access::Read),
+                arg(output, r * row, n * row, Access::Write),
+            ]
+        };
+        let call = |r: usize| rows(r, 1);
+        let params = [0, 1024];
+        let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
+        // A group of one is not lean: the next row joins the general way.
+        assert!(!group.continued_alike(rules::FFT, params, &call(1)));
+        assert!(group.join(rules::FFT, params, call(1)).is_ok());
+        for r in 2..5 {
+            assert!(
+                group.continued_alike(rules::FFT, params, &call(r)),
+                "row {r}"
+            );
+            group.push(call(r));
+            assert!(
+                !group.continued_alike(rules::FFT, params, &call(r)),
+                "row {r} again"
+            );
+        }
+        assert!(group.join(rules::FFT, params, rows(5, 2)).is_ok());
+        for r in [5, 6] {
+            assert!(
+                !group.continued_alike(rules::FFT, params, &call(r)),
+                "row {r}, joined already"
+            );
+        }
+        assert!(!group.continued_alike(rules::FFT, params, &rows(7, 2)));
+        assert!(group.continued_alike(rules::FFT, params, &call(7)));
+        group.push(call(7));
+        assert_eq!(group.len(), 7);
+        let spans: Vec<Span> = (0..7).map(|k| group.span(k, 1)).collect();
+        let want: Vec<Span> = [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 2), (7, 1)]
+            .iter()
+            .map(|&(r, n)| Span {
+                start: r * row,
+                len: n * row,
+            })
+            .collect();
+        assert_eq!(spans, want);
+    }
+
+    /// A group of calls with more managed arguments than the expected member holds
+    /// (`LEAN_ARGS`) never turns lean: every call joins it the general way (red, with a
+    /// panic, where the general join turns it lean regardless).
+    #[test]
+    fn a_group_of_more_arguments_than_lean_args_joins_the_general_way() {
+        static FIVE: ApiDecl = ApiDecl::new("five_rows");
+        static FIVE_RULES: &[&MergeRule] = &[&MergeRule {
+            api: &FIVE,
+            runs_as: &FIVE,
+            joins: &[Joins::Concat; LEAN_ARGS + 1],
+            run: |_, _, _, _| Ok(()),
+        }];
+        let rt = sim_runtime();
+        let row = ROW;
+        let buffers: Vec<HeteData<u32>> = (0..=LEAN_ARGS).map(|_| sixteen_rows(&rt)).collect();
+        let raws: Vec<&RawBuffer> = buffers.iter().map(|b| b.as_slice().raw()).collect();
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let call = |r: usize| -> [KernelArg<'_>; LEAN_ARGS + 1] {
+            std::array::from_fn(|i| {
+                let access = if i == LEAN_ARGS {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                arg(raws[i], r * row, row, access)
+            })
+        };
+        let params = [0, 0];
+        let mut group = Group::new(entry, 0, FIVE_RULES, params, call(0));
+        for r in 1..4 {
+            assert!(
+                !group.continued_alike(FIVE_RULES, params, &call(r)),
+                "row {r}"
+            );
+            assert!(group.join(FIVE_RULES, params, call(r)).is_ok(), "row {r}");
+        }
+        assert_eq!(group.len(), 4);
+        assert_eq!(
+            group.span(3, LEAN_ARGS),
+            Span {
+                start: 3 * row,
+                len: row
+            }
+        );
+    }
+
     /// Members that join alike store no spans (`Group::alike`); every member's arguments are
     /// still what it submitted, also around a member that joined the general way (two rows at
     /// once) between alike ones, and the merged call covers them all.
@@ -939,6 +1185,20 @@ mod tests {
             assert!(group.join(rules::ZIP, params, call).is_err());
         }
         assert!(group.continued_alike(rules::ZIP, params, &call(3, 0)));
+        // Members that join alike leave the shared view where it is (red with the expected
+        // member's shared view moved on a row by each): the next view is still refused.
+        for r in 3..6 {
+            assert!(
+                !group.continued_alike(rules::ZIP, params, &call(r, r - 2)),
+                "row {r}"
+            );
+            assert!(
+                group.continued_alike(rules::ZIP, params, &call(r, 0)),
+                "row {r}"
+            );
+            group.push(call(r, 0));
+        }
+        assert_eq!(group.span(5, 1), Span { start: 0, len: row });
     }
 
     /// A written argument asked for as a type it cannot be viewed as is refused, and is still

@@ -3,7 +3,7 @@
 //! `kernel::merge` for exactly when). They borrow their views for the scope, as jobs do, so
 //! holding them back is invisible to the rest of the program.
 
-use super::{lock, Scope};
+use super::Scope;
 use crate::data::{Input, Output};
 use crate::hal::Device;
 use crate::hal::{Error, Result};
@@ -12,10 +12,17 @@ use crate::kernel::builtins::{
     conj::Conj, element_wise, fft::Fft, fftshift::Fftshift, magnitude::Magnitude, power::Power,
     window::Window, zip::Zip, zip_rows::ZipRows, ScopeCall,
 };
-use crate::kernel::merge::Group;
+use crate::kernel::merge::{Group, Part};
 use crate::kernel::{KernelArg, MergeRule, Params, UNMERGED_GROUP};
 use num_complex::Complex32 as C32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The scope's [`Held`] groups behind a lock of their own: every row call of a per-row stage
+/// takes it (128 or 256 a frame) for a few comparisons, and `std`'s `Mutex`, with its poison
+/// checks (the held state is left consistent by every holder, so poison meant nothing here),
+/// cost about as much as the comparisons. `parking_lot`'s has none: a compare-exchange to
+/// lock and one to unlock, and a thread that finds it taken spins briefly and then parks.
+pub(super) type HeldLock<'scope> = parking_lot::Mutex<Held<'scope>>;
 
 /// The groups a scope holds, one per device at most.
 #[derive(Default)]
@@ -37,6 +44,24 @@ impl<'scope> Held<'scope> {
             .iter_mut()
             .find(|g| g.device == device)
             .filter(|g| merge || g.len() < UNMERGED_GROUP)
+    }
+
+    /// The group held for `device` that a call of `rules` and `params` with arguments
+    /// `parts` continues alike ([`Group::continued_alike`]), if any. A call that asks for a
+    /// shape check (`shape_checked`) continues only a group whose first call passed it.
+    #[inline]
+    fn continued_alike<const N: usize>(
+        &mut self,
+        device: Device,
+        merge: bool,
+        rules: &'static [&'static MergeRule],
+        params: Params,
+        shape_checked: bool,
+        parts: &[Part; N],
+    ) -> Option<&mut Group<'scope>> {
+        self.open_group(device, merge).filter(|g| {
+            g.continued_alike_parts(rules, params, parts) && (g.shape_checked || !shape_checked)
+        })
     }
 }
 
@@ -108,6 +133,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// (of every call that does not join a group alike) and the checks the device must pass
     /// (those of every call that does not join a group alike, and those of a call that opens
     /// a group).
+    ///
+    /// A call that continues its device's group alike is told by its [`ScopeCall::parts`]
+    /// (its arguments less their names, read off its views) and only counted: its arguments
+    /// are built only on the other way, out of line ([`Scope::builtin_apart`]), and by debug
+    /// builds, which assert that they continue the group alike too and that the general
+    /// rule check agrees.
     #[inline]
     pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
@@ -115,13 +146,45 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         call: B,
     ) -> Result<()> {
         let params = call.params();
+        let merge = self.rt.shared().merges_calls();
+        {
+            // Compared without building the arguments (`ScopeCall::parts`), which only a
+            // call that does not continue its group alike needs.
+            let mut held = self.calls.lock();
+            let parts = call.parts();
+            if let Some(group) = held.continued_alike(device, merge, B::RULES, params, true, &parts)
+            {
+                #[cfg(debug_assertions)]
+                group.debug_check_alike(&call.args());
+                group.push_alike();
+                return Ok(());
+            }
+        }
+        // Through `black_box`: the call's fields are stored for the out of line call only on
+        // this way, not before the check above (moved as they are, they were).
+        self.builtin_apart(device, params, std::hint::black_box(call))
+    }
+
+    /// [`Scope::builtin`] for a call that does not continue its device's group alike: its
+    /// arguments, its shape check (before anything is held: a call of the wrong shape fails
+    /// alone, at once), then as [`Scope::submit_call_apart`]. Out of line, so that a row call
+    /// that joins alike neither builds its arguments nor keeps the closures' captures.
+    #[inline(never)]
+    fn builtin_apart<const N: usize, B: ScopeCall<'scope, N>>(
+        &'scope self,
+        device: Device,
+        params: Params,
+        call: B,
+    ) -> Result<()> {
         let shared = self.rt.shared();
-        self.submit_call(
+        let args = call.args();
+        B::check_args(device.into(), params, &args)?;
+        self.submit_call_apart(
             device,
             B::RULES,
             params,
-            call.args(),
-            Some(|args: &[KernelArg<'scope>; N]| B::check_args(device.into(), params, args)),
+            args,
+            true,
             |args| B::check_call_on(shared, device, params, args),
             |args| B::check_group_on(shared, device, params, args),
         )
@@ -157,14 +220,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let merge = self.rt.shared().merges_calls();
         let shape_checked = shape_check.is_some();
         {
-            let mut held = lock(&self.calls);
-            if let Some(group) = held.open_group(device, merge) {
-                if group.continued_alike(rules, params, &args)
-                    && (group.shape_checked || !shape_checked)
-                {
-                    group.push(args);
-                    return Ok(());
-                }
+            let mut held = self.calls.lock();
+            let parts = args.each_ref().map(Part::of);
+            if let Some(group) =
+                held.continued_alike(device, merge, rules, params, shape_checked, &parts)
+            {
+                group.push(args);
+                return Ok(());
             }
         }
         if let Some(check) = shape_check {
@@ -202,7 +264,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // Outside the lock: the checks may run code of the device's (`accepts` checks).
         call_checks(&args)?;
         let args = {
-            let mut held = lock(&self.calls);
+            let mut held = self.calls.lock();
             match held.open_group(device, merge) {
                 Some(group) => match group.join(rules, params, args) {
                     Ok(()) => return Ok(()),
@@ -225,7 +287,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         let mut group = Group::new(entry, position, rules, params, args);
         group.shape_checked = shape_checked;
-        let mut held = lock(&self.calls);
+        let mut held = self.calls.lock();
         if held.closed {
             drop(held);
             self.hand_over(group);
@@ -252,7 +314,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// hand-over to another thread and a wake-up per scope.
     pub(super) fn close_calls(&'scope self) {
         let mut groups = {
-            let mut held = lock(&self.calls);
+            let mut held = self.calls.lock();
             held.closed = true;
             std::mem::take(&mut held.groups)
         };

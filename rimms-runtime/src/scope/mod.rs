@@ -41,7 +41,7 @@ pub struct Scope<'scope, 'env: 'scope> {
     rt: &'env Runtime,
     state: Arc<ScopeState>,
     /// Calls submitted to the scope and held while the next ones continue them.
-    calls: Mutex<calls::Held<'scope>>,
+    calls: calls::HeldLock<'scope>,
     // Invariant in both lifetimes, as `std::thread::Scope` is: a job may borrow anything that
     // outlives 'scope and nothing shorter.
     scope: PhantomData<&'scope mut &'scope ()>,
@@ -333,7 +333,7 @@ where
     let scope = Scope {
         rt,
         state: Arc::new(ScopeState::default()),
-        calls: Mutex::default(),
+        calls: calls::HeldLock::default(),
         scope: PhantomData,
         env: PhantomData,
     };

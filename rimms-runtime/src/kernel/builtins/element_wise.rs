@@ -6,7 +6,7 @@
 use super::{call, elements, same_len, Builtin, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target};
-use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
+use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params, Part};
 use crate::kernel::{ApiDecl, KernelArg};
 use crate::machine::Runtime;
 use bytemuck::Pod;
@@ -125,5 +125,10 @@ impl<'a, K: ElementWise> ScopeCall<'a, 2> for Call<'a, K> {
             KernelArg::reads("input", self.input),
             KernelArg::writes("out", self.out),
         ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 2] {
+        [Part::reads(&self.input), Part::writes(&self.out)]
     }
 }

@@ -7,7 +7,7 @@ use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, FftDirection, Result, Target};
 use crate::kernel::accepts::{self, check_as, Check};
 use crate::kernel::capabilities::FFT_PROBE_MAX_LOG2;
-use crate::kernel::merge::{Joins, MergeRule, Params};
+use crate::kernel::merge::{Joins, MergeRule, Params, Part};
 use crate::kernel::{Api, ApiDecl, ApiSpec, DeviceCtx, KernelArg, Refusal};
 use crate::machine::{DeviceEntry, Runtime, Shared};
 use num_complex::Complex32 as C32;
@@ -54,6 +54,11 @@ impl<'a> ScopeCall<'a, 2> for Fft<'a> {
             KernelArg::reads("input", self.input),
             KernelArg::writes("output", self.output),
         ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 2] {
+        [Part::reads(&self.input), Part::writes(&self.output)]
     }
 
     #[inline]

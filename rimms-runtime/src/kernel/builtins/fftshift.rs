@@ -5,7 +5,7 @@ use super::{call, elements, same_len, shape, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
-use crate::kernel::merge::{Joins, MergeRule, Params};
+use crate::kernel::merge::{Joins, MergeRule, Params, Part};
 use crate::kernel::{ApiDecl, KernelArg};
 use crate::machine::Runtime;
 use num_complex::Complex32 as C32;
@@ -57,6 +57,11 @@ impl<'a> ScopeCall<'a, 2> for Fftshift<'a> {
             KernelArg::reads("input", self.input),
             KernelArg::writes("out", self.out),
         ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 2] {
+        [Part::reads(&self.input), Part::writes(&self.out)]
     }
 }
 

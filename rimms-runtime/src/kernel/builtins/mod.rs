@@ -48,7 +48,7 @@
 //! results, direct and merged in a scope, against a reference computed on the host.
 
 use super::ahead;
-use super::merge::{MergeRule, Params};
+use super::merge::{MergeRule, Params, Part};
 use super::{ApiDecl, KernelArg};
 use crate::hal::{Device, Error, Result, Target};
 use crate::machine::{Runtime, Shared};
@@ -102,6 +102,12 @@ pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
 
     /// Its views as the managed arguments of the rules, in their order.
     fn args(self) -> [KernelArg<'a>; N];
+
+    /// [`ScopeCall::args`] less the names, without building them: what a scope's group
+    /// compares a row call with (`Group::continued_alike`). Must be `Part::of` each of
+    /// `args` (debug builds assert that the arguments built continue the group alike
+    /// wherever these did).
+    fn parts(&self) -> [Part; N];
 
     /// Its shape check ([`Builtin::check`]) asked of its arguments as [`ScopeCall::args`]
     /// gives them and its [`ScopeCall::params`]: a function of the target, the parameters

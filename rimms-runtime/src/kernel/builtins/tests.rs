@@ -8,7 +8,7 @@
 use super::{call, elements, same_len, Builtin, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
 use crate::hal::{Device, Error, KernelCtx, Result, Target};
-use crate::kernel::merge::{Joins, MergeRule, Params};
+use crate::kernel::merge::{Joins, MergeRule, Params, Part};
 use crate::kernel::{ApiDecl, KernelArg};
 use crate::machine::Runtime;
 use crate::scope::Scope;
@@ -62,6 +62,11 @@ impl<'a> ScopeCall<'a, 2> for ToyAffine<'a> {
             KernelArg::reads("input", self.input),
             KernelArg::writes("out", self.out),
         ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 2] {
+        [Part::reads(&self.input), Part::writes(&self.out)]
     }
 }
 

@@ -4,7 +4,7 @@ use super::{call, elements, same_len, whole_rows, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
-use crate::kernel::merge::{Joins, MergeRule, Params};
+use crate::kernel::merge::{Joins, MergeRule, Params, Part};
 use crate::kernel::{ApiDecl, KernelArg};
 use crate::machine::Runtime;
 use num_complex::Complex32 as C32;
@@ -54,6 +54,15 @@ impl<'a> ScopeCall<'a, 3> for Window<'a> {
             KernelArg::reads("input", self.input),
             KernelArg::reads("window", self.window),
             KernelArg::writes("out", self.out),
+        ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 3] {
+        [
+            Part::reads(&self.input),
+            Part::reads(&self.window),
+            Part::writes(&self.out),
         ]
     }
 }

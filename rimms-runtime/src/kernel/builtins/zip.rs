@@ -7,7 +7,7 @@ use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Error, Result, Target, ZipOp};
 use crate::kernel::accepts::{self, check_as};
 use crate::kernel::capabilities::{zip_support, ZipSupport};
-use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
+use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params, Part};
 use crate::kernel::{Api, ApiDecl, ApiSpec, KernelArg};
 use crate::machine::{DeviceEntry, Runtime, Shared};
 use num_complex::Complex32 as C32;
@@ -72,6 +72,15 @@ impl<'a> ScopeCall<'a, 3> for Zip<'a> {
             KernelArg::reads("a", self.a),
             KernelArg::reads("b", self.b),
             KernelArg::writes("out", self.out),
+        ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 3] {
+        [
+            Part::reads(&self.a),
+            Part::reads(&self.b),
+            Part::writes(&self.out),
         ]
     }
 

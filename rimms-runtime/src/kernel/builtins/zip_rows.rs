@@ -6,7 +6,7 @@ use super::{call, elements, same_len, whole_rows, Builtin, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target, ZipOp};
-use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params};
+use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params, Part};
 use crate::kernel::{ApiDecl, KernelArg};
 use crate::machine::Runtime;
 use num_complex::Complex32 as C32;
@@ -53,6 +53,15 @@ impl<'a> ScopeCall<'a, 3> for ZipRows<'a> {
             KernelArg::reads("a", self.a),
             KernelArg::reads("row", self.row),
             KernelArg::writes("out", self.out),
+        ]
+    }
+
+    #[inline]
+    fn parts(&self) -> [Part; 3] {
+        [
+            Part::reads(&self.a),
+            Part::reads(&self.row),
+            Part::writes(&self.out),
         ]
     }
 }
