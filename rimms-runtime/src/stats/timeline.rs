@@ -96,22 +96,62 @@ fn numbered(path: &Path, n: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Opens `path` for writing an empty trace, creating it, but never destroys a file of the
+/// user's: a non-empty regular file that does not start with [`TRACE_FILE_HEAD`] is refused,
+/// with an error naming it, and left as it was. A trace of an earlier run and an empty file
+/// are emptied; a file that is not regular (`/dev/null`, a FIFO) is opened as before.
+fn open_replacing_only_a_trace(path: &Path) -> io::Result<File> {
+    use std::io::Read as _;
+    // No truncation at open: what is there is looked at first.
+    let file = File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(file);
+    }
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{} holds a file that is not a RIMMS trace ({why}); it is kept: name another \
+                 file, or remove it",
+                path.display()
+            ),
+        )
+    };
+    let mut head = Vec::with_capacity(TRACE_FILE_HEAD.len());
+    File::open(path)
+        .and_then(|f| f.take(TRACE_FILE_HEAD.len() as u64).read_to_end(&mut head))
+        .map_err(|e| refuse(format!("it cannot be read to tell: {e}")))?;
+    if head != TRACE_FILE_HEAD.as_bytes() {
+        return Err(refuse(format!(
+            "it does not start with {TRACE_FILE_HEAD:?}"
+        )));
+    }
+    file.set_len(0)?;
+    Ok(file)
+}
+
 /// "12.345" µs from 12345 ns, exactly.
 fn micros(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
 impl Timeline {
-    /// Creates the file at `path` (replacing one that is there) holding an empty trace, or,
-    /// if another runtime of this process traced to `path` already, at its next free
-    /// numbered variant ([`numbered`]).
+    /// Creates the file at `path` holding an empty trace, or, if another runtime of this
+    /// process traced to `path` already, at its next free numbered variant ([`numbered`]).
+    /// A trace there (of an earlier run) is replaced, as is an empty file; a file that is not
+    /// a trace is refused and kept ([`open_replacing_only_a_trace`]).
     pub(crate) fn create(path: PathBuf) -> io::Result<Timeline> {
         static CLAIMED: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
         // A poisoned map is still a map: it only counts paths.
         let mut claimed = CLAIMED.lock().unwrap_or_else(|p| p.into_inner());
         let users = claimed.get(&path).copied().unwrap_or(0);
         let file_path = numbered(&path, users + 1);
-        let mut file = File::create(&file_path)?;
+        let mut file = open_replacing_only_a_trace(&file_path)?;
         claimed.insert(path, users + 1);
         drop(claimed);
         if users > 0 {
@@ -381,6 +421,59 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         assert!(Timeline::create(dir.path().join("no/such/dir/t.json")).is_err());
         assert!(Timeline::create(dir.path().to_path_buf()).is_err());
+    }
+
+    /// `RIMMS_TRACE_FILE` (or the builder's `trace_file`) naming a file of the user's: it was
+    /// truncated and replaced by an empty trace. A file that is not a trace is refused, named,
+    /// and kept; an earlier trace, an empty file, no file and a device are written as before.
+    #[test]
+    fn a_file_that_is_not_a_trace_is_refused_and_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let kept = b"notes.json: a file of the user's, kept byte for byte\n".as_slice();
+        let path = dir.path().join("notes.json");
+        std::fs::write(&path, kept).expect("write");
+        let e = Timeline::create(path.clone()).err().expect("refused");
+        assert_eq!(std::fs::read(&path).expect("read"), kept);
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        // Refused again, the same way: a refusal claims no numbered name.
+        assert!(Timeline::create(path.clone()).is_err());
+        assert_eq!(std::fs::read(&path).expect("read"), kept);
+
+        let whole = format!("{TRACE_FILE_HEAD}{TAIL}");
+        let earlier = dir.path().join("earlier.json");
+        std::fs::write(
+            &earlier,
+            format!("{TRACE_FILE_HEAD}\n{{\"name\":\"old\"}}{TAIL}"),
+        )
+        .expect("write");
+        let empty = dir.path().join("empty.json");
+        std::fs::write(&empty, "").expect("write");
+        let absent = dir.path().join("absent.json");
+        for p in [&earlier, &empty, &absent] {
+            let t = Timeline::create(p.clone()).expect("a trace, an empty file or none");
+            assert_eq!(
+                std::fs::read_to_string(p).expect("read"),
+                whole,
+                "{}",
+                p.display()
+            );
+            drop(t);
+        }
+        if Path::new("/dev/null").exists() {
+            Timeline::create(PathBuf::from("/dev/null")).expect("a device is written to");
+        }
+
+        // A later runtime's numbered file is checked the same way.
+        let first = dir.path().join("run.json");
+        let _first = Timeline::create(first.clone()).expect("first");
+        let second = dir.path().join("run.2.json");
+        std::fs::write(&second, kept).expect("write");
+        let e = Timeline::create(first.clone()).err().expect("refused");
+        assert_eq!(std::fs::read(&second).expect("read"), kept);
+        assert!(e.to_string().contains(&second.display().to_string()), "{e}");
+        std::fs::remove_file(&second).expect("remove");
+        let t = Timeline::create(first).expect("second");
+        assert_eq!(t.path, second);
     }
 
     #[test]

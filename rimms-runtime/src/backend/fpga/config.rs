@@ -137,6 +137,14 @@ pub struct UdmabufConfig {
     pub sync_ack: bool,
 }
 
+/// Whether `name` can be one component of a path: not empty, no `/` or NUL, not `.` or `..`.
+/// A u-dma-buf's name is a file under `dev_root` and a folder under `sysfs_root`, and the
+/// emulator makes files named for every buffer and core: any other name would reach outside
+/// the folder it is joined to.
+pub(crate) fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
 fn is_false(v: &bool) -> bool {
     !*v
 }
@@ -353,10 +361,13 @@ impl BoardConfig {
         }
         let mut names = HashSet::new();
         for (i, u) in self.udmabufs.iter().enumerate() {
-            if u.name.is_empty() || u.name.contains('/') {
+            if !is_plain_file_name(&u.name) {
                 return bad(
                     format!("udmabuf[{i}].name"),
-                    format!("{:?} is not a device name", u.name),
+                    format!(
+                        "{:?} is not a device name (a plain file name: not empty, no `/` or NUL, not `.` or `..`)",
+                        u.name
+                    ),
                 );
             }
             if !names.insert(u.name.as_str()) {
@@ -369,11 +380,17 @@ impl BoardConfig {
         let mut accel_names = HashSet::new();
         for (i, a) in self.accelerators.iter().enumerate() {
             let key = |k: &str| format!("accelerator[{i}].{k}");
-            if a.name.is_empty() || !accel_names.insert(a.name.as_str()) {
+            if !is_plain_file_name(&a.name) {
                 return bad(
                     key("name"),
-                    format!("{:?} is empty or appears twice", a.name),
+                    format!(
+                        "{:?} is not a plain file name (not empty, no `/` or NUL, not `.` or `..`): the emulator names files for it",
+                        a.name
+                    ),
                 );
+            }
+            if !accel_names.insert(a.name.as_str()) {
+                return bad(key("name"), format!("{:?} appears twice", a.name));
             }
             if !names.contains(a.memory.as_str()) {
                 return bad(

@@ -2,16 +2,18 @@
 //! board configuration that points at them.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Component, Path, PathBuf};
 
 use nix::sys::stat::Mode;
 
 use super::model::DMACR_RESET_VALUE;
 use super::EmulatorLayout;
 use crate::backend::fpga::axi_dma::{DMASR_HALTED, MM2S_DMACR, MM2S_DMASR, S2MM_DMACR, S2MM_DMASR};
-use crate::backend::fpga::buslog::BusLog;
+use crate::backend::fpga::buslog::LOG_BYTES;
 use crate::backend::fpga::config::{
-    AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig,
+    is_plain_file_name, AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig,
 };
 use crate::backend::fpga::udmabuf::CLASS_DIRS;
 use crate::hal::{Error, Result};
@@ -30,11 +32,80 @@ pub(crate) fn bus_path(dir: &Path) -> PathBuf {
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return link_refused(path);
+    }
     Error::Config(format!("emulator: cannot {what} {}: {e}", path.display()))
 }
 
-fn write(path: &Path, text: &str) -> Result<()> {
-    fs::write(path, text).map_err(|e| io("write", path, e))
+fn link_refused(path: &Path) -> Error {
+    Error::Config(format!(
+        "emulator: {} is a symbolic link; the emulator writes only to files of its own and \
+         would write through it to what it points at: remove the link",
+        path.display()
+    ))
+}
+
+/// Opens the emulator's file at `path` empty, creating it: never through a symbolic link
+/// (`O_NOFOLLOW`), and never a file that is not a plain file of its own (a FIFO, a device,
+/// a file with other hard links), whose contents would be the user's. Nothing is truncated
+/// before those checks.
+fn create_file(path: &Path) -> Result<fs::File> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        // Non-blocking: a FIFO put here fails the open instead of hanging it.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io("create", path, e))?;
+    let meta = file.metadata().map_err(|e| io("look at", path, e))?;
+    if !meta.is_file() || meta.nlink() > 1 {
+        return Err(Error::Config(format!(
+            "emulator: {} is not a plain file of its own (a FIFO, a device, or a file with \
+             other links), so it is not the emulator's to replace: remove it",
+            path.display()
+        )));
+    }
+    file.set_len(0).map_err(|e| io("empty", path, e))?;
+    Ok(file)
+}
+
+fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
+    create_file(path)?
+        .write_all(bytes.as_ref())
+        .map_err(|e| io("write", path, e))
+}
+
+/// Makes the folder `dir/rel` one component at a time, refusing a symbolic link (or a file)
+/// at any of them: `create_dir_all` would follow a link, and the files made below it would
+/// land in the folder it points at. `dir` itself is the caller's and may be anything.
+fn make_dirs(dir: &Path, rel: &Path) -> Result<PathBuf> {
+    let mut path = dir.to_path_buf();
+    for part in rel.components() {
+        let Component::Normal(part) = part else {
+            return Err(Error::Config(format!(
+                "emulator: {} is not a path inside the folder",
+                rel.display()
+            )));
+        };
+        path.push(part);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => return Err(link_refused(&path)),
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::Config(format!(
+                    "emulator: {} is not a folder; the emulator makes its files there",
+                    path.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir(&path).map_err(|e| io("create", &path, e))?;
+            }
+            Err(e) => return Err(io("look at", &path, e)),
+        }
+    }
+    Ok(path)
 }
 
 /// The sysfs folder of a buffer in the layout.
@@ -55,6 +126,29 @@ pub(crate) fn page_paths(dir: &Path, accel: &str) -> (PathBuf, PathBuf, PathBuf)
 }
 
 fn check_layout(layout: &EmulatorLayout) -> Result<()> {
+    // Every buffer and core name becomes a file name under the folder (`dev/NAME`,
+    // `sys/class/u-dma-buf/NAME/`, `regs/NAME.ctrl`): checked before anything is made, or
+    // `../x` would create (or truncate) a file outside it before the call fails.
+    let names = layout
+        .udmabufs
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (format!("udmabuf[{i}].name"), &u.name))
+        .chain(
+            layout
+                .accelerators
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("accelerator[{i}].name"), &a.name)),
+        );
+    for (key, name) in names {
+        if !is_plain_file_name(name) {
+            return Err(Error::Config(format!(
+                "emulator layout: {key}: {name:?} is not a plain file name (not empty, no `/` \
+                 or NUL, not `.` or `..`): the emulator makes files named for it"
+            )));
+        }
+    }
     // The model times every transfer with it on the emulator's thread: a rate it cannot
     // divide by would panic there at the first transfer instead of failing here.
     if let Some(t) = &layout.timing {
@@ -92,26 +186,20 @@ fn check_layout(layout: &EmulatorLayout) -> Result<()> {
 /// Creates every file but the configuration, and returns the configuration.
 pub(crate) fn create_without_config(dir: &Path, layout: &EmulatorLayout) -> Result<BoardConfig> {
     check_layout(layout)?;
-    let dev = dir.join("dev");
-    let regs = dir.join("regs");
-    for d in [&dev, &regs] {
-        fs::create_dir_all(d).map_err(|e| io("create", d, e))?;
-    }
+    let dev = make_dirs(dir, Path::new("dev"))?;
+    make_dirs(dir, Path::new("regs"))?;
+    // Removing a link removes the link, not what it points at.
     let _ = fs::remove_file(dir.join(CONFIG_FILE));
 
     let mut udmabufs = Vec::new();
     for u in &layout.udmabufs {
         let dev_file = dev.join(&u.name);
-        let f = fs::File::create(&dev_file).map_err(|e| io("create", &dev_file, e))?;
-        f.set_len(u.size as u64)
+        create_file(&dev_file)?
+            .set_len(u.size as u64)
             .map_err(|e| io("size", &dev_file, e))?;
-        let class = class_dir(dir, &u.name, u.old_class_path);
-        fs::create_dir_all(&class).map_err(|e| io("create", &class, e))?;
-        write(&class.join("size"), &format!("{}\n", u.size))?;
-        write(
-            &class.join("phys_addr"),
-            &format!("{:#018x}\n", u.phys_addr),
-        )?;
+        let class = make_dirs(dir, &class_dir(Path::new(""), &u.name, u.old_class_path))?;
+        write(&class.join("size"), format!("{}\n", u.size))?;
+        write(&class.join("phys_addr"), format!("{:#018x}\n", u.phys_addr))?;
         for (attr, value) in [
             ("sync_mode", "1"),
             ("dma_coherent", "0"),
@@ -120,10 +208,9 @@ pub(crate) fn create_without_config(dir: &Path, layout: &EmulatorLayout) -> Resu
             ("sync_direction", "0"),
             ("sync_owner", "0"),
         ] {
-            write(&class.join(attr), &format!("{value}\n"))?;
+            write(&class.join(attr), format!("{value}\n"))?;
         }
-        let ack = class.join(ACK_FILE);
-        fs::write(&ack, [0u8; 16]).map_err(|e| io("write", &ack, e))?;
+        write(&class.join(ACK_FILE), [0u8; 16])?;
         for trigger in ["sync_for_cpu", "sync_for_device"] {
             let p = class.join(trigger);
             let _ = fs::remove_file(&p);
@@ -142,7 +229,9 @@ pub(crate) fn create_without_config(dir: &Path, layout: &EmulatorLayout) -> Resu
     }
 
     let bus = bus_path(dir);
-    BusLog::create(&bus).map_err(|e| io("create", &bus, e))?;
+    create_file(&bus)?
+        .set_len(LOG_BYTES as u64)
+        .map_err(|e| io("size", &bus, e))?;
     let mut accelerators = Vec::new();
     for (i, a) in layout.accelerators.iter().enumerate() {
         let (ctrl, dma, reset) = page_paths(dir, &a.name);
@@ -209,14 +298,14 @@ fn write_page(path: &Path, words: &[(usize, u32)]) -> Result<()> {
     for &(off, v) in words {
         bytes[off..off + 4].copy_from_slice(&v.to_ne_bytes());
     }
-    fs::write(path, bytes).map_err(|e| io("write", path, e))
+    write(path, bytes)
 }
 
 /// Writes the configuration atomically (a temporary file renamed into place).
 pub(crate) fn write_config(dir: &Path, config: &BoardConfig) -> Result<()> {
     let text = config.to_toml()?;
     let tmp = dir.join(format!("{CONFIG_FILE}.tmp"));
-    write(&tmp, &text)?;
+    write(&tmp, text)?;
     let dst = dir.join(CONFIG_FILE);
     fs::rename(&tmp, &dst).map_err(|e| io("rename into", &dst, e))
 }

@@ -501,6 +501,11 @@ pub struct Emulator {
 impl Emulator {
     /// Creates the files for `layout` under `dir` (which must exist; existing emulator files
     /// there are replaced), writes `dir/board.toml`, and starts the model on a thread.
+    ///
+    /// Nothing is made before the layout's buffer and core names are known to be plain file
+    /// names, and nothing is written through a symbolic link (or into a FIFO, a device or a
+    /// file with other hard links) at any place the emulator writes: either is an error
+    /// naming the name or the path, and the file it would have reached is left as it was.
     pub fn start(dir: &Path, layout: &EmulatorLayout) -> Result<Self> {
         let config = files::create_without_config(dir, layout)?;
         let (model, control) = model::Board::open(dir, &config, layout)?;
@@ -836,5 +841,199 @@ mod tests {
         assert_eq!(emu.transfers("fft0").unwrap(), 0);
         assert!(emu.config_path().exists());
         emu.stop();
+    }
+}
+
+/// The emulator makes files named for the layout's names and writes into its folder: neither
+/// may reach a file of the user's outside it, whether the call fails or not.
+#[cfg(test)]
+mod file_safety_tests {
+    use super::*;
+    use std::fs;
+
+    const KEPT: &[u8] = b"the user's file, to be kept byte for byte\n";
+
+    /// Fails unless `path` still holds [`KEPT`], saying what it holds instead (briefly: a
+    /// damaged file may be megabytes of zeros).
+    fn assert_kept(path: &Path, what: &str) {
+        let now = fs::read(path).unwrap_or_default();
+        assert!(
+            now == KEPT,
+            "{what}: {} now holds {} bytes, starting {:?}",
+            path.display(),
+            now.len(),
+            String::from_utf8_lossy(&now[..now.len().min(48)])
+        );
+    }
+
+    /// A buffer or core name that is not a plain file name made the emulator create, truncate
+    /// and grow `dev/NAME` (or write `regs/NAME.ctrl`) before any check ran: `../../victim.txt`
+    /// replaced the user's file beside the folder with 4 MiB of zeros, and a core name with a
+    /// `/` was never refused at all.
+    #[test]
+    fn a_name_that_is_not_a_plain_file_name_is_refused_before_anything_is_made() {
+        let bad = ["../../victim.txt", "..", ".", "", "a/b", "nul\0name"];
+        for (field, name) in bad
+            .iter()
+            .flat_map(|n| [("udmabuf", *n), ("accelerator", *n)])
+        {
+            let outer = tempfile::tempdir().unwrap();
+            let dir = outer.path().join("emu");
+            fs::create_dir(&dir).unwrap();
+            let victims = [
+                "victim.txt",
+                "victim.txt.ctrl",
+                "victim.txt.dma",
+                "victim.txt.reset",
+            ]
+            .map(|v| outer.path().join(v));
+            for v in &victims {
+                fs::write(v, KEPT).unwrap();
+            }
+            let mut layout = EmulatorLayout::zcu102_like();
+            let key = if field == "udmabuf" {
+                layout.udmabufs[0].name = name.to_owned();
+                for a in &mut layout.accelerators {
+                    a.memory = name.to_owned();
+                }
+                "udmabuf[0].name"
+            } else {
+                layout.accelerators[1].name = name.to_owned();
+                "accelerator[1].name"
+            };
+            let e = match Emulator::start(&dir, &layout) {
+                Ok(emu) => {
+                    emu.stop();
+                    format!("started with {key} = {name:?}")
+                }
+                Err(e) => e.to_string(),
+            };
+            for v in &victims {
+                assert_kept(v, &format!("{key} = {name:?}"));
+            }
+            assert!(
+                e.contains(key) && e.contains(&format!("{name:?}")),
+                "{key} = {name:?}: {e}"
+            );
+            let made: Vec<_> = fs::read_dir(&dir)
+                .unwrap()
+                .map(|d| d.unwrap().path())
+                .collect();
+            assert!(made.is_empty(), "{key} = {name:?}: made {made:?}");
+        }
+    }
+
+    /// The board configuration's own check refuses them too (a core's name with a `/` passed).
+    #[test]
+    fn the_board_configuration_refuses_names_that_are_not_plain_file_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            files::create_without_config(dir.path(), &EmulatorLayout::zcu102_like()).unwrap();
+        for name in ["../x", "a/b", "..", ".", "", "nul\0name"] {
+            let mut c = config.clone();
+            c.accelerators[1].name = name.to_owned();
+            let e = c.validate("t").unwrap_err().to_string();
+            assert!(e.contains("accelerator[1].name"), "{name:?}: {e}");
+            let mut c = config.clone();
+            c.udmabufs[0].name = name.to_owned();
+            let e = c.validate("t").unwrap_err().to_string();
+            assert!(e.contains("udmabuf[0].name"), "{name:?}: {e}");
+        }
+    }
+
+    /// Each place the emulator writes, replaced by a symbolic link (to a file, or a folder
+    /// holding a file of the name it writes): a second start wrote through it, truncating the
+    /// user's file and growing it to the buffer's size. It must refuse, naming the link.
+    #[test]
+    fn the_emulator_does_not_write_through_symbolic_links() {
+        let entries = [
+            ("dev/udmabuf0", None),
+            ("regs/fft0.ctrl", None),
+            ("regs/zip1.dma", None),
+            ("regs/fft1.reset", None),
+            ("regs/bus.log", None),
+            ("sys/class/u-dma-buf/udmabuf0/size", None),
+            ("sys/class/u-dma-buf/udmabuf0/rimms_emu_sync", None),
+            ("board.toml.tmp", None),
+            ("dev", Some("udmabuf0")),
+            ("regs", Some("fft0.ctrl")),
+            ("sys", Some("class/u-dma-buf/udmabuf0/size")),
+            ("sys/class/u-dma-buf/udmabuf0", Some("phys_addr")),
+        ];
+        for (entry, inside) in entries {
+            let outer = tempfile::tempdir().unwrap();
+            let dir = outer.path().join("emu");
+            fs::create_dir(&dir).unwrap();
+            Emulator::start(&dir, &EmulatorLayout::zcu102_like())
+                .unwrap()
+                .stop();
+            let at = dir.join(entry);
+            let (target, victim) = match inside {
+                None => {
+                    let v = outer.path().join("victim");
+                    (v.clone(), v)
+                }
+                Some(file) => {
+                    let t = outer.path().join("user");
+                    let v = t.join(file);
+                    fs::create_dir_all(v.parent().unwrap()).unwrap();
+                    (t, v)
+                }
+            };
+            fs::write(&victim, KEPT).unwrap();
+            if at.is_dir() {
+                fs::remove_dir_all(&at).unwrap();
+            } else {
+                let _ = fs::remove_file(&at);
+            }
+            std::os::unix::fs::symlink(&target, &at).unwrap();
+            let e = match Emulator::start(&dir, &EmulatorLayout::zcu102_like()) {
+                Ok(emu) => {
+                    emu.stop();
+                    format!("started through the link {entry}")
+                }
+                Err(e) => e.to_string(),
+            };
+            assert_kept(&victim, entry);
+            assert!(
+                e.contains(&at.display().to_string()) && e.contains("symbolic link"),
+                "{entry}: {e}"
+            );
+        }
+    }
+
+    /// A hard link is no better: the emulator's file is the user's file.
+    #[test]
+    fn the_emulator_does_not_truncate_a_file_with_other_links() {
+        let outer = tempfile::tempdir().unwrap();
+        let dir = outer.path().join("emu");
+        fs::create_dir(&dir).unwrap();
+        Emulator::start(&dir, &EmulatorLayout::zcu102_like())
+            .unwrap()
+            .stop();
+        let victim = outer.path().join("victim");
+        fs::write(&victim, KEPT).unwrap();
+        let at = dir.join("dev/udmabuf0");
+        fs::remove_file(&at).unwrap();
+        fs::hard_link(&victim, &at).unwrap();
+        let e = Emulator::start(&dir, &EmulatorLayout::zcu102_like())
+            .map(Emulator::stop)
+            .unwrap_err()
+            .to_string();
+        assert_kept(&victim, "a hard link");
+        assert!(e.contains(&at.display().to_string()), "{e}");
+    }
+
+    /// A folder an emulator ran on is reused: its own files are replaced without complaint.
+    #[test]
+    fn a_second_start_on_the_same_folder_replaces_its_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..2 {
+            let emu = Emulator::start(dir.path(), &EmulatorLayout::zcu102_like()).unwrap();
+            assert!(emu.config_path().exists());
+            emu.stop();
+        }
+        let len = fs::metadata(dir.path().join("dev/udmabuf0")).unwrap().len();
+        assert_eq!(len, 4 << 20);
     }
 }
