@@ -66,7 +66,7 @@ pub fn run(
     // creates them before the board configuration is checked: a name that is not a plain
     // file name would have it write outside `dir` first.
     if let Some(path) = layout_path {
-        check_names(&layout, path)?;
+        (layout.check_names()).map_err(|e| format!("--config {}: {e}", path.display()))?;
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // The board file names the device files by this folder, and its readers resolve a
@@ -137,34 +137,6 @@ const EMULATOR_ENTRIES: [&str; 6] = [
 
 /// How deep below the folder the emulator writes (`sys/class/u-dma-buf/NAME/ATTR`).
 const EMULATOR_DEPTH: usize = 5;
-
-/// Refuses a layout whose buffer or core names are not plain file names: the emulator makes
-/// `dev/NAME`, `sys/class/…/NAME/…` and `regs/NAME.ctrl` from them, so `../x` would name a file
-/// outside the folder, created (or truncated) before the layout's other checks run.
-fn check_names(layout: &EmulatorLayout, path: &Path) -> Result<(), String> {
-    let names = layout
-        .udmabufs
-        .iter()
-        .enumerate()
-        .map(|(i, u)| (format!("udmabuf[{i}].name"), &u.name))
-        .chain(
-            layout
-                .accelerators
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (format!("accelerator[{i}].name"), &a.name)),
-        );
-    for (key, name) in names {
-        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-            return Err(format!(
-                "--config {}: {key} = {name:?} is not a plain file name (no `/`, not `.` or \
-                 `..`): the emulator makes files named for it inside --dir",
-                path.display()
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// Refuses a folder whose files the emulator would replace but did not make, and symbolic
 /// links where it writes, which would carry its writes to the files they point at.

@@ -13,7 +13,7 @@ use super::EmulatorLayout;
 use crate::backend::fpga::axi_dma::{DMASR_HALTED, MM2S_DMACR, MM2S_DMASR, S2MM_DMACR, S2MM_DMASR};
 use crate::backend::fpga::buslog::LOG_BYTES;
 use crate::backend::fpga::config::{
-    is_plain_file_name, AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig,
+    AccelKind, AcceleratorConfig, BoardConfig, RegisterBlock, UdmabufConfig,
 };
 use crate::backend::fpga::udmabuf::CLASS_DIRS;
 use crate::hal::{Error, Result};
@@ -126,29 +126,7 @@ pub(crate) fn page_paths(dir: &Path, accel: &str) -> (PathBuf, PathBuf, PathBuf)
 }
 
 fn check_layout(layout: &EmulatorLayout) -> Result<()> {
-    // Every buffer and core name becomes a file name under the folder (`dev/NAME`,
-    // `sys/class/u-dma-buf/NAME/`, `regs/NAME.ctrl`): checked before anything is made, or
-    // `../x` would create (or truncate) a file outside it before the call fails.
-    let names = layout
-        .udmabufs
-        .iter()
-        .enumerate()
-        .map(|(i, u)| (format!("udmabuf[{i}].name"), &u.name))
-        .chain(
-            layout
-                .accelerators
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (format!("accelerator[{i}].name"), &a.name)),
-        );
-    for (key, name) in names {
-        if !is_plain_file_name(name) {
-            return Err(Error::Config(format!(
-                "emulator layout: {key}: {name:?} is not a plain file name (not empty, no `/` \
-                 or NUL, not `.` or `..`): the emulator makes files named for it"
-            )));
-        }
-    }
+    layout.check_names()?;
     // The model times every transfer with it on the emulator's thread: a rate it cannot
     // divide by would panic there at the first transfer instead of failing here.
     if let Some(t) = &layout.timing {

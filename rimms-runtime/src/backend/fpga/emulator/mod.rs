@@ -227,6 +227,29 @@ impl EmulatorLayout {
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
         toml::from_str(text).map_err(|e| Error::Config(format!("{origin}: {e}")))
     }
+
+    /// Refuses buffer and core names that are not plain file names (empty, with a `/` or NUL,
+    /// `.` or `..`), naming the key and the value: each becomes a file name under the
+    /// emulator's folder (`dev/NAME`, `sys/class/u-dma-buf/NAME/`, `regs/NAME.ctrl`), so `../x`
+    /// would create or truncate a file outside it. The emulator asks this before it makes
+    /// anything.
+    pub fn check_names(&self) -> Result<()> {
+        let names = (self.udmabufs.iter().enumerate())
+            .map(|(i, u)| (format!("udmabuf[{i}].name"), &u.name))
+            .chain(
+                (self.accelerators.iter().enumerate())
+                    .map(|(i, a)| (format!("accelerator[{i}].name"), &a.name)),
+            );
+        for (key, name) in names {
+            if !crate::backend::fpga::config::is_plain_file_name(name) {
+                return Err(Error::Config(format!(
+                    "emulator layout: {key}: {name:?} is not a plain file name (not empty, no \
+                     `/` or NUL, not `.` or `..`): the emulator makes files named for it"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A fault for the next transfer of one accelerator.
