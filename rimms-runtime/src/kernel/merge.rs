@@ -993,6 +993,62 @@ mod tests {
         assert_eq!(group.len(), 4);
     }
 
+    /// Placement hints of different spaces are different hints to the lean check, as to the
+    /// rules (red with `Part::how` dropping the space, e.g. shifting it out of the word).
+    #[test]
+    fn the_lean_check_tells_the_spaces_of_two_hints_apart() {
+        let rt = sim_runtime();
+        let row = ROW;
+        let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
+        let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let hinted = |r: usize, space: u8| {
+            let mut call = [
+                arg(input, r * row, row, Access::Read),
+                arg(output, r * row, row, Access::Write),
+            ];
+            call[1].at = Some(crate::hal::SpaceId(space));
+            call
+        };
+        let params = [0, 1024];
+        let mut group = Group::new(entry, 0, rules::FFT, params, hinted(0, 1));
+        for r in 1..3 {
+            assert!(group.join(rules::FFT, params, hinted(r, 1)).is_ok());
+        }
+        assert!(!group.continued_alike(rules::FFT, params, &hinted(3, 2)));
+        assert!(group.join(rules::FFT, params, hinted(3, 2)).is_err());
+        assert!(group.continued_alike(rules::FFT, params, &hinted(3, 1)));
+    }
+
+    /// The lean check answers only for a lean group and a call of the group's arity, whatever
+    /// `next` still holds: a group no longer lean refuses the call `next` expects (red with
+    /// `!lean` joined by `&&` rather than `||`), and so does a group asked about fewer
+    /// arguments than it has, whose first ones match (red with the arity's `||` made `&&`).
+    #[test]
+    fn the_lean_check_answers_only_for_a_lean_group_of_the_calls_arity() {
+        let rt = sim_runtime();
+        let row = ROW;
+        let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
+        let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let call = |r: usize| {
+            [
+                arg(input, r * row, row, Access::Read),
+                arg(output, r * row, row, Access::Write),
+            ]
+        };
+        let params = [0, 1024];
+        let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
+        for r in 1..3 {
+            assert!(group.join(rules::FFT, params, call(r)).is_ok());
+        }
+        let [first_part, _] = call(3).each_ref().map(Part::of);
+        assert!(group.continued_alike(rules::FFT, params, &call(3)));
+        assert!(!group.continued_alike_parts(rules::FFT, params, &[first_part]));
+        group.lean = false;
+        assert!(!group.continued_alike(rules::FFT, params, &call(3)));
+    }
+
     /// The next member a lean group expects (`Group::next`) moves a row on with each member
     /// that joins alike, and is set again by a general join: a row already joined is refused
     /// (red with `push_alike` not moving it on), the row the alike members left expected is
