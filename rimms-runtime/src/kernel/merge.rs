@@ -884,6 +884,20 @@ mod tests {
         }
     }
 
+    /// Rows `r..r + n` (of `ROW` bytes each) of `input`, read, and of `output`, written: the
+    /// arguments of an FFT or another row-wise call on them.
+    fn rows_of<'a>(
+        input: &'a crate::data::RawBuffer,
+        output: &'a crate::data::RawBuffer,
+        r: usize,
+        n: usize,
+    ) -> [KernelArg<'a>; 2] {
+        [
+            arg(input, r * ROW, n * ROW, Access::Read),
+            arg(output, r * ROW, n * ROW, Access::Write),
+        ]
+    }
+
     /// Calls whose own views are apart but whose merged ranges would overlap (read row r,
     /// write row r + 1 of one buffer) do not merge: the merged call would read what it writes.
     #[test]
@@ -932,7 +946,6 @@ mod tests {
     #[test]
     fn the_lean_continuation_check_refuses_whatever_the_rules_refuse() {
         let rt = sim_runtime();
-        let row = ROW;
         let buffer = || sixteen_rows(&rt);
         let (x, y, other) = (buffer(), buffer(), buffer());
         let (input, output, other) = (
@@ -941,12 +954,7 @@ mod tests {
             other.as_slice().raw(),
         );
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
-        let rows = |r: usize, n: usize| {
-            [
-                arg(input, r * row, n * row, Access::Read),
-                arg(output, r * row, n * row, Access::Write),
-            ]
-        };
+        let rows = |r: usize, n: usize| rows_of(input, output, r, n);
         let call = |r: usize| rows(r, 1);
         let params = [0, 1024];
         let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
@@ -998,15 +1006,11 @@ mod tests {
     #[test]
     fn the_lean_check_tells_the_spaces_of_two_hints_apart() {
         let rt = sim_runtime();
-        let row = ROW;
         let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
         let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
         let hinted = |r: usize, space: u8| {
-            let mut call = [
-                arg(input, r * row, row, Access::Read),
-                arg(output, r * row, row, Access::Write),
-            ];
+            let mut call = rows_of(input, output, r, 1);
             call[1].at = Some(crate::hal::SpaceId(space));
             call
         };
@@ -1027,16 +1031,10 @@ mod tests {
     #[test]
     fn the_lean_check_answers_only_for_a_lean_group_of_the_calls_arity() {
         let rt = sim_runtime();
-        let row = ROW;
         let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
         let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
-        let call = |r: usize| {
-            [
-                arg(input, r * row, row, Access::Read),
-                arg(output, r * row, row, Access::Write),
-            ]
-        };
+        let call = |r: usize| rows_of(input, output, r, 1);
         let params = [0, 1024];
         let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
         for r in 1..3 {
@@ -1061,12 +1059,7 @@ mod tests {
         let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
         let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
-        let rows = |r: usize, n: usize| {
-            [
-                arg(input, r * row, n * row, Access::Read),
-                arg(output, r * row, n * row, Access::Write),
-            ]
-        };
+        let rows = |r: usize, n: usize| rows_of(input, output, r, n);
         let call = |r: usize| rows(r, 1);
         let params = [0, 1024];
         let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
@@ -1163,12 +1156,7 @@ mod tests {
         let (x, y) = (buffer(), buffer());
         let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
         let entry = rt.shared().device(Device::Cpu).expect("cpu");
-        let rows = |r: usize, n: usize| {
-            [
-                arg(input, r * row, n * row, Access::Read),
-                arg(output, r * row, n * row, Access::Write),
-            ]
-        };
+        let rows = |r: usize, n: usize| rows_of(input, output, r, n);
         let params = [0, 1024];
         // Rows 0 and 1 the general way, 2 to 4 alike, 5 and 6 at once, then 7 to 9 alike.
         let submitted = [
