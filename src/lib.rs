@@ -140,7 +140,8 @@ pub use rimms_runtime::{BackendError, Error, Result};
 // What moved where.
 pub use rimms_runtime::stats;
 pub use rimms_runtime::{
-    ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV, TRACE_FILE_HEAD,
+    may_replace_with_a_trace, ApiStats, LinkStats, NotATrace, SpaceRef, SpaceStats, Stats,
+    TRACE_FILE_ENV, TRACE_FILE_HEAD,
 };
 // Concurrency and choosing the device a call runs on.
 pub use rimms_runtime::{CostTable, Policy, Scope, Target};

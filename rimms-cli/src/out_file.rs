@@ -330,47 +330,33 @@ pub fn is_same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// How every trace file the runtime writes (`RIMMS_TRACE_FILE`) begins.
-const TRACE_HEAD: &[u8] = rimms::TRACE_FILE_HEAD.as_bytes();
-
 /// Refuses, before any work, a trace file path (`RIMMS_TRACE_FILE`, or the file a bench
-/// writes for one cell, `cell`) naming a file that holds something other than a trace: the
-/// runtime creates the trace afresh as it starts, emptying the file even if the command then
-/// fails. Nothing there, an empty file, a trace of an earlier run, or something other than a
-/// regular file (`/dev/null`), is left to the runtime.
+/// writes for one cell, `cell`) naming a file a trace may not replace
+/// ([`rimms::may_replace_with_a_trace`]): the runtime would refuse it only as it starts, after
+/// the bench's earlier cells had run. Nothing there, or something other than a regular file
+/// (`/dev/null`, a FIFO, which is not opened here), is left to the runtime.
 pub fn refuse_foreign_trace(var: &str, path: &Path, cell: Option<&Path>) -> Result<(), String> {
     let file = cell.unwrap_or(path);
-    let fail = |why: String| match cell {
-        Some(cell) => format!(
-            "{var}={}: the bench writes the trace of one cell to {}, which {why}",
-            path.display(),
-            cell.display()
-        ),
-        None => format!("{var}={}: {why}", path.display()),
-    };
     match fs::metadata(file) {
-        Ok(meta) if meta.is_file() && meta.len() > 0 => {}
+        Ok(meta) if meta.is_file() => {}
         _ => return Ok(()),
     }
-    let mut head = Vec::with_capacity(TRACE_HEAD.len());
     File::open(file)
-        .and_then(|f| {
-            use std::io::Read;
-            f.take(TRACE_HEAD.len() as u64).read_to_end(&mut head)
+        .map_err(rimms::NotATrace::Unreadable)
+        .and_then(|f| rimms::may_replace_with_a_trace(&f))
+        .map_err(|why| match cell {
+            Some(cell) => format!(
+                "{var}={}: the bench writes the trace of one cell to {}, and {why}; the trace \
+                 would replace it, so name another file or remove this one",
+                path.display(),
+                cell.display()
+            ),
+            None => format!(
+                "{var}={}: {why}; the trace would replace it, so name another file or remove \
+                 this one",
+                path.display()
+            ),
         })
-        .map_err(|e| {
-            fail(format!(
-                "cannot be read to tell whether it is a trace the run may replace: {e}"
-            ))
-        })?;
-    if head != TRACE_HEAD {
-        return Err(fail(
-            "holds something other than a RIMMS trace; the trace would replace it, so name \
-             another file or remove this one"
-                .to_string(),
-        ));
-    }
-    Ok(())
 }
 
 /// What a non-regular file is, in words.

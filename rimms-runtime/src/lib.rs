@@ -76,5 +76,6 @@ pub use sched::{CostTable, Policy};
 pub use scope::Scope;
 pub use space::LinkModel;
 pub use stats::{
-    ApiStats, LinkStats, SpaceRef, SpaceStats, Stats, TRACE_FILE_ENV, TRACE_FILE_HEAD,
+    may_replace_with_a_trace, ApiStats, LinkStats, NotATrace, SpaceRef, SpaceStats, Stats,
+    TRACE_FILE_ENV, TRACE_FILE_HEAD,
 };

@@ -12,7 +12,7 @@ mod trace;
 
 pub(crate) use after_locks::AfterLocks;
 pub(crate) use timeline::Timeline;
-pub use timeline::{TRACE_FILE_ENV, TRACE_FILE_HEAD};
+pub use timeline::{may_replace_with_a_trace, NotATrace, TRACE_FILE_ENV, TRACE_FILE_HEAD};
 pub(crate) use trace::Reason;
 
 pub(crate) use trace::{

@@ -96,41 +96,68 @@ fn numbered(path: &Path, n: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Why a file may not be replaced by a trace: it may hold something of the user's.
+#[derive(Debug, thiserror::Error)]
+pub enum NotATrace {
+    /// It could not be read to tell.
+    #[error("it cannot be read to tell whether it is a RIMMS trace: {0}")]
+    Unreadable(io::Error),
+    /// It holds bytes that do not begin as a trace does.
+    #[error(
+        "it holds something other than a RIMMS trace (it does not start with {TRACE_FILE_HEAD:?})"
+    )]
+    Foreign,
+}
+
+/// Whether a trace may replace what the open `file` holds: nothing (an empty file), a trace of
+/// an earlier run (it starts with [`TRACE_FILE_HEAD`]), or no regular file's bytes at all
+/// (`/dev/null`, a FIFO). The runtime asks this before it empties its trace file; a program
+/// that writes traces later (the CLI's bench) asks it before any work, so that a refusal
+/// comes before the run rather than after it.
+pub fn may_replace_with_a_trace(file: &File) -> Result<(), NotATrace> {
+    use std::os::unix::fs::FileExt as _;
+    let meta = file.metadata().map_err(NotATrace::Unreadable)?;
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(());
+    }
+    let mut head = [0u8; TRACE_FILE_HEAD.len()];
+    match file.read_exact_at(&mut head, 0) {
+        Ok(()) if head == *TRACE_FILE_HEAD.as_bytes() => Ok(()),
+        Ok(()) => Err(NotATrace::Foreign),
+        // Shorter than the head, and not empty: not a trace.
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(NotATrace::Foreign),
+        Err(e) => Err(NotATrace::Unreadable(e)),
+    }
+}
+
 /// Opens `path` for writing an empty trace, creating it, but never destroys a file of the
-/// user's: a non-empty regular file that does not start with [`TRACE_FILE_HEAD`] is refused,
-/// with an error naming it, and left as it was. A trace of an earlier run and an empty file
-/// are emptied; a file that is not regular (`/dev/null`, a FIFO) is opened as before.
+/// user's ([`may_replace_with_a_trace`]): one it may not replace is refused, with an error
+/// naming it, and left as it was.
 fn open_replacing_only_a_trace(path: &Path) -> io::Result<File> {
-    use std::io::Read as _;
-    // No truncation at open: what is there is looked at first.
+    // No truncation at open: what is there is looked at first. Opened for writing only, as a
+    // trace file always was (a FIFO's reader is waited for); read through a second handle.
     let file = File::options()
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() == 0 {
+    if !meta.is_file() {
         return Ok(file);
     }
-    let refuse = |why: String| {
-        io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!(
-                "{} holds a file that is not a RIMMS trace ({why}); it is kept: name another \
-                 file, or remove it",
-                path.display()
-            ),
-        )
-    };
-    let mut head = Vec::with_capacity(TRACE_FILE_HEAD.len());
     File::open(path)
-        .and_then(|f| f.take(TRACE_FILE_HEAD.len() as u64).read_to_end(&mut head))
-        .map_err(|e| refuse(format!("it cannot be read to tell: {e}")))?;
-    if head != TRACE_FILE_HEAD.as_bytes() {
-        return Err(refuse(format!(
-            "it does not start with {TRACE_FILE_HEAD:?}"
-        )));
-    }
+        .map_err(NotATrace::Unreadable)
+        .and_then(|reader| may_replace_with_a_trace(&reader))
+        .map_err(|why| {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} holds a file that may not be replaced ({why}); it is kept: name \
+                     another file, or remove it",
+                    path.display()
+                ),
+            )
+        })?;
     file.set_len(0)?;
     Ok(file)
 }
@@ -474,6 +501,35 @@ mod tests {
         std::fs::remove_file(&second).expect("remove");
         let t = Timeline::create(first).expect("second");
         assert_eq!(t.path, second);
+    }
+
+    /// The one rule both the runtime and the CLI ask: what a trace may replace.
+    #[test]
+    fn a_trace_may_replace_nothing_but_a_trace_an_empty_file_or_a_device() {
+        let dir = tempfile::tempdir().expect("dir");
+        let with = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).expect("write");
+            may_replace_with_a_trace(&File::open(&path).expect("open"))
+        };
+        assert!(with("empty", b"").is_ok());
+        assert!(with("trace", format!("{TRACE_FILE_HEAD}{TAIL}").as_bytes()).is_ok());
+        assert!(with("head", TRACE_FILE_HEAD.as_bytes()).is_ok());
+        // Shorter than the head, or the head with one byte changed: the user's.
+        let head = TRACE_FILE_HEAD.as_bytes();
+        for foreign in [&head[..head.len() - 1], b"x", b"{\"traceEvents\":[]}"] {
+            assert!(
+                matches!(with("short", foreign), Err(NotATrace::Foreign)),
+                "{foreign:?}"
+            );
+        }
+        let mut changed = head.to_vec();
+        changed[head.len() - 1] = b'{';
+        assert!(matches!(with("changed", &changed), Err(NotATrace::Foreign)));
+        if Path::new("/dev/null").exists() {
+            let null = File::open("/dev/null").expect("open");
+            assert!(may_replace_with_a_trace(&null).is_ok());
+        }
     }
 
     #[test]
