@@ -71,6 +71,18 @@ fn create_file(path: &Path) -> Result<fs::File> {
     Ok(file)
 }
 
+/// Opens a file the emulator made, to map or to read: like [`create_file`], never through a
+/// symbolic link put in its place since (`O_NOFOLLOW`), because the model writes where it
+/// maps; non-blocking, as the sync FIFOs need.
+pub(crate) fn open_made(path: &Path, write: bool) -> Result<fs::File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io("open", path, e))
+}
+
 fn write(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     create_file(path)?
         .write_all(bytes.as_ref())

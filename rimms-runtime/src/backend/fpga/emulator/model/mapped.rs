@@ -2,13 +2,14 @@
 //! and the sync FIFOs through which the driver hands buffers between the CPU and the device.
 //! Apart from the model's state machines so that each file reads as one subject.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::super::files::open_made;
 use super::super::{Control, Rule, SyncRecord};
 use crate::backend::fpga::udmabuf::{decode_packed, parse_number, SyncDirection, SyncFor};
 use crate::hal::{Error, Result};
@@ -27,11 +28,7 @@ pub(super) struct Page {
 
 impl Page {
     pub(super) fn open(path: &Path) -> Result<Self> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| io("open", path, e))?;
+        let f = open_made(path, true)?;
         let map = MmapOptions::new()
             .len(super::super::files::PAGE_BYTES)
             .map_raw(&f)

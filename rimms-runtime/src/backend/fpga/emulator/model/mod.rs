@@ -21,18 +21,16 @@ mod regmap;
 mod tests;
 
 use std::collections::VecDeque;
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use memmap2::MmapOptions;
-use nix::fcntl::OFlag;
 use rustfft::FftPlanner;
 
 use super::super::timing::TimingModel;
+use super::files::open_made;
 use super::{Block, Control, EmulatorLayout, InjectedFault, Rule};
 use crate::backend::fpga::axi_dma::{
     Channel, DmaErrorBit, DMACR_RESET, DMACR_RS, DMASR_ERR_IRQ, DMASR_ERR_MASK, DMASR_HALTED,
@@ -167,11 +165,7 @@ impl Board {
         let mut mems = Vec::new();
         for (u, l) in config.udmabufs.iter().zip(&layout.udmabufs) {
             let dev = u.dev_root.join(&u.name);
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&dev)
-                .map_err(|e| io("open", &dev, e))?;
+            let f = open_made(&dev, true)?;
             let map = MmapOptions::new()
                 .len(l.size)
                 .map_raw(&f)
@@ -183,19 +177,11 @@ impl Board {
             let mut fifos = Vec::new();
             for which in [SyncFor::Device, SyncFor::Cpu] {
                 let p = class_dir.join(which.attribute());
-                let f = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(OFlag::O_NONBLOCK.bits())
-                    .open(&p)
-                    .map_err(|e| io("open", &p, e))?;
+                let f = open_made(&p, false)?;
                 fifos.push((which, f, Vec::new()));
             }
             let ack_path = class_dir.join(super::files::ACK_FILE);
-            let ack_file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&ack_path)
-                .map_err(|e| io("open", &ack_path, e))?;
+            let ack_file = open_made(&ack_path, true)?;
             let ack = MmapOptions::new()
                 .len(16)
                 .map_raw(&ack_file)

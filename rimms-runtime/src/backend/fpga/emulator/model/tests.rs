@@ -462,3 +462,39 @@ fn modelled_transfer_time_is_waited_out_only_under_real_time_pacing() {
         assert_eq!(counted, [1_000, 2_560, 2_560, 2_560], "counted either way");
     }
 }
+
+/// A file swapped for a symbolic link after the emulator made it and before the model maps it
+/// (the buffer, a register page, a sync FIFO, the acknowledgement page): the model refuses it,
+/// named, instead of mapping, and later writing, what the link points at.
+#[test]
+fn the_model_maps_no_file_swapped_for_a_link_after_it_was_made() {
+    const KEPT: &[u8] = b"a file of the user's, kept byte for byte\n";
+    let entries = [
+        "dev/udmabuf0",
+        "regs/fft0.dma",
+        "sys/class/u-dma-buf/udmabuf0/sync_for_device",
+        "sys/class/u-dma-buf/udmabuf0/rimms_emu_sync",
+    ];
+    for entry in entries {
+        let outer = tempfile::tempdir().unwrap();
+        let dir = outer.path().join("emu");
+        std::fs::create_dir(&dir).unwrap();
+        let layout = EmulatorLayout::zcu102_like();
+        let config = files::create_without_config(&dir, &layout).unwrap();
+        let victim = outer.path().join("victim");
+        std::fs::write(&victim, KEPT).unwrap();
+        let at = dir.join(entry);
+        assert!(at.exists(), "{entry} is one of the emulator's files");
+        std::fs::remove_file(&at).unwrap();
+        std::os::unix::fs::symlink(&victim, &at).unwrap();
+        let e = match Board::open(&dir, &config, &layout) {
+            Ok(_) => format!("mapped through the link {entry}"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(std::fs::read(&victim).unwrap(), KEPT, "{entry}");
+        assert!(
+            e.contains(&at.display().to_string()) && e.contains("symbolic link"),
+            "{entry}: {e}"
+        );
+    }
+}
