@@ -223,3 +223,61 @@ fn a_job_that_sends_work_to_its_own_queue_does_not_wait_for_itself() {
     let want: Vec<Complex32> = x.to_vec().unwrap().iter().map(|v| v + v).collect();
     assert_eq!(y.to_vec().unwrap(), want);
 }
+
+/// A loop of row calls in a program's own crate stays on the cheapest path: every row after
+/// the first two joins its group told by its views alone (`Scope::joined_alike`). A group
+/// told its rules apart by the address of a `const` slice, which each crate or codegen unit
+/// may copy: once the scope's methods were inlined into the program, no row matched and
+/// every one took the general path (the same result, four times the instructions).
+#[test]
+fn a_row_loop_in_the_programs_crate_joins_the_fast_way() {
+    let rt = rimms::Runtime::new().unwrap();
+    let x = signal(ROW * ROWS, 11);
+    let filter = signal(ROW, 12);
+    let input = HeteData::from_slice(&rt, &x).unwrap();
+    let b = HeteData::from_slice(&rt, &filter).unwrap();
+    let mut spectra = HeteData::<Complex32>::alloc(&rt, ROW * ROWS).unwrap();
+    let mut product = HeteData::<Complex32>::alloc(&rt, ROW * ROWS).unwrap();
+    let rows_in = input.rows(ROW).unwrap();
+    let mut rows_spectra = spectra.rows_mut(ROW).unwrap();
+    let joined = rt
+        .scope(|s| {
+            for (row, out) in rows_in.iter().zip(rows_spectra.iter_mut()) {
+                s.fft(Device::Cpu, FftDirection::Forward, ROW, row, out)?;
+            }
+            Ok::<_, Error>(s.joined_alike())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(joined, ROWS - 2, "row FFTs that joined the fast way");
+    drop(rows_spectra);
+    let rows_spectra = spectra.rows(ROW).unwrap();
+    let mut rows_product = product.rows_mut(ROW).unwrap();
+    let joined = rt
+        .scope(|s| {
+            for (row, out) in rows_spectra.iter().zip(rows_product.iter_mut()) {
+                s.zip(Device::Cpu, ZipOp::Mul, row, &b, out)?;
+            }
+            Ok::<_, Error>(s.joined_alike())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(joined, ROWS - 2, "row ZIPs that joined the fast way");
+    drop((rows_spectra, rows_product));
+    // The merged calls computed what one call per row would: each row's DFT times the filter.
+    let want: Vec<(f64, f64)> = dft_rows(&x, ROW, false)
+        .chunks(ROW)
+        .flat_map(|row| {
+            row.iter().zip(&filter).map(|(&(re, im), f)| {
+                let (fr, fi) = (f64::from(f.re), f64::from(f.im));
+                (re * fr - im * fi, re * fi + im * fr)
+            })
+        })
+        .collect();
+    assert_close(
+        &product.to_vec().unwrap(),
+        &want,
+        PASSES + 1,
+        "FFT then ZIP by rows",
+    );
+}

@@ -250,7 +250,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     if too_short(crossing) {
         return None;
     }
-    let joins = B::RULES.first()?.joins;
+    let joins = B::rules().first()?.joins;
     let cuts = |members: usize| {
         args.iter().zip(joins).all(|(a, joins)| {
             let part = a.len / members;
@@ -265,7 +265,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
         .rev()
         .filter(|&members| cuts(members))
         .find_map(|members| {
-            let group = Group::split(entry, position, B::RULES, params, args, members)?;
+            let group = Group::split(entry, position, B::rules(), params, args, members)?;
             group
                 .check_first(|first| B::check_args(target, params, first))
                 .then_some(group)

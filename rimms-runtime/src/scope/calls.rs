@@ -30,6 +30,8 @@ pub(super) struct Held<'scope> {
     /// Set when the scope's body returned: later calls go to their queues at once.
     closed: bool,
     groups: Vec<Group<'scope>>,
+    /// Calls that joined their group through the lean check ([`Scope::joined_alike`]).
+    joined_alike: usize,
 }
 
 impl<'scope> Held<'scope> {
@@ -139,7 +141,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// are built only on the other way, out of line ([`Scope::builtin_apart`]), and by debug
     /// builds, which assert that they continue the group alike too and that the general
     /// rule check agrees.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
         device: Device,
@@ -152,17 +154,29 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             // call that does not continue its group alike needs.
             let mut held = self.calls.lock();
             let parts = call.parts();
-            if let Some(group) = held.continued_alike(device, merge, B::RULES, params, true, &parts)
+            if let Some(group) =
+                held.continued_alike(device, merge, B::rules(), params, true, &parts)
             {
                 #[cfg(debug_assertions)]
                 group.debug_check_alike(&call.args());
                 group.push_alike();
+                held.joined_alike += 1;
                 return Ok(());
             }
         }
         // Through `black_box`: the call's fields are stored for the out of line call only on
         // this way, not before the check above (moved as they are, they were).
         self.builtin_apart(device, params, std::hint::black_box(call))
+    }
+
+    /// How many calls submitted to this scope so far joined their device's group the cheapest
+    /// way: told by their views alone, as the next step of the group's held calls, without
+    /// building their arguments or asking any rule ([`Scope::builtin`]). A loop of row calls
+    /// should have all but its first two here. For tests and benches that check a loop stays
+    /// on that path; not part of the stable API.
+    #[doc(hidden)]
+    pub fn joined_alike(&self) -> usize {
+        self.calls.lock().joined_alike
     }
 
     /// [`Scope::builtin`] for a call that does not continue its device's group alike: its
@@ -181,7 +195,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         B::check_args(device.into(), params, &args)?;
         self.submit_call_apart(
             device,
-            B::RULES,
+            B::rules(),
             params,
             args,
             true,
@@ -395,6 +409,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline(always)]
     pub fn fft(
         &'scope self,
         device: Device,
@@ -418,6 +433,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// [`crate::Runtime::zip`] as a scope call: `out = a op b`. Consecutive calls over
     /// following elements merge into one ZIP; calls that share `b` (one filter for every
     /// row) merge into one `zip_rows` where the device has it.
+    #[inline(always)]
     pub fn zip(
         &'scope self,
         device: Device,
@@ -431,6 +447,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`crate::Runtime::zip_rows`] as a scope call.
+    #[inline(always)]
     pub fn zip_rows(
         &'scope self,
         device: Device,
@@ -444,6 +461,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`crate::Runtime::window`] as a scope call.
+    #[inline(always)]
     pub fn window(
         &'scope self,
         device: Device,
@@ -456,6 +474,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`crate::Runtime::fftshift`] as a scope call.
+    #[inline(always)]
     pub fn fftshift(
         &'scope self,
         device: Device,
@@ -475,6 +494,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`crate::Runtime::conj`] as a scope call.
+    #[inline(always)]
     pub fn conj(
         &'scope self,
         device: Device,
@@ -486,6 +506,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`crate::Runtime::magnitude`] as a scope call.
+    #[inline(always)]
     pub fn magnitude(
         &'scope self,
         device: Device,
@@ -497,6 +518,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// [`crate::Runtime::power`] as a scope call.
+    #[inline(always)]
     pub fn power(
         &'scope self,
         device: Device,
@@ -574,7 +596,7 @@ mod tests {
             unreachable!("three rows")
         };
         let params = [FftDirection::Forward as u64, 3];
-        let fft_rules = <Fft<'_> as ScopeCall<'_, 2>>::RULES;
+        let fft_rules = <Fft<'_> as ScopeCall<'_, 2>>::rules();
         let no_check = |_: &[KernelArg<'_>; 2]| Ok(());
         let mut third_row = None;
         // The held rows themselves run when the scope closes, with their 3 points: the

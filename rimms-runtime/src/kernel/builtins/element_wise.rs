@@ -34,8 +34,11 @@ pub(crate) trait ElementWise: Sized + 'static {
         joins: &[Joins::Concat, Joins::Concat],
         run: merged::<Self>,
     };
-    /// Its merge rules, as a scope and `merge_rules` name them.
+    /// Its merge rules, as a scope and `merge_rules` name them: what its `static` holds.
     const RULES: &'static [&'static MergeRule] = &[&Self::RULE];
+    /// The `static` holding [`ElementWise::RULES`], read at run time
+    /// ([`ScopeCall::rules`] says why).
+    fn rules() -> &'static [&'static MergeRule];
 }
 
 /// One element-wise built-in's home in a line: `element_wise_kind!(Conj = conj -> C32)`
@@ -56,6 +59,10 @@ macro_rules! element_wise_kind {
                 out: &mut $crate::data::HeteSliceMut<'_, $out>,
             ) -> $crate::hal::Result<()> {
                 $crate::apis::$api(rt, target, input, out)
+            }
+
+            fn rules() -> &'static [&'static $crate::kernel::merge::MergeRule] {
+                RULES
             }
         }
 
@@ -113,7 +120,9 @@ fn check_lens<K: ElementWise>(target: Target, lens: [usize; 2]) -> Result<()> {
 }
 
 impl<'a, K: ElementWise> ScopeCall<'a, 2> for Call<'a, K> {
-    const RULES: &'static [&'static MergeRule] = K::RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        K::rules()
+    }
 
     fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
         let lens = [elements::<C32>(&args[0]), elements::<K::Out>(&args[1])];

@@ -43,7 +43,9 @@ impl Builtin for Fft<'_> {
 }
 
 impl<'a> ScopeCall<'a, 2> for Fft<'a> {
-    const RULES: &'static [&'static MergeRule] = RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        RULES
+    }
 
     fn params(&self) -> Params {
         params(self.dir, self.points)

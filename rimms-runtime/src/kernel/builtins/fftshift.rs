@@ -41,7 +41,9 @@ fn check_lens(target: Target, row_len: usize, [len, out]: [usize; 2]) -> Result<
 }
 
 impl<'a> ScopeCall<'a, 2> for Fftshift<'a> {
-    const RULES: &'static [&'static MergeRule] = RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        RULES
+    }
 
     fn check_args(target: Target, params: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
         let lens = args.each_ref().map(elements::<C32>);

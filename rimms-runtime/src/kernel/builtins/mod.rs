@@ -92,8 +92,12 @@ pub(crate) trait Builtin: Sized {
 
 /// A built-in a scope offers too: how its call is held and merged.
 pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
-    /// Its merge rules, plain rule first (see [`MergeRule`]).
-    const RULES: &'static [&'static MergeRule];
+    /// Its merge rules, plain rule first (see [`MergeRule`]): the value of a `static`, read
+    /// at run time. A held group tells its rules by their address, and a `const`'s slice has
+    /// no one address: each crate or codegen unit that uses it may get its own copy, so the
+    /// lean check of a row call inlined into a program's crate compared two copies of one
+    /// rule set, never matched, and every row took the general path.
+    fn rules() -> &'static [&'static MergeRule];
 
     /// Its scalars, encoded: calls merge only when theirs are equal.
     fn params(&self) -> Params {
@@ -160,7 +164,7 @@ pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
     call: B,
 ) -> Result<()> {
     call.check(target)?;
-    if let (Target::On(device @ Device::Sim(_)), Some(plain)) = (target, B::RULES.first()) {
+    if let (Target::On(device @ Device::Sim(_)), Some(plain)) = (target, B::rules().first()) {
         if let Some(place) = ahead::cuts_calls_on(rt.shared(), device) {
             return ahead::run_direct(rt, place, plain, call);
         }

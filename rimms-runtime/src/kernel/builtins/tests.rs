@@ -47,7 +47,9 @@ fn check_lens(target: Target, lens: [usize; 2]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 2> for ToyAffine<'a> {
-    const RULES: &'static [&'static MergeRule] = RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        RULES
+    }
 
     fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 2]) -> Result<()> {
         check_lens(target, args.each_ref().map(elements::<f32>))

@@ -38,7 +38,9 @@ fn check_lens(target: Target, [input, window, out]: [usize; 3]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 3> for Window<'a> {
-    const RULES: &'static [&'static MergeRule] = RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        RULES
+    }
 
     fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 3]) -> Result<()> {
         let lens = [

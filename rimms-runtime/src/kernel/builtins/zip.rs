@@ -56,7 +56,9 @@ fn check_lens(target: Target, lens: [usize; 3]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 3> for Zip<'a> {
-    const RULES: &'static [&'static MergeRule] = RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        RULES
+    }
 
     #[inline]
     fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 3]) -> Result<()> {

@@ -38,7 +38,9 @@ fn check_lens(target: Target, [a, row, out]: [usize; 3]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 3> for ZipRows<'a> {
-    const RULES: &'static [&'static MergeRule] = RULES;
+    fn rules() -> &'static [&'static MergeRule] {
+        RULES
+    }
 
     fn check_args(target: Target, _: Params, args: &[KernelArg<'_>; 3]) -> Result<()> {
         check_lens(target, args.each_ref().map(elements::<C32>))
