@@ -74,7 +74,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// device call (see [`MergeRule`]). A device error comes back from [`crate::Runtime::scope`].
     ///
     /// The built-in APIs have their own methods ([`Scope::fft`], [`Scope::zip`], …), which check
-    /// shapes first; an API of your own opts in with rules of its own:
+    /// shapes first; an API of your own opts in with rules of its own, kept in a `static` (calls
+    /// merge only under the same rules, told by their address, and a `const` slice may have a
+    /// different address in each place that uses it):
     ///
     /// ```
     /// use rimms_runtime::{ApiDecl, Device, HeteData, Joins, KernelArg, MergeRule, Runtime};
