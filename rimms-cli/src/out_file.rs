@@ -333,12 +333,13 @@ pub fn is_same_file(a: &Path, b: &Path) -> bool {
 /// Refuses, before any work, a trace file path (`RIMMS_TRACE_FILE`, or the file a bench
 /// writes for one cell, `cell`) naming a file a trace may not replace
 /// ([`rimms::may_replace_with_a_trace`]): the runtime would refuse it only as it starts, after
-/// the bench's earlier cells had run. Nothing there, or something other than a regular file
-/// (`/dev/null`, a FIFO, which is not opened here), is left to the runtime.
+/// the bench's earlier cells had run. Nothing there, an empty file, or something other than a
+/// regular file (`/dev/null`, a FIFO, which is not opened here), is left to the runtime.
 pub fn refuse_foreign_trace(var: &str, path: &Path, cell: Option<&Path>) -> Result<(), String> {
     let file = cell.unwrap_or(path);
     match fs::metadata(file) {
-        Ok(meta) if meta.is_file() => {}
+        // An empty file is not opened: one that may only be written stays usable.
+        Ok(meta) if meta.is_file() && meta.len() > 0 => {}
         _ => return Ok(()),
     }
     File::open(file)

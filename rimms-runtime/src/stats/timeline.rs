@@ -142,7 +142,8 @@ fn open_replacing_only_a_trace(path: &Path) -> io::Result<File> {
         .truncate(false)
         .open(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
+    if !meta.is_file() || meta.len() == 0 {
+        // Nothing to look at: a file that may only be written stays usable when empty.
         return Ok(file);
     }
     File::open(path)
