@@ -58,12 +58,16 @@ fn reading_zero_fills_in_place_and_keeps_the_mark() {
     let mut t = FragmentTable::new(4);
     let plan = access(&mut t, &whole(4), DEV, Access::Read);
     assert!(plan.moves.is_empty(), "zero data must never be transferred");
-    assert_eq!(plan.fills, vec![0..4], "one fill for the contiguous run");
+    assert_eq!(
+        plan.fills.to_vec(),
+        vec![0..4],
+        "one fill for the contiguous run"
+    );
     assert_eq!(t.get(0), Some(state(&[DEV], Some(DEV), true)));
     // A second space fills its own copy too: still no transfer.
     let plan = access(&mut t, &whole(4), HOST, Access::Read);
     assert!(plan.moves.is_empty());
-    assert_eq!(plan.fills, vec![0..4]);
+    assert_eq!(plan.fills.to_vec(), vec![0..4]);
     assert_eq!(t.get(3), Some(state(&[HOST, DEV], Some(DEV), true)));
 }
 
@@ -73,7 +77,7 @@ fn read_miss_copies_from_the_valid_space_and_keeps_it_valid() {
     access(&mut t, &whole(2), HOST, Access::Write);
     let plan = access(&mut t, &whole(2), DEV, Access::Read);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![Move {
             src: HOST,
             frags: 0..2
@@ -98,7 +102,7 @@ fn read_write_copies_in_then_leaves_the_writer_alone_valid() {
     access(&mut t, &whole(2), OTHER, Access::Read);
     let plan = access(&mut t, &whole(2), DEV, Access::ReadWrite);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![Move {
             src: HOST,
             frags: 0..2
@@ -129,7 +133,7 @@ fn a_partial_write_plans_each_edge_once_and_an_empty_span_nothing() {
     };
     let plan = t.plan_acquire(&span(2..3), DEV, Access::Write, flat);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![Move {
             src: HOST,
             frags: 2..3
@@ -152,7 +156,7 @@ fn partial_write_is_a_read_write_for_the_partial_fragments_only() {
     };
     let plan = t.plan_acquire(&span, DEV, Access::Write, flat);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![
             Move {
                 src: HOST,
@@ -196,7 +200,7 @@ fn a_tie_goes_to_the_source_that_holds_the_longer_run() {
     access(&mut t, &first, HOST, Access::Read);
     let plan = t.plan_acquire(&whole(3), DEV, Access::Read, flat);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![Move {
             src: OTHER,
             frags: 0..3
@@ -205,7 +209,7 @@ fn a_tie_goes_to_the_source_that_holds_the_longer_run() {
     let host_cheaper = |s: SpaceId, _: SpaceId| if s == HOST { 1 } else { 2 };
     let plan = t.plan_acquire(&whole(3), DEV, Access::Read, host_cheaper);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![
             Move {
                 src: HOST,
@@ -235,7 +239,7 @@ fn neighbours_with_one_source_coalesce_and_others_split() {
     access(&mut t, &span(1..2), OTHER, Access::Read);
     let plan = t.plan_acquire(&whole(6), OTHER, Access::Read, flat);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![
             Move {
                 src: HOST,
@@ -470,9 +474,9 @@ fn separate_zero_runs_are_separate_fills() {
         access(&mut t, &span, HOST, Access::Write);
     }
     let plan = t.plan_acquire(&whole(6), DEV, Access::Read, flat);
-    assert_eq!(plan.fills, vec![0..1, 2..4, 5..6]);
+    assert_eq!(plan.fills.to_vec(), vec![0..1, 2..4, 5..6]);
     assert_eq!(
-        plan.moves,
+        plan.moves.to_vec(),
         vec![
             Move {
                 src: HOST,

@@ -624,24 +624,23 @@ impl RawBuffer {
         access: Access,
         shift: u32,
     ) {
-        let mut settled = Vec::new();
-        inner
-            .in_flight
-            .settle_ahead(space, need, access, |s, was_used, bytes| {
-                let what = if was_used { Ahead::Used } else { Ahead::Wasted };
-                self.memory.record_ahead(s, what, bytes.len() as u64);
-                settled.push((was_used, bytes));
-            });
-        for (was_used, bytes) in settled {
+        // The table is noted as each copy settles (no vector of them collected first: that
+        // was an allocation on every locked acquire that settled one).
+        let Inner {
+            in_flight, table, ..
+        } = inner;
+        in_flight.settle_ahead(space, need, access, |s, was_used, bytes| {
+            let what = if was_used { Ahead::Used } else { Ahead::Wasted };
+            self.memory.record_ahead(s, what, bytes.len() as u64);
             let frags = FragmentSpan::of(bytes, shift, self.bytes).frags;
             if was_used {
-                inner.table.note_use(frags, space);
+                table.note_use(frags, space);
             } else {
                 // Written again here before anyone needed them where they were predicted to
                 // go: the history says so, and predicts nothing until a read shows where.
-                inner.table.note_rewrite(frags, space);
+                table.note_rewrite(frags, space);
             }
-        }
+        });
     }
 
     /// The block a copy ahead of its use lands in: the one there if it covers `need`, else a

@@ -163,35 +163,38 @@ impl InFlight {
         mut count: impl FnMut(SpaceId, bool, Range<usize>),
         used: impl Fn(&InTransit) -> Option<bool>,
     ) {
-        let mut kept = Vec::with_capacity(self.copies.len());
-        for c in self.copies.drain(..) {
+        // In place: a call settles its copies ahead on every locked acquire, and a new
+        // vector each time was an allocation and a free per argument of every call. The pieces
+        // left outside `bytes` go to the end, past the ones looked at (the order of the
+        // records means nothing).
+        for i in 0..self.copies.len() {
+            let c = &mut self.copies[i];
             let verdict = (c.ahead && overlaps(&c.bytes, bytes))
-                .then(|| used(&c))
+                .then(|| used(c))
                 .flatten();
             let Some(used) = verdict else {
-                kept.push(c);
                 continue;
             };
-            let (start, end) = (c.bytes.start.max(bytes.start), c.bytes.end.min(bytes.end));
+            let whole = c.bytes.clone();
+            let (start, end) = (whole.start.max(bytes.start), whole.end.min(bytes.end));
             count(c.space, used, start..end);
             // Counted, but still on its link until it lands: kept as a plain copy in flight,
             // which `settle` forgets then. Forgotten now, its space's bit would come back
             // into the summary at once, and a call on the fast path would pass the copy.
-            kept.push(InTransit {
-                bytes: start..end,
-                ahead: false,
-                ..c.clone()
-            });
-            for rest in [c.bytes.start..start, end..c.bytes.end] {
+            c.bytes = start..end;
+            c.ahead = false;
+            let (space, lands) = (c.space, c.lands);
+            for rest in [whole.start..start, end..whole.end] {
                 if !rest.is_empty() {
-                    kept.push(InTransit {
+                    self.copies.push(InTransit {
+                        space,
                         bytes: rest,
-                        ..c.clone()
+                        lands,
+                        ahead: true,
                     });
                 }
             }
         }
-        self.copies = kept;
         self.remask();
     }
 
