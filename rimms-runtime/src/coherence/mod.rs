@@ -155,6 +155,9 @@ pub(crate) struct FragmentTable {
     /// Bit `s` set iff `valid_count[s] > 0`: the summary looks only at these spaces (a buffer
     /// lives in two or three of the sixteen), and it is asked on every change of the table.
     held: u64,
+    /// Bit `s` set iff `valid_count[s]` is every fragment: kept as the counts change, so that
+    /// the summary, published each time the buffer's lock is given back, reads it whole.
+    full: u64,
     zero_count: usize,
     /// Per fragment, the last four spaces that wrote it or had to copy it in: RIMMS's 16-bit
     /// owner history, newest in the low nibble, each space as its id + 1 (0: none yet; a 16th
@@ -175,6 +178,7 @@ impl FragmentTable {
             frags: vec![FragmentState::FRESH; count],
             valid_count: [0; MAX_SPACES],
             held: 0,
+            full: 0,
             zero_count: count,
             history: vec![0; count],
         }
@@ -188,6 +192,7 @@ impl FragmentTable {
             frags: filled(count, FragmentState::FRESH)?,
             valid_count: [0; MAX_SPACES],
             held: 0,
+            full: 0,
             zero_count: count,
             history: filled(count, 0)?,
         })
@@ -251,20 +256,11 @@ impl FragmentTable {
 
     /// The summary word that [`resident`] reads.
     pub(crate) fn summary(&self) -> u64 {
-        let total = self.frags.len() as u32;
-        if total == 0 {
+        if self.frags.is_empty() {
             // An empty buffer is valid everywhere.
             return (1 << MAX_SPACES) - 1;
         }
-        let mut word = self.held << ANY_SHIFT;
-        let mut held = self.held;
-        while held != 0 {
-            let space = held.trailing_zeros();
-            held &= held - 1;
-            if self.valid_count[space as usize] == total {
-                word |= 1 << space;
-            }
-        }
+        let mut word = (self.held << ANY_SHIFT) | self.full;
         if self.zero_count > 0 {
             word |= ZERO_BIT;
         }
@@ -299,6 +295,7 @@ impl FragmentTable {
     /// Updates the per-space and zero counts for `n` fragments going from `old` to `new`.
     fn count_change(&mut self, old: FragmentState, new: FragmentState, n: u32) {
         let (gone, came) = (old.valid.0 & !new.valid.0, new.valid.0 & !old.valid.0);
+        self.full &= !u64::from(gone);
         for space in SpaceSet(gone).iter() {
             let count = &mut self.valid_count[space.index()];
             *count -= n;
@@ -309,6 +306,7 @@ impl FragmentTable {
         for space in SpaceSet(came).iter() {
             self.valid_count[space.index()] += n;
             self.held |= 1 << space.index();
+            self.note_if_full(space);
         }
         let n = n as usize;
         self.zero_count = self.zero_count + n * usize::from(new.zero) - n * usize::from(old.zero);
@@ -330,7 +328,7 @@ impl FragmentTable {
             moves: SmallVec::new(),
             fills: SmallVec::new(),
         };
-        if self.valid_count[dst.index()] as usize == self.frags.len() {
+        if self.full & (1 << dst.index()) != 0 {
             // Every fragment is valid in `dst` already: nothing to move or fill, found
             // without looking at each (an acquire takes the locked path for other reasons
             // too, a copy ahead to settle or a summary bit held back).
@@ -494,6 +492,16 @@ impl FragmentTable {
         self.valid_count[dst.index()] += came;
         if came > 0 {
             self.held |= 1 << dst.index();
+            self.note_if_full(dst);
+        }
+    }
+
+    /// Sets `space`'s bit in `full` if every fragment is now valid there (the table's
+    /// fragment count is its length, which a table never changes: refragmenting makes a new
+    /// one).
+    fn note_if_full(&mut self, space: SpaceId) {
+        if self.valid_count[space.index()] as usize == self.frags.len() {
+            self.full |= 1 << space.index();
         }
     }
 

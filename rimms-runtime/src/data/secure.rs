@@ -362,18 +362,27 @@ impl RawBuffer {
 
     /// Refuses an acquire in `space` that would put this buffer's plaintext there: a secure
     /// buffer in an untrusted space, for anything but a prefetch or a write-back (which keep
-    /// ciphertext there).
+    /// ciphertext there). Inline, as every locked acquire asks it of a plain buffer, which has
+    /// no sealed space; the error is built out of line.
+    #[inline]
     pub(crate) fn refuse_plaintext(&self, space: SpaceId, reason: &Reason) -> Result<()> {
         if !self.sealed_spaces().contains(space)
             || matches!(reason, Reason::Prefetch | Reason::WriteBack { .. })
         {
             return Ok(());
         }
-        Err(Error::Untrusted {
+        Err(self.untrusted(space, reason))
+    }
+
+    /// The error [`Self::refuse_plaintext`] gives.
+    #[cold]
+    #[inline(never)]
+    fn untrusted(&self, space: SpaceId, reason: &Reason) -> Error {
+        Error::Untrusted {
             buffer: self.id(),
             space: self.memory().named(space),
             why: reason.to_string(),
-        })
+        }
     }
 
     /// Copies fragments `frags` of this buffer from its block in `from` (based at `src`) to
