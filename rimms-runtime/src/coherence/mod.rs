@@ -353,12 +353,28 @@ impl FragmentTable {
             for &frag in edges.iter().filter(|&&frag| span.is_partial(frag)) {
                 self.plan_fragment(span, frag, access, &mut plan, &cost);
             }
+        } else if let Some(src) = self.sole_holder().filter(|_| !span.frags.is_empty()) {
+            // Every fragment is valid in `src` alone and none is zero-marked: one copy of
+            // the span, as the walk below would find it fragment by fragment (a read of a
+            // large buffer that lives in one place is hundreds of them).
+            plan.moves.push(Move {
+                src,
+                frags: span.frags.clone(),
+            });
         } else {
             for frag in span.frags.clone() {
                 self.plan_fragment(span, frag, access, &mut plan, &cost);
             }
         }
         plan
+    }
+
+    /// The one space that holds every fragment, where no other space holds any and none is
+    /// zero-marked: then each fragment is valid there and only there.
+    fn sole_holder(&self) -> Option<SpaceId> {
+        let one = self.held.is_power_of_two() && self.full == self.held && self.zero_count == 0;
+        // `held` has one bit, below `MAX_SPACES`, so the index fits a `u8`.
+        one.then(|| SpaceId(self.held.trailing_zeros() as u8))
     }
 
     /// Adds to `plan` what fragment `frag`, whose bytes the access needs, must move or fill.
