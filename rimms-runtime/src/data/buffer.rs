@@ -1029,6 +1029,32 @@ impl RawBuffer {
     /// Records a completed write by `space` over the bytes `start..start+len` (and its
     /// checksums, `by` whom, where they are on).
     pub(crate) fn mark_written(&self, start: usize, len: usize, space: SpaceId, by: WrittenBy) {
+        self.record_write(start, len, space, by, false);
+    }
+
+    /// [`Self::mark_written`], and where the bytes are predicted to be needed next
+    /// ([`Self::predicted_next`]), asked under the same lock: for the writes whose end sends
+    /// them on ([`Self::send_to`]), a call's and a host write's. `None` where prefetching is
+    /// off.
+    pub(crate) fn mark_written_and_predict(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        by: WrittenBy,
+    ) -> Option<SpaceId> {
+        let predict = len != 0 && self.memory().prefetches();
+        self.record_write(start, len, space, by, predict)
+    }
+
+    fn record_write(
+        &self,
+        start: usize,
+        len: usize,
+        space: SpaceId,
+        by: WrittenBy,
+        predict: bool,
+    ) -> Option<SpaceId> {
         // The first writer places a buffer that has no hint.
         let _ = self
             .home
@@ -1037,8 +1063,11 @@ impl RawBuffer {
         let span = FragmentSpan::of(start..start + len, self.shift(), self.bytes);
         inner.table.mark_written(span.frags.clone(), space);
         if inner.sums.is_some() {
-            self.record_sums(&mut inner, span.frags, space, by);
+            self.record_sums(&mut inner, span.frags.clone(), space, by);
         }
+        predict
+            .then(|| inner.table.predict_after(span.frags, space))
+            .flatten()
     }
 
     /// Where bytes `start..start+len`, just written by `space`, are predicted to be needed
@@ -1063,9 +1092,14 @@ impl RawBuffer {
         if len == 0 || !self.memory().prefetches() {
             return;
         }
-        let Some(to) = self.predicted_next(start, len, from) else {
-            return;
-        };
+        if let Some(to) = self.predicted_next(start, len, from) {
+            self.send_to(start, len, from, to);
+        }
+    }
+
+    /// Starts the copy of bytes `start..start+len`, just written in `from`, to `to`, where
+    /// their owner history predicts them ([`Self::send_predicted`]).
+    pub(crate) fn send_to(&self, start: usize, len: usize, from: SpaceId, to: SpaceId) {
         let memory = self.memory();
         if memory.timed_link(from).is_none() && memory.timed_link(to).is_none() {
             return;

@@ -899,7 +899,7 @@ pub(crate) struct HostWrite<'a> {
 impl HostWrite<'_> {
     /// The write completed: `space` alone holds the newest bytes.
     pub(crate) fn finish(mut self) {
-        self.raw.mark_written(
+        let next = self.raw.mark_written_and_predict(
             self.start,
             self.len,
             self.space,
@@ -907,7 +907,9 @@ impl HostWrite<'_> {
         );
         self.recorded = true;
         // A loop's end is a host write's end the runtime sees, as a fill's is.
-        self.raw.send_predicted(self.start, self.len, self.space);
+        if let Some(to) = next {
+            self.raw.send_to(self.start, self.len, self.space, to);
+        }
     }
 }
 

@@ -272,19 +272,19 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
         })
 }
 
-/// Starts the copy of each written argument in `written` to the space its owner history
-/// predicts it goes next, where that copy takes time (see the module's "Prediction"); called
-/// once the call's writes are marked.
+/// Starts the copy of each written argument that `next` gives a place for (where its owner
+/// history predicts it goes next, `dispatch::record_writes`) there, where that copy takes time
+/// (see the module's "Prediction"); called once the call's writes are marked.
 #[cold]
 #[inline(never)]
 pub(crate) fn copy_predicted<const N: usize>(
     args: &[KernelArg<'_>; N],
     spaces: &[SpaceId; N],
-    written: u32,
+    next: &[Option<SpaceId>; N],
 ) {
-    for (i, a) in args.iter().enumerate() {
-        if written & (1 << i) != 0 && a.access.writes() {
-            a.raw.send_predicted(a.start, a.len, spaces[i]);
+    for ((a, &from), &to) in args.iter().zip(spaces).zip(next) {
+        if let Some(to) = to {
+            a.raw.send_to(a.start, a.len, from, to);
         }
     }
 }

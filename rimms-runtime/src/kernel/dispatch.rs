@@ -187,13 +187,15 @@ fn tracked_general<const N: usize>(
     let outcome = run_kernel(shared, entry, api, args, &spaces, ptrs, body);
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
-    if missing != 0 || outcome.is_err() {
-        record_writes(entry, api, args, &spaces, missing, outcome.is_ok());
-    }
+    let next = if missing != 0 || outcome.is_err() {
+        record_writes(entry, api, args, &spaces, missing, outcome.is_ok())
+    } else {
+        [None; N]
+    };
     drop(pins);
     // Written bytes whose next place the owner history knows start moving there now.
-    if missing != 0 && outcome.is_ok() && shared.prefetches() {
-        super::ahead::copy_predicted(args, &spaces, missing);
+    if next.iter().any(Option::is_some) {
+        super::ahead::copy_predicted(args, &spaces, &next);
     }
     shared.calls().record_call(api.index(), hit);
     outcome
@@ -250,8 +252,10 @@ fn arg_ptrs<const N: usize>(
 }
 
 /// Records the call's writes: on success those of the arguments in `missing` (written where
-/// they were acquired), on failure every written argument's as failed. Out of [`tracked`], so
-/// the path where everything is in place and the call succeeded stays small.
+/// they were acquired), on failure every written argument's as failed. Returns, per argument,
+/// where the owner history predicts its written bytes go next (only on success, with
+/// prefetching on), asked under the lock that marked them. Out of [`tracked`], so the path
+/// where everything is in place and the call succeeded stays small.
 #[cold]
 #[inline(never)]
 fn record_writes<const N: usize>(
@@ -261,20 +265,24 @@ fn record_writes<const N: usize>(
     spaces: &[SpaceId; N],
     missing: u32,
     ok: bool,
-) {
+) -> [Option<SpaceId>; N] {
     let by = WrittenBy::Done(Writer::Call {
         api: api.name(),
         device: entry.device(),
     });
+    let mut next = [None; N];
     for (i, arg) in args.iter().enumerate() {
         match (ok, arg.access.writes()) {
             (true, true) if missing & (1 << i) != 0 => {
-                arg.raw.mark_written(arg.start, arg.len, spaces[i], by)
+                next[i] = arg
+                    .raw
+                    .mark_written_and_predict(arg.start, arg.len, spaces[i], by);
             }
             (false, true) => arg.raw.mark_failed(arg.start, arg.len, spaces[i]),
             _ => {}
         }
     }
+    next
 }
 
 /// The space an argument that names one (`KernelArg::at`) is used in: that space, if the
