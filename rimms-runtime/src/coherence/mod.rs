@@ -277,6 +277,10 @@ impl FragmentTable {
     /// fragment: a call's write marks every fragment it covered (8 of 4 KiB in a 32 KiB
     /// buffer), and per fragment the walks over the two space sets cost about 55 instructions.
     fn set_all(&mut self, frags: Range<usize>, new: FragmentState) {
+        if frags.is_empty() {
+            // As the loop over no fragment did: an empty span may start past the last one.
+            return;
+        }
         let mut at = frags.start;
         while at < frags.end {
             let old = self.frags[at];
