@@ -605,3 +605,32 @@ fn a_write_predicts_the_space_that_copied_the_bytes_after_the_last_write_there()
     t.reset();
     assert_eq!(t.predict_after(0..2, DEV), Some(HOST));
 }
+
+/// The owner history read back entry by entry: the space after the writer's previous entry,
+/// however far back that is; nothing after a rewrite (the writer twice in a row); and
+/// fragments whose histories differ only in entries older than that agree.
+#[test]
+fn a_prediction_reads_the_history_back_to_the_writers_previous_entry() {
+    let mut t = FragmentTable::new(2);
+    // Oldest first: DEV, HOST, OTHER, DEV. The previous DEV is three entries back, and HOST
+    // came right after it.
+    for space in [DEV, HOST, OTHER, DEV] {
+        t.note_use(0..1, space);
+    }
+    assert_eq!(t.predict_after(0..1, DEV), Some(HOST));
+
+    // Written again in place before its bytes were used: nothing comes after DEV now.
+    let mut r = FragmentTable::new(1);
+    r.note_use(0..1, DEV);
+    r.note_rewrite(0..1, DEV);
+    assert_eq!(r.predict_after(0..1, DEV), None);
+
+    // Fragment 0: OTHER, DEV, HOST, DEV; fragment 1: DEV, HOST, DEV. Their words differ
+    // (OTHER in fragment 0's oldest entry), but both say HOST follows DEV.
+    let mut d = FragmentTable::new(2);
+    d.note_use(0..1, OTHER);
+    for space in [DEV, HOST, DEV] {
+        d.note_use(0..2, space);
+    }
+    assert_eq!(d.predict_after(0..2, DEV), Some(HOST));
+}
