@@ -634,3 +634,13 @@ fn a_prediction_reads_the_history_back_to_the_writers_previous_entry() {
     }
     assert_eq!(d.predict_after(0..2, DEV), Some(HOST));
 }
+
+/// A buffer of no fragment holds every byte it has everywhere: a read of it is resident in
+/// every space, with nothing to plan.
+#[test]
+fn an_empty_table_is_resident_for_reads_in_every_space() {
+    let t = FragmentTable::new(0);
+    for space in (0..MAX_SPACES as u8).map(SpaceId) {
+        assert!(resident(t.summary(), space, Access::Read), "{space:?}");
+    }
+}
