@@ -23,7 +23,7 @@ use std::time::Instant;
 
 /// One copy in flight, or made ahead of its use and not used yet: the bytes of the buffer it
 /// brought into `space`, and when they land.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct InTransit {
     space: SpaceId,
     bytes: Range<usize>,
