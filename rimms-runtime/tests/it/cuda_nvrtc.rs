@@ -145,7 +145,8 @@ fn link(from: &Path, to: &Path) {
 }
 
 /// Copies of the found NVRTC laid out as pip's wheel next to a `python3`, and as a toolkit
-/// under `$CUDA_HOME`: a fresh process finds each, with nothing on the loader path.
+/// under `$CUDA_HOME`: a fresh process finds each, where the machine has no NVRTC of its own
+/// that comes first (on the loader's cache or in `/usr/local/cuda*`).
 #[test]
 fn nvrtc_is_found_in_pip_wheels_and_toolkit_folders() {
     let Some(real) = nvrtc() else { return };
@@ -165,17 +166,34 @@ fn nvrtc_is_found_in_pip_wheels_and_toolkit_folders() {
     let wheel = venv.join("lib/python3.12/site-packages/nvidia/cuda_nvrtc/lib");
     link(&real, &wheel.join(name));
     let path = std::env::join_paths([venv.join("bin"), PathBuf::from("/usr/bin")]).unwrap();
-    let got = found_by_child(&[("PATH", path.as_os_str())]);
-    assert_eq!(got, wheel.join(name).display().to_string());
+    let got_wheel = found_by_child(&[("PATH", path.as_os_str())]);
 
     // A toolkit.
     let toolkit = dir.path().join("cuda-13.0");
     link(&real, &toolkit.join("lib64").join(name));
-    let got = found_by_child(&[
+    let got_toolkit = found_by_child(&[
         ("CUDA_HOME", toolkit.as_os_str()),
         ("PATH", std::ffi::OsStr::new("/usr/bin")),
     ]);
-    assert_eq!(got, toolkit.join("lib64").join(name).display().to_string());
+
+    // What a child finds with neither: the loader's cache (`ld.so.cache`, which no variable
+    // turns off) and `/usr/local/cuda*` come before pip's folders, and the loader's before
+    // `$CUDA_HOME` (the documented order), so where the machine has an NVRTC of its own the
+    // wheel cannot win, and the toolkit only over `/usr/local`.
+    let system = found_by_child(&[("PATH", std::ffi::OsStr::new("/usr/bin"))]);
+    let wheel_file = wheel.join(name).display().to_string();
+    let toolkit_file = toolkit.join("lib64").join(name).display().to_string();
+    if system.starts_with("missing") {
+        assert_eq!(got_wheel, wheel_file);
+        assert_eq!(got_toolkit, toolkit_file);
+    } else {
+        println!("this machine has an NVRTC of its own ({system}): the wheel cannot win");
+        assert_eq!(got_wheel, system, "pip's folders come last");
+        assert!(
+            got_toolkit == toolkit_file || got_toolkit == system,
+            "$CUDA_HOME gave {got_toolkit}"
+        );
+    }
 }
 
 /// A library the backend found off the loader path and opened by full path serves cudarc's
