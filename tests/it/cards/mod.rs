@@ -88,6 +88,12 @@ fn every_builtin(rt: &Runtime, device: Device) -> Vec<(f64, f64)> {
         rt.zip(device, op, &x, &y, &mut z).expect("zip");
         keep(&z);
     }
+    // A filter broadcast over every row: the merged form of per-row ZIPs with one operand.
+    let row = HeteData::from_slice(rt, &signal(n, 5)).expect("row");
+    for op in ZipOp::ALL {
+        rt.zip_rows(device, op, &x, &row, &mut z).expect("zip_rows");
+        keep(&z);
+    }
     rt.conj(device, &x, &mut z).expect("conj");
     keep(&z);
     rt.fftshift(device, n, &x, &mut z).expect("fftshift");
@@ -105,6 +111,8 @@ fn every_builtin(rt: &Runtime, device: Device) -> Vec<(f64, f64)> {
     keep(&g);
     let mut mag = HeteData::<f32>::alloc(rt, len).expect("mag");
     rt.magnitude(device, &x, &mut mag).expect("magnitude");
+    out.extend(mag.host().expect("host").iter().map(|&v| (v as f64, 0.0)));
+    rt.power(device, &x, &mut mag).expect("power");
     out.extend(mag.host().expect("host").iter().map(|&v| (v as f64, 0.0)));
     out
 }
@@ -305,11 +313,22 @@ pub fn rows_on_the_card_and_the_sim_move_at_their_own_offsets(card: &Card) {
         &what,
     );
     assert_eq!(rt.stats().bytes(card.name, "host").unwrap(), 4 * row_bytes);
-    // Rows 1..3 to the card again: row 1 is still valid there, row 2 comes from the host.
+    // Rows 1..3 to the card again: row 1 is still valid there, row 2 comes in one copy, from
+    // the host or the sim (both hold it; which is cheaper depends on the links' models).
     rt.reset_stats();
     let mut middle = x.slice_mut(n..3 * n).expect("rows 1 and 2");
     rt.scale(card.device, c(2.0, 0.0), &mut middle)
         .expect("scale");
-    assert_eq!(rt.stats().bytes("host", card.name).unwrap(), row_bytes);
+    let s = rt.stats();
+    let into_card = |what: fn(&rimms::Stats, &str, &str) -> u64| {
+        what(&s, "host", card.name) + what(&s, card.sim_name, card.name)
+    };
+    assert_eq!(
+        into_card(|s, a, b| s.bytes(a, b).unwrap()),
+        row_bytes,
+        "{s:#?}"
+    );
+    assert_eq!(into_card(|s, a, b| s.copies(a, b).unwrap()), 1, "{s:#?}");
+    assert_eq!(s.total_bytes(), row_bytes, "{s:#?}");
     x.validate().expect("replicas agree");
 }

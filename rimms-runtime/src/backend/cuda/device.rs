@@ -242,6 +242,32 @@ fn zip(
     gpu.kernels().zip(op, a, b, y, len)
 }
 
+#[rimms_macros::kernel(api = apis::zip_rows, device = gpu)]
+fn zip_rows(
+    ctx: &KernelCtx,
+    op: ZipOp,
+    a: DevSlice<C32>,
+    row: DevSlice<C32>,
+    #[out] output: DevSliceMut<C32>,
+) -> Result<()> {
+    let lens = [a.len(), output.len()];
+    shape_fits(ctx, "zip_rows", shape::same_len(&["a", "out"], lens))?;
+    shape_fits(ctx, "zip_rows", shape::whole_rows(row.len(), a.len()))?;
+    let (len, row_len) = (a.len(), row.len());
+    let extents = [a.extent(), row.extent(), output.extent()];
+    let (gpu, [a, row, y]) = on_gpu(ctx, "zip_rows", extents)?;
+    gpu.kernels().zip_rows(op, a, row, y, len, row_len)
+}
+
+#[rimms_macros::kernel(api = apis::power, device = gpu)]
+fn power(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<f32>) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "power", shape::same_len(&["input", "out"], lens))?;
+    let len = input.len();
+    let (gpu, [x, y]) = on_gpu(ctx, "power", [input.extent(), output.extent()])?;
+    gpu.kernels().power(x, y, len)
+}
+
 #[rimms_macros::kernel(api = apis::conj, device = gpu)]
 fn conj(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<C32>) -> Result<()> {
     let lens = [input.len(), output.len()];

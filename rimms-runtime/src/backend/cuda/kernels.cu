@@ -74,6 +74,26 @@ extern "C" __global__ void rimms_zip(const cpx* a, const cpx* b, cpx* out,
     }
 }
 
+// out[i] = a[i] op row[i % row_len]: a matrix of rows of row_len, each zipped with the one
+// row (a filter's spectrum applied to every pulse). op as rimms_zip's.
+extern "C" __global__ void rimms_zip_rows(const cpx* a, const cpx* row, cpx* out,
+                                          unsigned long long n, unsigned long long row_len,
+                                          int op) {
+    RIMMS_GRID_STRIDE(i, n) {
+        cpx x = a[i];
+        cpx y = row[i % row_len];
+        cpx r;
+        switch (op) {
+            case 0: r = c_add(x, y); break;
+            case 1: r = c_sub(x, y); break;
+            case 2: r = c_mul(x, y); break;
+            case 3: r = c_div(x, y); break;
+            default: r = c_mul_conj(x, y); break;
+        }
+        out[i] = r;
+    }
+}
+
 extern "C" __global__ void rimms_conj(const cpx* x, cpx* out, unsigned long long n) {
     RIMMS_GRID_STRIDE(i, n) {
         cpx v = x[i];
@@ -86,6 +106,14 @@ extern "C" __global__ void rimms_magnitude(const cpx* x, float* out, unsigned lo
     RIMMS_GRID_STRIDE(i, n) {
         cpx v = x[i];
         out[i] = hypotf(v.x, v.y);
+    }
+}
+
+// |x|^2 = re^2 + im^2 (the CPU's `power`: it may overflow to infinity where |x| would not).
+extern "C" __global__ void rimms_power(const cpx* x, float* out, unsigned long long n) {
+    RIMMS_GRID_STRIDE(i, n) {
+        cpx v = x[i];
+        out[i] = v.x * v.x + v.y * v.y;
     }
 }
 

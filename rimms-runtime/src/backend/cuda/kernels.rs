@@ -82,6 +82,8 @@ fn ptx() -> super::Result<Ptx> {
 
 struct Functions {
     zip: CudaFunction,
+    zip_rows: CudaFunction,
+    power: CudaFunction,
     conj: CudaFunction,
     magnitude: CudaFunction,
     scale: CudaFunction,
@@ -209,6 +211,17 @@ impl<'a> Footprint<'a> {
     }
 }
 
+/// The operation code `rimms_zip` and `rimms_zip_rows` take.
+fn zip_code(op: ZipOp) -> i32 {
+    match op {
+        ZipOp::Add => 0,
+        ZipOp::Sub => 1,
+        ZipOp::Mul => 2,
+        ZipOp::Div => 3,
+        ZipOp::MulConj => 4,
+    }
+}
+
 /// `n` complex values, in bytes.
 fn c32s(n: usize) -> Option<usize> {
     n.checked_mul(C32)
@@ -252,6 +265,8 @@ impl GpuKernels {
         };
         let fns = Functions {
             zip: load("rimms_zip")?,
+            zip_rows: load("rimms_zip_rows")?,
+            power: load("rimms_power")?,
             conj: load("rimms_conj")?,
             magnitude: load("rimms_magnitude")?,
             scale: load("rimms_scale")?,
@@ -410,14 +425,7 @@ impl GpuKernels {
             API,
             Footprint::new(&[(a, bytes), (b, bytes)], output, bytes).in_place_ok(),
         )?;
-        let (a, bp, n) = (used[0].ptr, used[1].ptr, len as u64);
-        let code: i32 = match op {
-            ZipOp::Add => 0,
-            ZipOp::Sub => 1,
-            ZipOp::Mul => 2,
-            ZipOp::Div => 3,
-            ZipOp::MulConj => 4,
-        };
+        let (a, bp, n, code) = (used[0].ptr, used[1].ptr, len as u64, zip_code(op));
         if n == 0 {
             return Ok(());
         }
@@ -427,6 +435,52 @@ impl GpuKernels {
             // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int); every range
             // holds n complex values (checked above).
             unsafe { l.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
+            Ok(())
+        })
+    }
+
+    /// `output[i] = a[i] op row[i % row_len]` over `len` complex values, `len` a whole number
+    /// of rows: one launch for a merged run of per-row ZIPs with a shared operand.
+    pub(crate) fn zip_rows(
+        &self,
+        op: ZipOp,
+        a: Arg,
+        row: Arg,
+        output: Arg,
+        len: usize,
+        row_len: usize,
+    ) -> Result<()> {
+        const API: &str = "zip_rows";
+        let bytes = c32s(len);
+        // Not in place: a thread writing `output[i]` would race the threads reading the
+        // broadcast row, were it a part of the output.
+        let (used, o) = self.check(
+            API,
+            Footprint::new(&[(a, bytes), (row, c32s(row_len))], output, bytes),
+        )?;
+        if row_len == 0 || len % row_len != 0 {
+            return Err(self.shape(
+                API,
+                format!("{len} elements are not a whole number of {row_len}-element rows"),
+            ));
+        }
+        let (a, r, n, l, code) = (
+            used[0].ptr,
+            used[1].ptr,
+            len as u64,
+            row_len as u64,
+            zip_code(op),
+        );
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(API, Work::Kernel, |stream| {
+            let mut b = stream.launch_builder(&self.fns.zip_rows);
+            b.arg(&a).arg(&r).arg(&o.ptr).arg(&n).arg(&l).arg(&code);
+            // SAFETY: rimms_zip_rows(const float2*, const float2*, float2*, u64, u64, int);
+            // `a` and the output hold n complex values, the row row_len ≥ 1 (checked above),
+            // and the kernel reads the row only at i % row_len.
+            unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
             Ok(())
         })
     }
@@ -451,6 +505,17 @@ impl GpuKernels {
             Footprint::new(&[(input, c32s(len))], output, writes).out_element(F32),
         )?;
         self.map(API, &self.fns.magnitude, x, o, len, None)
+    }
+
+    /// `output = |input|²` over `len` complex values; the output holds `len` f32.
+    pub(crate) fn power(&self, input: Arg, output: Arg, len: usize) -> Result<()> {
+        const API: &str = "power";
+        let writes = len.checked_mul(F32);
+        let (x, o) = self.unary(
+            API,
+            Footprint::new(&[(input, c32s(len))], output, writes).out_element(F32),
+        )?;
+        self.map(API, &self.fns.power, x, o, len, None)
     }
 
     /// `output = input · factor` over `len` complex values.
@@ -492,9 +557,10 @@ impl GpuKernels {
             if let Some(factor) = &factor {
                 b.arg(&factor.re).arg(&factor.im);
             }
-            // SAFETY: rimms_conj(const float2*, float2*, u64), rimms_magnitude(const float2*,
-            // float*, u64) and rimms_scale(const float2*, float2*, u64, float, float), each
-            // given its own arguments; both ranges hold n values (checked by the caller).
+            // SAFETY: rimms_conj(const float2*, float2*, u64), rimms_magnitude and
+            // rimms_power(const float2*, float*, u64) and rimms_scale(const float2*, float2*,
+            // u64, float, float), each given its own arguments; both ranges hold n values
+            // (checked by the caller).
             unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(api))?;
             Ok(())
         })
@@ -720,6 +786,8 @@ mod tests {
         assert!(!KERNEL_SOURCE.contains('\0'));
         for name in [
             "rimms_zip",
+            "rimms_zip_rows",
+            "rimms_power",
             "rimms_conj",
             "rimms_magnitude",
             "rimms_scale",
