@@ -16,7 +16,7 @@
 # find no test), the backend's other unit tests (NVRTC), the no-GPU paths, NVRTC compiling
 # every kernel, the GPU tests (`--include-ignored`), a copy in and out overlapping queued
 # kernels on the GPU (the `overlap:` figure), gpu(n) through the runtime, the app modes, the
-# FZF and SAR benchmarks (baseline, tracked, hand-written cudarc), FZF on the GPU scoped and
+# FZF, 2FFT and SAR benchmarks (baseline, tracked, hand-written cudarc), FZF on the GPU scoped and
 # double-buffered (frame k+1's input sent while frame k computes) and `rimms bench`. It
 # writes gpu-kit.log and gpu-kit.json (every part's status and time, and the benchmarks' and
 # the overlap's figures) under $OUT when set, else in the unpacked folder, and exits non-zero
@@ -224,6 +224,7 @@ doc = {
     "probe": [l for l in probe.splitlines() if l.strip()],
     "parts": parts,
     "fzf": table(read("fzf"), ["baseline", "rt baseline", "tracked", "hand-written"]),
+    "2fft": table(read("twofft"), ["baseline", "rt baseline", "tracked", "hand-written"]),
     "sar": table(read("sar"), ["baseline", "tracked", "hand-written"]),
     "bench_gpu_rows": [l for l in read("bench").splitlines() if "gpu" in l],
     "overlap": [l for l in read("overlap").splitlines() if l.startswith("overlap:")],
@@ -299,6 +300,7 @@ run() {
   part device_memory 60 any bin/rimms_it --include-ignored device_memory::
   part app_modes 90 any bin/rimms_cli_it --include-ignored modes::
   part fzf 90 gpu bin/gpu_fzf_bench --frames "$FRAMES"
+  part twofft 90 gpu bin/gpu_fzf_bench --chain 2fft --frames "$FRAMES"
   part sar 90 gpu bin/gpu_sar "$FRAMES"
   # FZF on the GPU scoped, then double-buffered (frame k+1's input goes to the GPU while frame
   # k computes, so its copies overlap kernels): the two median frame times, in gpu-kit.json.

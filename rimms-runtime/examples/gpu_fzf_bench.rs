@@ -16,8 +16,10 @@
 //! Prints the median time per frame of each and the ratios. Where there is no GPU it prints
 //! `no GPU: <reason>` and exits 0.
 //!
+//! `--chain 2fft` runs the paper's 2FFT chain instead (FFT → inverse FFT, two calls).
+//!
 //! `cargo run --release -p rimms-runtime --example gpu_fzf_bench -- [--frames N]
-//! [--points N] [--batch N]`
+//! [--points N] [--batch N] [--chain fzf|2fft]`
 //!
 //! `--probe` prints instead what the backend finds (the GPUs, the driver's CUDA version, and
 //! which NVRTC, cuFFT and nvJitLink files it loaded, or where it looked): the GPU kit's first
@@ -54,6 +56,8 @@ mod bench {
 
     struct Args {
         probe: bool,
+        /// `--chain 2fft`: FFT then inverse FFT, the multiply left out (the paper's 2FFT).
+        two_fft: bool,
         frames: usize,
         points: usize,
         batch: usize,
@@ -62,6 +66,7 @@ mod bench {
     fn args() -> Res<Args> {
         let mut a = Args {
             probe: false,
+            two_fft: false,
             frames: 20,
             points: 2048,
             batch: 512,
@@ -74,6 +79,11 @@ mod bench {
             };
             match flag.as_str() {
                 "--probe" => a.probe = true,
+                "--chain" => match it.next().as_deref() {
+                    Some("fzf") => a.two_fft = false,
+                    Some("2fft") => a.two_fft = true,
+                    other => return Err(format!("--chain takes fzf or 2fft, not {other:?}").into()),
+                },
                 "--frames" => a.frames = value()?.max(1),
                 "--points" => a.points = value()?.max(1),
                 "--batch" => a.batch = value()?.max(1),
@@ -167,8 +177,11 @@ mod bench {
         let (hand, y_hand) = hand_written(&a, &x, &h)?;
 
         println!(
-            "FZF on gpu0 ({gpu_name}): {} points × {} per frame, median of {} frames",
-            a.points, a.batch, a.frames
+            "{} on gpu0 ({gpu_name}): {} points × {} per frame, median of {} frames",
+            if a.two_fft { "2FFT" } else { "FZF" },
+            a.points,
+            a.batch,
+            a.frames
         );
         println!(
             "{:<14} {:>10} {:>16} {:>16}",
@@ -272,8 +285,12 @@ mod bench {
         let ms = time(a.frames, || {
             input.host_write()?.copy_from_slice(x);
             rt.fft(gpu, FftDirection::Forward, a.points, &input, &mut spectrum)?;
-            rt.zip(gpu, ZipOp::Mul, &spectrum, &filter, &mut product)?;
-            rt.fft(gpu, FftDirection::Inverse, a.points, &product, &mut output)?;
+            if a.two_fft {
+                rt.fft(gpu, FftDirection::Inverse, a.points, &spectrum, &mut output)?;
+            } else {
+                rt.zip(gpu, ZipOp::Mul, &spectrum, &filter, &mut product)?;
+                rt.fft(gpu, FftDirection::Inverse, a.points, &product, &mut output)?;
+            }
             y.copy_from_slice(output.host()?);
             Ok(())
         })?;
@@ -324,12 +341,16 @@ mod bench {
             xh.copy_from_slice(&frame);
             stream.memcpy_htod(&xh, &mut xd)?;
             plan.exec_c2c(&mut xd, &mut sd, CuDir::Forward)?;
-            let mut z = stream.launch_builder(&zip);
-            z.arg(&sd).arg(&hd).arg(&mut td).arg(&n64).arg(&mul);
-            // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int) on slices of
-            // n elements.
-            unsafe { z.launch(cfg) }?;
-            plan.exec_c2c(&mut td, &mut yd, CuDir::Inverse)?;
+            if a.two_fft {
+                plan.exec_c2c(&mut sd, &mut yd, CuDir::Inverse)?;
+            } else {
+                let mut z = stream.launch_builder(&zip);
+                z.arg(&sd).arg(&hd).arg(&mut td).arg(&n64).arg(&mul);
+                // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int) on
+                // slices of n elements.
+                unsafe { z.launch(cfg) }?;
+                plan.exec_c2c(&mut td, &mut yd, CuDir::Inverse)?;
+            }
             let mut s = stream.launch_builder(&scale);
             s.arg(&yd).arg(&yd).arg(&n64).arg(&inv_n).arg(&zero);
             // SAFETY: rimms_scale(const float2*, float2*, u64, float, float), in place on a
@@ -451,15 +472,18 @@ mod bench {
             baseline_call(&ctx, &stream, &[&xh], &mut spec, |i, o| {
                 exec(i[0], o, CuDir::Forward)
             })?;
-            baseline_call(&ctx, &stream, &[&spec, &hh], &mut prod, |i, o| {
-                let mut b = stream.launch_builder(&zip);
-                b.arg(&i[0]).arg(&i[1]).arg(&o).arg(&n64).arg(&mul);
-                // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int) on
-                // buffers of n elements.
-                unsafe { b.launch(cfg) }?;
-                Ok(())
-            })?;
-            baseline_call(&ctx, &stream, &[&prod], &mut yh, |i, o| {
+            if !a.two_fft {
+                baseline_call(&ctx, &stream, &[&spec, &hh], &mut prod, |i, o| {
+                    let mut b = stream.launch_builder(&zip);
+                    b.arg(&i[0]).arg(&i[1]).arg(&o).arg(&n64).arg(&mul);
+                    // SAFETY: rimms_zip(const float2*, const float2*, float2*, u64, int) on
+                    // buffers of n elements.
+                    unsafe { b.launch(cfg) }?;
+                    Ok(())
+                })?;
+            }
+            let last = if a.two_fft { &spec } else { &prod };
+            baseline_call(&ctx, &stream, &[last], &mut yh, |i, o| {
                 exec(i[0], o, CuDir::Inverse)?;
                 let mut b = stream.launch_builder(&scale);
                 b.arg(&o).arg(&o).arg(&n64).arg(&inv_n).arg(&im0);
