@@ -2,7 +2,10 @@
 //! copies it must cost.
 
 use crate::common::{self, signal};
-use rimms::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig, SpaceSet, ZipOp};
+use rimms::{
+    Complex32, Device, FftDirection, HeteData, LinkModel, Runtime, SimConfig, SpaceSet, ZipOp,
+};
+use std::time::Duration;
 
 fn runtime() -> Runtime {
     common::cpu_and_two_sims()
@@ -294,6 +297,43 @@ fn a_tie_between_sources_keeps_the_run_in_one_copy() {
         s.bytes("sim1", "host").unwrap() - before.bytes("sim1", "host").unwrap(),
         (n * 8) as u64
     );
+}
+
+/// A copy between two devices crosses both their links, so at any size it costs at least what
+/// either link costs at that size. Here sim0's link has the higher latency and sim1's the lower
+/// bandwidth: a fragment on the host and on sim1, read on sim0, comes from the host (no dearer
+/// than sim1's copy, and first on a tie). Costing the peer copy by the link that is slower for
+/// a MiB (sim1's) priced this 4 KiB copy at sim1's 5 µs latency, under the 10 µs of sim0's
+/// own link it must cross, and took it from sim1 (what the first run on a GPU showed).
+#[test]
+fn a_copy_between_devices_costs_at_least_each_link_it_crosses() {
+    let card = LinkModel {
+        latency: Duration::from_micros(10),
+        bytes_per_second: 40e9,
+    };
+    let rt = Runtime::builder()
+        .sim(SimConfig {
+            link: card,
+            ..SimConfig::default()
+        })
+        .sim(SimConfig::default())
+        .build()
+        .expect("runtime");
+    assert!(LinkModel::PCIE.latency < card.latency);
+    assert!(LinkModel::PCIE.cost_ns(1 << 20) > card.cost_ns(1 << 20));
+    let n = 512; // one 4 KiB fragment of Complex32
+    let x = HeteData::from_slice(&rt, &signal(n, 7)).expect("x");
+    let mut on_sim1 = HeteData::<Complex32>::alloc(&rt, n).expect("on_sim1");
+    rt.conj(Device::Sim(1), &x, &mut on_sim1).expect("on sim1");
+    on_sim1.host().expect("now on the host too");
+    let before = rt.stats();
+    let mut out = HeteData::<Complex32>::alloc(&rt, n).expect("out");
+    rt.conj(Device::Sim(0), &on_sim1, &mut out)
+        .expect("read on sim0");
+    let s = rt.stats();
+    let copies =
+        |from: &str| s.copies(from, "sim0").unwrap() - before.copies(from, "sim0").unwrap();
+    assert_eq!((copies("host"), copies("sim1")), (1, 0), "{s:#?}");
 }
 
 /// Issue 29's peer scenario: fragment 0 valid on the host and on sim1, fragment 1 on sim1

@@ -588,9 +588,17 @@ impl<H> MemorySystem<H> {
 
     /// What a copy between `src` and `dst` is expected to cost, for picking the cheapest
     /// source and for the scheduler: measured where the runtime calibrated, else configured.
+    /// A copy between two devices crosses both their links, so it costs what the dearer of
+    /// the two costs for these bytes: the link that is slower for a MiB may have the lower
+    /// latency, and priced alone would make a small peer copy look cheaper than the copy
+    /// from the host over the destination's own link.
     pub(crate) fn link_cost(&self, src: SpaceId, dst: SpaceId, bytes: usize) -> u64 {
-        self.slower_link(src, dst, SpaceEntry::cost_model)
-            .map_or(0, |l| l.cost_ns(bytes))
+        let cost = |space: SpaceId| {
+            self.spaces[space.index()]
+                .cost_model()
+                .map_or(0, |l| l.cost_ns(bytes))
+        };
+        cost(src).max(cost(dst))
     }
 
     /// One copy of `len` bytes between two blocks in different spaces, counted and traced. On
