@@ -94,6 +94,10 @@ fn every_builtin(rt: &Runtime, device: Device) -> Vec<(f64, f64)> {
         rt.zip_rows(device, op, &x, &row, &mut z).expect("zip_rows");
         keep(&z);
     }
+    let taper: Vec<f32> = (0..n).map(|j| 0.25 + j as f32 / n as f32).collect();
+    let taper = HeteData::from_slice(rt, &taper).expect("taper");
+    rt.window(device, &x, &taper, &mut z).expect("window");
+    keep(&z);
     rt.conj(device, &x, &mut z).expect("conj");
     keep(&z);
     rt.fftshift(device, n, &x, &mut z).expect("fftshift");

@@ -259,6 +259,22 @@ fn zip_rows(
     gpu.kernels().zip_rows(op, a, row, y, len, row_len)
 }
 
+#[rimms_macros::kernel(api = apis::window, device = gpu)]
+fn window(
+    ctx: &KernelCtx,
+    input: DevSlice<C32>,
+    window: DevSlice<f32>,
+    #[out] output: DevSliceMut<C32>,
+) -> Result<()> {
+    let lens = [input.len(), output.len()];
+    shape_fits(ctx, "window", shape::same_len(&["input", "out"], lens))?;
+    shape_fits(ctx, "window", shape::whole_rows(window.len(), input.len()))?;
+    let (len, row_len) = (input.len(), window.len());
+    let extents = [input.extent(), window.extent(), output.extent()];
+    let (gpu, [x, w, y]) = on_gpu(ctx, "window", extents)?;
+    gpu.kernels().window(x, w, y, len, row_len)
+}
+
 #[rimms_macros::kernel(api = apis::power, device = gpu)]
 fn power(ctx: &KernelCtx, input: DevSlice<C32>, #[out] output: DevSliceMut<f32>) -> Result<()> {
     let lens = [input.len(), output.len()];

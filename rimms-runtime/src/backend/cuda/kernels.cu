@@ -94,6 +94,17 @@ extern "C" __global__ void rimms_zip_rows(const cpx* a, const cpx* row, cpx* out
     }
 }
 
+// out[i] = x[i] * w[i % row_len]: every row of row_len tapered by one real window.
+extern "C" __global__ void rimms_window_rows(const cpx* x, const float* w, cpx* out,
+                                             unsigned long long n,
+                                             unsigned long long row_len) {
+    RIMMS_GRID_STRIDE(i, n) {
+        cpx v = x[i];
+        float f = w[i % row_len];
+        out[i] = mk(v.x * f, v.y * f);
+    }
+}
+
 extern "C" __global__ void rimms_conj(const cpx* x, cpx* out, unsigned long long n) {
     RIMMS_GRID_STRIDE(i, n) {
         cpx v = x[i];

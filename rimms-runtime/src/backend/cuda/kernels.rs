@@ -83,6 +83,7 @@ fn ptx() -> super::Result<Ptx> {
 struct Functions {
     zip: CudaFunction,
     zip_rows: CudaFunction,
+    window: CudaFunction,
     power: CudaFunction,
     conj: CudaFunction,
     magnitude: CudaFunction,
@@ -122,6 +123,8 @@ struct Footprint<'a> {
     output: Arg,
     writes: Option<usize>,
     out_element: usize,
+    /// Each input's element size, for its alignment; `None`: all complex.
+    in_elements: Option<&'a [usize]>,
     /// The output may be exactly an input (`fft`, `zip`, `conj`, `scale`).
     in_place_ok: bool,
 }
@@ -134,7 +137,16 @@ impl<'a> Footprint<'a> {
             output,
             writes,
             out_element: C32,
+            in_elements: None,
             in_place_ok: false,
+        }
+    }
+
+    /// The inputs' elements are these many bytes long, in order.
+    fn in_elements(self, bytes: &'a [usize]) -> Self {
+        Footprint {
+            in_elements: Some(bytes),
+            ..self
         }
     }
 
@@ -178,7 +190,10 @@ impl<'a> Footprint<'a> {
         let starts = used
             .iter()
             .enumerate()
-            .map(|(i, r)| (format!("input {i}"), r.ptr, C32))
+            .map(|(i, r)| {
+                let align = self.in_elements.and_then(|e| e.get(i).copied());
+                (format!("input {i}"), r.ptr, align.unwrap_or(C32))
+            })
             .chain(std::iter::once((
                 "the output".to_string(),
                 out.ptr,
@@ -266,6 +281,7 @@ impl GpuKernels {
         let fns = Functions {
             zip: load("rimms_zip")?,
             zip_rows: load("rimms_zip_rows")?,
+            window: load("rimms_window_rows")?,
             power: load("rimms_power")?,
             conj: load("rimms_conj")?,
             magnitude: load("rimms_magnitude")?,
@@ -480,6 +496,49 @@ impl GpuKernels {
             // SAFETY: rimms_zip_rows(const float2*, const float2*, float2*, u64, u64, int);
             // `a` and the output hold n complex values, the row row_len ≥ 1 (checked above),
             // and the kernel reads the row only at i % row_len.
+            unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
+            Ok(())
+        })
+    }
+
+    /// `output[i] = input[i] · window[i % row_len]` over `len` complex values and a real
+    /// window of `row_len`, `len` a whole number of rows.
+    pub(crate) fn window(
+        &self,
+        input: Arg,
+        window: Arg,
+        output: Arg,
+        len: usize,
+        row_len: usize,
+    ) -> Result<()> {
+        const API: &str = "window";
+        let bytes = c32s(len);
+        // Not in place, as `zip_rows`: the window is read by every row.
+        let (used, o) = self.check(
+            API,
+            Footprint::new(
+                &[(input, bytes), (window, row_len.checked_mul(F32))],
+                output,
+                bytes,
+            )
+            .in_elements(&[C32, F32]),
+        )?;
+        if row_len == 0 || len % row_len != 0 {
+            return Err(self.shape(
+                API,
+                format!("{len} elements are not a whole number of {row_len}-element rows"),
+            ));
+        }
+        let (x, w, n, l) = (used[0].ptr, used[1].ptr, len as u64, row_len as u64);
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(API, Work::Kernel, |stream| {
+            let mut b = stream.launch_builder(&self.fns.window);
+            b.arg(&x).arg(&w).arg(&o.ptr).arg(&n).arg(&l);
+            // SAFETY: rimms_window_rows(const float2*, const float*, float2*, u64, u64); the
+            // input and the output hold n complex values, the window row_len ≥ 1 f32 (checked
+            // above), and the kernel reads the window only at i % row_len.
             unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
             Ok(())
         })
@@ -755,6 +814,25 @@ mod tests {
     }
 
     #[test]
+    fn each_input_is_aligned_to_its_own_elements() {
+        // A window of f32 may start on any multiple of 4; the complex input only on 8.
+        let (ten, window) = (c32s(10), Some(8));
+        let both = |x: u64, w: u64| {
+            let inputs = [(at(x, 80), ten), (at(w, 8), window)];
+            Footprint::new(&inputs, at(8192, 80), ten)
+                .in_elements(&[C32, F32])
+                .check()
+        };
+        assert!(both(4096, 12292).is_ok());
+        assert!(both(4096, 12290).unwrap_err().contains("input 1"));
+        assert!(both(4100, 12292).unwrap_err().contains("input 0"));
+        // Without the sizes every input is complex.
+        let inputs = [(at(4096, 80), ten), (at(12292, 8), window)];
+        let complex = Footprint::new(&inputs, at(8192, 80), ten).check();
+        assert!(complex.unwrap_err().contains("input 1"));
+    }
+
+    #[test]
     fn a_footprint_refuses_misaligned_and_overlapping_ranges() {
         let ten = c32s(10);
         let misaligned = check(at(4100, 80), ten, at(8192, 80), ten, C32, false);
@@ -787,6 +865,7 @@ mod tests {
         for name in [
             "rimms_zip",
             "rimms_zip_rows",
+            "rimms_window_rows",
             "rimms_power",
             "rimms_conj",
             "rimms_magnitude",
