@@ -51,6 +51,8 @@ cargo test --release -p rimms-cli --test it -- modes:: cli::
 
 echo "== FZF benchmark (2,048 points x 512)"
 cargo run --release -p rimms-runtime --example gpu_fzf_bench -- --frames "$FRAMES"
+echo "== 2FFT benchmark (2,048 points x 512)"
+cargo run --release -p rimms-runtime --example gpu_fzf_bench -- --chain 2fft --frames "$FRAMES"
 
 echo "== SAR on the GPU (256 x 512: baseline, tracked, hand-written cudarc)"
 cargo run --release -p rimms-cli --example gpu_sar -- "$FRAMES"
