@@ -867,6 +867,46 @@ mod tests {
             .expect("rt")
     }
 
+    /// A merged group runs under its rule's `runs_as` API on the group's device, so every
+    /// kind of device that implements a built-in with merge rules must implement what those
+    /// run as, or its row calls never merge there and each runs alone (the GPU lacked
+    /// `zip_rows` until it first ran on one: 768 single launches a SAR frame).
+    #[test]
+    fn every_device_that_runs_a_builtin_runs_what_its_merged_calls_run_as() {
+        use crate::hal::{DeviceKind, Forms};
+        let reg = registry();
+        let all = [
+            rules::CONJ,
+            rules::FFT,
+            rules::FFTSHIFT,
+            rules::MAGNITUDE,
+            rules::POWER,
+            rules::WINDOW,
+            rules::ZIP,
+            rules::ZIP_ROWS,
+        ];
+        let mut checked = 0;
+        for rule in all.into_iter().flatten() {
+            for kind in DeviceKind::ALL {
+                let runs = |api: &'static ApiDecl| {
+                    reg.registered(api.index(), kind, Forms::DeviceThenHost)
+                        .is_some()
+                };
+                if runs(rule.api) {
+                    assert!(
+                        runs(rule.runs_as),
+                        "{kind:?} runs {} but not {}, which its merged calls run as",
+                        rule.api.name(),
+                        rule.runs_as.name()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        // Every built-in runs on the CPU at least.
+        assert!(checked >= all.iter().map(|r| r.len()).sum::<usize>());
+    }
+
     /// Bytes in a row of the lean-check tests: 4 KiB, a fragment, so rows are views apart.
     const ROW: usize = 4096;
 
