@@ -336,6 +336,47 @@ fn a_copy_between_devices_costs_at_least_each_link_it_crosses() {
     assert_eq!((copies("host"), copies("sim1")), (1, 0), "{s:#?}");
 }
 
+/// The other side of the same rule: a source whose own link is slow costs its copy that link,
+/// even into a device whose link is fast. A fragment on sim0 (a slow link) and sim1 (PCIe) but
+/// not the host, read on sim2 (PCIe), comes from sim1, though sim0 comes first on a tie.
+#[test]
+fn a_source_behind_a_slow_link_loses_to_one_behind_a_fast_link() {
+    let slow = LinkModel {
+        latency: Duration::from_micros(50),
+        bytes_per_second: 1e9,
+    };
+    let rt = Runtime::builder()
+        .sim(SimConfig {
+            link: slow,
+            ..SimConfig::default()
+        })
+        .sim(SimConfig::default())
+        .sim(SimConfig::default())
+        .build()
+        .expect("runtime");
+    let n = 512; // one 4 KiB fragment of Complex32
+    let x = HeteData::from_slice(&rt, &signal(n, 9)).expect("x");
+    let mut y = HeteData::<Complex32>::alloc(&rt, n).expect("y");
+    rt.conj(Device::Sim(0), &x, &mut y).expect("y on sim0 only");
+    let mut on_sim1 = HeteData::<Complex32>::alloc(&rt, n).expect("on_sim1");
+    rt.conj(Device::Sim(1), &y, &mut on_sim1)
+        .expect("y read on sim1");
+    let (host, sim0, sim1) = (
+        space(&rt, Device::Cpu),
+        space(&rt, Device::Sim(0)),
+        space(&rt, Device::Sim(1)),
+    );
+    let valid = y.fragment_state(0).expect("state").valid;
+    assert!(valid.contains(sim0) && valid.contains(sim1) && !valid.contains(host));
+    let before = rt.stats();
+    let mut out = HeteData::<Complex32>::alloc(&rt, n).expect("out");
+    rt.conj(Device::Sim(2), &y, &mut out).expect("read on sim2");
+    let s = rt.stats();
+    let copies =
+        |from: &str| s.copies(from, "sim2").unwrap() - before.copies(from, "sim2").unwrap();
+    assert_eq!((copies("sim0"), copies("sim1")), (0, 1), "{s:#?}");
+}
+
 /// Issue 29's peer scenario: fragment 0 valid on the host and on sim1, fragment 1 on sim1
 /// alone, and the sources tie (host → sim0 and sim1 → sim0 cross one PCIe link each). A read of
 /// the whole buffer on sim0 comes in one copy from sim1, the source that holds all of it, not
