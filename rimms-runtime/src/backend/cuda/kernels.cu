@@ -57,21 +57,19 @@ static __device__ __forceinline__ cpx c_div(cpx a, cpx b) {
 }
 
 // op: 0 add, 1 sub, 2 mul, 3 div, 4 mul by conjugate (a * conj(b)).
+static __device__ __forceinline__ cpx c_op(cpx x, cpx y, int op) {
+    switch (op) {
+        case 0: return c_add(x, y);
+        case 1: return c_sub(x, y);
+        case 2: return c_mul(x, y);
+        case 3: return c_div(x, y);
+        default: return c_mul_conj(x, y);
+    }
+}
+
 extern "C" __global__ void rimms_zip(const cpx* a, const cpx* b, cpx* out,
                                      unsigned long long n, int op) {
-    RIMMS_GRID_STRIDE(i, n) {
-        cpx x = a[i];
-        cpx y = b[i];
-        cpx r;
-        switch (op) {
-            case 0: r = c_add(x, y); break;
-            case 1: r = c_sub(x, y); break;
-            case 2: r = c_mul(x, y); break;
-            case 3: r = c_div(x, y); break;
-            default: r = c_mul_conj(x, y); break;
-        }
-        out[i] = r;
-    }
+    RIMMS_GRID_STRIDE(i, n) { out[i] = c_op(a[i], b[i], op); }
 }
 
 // out[i] = a[i] op row[i % row_len]: a matrix of rows of row_len, each zipped with the one
@@ -79,19 +77,7 @@ extern "C" __global__ void rimms_zip(const cpx* a, const cpx* b, cpx* out,
 extern "C" __global__ void rimms_zip_rows(const cpx* a, const cpx* row, cpx* out,
                                           unsigned long long n, unsigned long long row_len,
                                           int op) {
-    RIMMS_GRID_STRIDE(i, n) {
-        cpx x = a[i];
-        cpx y = row[i % row_len];
-        cpx r;
-        switch (op) {
-            case 0: r = c_add(x, y); break;
-            case 1: r = c_sub(x, y); break;
-            case 2: r = c_mul(x, y); break;
-            case 3: r = c_div(x, y); break;
-            default: r = c_mul_conj(x, y); break;
-        }
-        out[i] = r;
-    }
+    RIMMS_GRID_STRIDE(i, n) { out[i] = c_op(a[i], row[i % row_len], op); }
 }
 
 // out[i] = x[i] * w[i % row_len]: every row of row_len tapered by one real window.

@@ -466,39 +466,8 @@ impl GpuKernels {
         len: usize,
         row_len: usize,
     ) -> Result<()> {
-        const API: &str = "zip_rows";
-        let bytes = c32s(len);
-        // Not in place: a thread writing `output[i]` would race the threads reading the
-        // broadcast row, were it a part of the output.
-        let (used, o) = self.check(
-            API,
-            Footprint::new(&[(a, bytes), (row, c32s(row_len))], output, bytes),
-        )?;
-        if row_len == 0 || len % row_len != 0 {
-            return Err(self.shape(
-                API,
-                format!("{len} elements are not a whole number of {row_len}-element rows"),
-            ));
-        }
-        let (a, r, n, l, code) = (
-            used[0].ptr,
-            used[1].ptr,
-            len as u64,
-            row_len as u64,
-            zip_code(op),
-        );
-        if n == 0 {
-            return Ok(());
-        }
-        self.launch(API, Work::Kernel, |stream| {
-            let mut b = stream.launch_builder(&self.fns.zip_rows);
-            b.arg(&a).arg(&r).arg(&o.ptr).arg(&n).arg(&l).arg(&code);
-            // SAFETY: rimms_zip_rows(const float2*, const float2*, float2*, u64, u64, int);
-            // `a` and the output hold n complex values, the row row_len ≥ 1 (checked above),
-            // and the kernel reads the row only at i % row_len.
-            unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
-            Ok(())
-        })
+        let (f, code) = (&self.fns.zip_rows, Some(zip_code(op)));
+        self.broadcast_rows("zip_rows", f, a, (row, C32), output, len, row_len, code)
     }
 
     /// `output[i] = input[i] · window[i % row_len]` over `len` complex values and a real
@@ -511,35 +480,64 @@ impl GpuKernels {
         len: usize,
         row_len: usize,
     ) -> Result<()> {
-        const API: &str = "window";
+        let f = &self.fns.window;
+        self.broadcast_rows(
+            "window",
+            f,
+            input,
+            (window, F32),
+            output,
+            len,
+            row_len,
+            None,
+        )
+    }
+
+    /// Launches `f(input, row, output, n, row_len[, op])`: every element of `len` complex
+    /// values combined with the element of one row of `row_len` (of `row.1`-byte elements) at
+    /// its column, `len` a whole number of rows.
+    #[allow(clippy::too_many_arguments)] // The kernel's own arguments, checked here.
+    fn broadcast_rows(
+        &self,
+        api: &'static str,
+        f: &CudaFunction,
+        input: Arg,
+        (row, row_element): (Arg, usize),
+        output: Arg,
+        len: usize,
+        row_len: usize,
+        op: Option<i32>,
+    ) -> Result<()> {
         let bytes = c32s(len);
-        // Not in place, as `zip_rows`: the window is read by every row.
+        // Not in place: a thread writing `output[i]` would race the threads reading the
+        // broadcast row, were it a part of the output.
+        let inputs = [(input, bytes), (row, row_len.checked_mul(row_element))];
         let (used, o) = self.check(
-            API,
-            Footprint::new(
-                &[(input, bytes), (window, row_len.checked_mul(F32))],
-                output,
-                bytes,
-            )
-            .in_elements(&[C32, F32]),
+            api,
+            Footprint::new(&inputs, output, bytes).in_elements(&[C32, row_element]),
         )?;
         if row_len == 0 || len % row_len != 0 {
             return Err(self.shape(
-                API,
+                api,
                 format!("{len} elements are not a whole number of {row_len}-element rows"),
             ));
         }
-        let (x, w, n, l) = (used[0].ptr, used[1].ptr, len as u64, row_len as u64);
+        let (x, r, n, l) = (used[0].ptr, used[1].ptr, len as u64, row_len as u64);
         if n == 0 {
             return Ok(());
         }
-        self.launch(API, Work::Kernel, |stream| {
-            let mut b = stream.launch_builder(&self.fns.window);
-            b.arg(&x).arg(&w).arg(&o.ptr).arg(&n).arg(&l);
-            // SAFETY: rimms_window_rows(const float2*, const float*, float2*, u64, u64); the
-            // input and the output hold n complex values, the window row_len ≥ 1 f32 (checked
-            // above), and the kernel reads the window only at i % row_len.
-            unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(API))?;
+        self.launch(api, Work::Kernel, |stream| {
+            let mut b = stream.launch_builder(f);
+            b.arg(&x).arg(&r).arg(&o.ptr).arg(&n).arg(&l);
+            if let Some(op) = &op {
+                b.arg(op);
+            }
+            // SAFETY: rimms_zip_rows(const float2*, const float2*, float2*, u64, u64, int) and
+            // rimms_window_rows(const float2*, const float*, float2*, u64, u64), each given its
+            // own arguments (`op` for the ZIP alone); the input and the output hold n complex
+            // values, the row row_len ≥ 1 elements of its kind (checked above), and the
+            // kernels read the row only at i % row_len.
+            unsafe { b.launch(elementwise(n)) }.map_err(self.launch_error(api))?;
             Ok(())
         })
     }
