@@ -560,22 +560,13 @@ impl<H> MemorySystem<H> {
     /// switch).
     fn link(&self, a: SpaceId, b: SpaceId) -> Option<(LinkModel, bool)> {
         let simulate = self.spaces[a.index()].simulate || self.spaces[b.index()].simulate;
-        self.slower_link(a, b, |s| s.link)
-            .map(|link| (link, simulate))
+        self.slower_link(a, b).map(|link| (link, simulate))
     }
 
-    /// The slower of the links of `a` and `b` to the host, as `model` gives each: a copy
-    /// between two devices crosses both.
-    fn slower_link(
-        &self,
-        a: SpaceId,
-        b: SpaceId,
-        model: impl Fn(&SpaceEntry<H>) -> Option<LinkModel>,
-    ) -> Option<LinkModel> {
-        match (
-            model(&self.spaces[a.index()]),
-            model(&self.spaces[b.index()]),
-        ) {
+    /// The slower of the configured links of `a` and `b` to the host: a copy between two
+    /// devices crosses both.
+    fn slower_link(&self, a: SpaceId, b: SpaceId) -> Option<LinkModel> {
+        match (self.spaces[a.index()].link, self.spaces[b.index()].link) {
             (None, None) => None,
             (Some(l), None) | (None, Some(l)) => Some(l),
             (Some(x), Some(y)) => Some(if x.cost_ns(1 << 20) >= y.cost_ns(1 << 20) {
