@@ -555,24 +555,29 @@ impl GpuKernels {
 
     /// `output = |input|` over `len` complex values; the output holds `len` f32.
     pub(crate) fn magnitude(&self, input: Arg, output: Arg, len: usize) -> Result<()> {
-        const API: &str = "magnitude";
-        let writes = len.checked_mul(F32);
-        let (x, o) = self.unary(
-            API,
-            Footprint::new(&[(input, c32s(len))], output, writes).out_element(F32),
-        )?;
-        self.map(API, &self.fns.magnitude, x, o, len, None)
+        self.to_real("magnitude", &self.fns.magnitude, input, output, len)
     }
 
     /// `output = |input|²` over `len` complex values; the output holds `len` f32.
     pub(crate) fn power(&self, input: Arg, output: Arg, len: usize) -> Result<()> {
-        const API: &str = "power";
+        self.to_real("power", &self.fns.power, input, output, len)
+    }
+
+    /// `f(input, output, len)` from `len` complex values to `len` f32.
+    fn to_real(
+        &self,
+        api: &'static str,
+        f: &CudaFunction,
+        input: Arg,
+        output: Arg,
+        len: usize,
+    ) -> Result<()> {
         let writes = len.checked_mul(F32);
         let (x, o) = self.unary(
-            API,
+            api,
             Footprint::new(&[(input, c32s(len))], output, writes).out_element(F32),
         )?;
-        self.map(API, &self.fns.power, x, o, len, None)
+        self.map(api, f, x, o, len, None)
     }
 
     /// `output = input · factor` over `len` complex values.
