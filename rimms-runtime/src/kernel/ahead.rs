@@ -60,7 +60,7 @@
 //! are valid copies, dropped or overwritten like any other.
 
 use super::builtins::ScopeCall;
-use super::merge::{self, Group, Joins, MergeRule, Span};
+use super::merge::{self, Group, Joins, MergeRule, Part, Span};
 use super::KernelArg;
 use crate::coherence::Access;
 use crate::hal::{Device, Result, SpaceId, Target};
@@ -169,21 +169,37 @@ pub(crate) fn start_pieces(
     pieces
 }
 
-/// Where a direct call on `device` may be cut into parts: its position and its timed link,
-/// if copies ahead and merging are on and the device sits behind a link whose copies take
-/// time (a simulated one). Asked before the call is taken apart, so that other calls run
-/// as they came.
+/// Where a direct call on `device` with arguments `parts` may be cut into parts: its
+/// position and its timed link, if copies ahead and merging are on, the device sits behind a
+/// link whose copies take time (a simulated one), and all the call's bytes together would be
+/// long enough to hide behind its pieces ([`long_enough_to_cut`]). Asked before the call is
+/// taken apart, so that other calls, the short ones of a frame included, run as they came:
+/// through the API's dispatch, not a merge rule's.
 #[inline]
-pub(crate) fn cuts_calls_on(shared: &Shared, device: Device) -> Option<(usize, LinkModel)> {
+pub(crate) fn cuts_calls_on(
+    shared: &Shared,
+    device: Device,
+    parts: &[Part],
+) -> Option<(usize, LinkModel)> {
     if !shared.prefetches() || !shared.merges_calls() {
         return None;
     }
     let position = shared.position(device).ok()?;
     let entry = &shared.device_entries()[position];
-    shared
-        .memory()
-        .timed_link(entry.space())
-        .map(|link| (position, link))
+    let link = shared.memory().timed_link(entry.space())?;
+    let bytes = parts
+        .iter()
+        .fold(0, |all: usize, p| all.saturating_add(p.len));
+    long_enough_to_cut(&link, bytes).then_some((position, link))
+}
+
+/// Whether copies of `bytes` over `link` are long enough to hide behind a cut call: nothing
+/// runs ahead of a direct call, so its copies can hide only behind its own work, which is
+/// short where they are (a ZIP of a few thousand elements); so only where they take every
+/// piece [`LATENCIES`] latencies twice over.
+fn long_enough_to_cut(link: &LinkModel, bytes: usize) -> bool {
+    let worth = LATENCIES * 2 * MAX_PIECES as u64;
+    link.cost_ns(bytes) >= link.latency_ns().saturating_mul(worth)
 }
 
 /// Runs a row-wise built-in's direct call on the device at `position` (where
@@ -230,16 +246,8 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     if !plain {
         return None;
     }
-    // Nothing runs ahead of a direct call, so its copies can hide only behind its own work,
-    // which is short where they are (a ZIP of a few thousand elements): cut it only where
-    // the copies are long enough for every piece to take [`LATENCIES`] latencies twice over.
-    let worth = LATENCIES * 2 * MAX_PIECES as u64;
-    let too_short = |bytes: usize| link.cost_ns(bytes) < link.latency_ns().saturating_mul(worth);
-    // What crosses is at most every argument: where even that is too short, which arguments
-    // cross (a look at each one's fragments and owner history) need not be asked.
-    if too_short(args.iter().fold(0, |all, a| all.saturating_add(a.len))) {
-        return None;
-    }
+    // Only what crosses counts here: `cuts_calls_on` found all the bytes long enough, but
+    // some of them may be resident already (a look at each one's fragments and owner history).
     let crossing: usize = (args.iter())
         .filter(|a| match a.access {
             Access::Read => !a.raw.resident_for(space, entry.reaches(), Access::Read),
@@ -247,7 +255,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
         })
         .map(|a| a.len)
         .sum();
-    if too_short(crossing) {
+    if !long_enough_to_cut(link, crossing) {
         return None;
     }
     let joins = B::rules().first()?.joins;

@@ -155,8 +155,9 @@ pub(crate) fn call<B: Builtin>(rt: &Runtime, target: Target, call: B) -> Result<
 }
 
 /// A typed method of the handle for a row-wise built-in: as [`call`], but a call on a
-/// simulated device behind a timed link runs through [`ahead::run_direct`], which cuts it
-/// into parts where its copies can overlap its work.
+/// simulated device behind a timed link, with bytes enough to hide copies behind, runs
+/// through [`ahead::run_direct`], which cuts it into parts where its copies can overlap its
+/// work.
 #[inline]
 pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
     rt: &Runtime,
@@ -165,7 +166,7 @@ pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
 ) -> Result<()> {
     call.check(target)?;
     if let (Target::On(device @ Device::Sim(_)), Some(plain)) = (target, B::rules().first()) {
-        if let Some(place) = ahead::cuts_calls_on(rt.shared(), device) {
+        if let Some(place) = ahead::cuts_calls_on(rt.shared(), device, &call.parts()) {
             return ahead::run_direct(rt, place, plain, call);
         }
     }
