@@ -23,7 +23,7 @@
 //! (rustfft's immutable transform) instead of copying it to the output first.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -58,9 +58,12 @@ pub struct FftPlans {
     cache: Mutex<PlanCache>,
 }
 
+/// Plans by size and direction (inverse as `true`). A `BTreeMap`, not a `HashMap`: a program
+/// uses a handful of sizes, and every FFT call looks its plan up, where SipHash cost about 200
+/// instructions a lookup (callgrind, `rimms run correlator`) and a few key compares do.
 struct PlanCache {
     planner: FftPlanner<f32>,
-    plans: HashMap<(usize, FftDirection), Arc<dyn Fft<f32>>>,
+    plans: BTreeMap<(usize, bool), Arc<dyn Fft<f32>>>,
 }
 
 impl FftPlans {
@@ -69,7 +72,7 @@ impl FftPlans {
         FftPlans {
             cache: Mutex::new(PlanCache {
                 planner: FftPlanner::new(),
-                plans: HashMap::new(),
+                plans: BTreeMap::new(),
             }),
         }
     }
@@ -81,7 +84,8 @@ impl FftPlans {
         // the planner's own state is a cache of finished plans, so both stay consistent.
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let PlanCache { planner, plans } = &mut *cache;
-        Arc::clone(plans.entry((n, dir)).or_insert_with(|| {
+        let inverse = dir == FftDirection::Inverse;
+        Arc::clone(plans.entry((n, inverse)).or_insert_with(|| {
             let rdir = match dir {
                 FftDirection::Forward => rustfft::FftDirection::Forward,
                 FftDirection::Inverse => rustfft::FftDirection::Inverse,
@@ -100,8 +104,16 @@ impl Default for FftPlans {
 impl fmt::Debug for FftPlans {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let mut keys: Vec<_> = cache.plans.keys().copied().collect();
-        keys.sort_by_key(|&(n, dir)| (n, dir == FftDirection::Inverse));
+        let keys: Vec<_> = (cache.plans.keys())
+            .map(|&(n, inverse)| {
+                let dir = if inverse {
+                    FftDirection::Inverse
+                } else {
+                    FftDirection::Forward
+                };
+                (n, dir)
+            })
+            .collect();
         f.debug_struct("FftPlans").field("plans", &keys).finish()
     }
 }
