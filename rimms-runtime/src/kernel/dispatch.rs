@@ -114,12 +114,19 @@ fn resident_call<const N: usize>(
     let space = entry.space();
     let spaces = [space; N];
     let ptrs = arg_ptrs(args, |_| space);
-    let outcome = run_kernel(shared, entry, api, args, &spaces, ptrs, body);
-    if outcome.is_err() {
-        record_writes(entry, api, args, &spaces, 0, false);
+    // The arms return `Ok(())` afresh rather than the outcome: an `Error` is 96 bytes, and a
+    // moved outcome was copied whole on the way out, Ok or not.
+    match run_kernel(shared, entry, api, args, &spaces, ptrs, body) {
+        Ok(()) => {
+            shared.calls().record_call(api.index(), true);
+            Ok(())
+        }
+        Err(e) => {
+            record_writes(entry, api, args, &spaces, 0, false);
+            shared.calls().record_call(api.index(), true);
+            Err(e)
+        }
     }
-    shared.calls().record_call(api.index(), true);
-    outcome
 }
 
 fn tracked_general<const N: usize>(

@@ -155,9 +155,7 @@ pub(crate) fn call<B: Builtin>(rt: &Runtime, target: Target, call: B) -> Result<
 }
 
 /// A typed method of the handle for a row-wise built-in: as [`call`], but a call on a
-/// simulated device behind a timed link, with bytes enough to hide copies behind, runs
-/// through [`ahead::run_direct`], which cuts it into parts where its copies can overlap its
-/// work.
+/// simulated device goes through [`call_rows_on_sim`].
 #[inline]
 pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
     rt: &Runtime,
@@ -165,12 +163,28 @@ pub(crate) fn call_rows<'a, const N: usize, B: ScopeCall<'a, N>>(
     call: B,
 ) -> Result<()> {
     call.check(target)?;
-    if let (Target::On(device @ Device::Sim(_)), Some(plain)) = (target, B::rules().first()) {
+    if let Target::On(device @ Device::Sim(_)) = target {
+        return call_rows_on_sim(rt, device, call);
+    }
+    call.run(rt, target)
+}
+
+/// [`call_rows`] on a simulated device: a call behind a timed link, with bytes enough to hide
+/// copies behind, runs through [`ahead::run_direct`], which cuts it into parts where its
+/// copies can overlap its work. Out of line, so that the other devices' calls do not carry
+/// its look at the link.
+#[inline(never)]
+fn call_rows_on_sim<'a, const N: usize, B: ScopeCall<'a, N>>(
+    rt: &Runtime,
+    device: Device,
+    call: B,
+) -> Result<()> {
+    if let Some(plain) = B::rules().first() {
         if let Some(place) = ahead::cuts_calls_on(rt.shared(), device, &call.parts()) {
             return ahead::run_direct(rt, place, plain, call);
         }
     }
-    call.run(rt, target)
+    call.run(rt, Target::On(device))
 }
 
 /// Refuses a call whose shapes do not fit, naming the API and the device.
