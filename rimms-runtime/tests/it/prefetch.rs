@@ -373,6 +373,12 @@ fn a_direct_row_call_behind_a_slow_link_runs_in_parts_moving_the_same_bytes() {
     // Two rows: 2 KiB take about 100 µs, under the 64 latencies a cut must be worth.
     let (_, pieces, copies, _) = run(true, 2, row);
     assert_eq!((pieces, copies.0), (0, 1), "a short call runs whole");
+    // The bound itself: 8 rows' 8 KiB take about 420 µs, 42 latencies, and run whole; 16
+    // rows' 16 KiB take 830 µs, 83 latencies, and are cut.
+    let (_, pieces, copies, _) = run(true, 8, row);
+    assert_eq!((pieces, copies.0), (0, 1), "42 latencies run whole");
+    let (_, pieces, _, _) = run(true, 16, row);
+    assert!(pieces > 1, "83 latencies are cut, into {pieces} pieces");
     // A ZIP of 4,096 elements (32 KiB an argument, in 4 KiB fragments) is cut on the
     // output's fragments: 8 parts, in 4 pieces of two.
     let rt = slow_link_prefetching(true);
