@@ -653,7 +653,7 @@ impl<'a> Group<'a> {
     #[inline]
     pub(crate) fn push<const N: usize>(&mut self, args: [KernelArg<'a>; N]) {
         self.debug_check_alike(&args);
-        self.push_alike();
+        self.push_alike::<N>();
     }
 
     /// Debug builds: that `args` continue the group alike, and that the general rule check
@@ -671,12 +671,15 @@ impl<'a> Group<'a> {
         );
     }
 
-    /// Counts a member that [`Group::continued_alike`] said continues the group: its spans
-    /// follow from the group's (`Group::span`), so nothing is stored; the next member is
-    /// expected one step on.
+    /// Counts a member of `N` arguments that [`Group::continued_alike`] said continues the
+    /// group: its spans follow from the group's (`Group::span`), so nothing is stored; the
+    /// next member is expected one step on. `N` is the group's arity (the check compared
+    /// them), given as a constant so that the steps are as many straight adds rather than a
+    /// loop over the arity read from the group.
     #[inline]
-    pub(crate) fn push_alike(&mut self) {
-        for e in &mut self.next[..self.arity.min(LEAN_ARGS)] {
+    pub(crate) fn push_alike<const N: usize>(&mut self) {
+        debug_assert_eq!(N, self.arity, "a member has the group's arity");
+        for e in self.next.iter_mut().take(N) {
             e.start += e.step;
         }
         self.alike += 1;

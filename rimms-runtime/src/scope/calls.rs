@@ -194,7 +194,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                     );
                     group.debug_check_alike(&call.args());
                 }
-                group.push_alike();
+                group.push_alike::<N>();
                 held.joined_alike += 1;
                 return Ok(());
             }
