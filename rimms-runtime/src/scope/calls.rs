@@ -166,10 +166,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// a group).
     ///
     /// A call that continues its device's group alike is told by its [`ScopeCall::parts`]
-    /// (its arguments less their names, read off its views) and only counted: its arguments
-    /// are built only on the other way, out of line ([`Scope::builtin_apart`]), and by debug
-    /// builds, which assert that they continue the group alike too and that the general
-    /// rule check agrees.
+    /// (its arguments less their names, read off its views) and its built-in's
+    /// [`ScopeCall::ID`] (which stands for its rules: `Group::continued_alike_builtin`), and
+    /// only counted: its arguments are built only on the other way, out of line
+    /// ([`Scope::builtin_apart`]), and by debug builds, which assert that they continue the
+    /// group alike too, that the general rule check agrees and that the group's rules are
+    /// the built-in's.
     #[inline(always)]
     pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
