@@ -307,6 +307,20 @@ impl Expected {
     };
 }
 
+/// [`Group::key`]'s flag of a lean group: no lean group's key is 0, whatever its arity.
+const LEAN: u32 = 1 << 8;
+
+/// The bits of [`Group::key`] that [`Group::continued_alike_parts`] compares: the flag and the
+/// arity, not the built-in whose shape check the first call passed.
+const LEAN_AND_ARITY: u32 = 0xffff;
+
+/// [`Group::key`] of a lean group of `arity` arguments (at most [`LEAN_ARGS`]) whose first
+/// call passed the shape check of the built-in `checked_as` (its `ScopeCall::ID`; 0 for none).
+#[inline]
+const fn lean_key(arity: usize, checked_as: u8) -> u32 {
+    LEAN | arity as u32 | (checked_as as u32) << 16
+}
+
 /// Calls on one device held by a scope until a call that does not continue them arrives.
 pub(crate) struct Group<'a> {
     pub(crate) device: Device,
@@ -335,18 +349,22 @@ pub(crate) struct Group<'a> {
     /// its `Same` arguments' views, so their spans follow from the last stored member's
     /// (`Group::span`) and a row call's join stores nothing.
     alike: usize,
-    /// Whether the first call passed its built-in's shape check (`ScopeCall::check_args`):
-    /// then a call of that built-in that continues the group alike, with its parameters and
-    /// lengths, passes it too and skips it. A group opened by `Scope::call` with a built-in's
-    /// rules has not.
-    pub(crate) shape_checked: bool,
+    /// The built-in (its `ScopeCall::ID`, never 0) whose shape check (`ScopeCall::check_args`)
+    /// and rules the first call passed and has, if it came through that built-in's method; 0
+    /// if not. A call of that built-in that continues the group alike, with its parameters and
+    /// lengths, passes the check too and skips it, and has the group's rules. A group opened
+    /// by `Scope::call`, even with a built-in's rules, has 0.
+    pub(crate) checked_as: u8,
     /// The pieces it runs in, once its inputs' copies have started (`kernel::ahead`).
     pieces: Option<usize>,
-    /// Whether a later call may join by [`Group::continued_alike`] alone: the group has
-    /// several members, exactly one rule holds for them, and its arguments are `disjoint`.
-    /// Set only by a join the general rule check let in, so the members' arguments stand on
-    /// the first call's buffers with its accesses, hints and (for `Same` ones) views.
-    lean: bool,
+    /// Not 0 while a later call may join by [`Group::continued_alike`] alone (the group is
+    /// lean): the group has several members, exactly one rule holds for them, and its
+    /// arguments are `disjoint`. Set only by a join the general rule check let in, so the
+    /// members' arguments stand on the first call's buffers with its accesses, hints and (for
+    /// `Same` ones) views. While lean it is `lean_key(arity, checked_as)`: what a built-in's
+    /// row call must match is then one number, compared at once
+    /// ([`Group::continued_alike_builtin`]).
+    key: u32,
     /// While `lean`: the next member that continues the group alike, argument by argument
     /// (the first `arity`), derived from the first call's arguments, the last stored member's
     /// spans and the `alike` members after it when the general join turns the group lean,
@@ -398,9 +416,9 @@ impl<'a> Group<'a> {
             first: args.into(),
             spans,
             alike: 0,
-            shape_checked: false,
+            checked_as: 0,
             pieces: None,
-            lean: false,
+            key: 0,
             next: [Expected::NONE; LEAN_ARGS],
         }
     }
@@ -445,6 +463,11 @@ impl<'a> Group<'a> {
         check: impl FnOnce(&[KernelArg<'a>; N]) -> Result<()>,
     ) -> bool {
         <&[KernelArg<'a>; N]>::try_from(&self.first[..]).is_ok_and(|first| check(first).is_ok())
+    }
+
+    /// Its rules, as its first call gave them.
+    pub(crate) fn rules(&self) -> &'static [&'static MergeRule] {
+        self.rules
     }
 
     /// Calls in the group.
@@ -505,8 +528,13 @@ impl<'a> Group<'a> {
             self.store_alike();
         }
         self.spans.extend(args.iter().map(Span::of));
-        self.lean = self.disjoint && holding.is_power_of_two() && N <= LEAN_ARGS;
-        if self.lean {
+        let lean = self.disjoint && holding.is_power_of_two() && N <= LEAN_ARGS;
+        self.key = if lean {
+            lean_key(N, self.checked_as)
+        } else {
+            0
+        };
+        if lean {
             self.expect_next();
         }
         Ok(())
@@ -557,7 +585,7 @@ impl<'a> Group<'a> {
     /// The equal lengths are what let a joining call skip the checks a built-in's call must
     /// pass on the device, and its shape check: both depend only on the device, the API, its
     /// parameters and the arguments' lengths, which are the first call's, and it passed them
-    /// (the shape check where `shape_checked` says so).
+    /// (the shape check where `checked_as` says so).
     #[inline]
     pub(crate) fn continued_alike<const N: usize>(
         &self,
@@ -577,14 +605,37 @@ impl<'a> Group<'a> {
         params: Params,
         args: &[Part; N],
     ) -> bool {
-        if N > LEAN_ARGS
-            || !self.lean
-            || N != self.arity
-            || !std::ptr::eq(self.rules, rules)
-            || self.params != params
-        {
-            return false;
-        }
+        N <= LEAN_ARGS
+            && self.key & LEAN_AND_ARITY == lean_key(N, 0)
+            && std::ptr::eq(self.rules, rules)
+            && self.params == params
+            && self.next_is(args)
+    }
+
+    /// [`Group::continued_alike_parts`] of a call of the built-in whose `ScopeCall::ID` is
+    /// `id` (not 0), through that built-in's method: the group's lean flag, its arity and the
+    /// built-in that opened it in one compare (`key`), which stands for the rules too. A
+    /// group whose `checked_as` is `id` was opened by that built-in's method, with its rules
+    /// (the value of one `static`, so one address and length), and its first call passed the
+    /// built-in's shape check; any other group (opened by `Scope::call`, by another built-in,
+    /// not lean, of another arity) has another key. So this says yes exactly where
+    /// `continued_alike_parts` with the built-in's rules does and the group's first call passed
+    /// its shape check, without loading the rules.
+    #[inline]
+    pub(crate) fn continued_alike_builtin<const N: usize>(
+        &self,
+        id: u8,
+        params: Params,
+        args: &[Part; N],
+    ) -> bool {
+        debug_assert_ne!(id, 0, "a built-in's ID is never 0");
+        N <= LEAN_ARGS && self.key == lean_key(N, id) && self.params == params && self.next_is(args)
+    }
+
+    /// Whether `args` are what `next` expects, field by field (the group lean, of `N`
+    /// arguments, at most [`LEAN_ARGS`]).
+    #[inline]
+    fn next_is<const N: usize>(&self, args: &[Part; N]) -> bool {
         // Every field of every argument at once, without a branch per comparison: the
         // differences ORed together are zero only where all are equal.
         let differ = (0..N).fold(0, |differ, i| {
@@ -602,7 +653,7 @@ impl<'a> Group<'a> {
     #[inline]
     pub(crate) fn push<const N: usize>(&mut self, args: [KernelArg<'a>; N]) {
         self.debug_check_alike(&args);
-        self.push_alike();
+        self.push_alike::<N>();
     }
 
     /// Debug builds: that `args` continue the group alike, and that the general rule check
@@ -620,12 +671,15 @@ impl<'a> Group<'a> {
         );
     }
 
-    /// Counts a member that [`Group::continued_alike`] said continues the group: its spans
-    /// follow from the group's (`Group::span`), so nothing is stored; the next member is
-    /// expected one step on.
+    /// Counts a member of `N` arguments that [`Group::continued_alike`] said continues the
+    /// group: its spans follow from the group's (`Group::span`), so nothing is stored; the
+    /// next member is expected one step on. `N` is the group's arity (the check compared
+    /// them), given as a constant so that the steps are as many straight adds rather than a
+    /// loop over the arity read from the group.
     #[inline]
-    pub(crate) fn push_alike(&mut self) {
-        for e in &mut self.next[..self.arity.min(LEAN_ARGS)] {
+    pub(crate) fn push_alike<const N: usize>(&mut self) {
+        debug_assert_eq!(N, self.arity, "a member has the group's arity");
+        for e in self.next.iter_mut().take(N) {
             e.start += e.step;
         }
         self.alike += 1;
@@ -857,6 +911,7 @@ pub mod rules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::builtins::BuiltinId;
     use crate::{HeteData, SimConfig};
 
     /// A runtime with one sim device, for groups on the CPU or on `sim0`.
@@ -1072,9 +1127,9 @@ mod tests {
     }
 
     /// The lean check answers only for a lean group and a call of the group's arity, whatever
-    /// `next` still holds: a group no longer lean refuses the call `next` expects (red with
-    /// `!lean` joined by `&&` rather than `||`), and so does a group asked about fewer
-    /// arguments than it has, whose first ones match (red with the arity's `||` made `&&`).
+    /// `next` still holds: a group no longer lean (`key` 0) refuses the call `next` expects
+    /// (red with the key's compare left out), and so does a group asked about fewer arguments
+    /// than it has, whose first ones match (red with the arity left out of the key).
     #[test]
     fn the_lean_check_answers_only_for_a_lean_group_of_the_calls_arity() {
         let rt = sim_runtime();
@@ -1090,8 +1145,44 @@ mod tests {
         let [first_part, _] = call(3).each_ref().map(Part::of);
         assert!(group.continued_alike(rules::FFT, params, &call(3)));
         assert!(!group.continued_alike_parts(rules::FFT, params, &[first_part]));
-        group.lean = false;
+        group.key = 0;
         assert!(!group.continued_alike(rules::FFT, params, &call(3)));
+    }
+
+    /// A built-in's row call is told by its ID, not its rules (`continued_alike_builtin`), so
+    /// its check wants the group's key whole: a group whose first call no built-in's method
+    /// made (`checked_as` 0) refuses it where the rules check would let it in (red with
+    /// `checked_as` left out of the key), as does a group another built-in opened (red with
+    /// the key compared under `LEAN_AND_ARITY`), one no longer lean, and other parameters.
+    #[test]
+    fn a_builtins_row_call_joins_alike_only_a_group_its_own_method_opened() {
+        let rt = sim_runtime();
+        let (x, y) = (sixteen_rows(&rt), sixteen_rows(&rt));
+        let (input, output) = (x.as_slice().raw(), y.as_slice().raw());
+        let entry = rt.shared().device(Device::Cpu).expect("cpu");
+        let call = |r: usize| rows_of(input, output, r, 1);
+        let parts = |r: usize| call(r).each_ref().map(Part::of);
+        let (params, fft, zip) = ([0, 1024], BuiltinId::Fft as u8, BuiltinId::Zip as u8);
+        let held = |checked_as: u8| {
+            let mut group = Group::new(entry, 0, rules::FFT, params, call(0));
+            group.checked_as = checked_as;
+            for r in 1..3 {
+                assert!(group.join(rules::FFT, params, call(r)).is_ok());
+            }
+            group
+        };
+        let unchecked = held(0);
+        assert!(unchecked.continued_alike_parts(rules::FFT, params, &parts(3)));
+        assert!(!unchecked.continued_alike_builtin(fft, params, &parts(3)));
+        let mut group = held(fft);
+        assert!(group.continued_alike_builtin(fft, params, &parts(3)));
+        assert!(!group.continued_alike_builtin(zip, params, &parts(3)));
+        assert!(!group.continued_alike_builtin(fft, [1, 1024], &parts(3)));
+        assert!(!group.continued_alike_builtin(fft, params, &parts(4)));
+        // The general check asks nothing of the built-in.
+        assert!(group.continued_alike_parts(rules::FFT, params, &parts(3)));
+        group.key = 0;
+        assert!(!group.continued_alike_builtin(fft, params, &parts(3)));
     }
 
     /// The next member a lean group expects (`Group::next`) moves a row on with each member

@@ -25,23 +25,48 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub(super) type HeldLock<'scope> = parking_lot::Mutex<Held<'scope>>;
 
 /// The groups a scope holds, one per device at most.
-#[derive(Default)]
 pub(super) struct Held<'scope> {
-    /// Set when the scope's body returned: later calls go to their queues at once.
+    /// Set when the scope's body returned: later calls go to their queues at once. `groups`
+    /// is empty from then on (`Scope::close_calls` takes them, and a new group is held only
+    /// while this is clear).
     closed: bool,
+    /// The runtime's `merges_calls`, which never changes: here, next to the groups, a row
+    /// call reads it without going through the runtime.
+    merge: bool,
     groups: Vec<Group<'scope>>,
     /// Calls that joined their group through the lean check ([`Scope::joined_alike`]).
     joined_alike: usize,
 }
 
 impl<'scope> Held<'scope> {
+    pub(super) fn new(merge: bool) -> Self {
+        Held {
+            closed: false,
+            merge,
+            groups: Vec::new(),
+            joined_alike: 0,
+        }
+    }
+
     /// The group held for `device` that a call may join: none once the scope's body returned,
     /// and none that already holds [`UNMERGED_GROUP`] calls while merging is off.
     #[inline]
-    fn open_group(&mut self, device: Device, merge: bool) -> Option<&mut Group<'scope>> {
+    fn open_group(&mut self, device: Device) -> Option<&mut Group<'scope>> {
         if self.closed {
             return None;
         }
+        self.held_group(device)
+    }
+
+    /// [`Held::open_group`] less the `closed` flag, which a group held tells already: once it
+    /// is set no group is held (`closed`).
+    #[inline]
+    fn held_group(&mut self, device: Device) -> Option<&mut Group<'scope>> {
+        debug_assert!(
+            !self.closed || self.groups.is_empty(),
+            "a closed scope holds nothing"
+        );
+        let merge = self.merge;
         self.groups
             .iter_mut()
             .find(|g| g.device == device)
@@ -49,21 +74,32 @@ impl<'scope> Held<'scope> {
     }
 
     /// The group held for `device` that a call of `rules` and `params` with arguments
-    /// `parts` continues alike ([`Group::continued_alike`]), if any. A call that asks for a
-    /// shape check (`shape_checked`) continues only a group whose first call passed it.
+    /// `parts` continues alike ([`Group::continued_alike`]), if any.
     #[inline]
     fn continued_alike<const N: usize>(
         &mut self,
         device: Device,
-        merge: bool,
         rules: &'static [&'static MergeRule],
         params: Params,
-        shape_checked: bool,
         parts: &[Part; N],
     ) -> Option<&mut Group<'scope>> {
-        self.open_group(device, merge).filter(|g| {
-            g.continued_alike_parts(rules, params, parts) && (g.shape_checked || !shape_checked)
-        })
+        self.held_group(device)
+            .filter(|g| g.continued_alike_parts(rules, params, parts))
+    }
+
+    /// [`Held::continued_alike`] for a call of the built-in whose `ScopeCall::ID` is `id`,
+    /// through its method ([`Group::continued_alike_builtin`]): only a group that built-in's
+    /// method opened, whose first call passed the built-in's shape check.
+    #[inline]
+    fn continued_alike_builtin<const N: usize>(
+        &mut self,
+        device: Device,
+        id: u8,
+        params: Params,
+        parts: &[Part; N],
+    ) -> Option<&mut Group<'scope>> {
+        self.held_group(device)
+            .filter(|g| g.continued_alike_builtin(id, params, parts))
     }
 }
 
@@ -120,16 +156,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         params: Params,
         args: [KernelArg<'scope>; N],
     ) -> Result<()> {
-        let no_shape_check = None::<fn(&[KernelArg<'scope>; N]) -> Result<()>>;
-        self.submit_call(
-            device,
-            rules,
-            params,
-            args,
-            no_shape_check,
-            |_| Ok(()),
-            |_| Ok(()),
-        )
+        self.submit_call(device, rules, params, args, |_| Ok(()), |_| Ok(()))
     }
 
     /// What every built-in's scope method does with its call's description: submission as
@@ -139,36 +166,45 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// a group).
     ///
     /// A call that continues its device's group alike is told by its [`ScopeCall::parts`]
-    /// (its arguments less their names, read off its views) and only counted: its arguments
-    /// are built only on the other way, out of line ([`Scope::builtin_apart`]), and by debug
-    /// builds, which assert that they continue the group alike too and that the general
-    /// rule check agrees.
+    /// (its arguments less their names, read off its views) and its built-in's
+    /// [`ScopeCall::ID`] (which stands for its rules: `Group::continued_alike_builtin`), and
+    /// only counted: its arguments are built only on the other way, out of line
+    /// ([`Scope::builtin_apart`]), and by debug builds, which assert that they continue the
+    /// group alike too, that the general rule check agrees and that the group's rules are
+    /// the built-in's.
     #[inline(always)]
     pub(crate) fn builtin<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
         device: Device,
         call: B,
     ) -> Result<()> {
-        let params = call.params();
-        let merge = self.rt.shared().merges_calls();
         {
             // Compared without building the arguments (`ScopeCall::parts`), which only a
-            // call that does not continue its group alike needs.
+            // call that does not continue its group alike needs, and by the built-in's ID
+            // rather than its rules (`Group::continued_alike_builtin`).
             let mut held = self.calls.lock();
             let parts = call.parts();
             if let Some(group) =
-                held.continued_alike(device, merge, B::rules(), params, true, &parts)
+                held.continued_alike_builtin(device, B::ID as u8, call.params(), &parts)
             {
                 #[cfg(debug_assertions)]
-                group.debug_check_alike(&call.args());
-                group.push_alike();
+                {
+                    assert!(
+                        std::ptr::eq(group.rules(), B::rules()),
+                        "two built-ins share the ID {:?}",
+                        B::ID
+                    );
+                    group.debug_check_alike(&call.args());
+                }
+                group.push_alike::<N>();
                 held.joined_alike += 1;
                 return Ok(());
             }
         }
         // Through `black_box`: the call's fields are stored for the out of line call only on
-        // this way, not before the check above (moved as they are, they were).
-        self.builtin_apart(device, params, std::hint::black_box(call))
+        // this way, not before the check above (moved as they are, they were). Its parameters
+        // are worked out again there, so that here they stay constants where the call's are.
+        self.builtin_apart(device, std::hint::black_box(call))
     }
 
     /// How many calls submitted to this scope so far joined their device's group the cheapest
@@ -189,10 +225,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     fn builtin_apart<const N: usize, B: ScopeCall<'scope, N>>(
         &'scope self,
         device: Device,
-        params: Params,
         call: B,
     ) -> Result<()> {
         let shared = self.rt.shared();
+        let params = call.params();
         let args = call.args();
         B::check_args(device.into(), params, &args)?;
         self.submit_call_apart(
@@ -200,69 +236,51 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             B::rules(),
             params,
             args,
-            true,
+            B::ID as u8,
             |args| B::check_call_on(shared, device, params, args),
             |args| B::check_group_on(shared, device, params, args),
         )
     }
 
-    /// [`Scope::call`] with the checks a call must pass: `shape_check`, a built-in's shape
-    /// check ([`ScopeCall::check_args`]), and on `device` `call_checks`, which may depend
-    /// only on the device, the rules, `params` and the arguments' lengths, and
+    /// [`Scope::call`] with the checks a call must pass on `device`: `call_checks`, which may
+    /// depend only on the device, the rules, `params` and the arguments' lengths, and
     /// `group_checks`, which may depend only on the device, the rules, `params` and the
-    /// lengths the members of a group share.
+    /// lengths the members of a group share. It asks no shape check: a built-in's method asks
+    /// its own ([`Scope::builtin`]).
     ///
     /// A call that joins the group held for its device skips the checks that cannot come out
     /// differently for it: the group's first call passed them with the same device, rules
     /// and parameters (and, for `call_checks`, lengths), and joining needs every argument on
     /// a buffer of the group (so of this runtime). A call that continues a group of several
-    /// alike ([`Group::continued_alike`]) joins first thing, and skips the shape check too
-    /// where the group's first call passed it (it came through a built-in's method, not
-    /// [`Scope::call`] with the built-in's rules); that keeps a merged row call at the cost of
-    /// one comparison per argument (a per-row stage makes 128 or 256 of them a frame, where
-    /// hand-written code makes one batched call).
+    /// alike ([`Group::continued_alike`]) joins first thing; that keeps a merged row call at
+    /// the cost of one comparison per argument (a per-row stage makes 128 or 256 of them a
+    /// frame, where hand-written code makes one batched call).
     #[inline]
-    #[allow(clippy::too_many_arguments)] // The checks are closures of the caller's.
     fn submit_call<const N: usize>(
         &'scope self,
         device: Device,
         rules: &'static [&'static MergeRule],
         params: Params,
         args: [KernelArg<'scope>; N],
-        shape_check: Option<impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>>,
         call_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
         group_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
     ) -> Result<()> {
-        let merge = self.rt.shared().merges_calls();
-        let shape_checked = shape_check.is_some();
         {
             let mut held = self.calls.lock();
             let parts = args.each_ref().map(Part::of);
-            if let Some(group) =
-                held.continued_alike(device, merge, rules, params, shape_checked, &parts)
-            {
+            if let Some(group) = held.continued_alike(device, rules, params, &parts) {
                 group.push(args);
                 return Ok(());
             }
         }
-        if let Some(check) = shape_check {
-            // Before anything is held: a call of the wrong shape fails alone, at once.
-            check(&args)?;
-        }
-        self.submit_call_apart(
-            device,
-            rules,
-            params,
-            args,
-            shape_checked,
-            call_checks,
-            group_checks,
-        )
+        self.submit_call_apart(device, rules, params, args, 0, call_checks, group_checks)
     }
 
     /// [`Scope::submit_call`] for a call that does not continue its device's group alike: the
     /// checks, then the general join or a new group. Kept out of line so that the row calls
-    /// that do continue a group run only the few instructions above.
+    /// that do continue a group run only the few instructions above. `checked_as`: the
+    /// built-in (`ScopeCall::ID`) whose method made the call, its shape check passed and its
+    /// rules `rules`, or 0 (`Group::checked_as`).
     #[inline(never)]
     #[allow(clippy::too_many_arguments)] // The checks are closures of the caller's.
     fn submit_call_apart<const N: usize>(
@@ -271,17 +289,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         rules: &'static [&'static MergeRule],
         params: Params,
         args: [KernelArg<'scope>; N],
-        shape_checked: bool,
+        checked_as: u8,
         call_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
         group_checks: impl FnOnce(&[KernelArg<'scope>; N]) -> Result<()>,
     ) -> Result<()> {
         let shared = self.rt.shared();
-        let merge = shared.merges_calls();
         // Outside the lock: the checks may run code of the device's (`accepts` checks).
         call_checks(&args)?;
         let args = {
             let mut held = self.calls.lock();
-            match held.open_group(device, merge) {
+            match held.open_group(device) {
                 Some(group) => match group.join(rules, params, args) {
                     Ok(()) => return Ok(()),
                     Err(args) => args,
@@ -302,7 +319,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             }
         }
         let mut group = Group::new(entry, position, rules, params, args);
-        group.shape_checked = shape_checked;
+        group.checked_as = checked_as;
         let mut held = self.calls.lock();
         if held.closed {
             drop(held);
@@ -575,7 +592,7 @@ fn check_rules(
 
 #[cfg(test)]
 mod tests {
-    use crate::hal::{Error, FftDirection, Result};
+    use crate::hal::{Error, FftDirection};
     use crate::kernel::builtins::{fft::Fft, ScopeCall};
     use crate::{Device, HeteData, KernelArg, Runtime};
     use num_complex::Complex32 as C32;
@@ -583,9 +600,8 @@ mod tests {
     /// A built-in's call that continues a group alike skips its shape check only where the
     /// group's first call passed it: rows of a 3-point FFT held as `Scope::call` holds them
     /// (no shape check) with the FFT's rules do not let the next row in as `s.fft` submits it
-    /// without its shape error (red without `Group::shape_checked`). The calls go through
-    /// `submit_call` with one copy of the rules: a constant's copies of them need not share
-    /// an address, and rules are told apart by address.
+    /// without its shape error (red where the built-in's row call ignores the group's
+    /// `checked_as`, the built-in's ID in its key).
     #[test]
     fn a_call_alike_to_a_group_no_shape_check_let_in_still_gets_its_shape_error() {
         let rt = Runtime::new().expect("rt");
@@ -599,7 +615,6 @@ mod tests {
         };
         let params = [FftDirection::Forward as u64, 3];
         let fft_rules = <Fft<'_> as ScopeCall<'_, 2>>::rules();
-        let no_check = |_: &[KernelArg<'_>; 2]| Ok(());
         let mut third_row = None;
         // The held rows themselves run when the scope closes, with their 3 points: the
         // built-in's merge rule checks the merged call's shape as its own method would, so the
@@ -610,32 +625,9 @@ mod tests {
                     KernelArg::read("input", row),
                     KernelArg::write("output", out),
                 ];
-                let none = None::<fn(&[KernelArg<'_>; 2]) -> Result<()>>;
-                s.submit_call(
-                    Device::Cpu,
-                    fft_rules,
-                    params,
-                    args,
-                    none,
-                    no_check,
-                    no_check,
-                )?;
+                s.call(Device::Cpu, fft_rules, params, args)?;
             }
-            let args = [
-                KernelArg::read("input", &rows[2]),
-                KernelArg::write("output", out2),
-            ];
-            let shape =
-                |args: &[KernelArg<'_>; 2]| Fft::check_args(Device::Cpu.into(), params, args);
-            third_row = Some(s.submit_call(
-                Device::Cpu,
-                fft_rules,
-                params,
-                args,
-                Some(shape),
-                no_check,
-                no_check,
-            ));
+            third_row = Some(s.fft(Device::Cpu, FftDirection::Forward, 3, &rows[2], out2));
             Ok::<(), Error>(())
         });
         assert!(
@@ -646,5 +638,33 @@ mod tests {
             matches!(closed, Err(Error::Shape { api: "fft", .. })),
             "{closed:?}"
         );
+    }
+
+    /// With merging off a group holds at most `UNMERGED_GROUP` calls, on the lean way too
+    /// (the scope's own copy of the runtime's flag, `Held::merge`): 40 rows make groups of
+    /// 16, 16 and 8, each with all but its first two members joined alike, so 34 alike joins,
+    /// where merging on makes one group and 38 (red with `Held::merge` taken as on).
+    #[test]
+    fn with_merging_off_a_row_loop_still_stops_each_group_at_unmerged_group() {
+        use crate::kernel::UNMERGED_GROUP;
+        let (rows, row) = (40, 512);
+        assert_eq!(UNMERGED_GROUP, 16, "the counts below assume groups of 16");
+        for (merge, alike) in [(false, 34), (true, 38)] {
+            let rt = Runtime::builder().merge_calls(merge).build().expect("rt");
+            let x = HeteData::<C32>::alloc(&rt, rows * row).expect("x");
+            let mut y = HeteData::<C32>::alloc(&rt, rows * row).expect("y");
+            let ins = x.rows(row).expect("rows");
+            let mut outs = y.rows_mut(row).expect("rows");
+            let joined = rt
+                .scope(|s| {
+                    for (input, out) in ins.iter().zip(outs.iter_mut()) {
+                        s.fft(Device::Cpu, FftDirection::Forward, row, input, out)?;
+                    }
+                    Ok::<usize, Error>(s.joined_alike())
+                })
+                .expect("scope")
+                .expect("rows");
+            assert_eq!(joined, alike, "merging {merge}");
+        }
     }
 }

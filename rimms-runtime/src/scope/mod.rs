@@ -333,7 +333,7 @@ where
     let scope = Scope {
         rt,
         state: Arc::new(ScopeState::default()),
-        calls: calls::HeldLock::default(),
+        calls: calls::HeldLock::new(calls::Held::new(rt.shared().merges_calls())),
         scope: PhantomData,
         env: PhantomData,
     };

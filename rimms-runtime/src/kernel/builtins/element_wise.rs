@@ -3,7 +3,7 @@
 //! (input and output concatenate). Each of those built-ins is only what differs: its
 //! declaration, its output element and the generated function it calls ([`ElementWise`]).
 
-use super::{call, elements, same_len, Builtin, ScopeCall};
+use super::{call, elements, same_len, Builtin, BuiltinId, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target};
 use crate::kernel::merge::{Joins, MergeRule, MergedArgs, Params, Part};
@@ -39,6 +39,8 @@ pub(crate) trait ElementWise: Sized + 'static {
     /// The `static` holding [`ElementWise::RULES`], read at run time
     /// ([`ScopeCall::rules`] says why).
     fn rules() -> &'static [&'static MergeRule];
+    /// Its [`ScopeCall::ID`]: the variant of the kind's name.
+    const ID: BuiltinId;
 }
 
 /// One element-wise built-in's home in a line: `element_wise_kind!(Conj = conj -> C32)`
@@ -64,6 +66,9 @@ macro_rules! element_wise_kind {
             fn rules() -> &'static [&'static $crate::kernel::merge::MergeRule] {
                 RULES
             }
+
+            const ID: $crate::kernel::builtins::BuiltinId =
+                $crate::kernel::builtins::BuiltinId::$kind;
         }
 
         /// Element-wise: input and output follow one another.
@@ -120,6 +125,8 @@ fn check_lens<K: ElementWise>(target: Target, lens: [usize; 2]) -> Result<()> {
 }
 
 impl<'a, K: ElementWise> ScopeCall<'a, 2> for Call<'a, K> {
+    const ID: BuiltinId = K::ID;
+
     fn rules() -> &'static [&'static MergeRule] {
         K::rules()
     }

@@ -1,7 +1,7 @@
 //! `fft`: the FFT of every row of `points` elements of `input` into `output` (inverse scaled
 //! by 1/N). Its declaration is `apis::fft`.
 
-use super::{call, elements, same_len, shape, Builtin, ScopeCall};
+use super::{call, elements, same_len, shape, Builtin, BuiltinId, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, FftDirection, Result, Target};
@@ -43,6 +43,8 @@ impl Builtin for Fft<'_> {
 }
 
 impl<'a> ScopeCall<'a, 2> for Fft<'a> {
+    const ID: BuiltinId = BuiltinId::Fft;
+
     fn rules() -> &'static [&'static MergeRule] {
         RULES
     }

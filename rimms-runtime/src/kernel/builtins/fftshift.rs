@@ -1,7 +1,7 @@
 //! `fftshift`: swaps the halves of every row of `row_len` elements. Its declaration is
 //! `apis::fftshift`.
 
-use super::{call, elements, same_len, shape, Builtin, ScopeCall};
+use super::{call, elements, same_len, shape, Builtin, BuiltinId, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
@@ -41,6 +41,8 @@ fn check_lens(target: Target, row_len: usize, [len, out]: [usize; 2]) -> Result<
 }
 
 impl<'a> ScopeCall<'a, 2> for Fftshift<'a> {
+    const ID: BuiltinId = BuiltinId::Fftshift;
+
     fn rules() -> &'static [&'static MergeRule] {
         RULES
     }

@@ -32,7 +32,8 @@
 //!    shape check asked of them; both checks call one function of the lengths). An
 //!    element-wise built-in of one complex input, as `negate` is, needs one line:
 //!    `element_wise_kind!(Negate = negate -> C32)` (its kind, declaration and output element;
-//!    [`element_wise::ElementWise`]), as `conj`, `magnitude` and `power` are;
+//!    [`element_wise::ElementWise`]), as `conj`, `magnitude` and `power` are. Either way it
+//!    gets a [`BuiltinId`] of its own (`Negate`: the kind's name, for an element-wise one);
 //! 3. its public methods, one line each: `builtins::call(self, device.into(), Negate { input:
 //!    input.input(), out: out.output() })` in `runtime/builtins.rs` (or
 //!    `self.element_wise::<Negate>(…)`), and `self.builtin(device, Negate { … })` in
@@ -91,6 +92,24 @@ pub(crate) trait Builtin: Sized {
 }
 
 /// A built-in a scope offers too: how its call is held and merged.
+/// The built-ins with scope methods, each a number of its own and none 0 (`ScopeCall::ID`):
+/// distinct because an enum's discriminants are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum BuiltinId {
+    Fft = 1,
+    Fftshift,
+    Window,
+    Zip,
+    ZipRows,
+    Conj,
+    Magnitude,
+    Power,
+    /// `tests::ToyAffine`.
+    #[cfg(test)]
+    Toy,
+}
+
 pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
     /// Its merge rules, plain rule first (see [`MergeRule`]): the value of a `static`, read
     /// at run time. A held group tells its rules by their address, and a `const`'s slice has
@@ -98,6 +117,13 @@ pub(crate) trait ScopeCall<'a, const N: usize>: Builtin {
     /// lean check of a row call inlined into a program's crate compared two copies of one
     /// rule set, never matched, and every row took the general path.
     fn rules() -> &'static [&'static MergeRule];
+
+    /// The built-in, as a number of its own (one variant of [`BuiltinId`] per built-in, and
+    /// per element-wise kind: `tests::scope_call_ids_tell_the_rules_apart`). A group opened by this built-in's
+    /// method remembers it (`Group::checked_as`), and a row call of the built-in compares it
+    /// instead of its rules (`Group::continued_alike_builtin`): a constant, where the rules
+    /// are a `static` read through memory.
+    const ID: BuiltinId;
 
     /// Its scalars, encoded: calls merge only when theirs are equal.
     fn params(&self) -> Params {

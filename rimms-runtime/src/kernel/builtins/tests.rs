@@ -5,7 +5,7 @@
 //! Nothing else of the runtime changes for it: the checks, the merging and the dispatch it
 //! gets are the generic ones every built-in uses.
 
-use super::{call, elements, same_len, Builtin, ScopeCall};
+use super::{call, elements, same_len, Builtin, BuiltinId, ScopeCall};
 use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
 use crate::hal::{Device, Error, KernelCtx, Result, Target};
 use crate::kernel::merge::{Joins, MergeRule, Params, Part};
@@ -47,6 +47,8 @@ fn check_lens(target: Target, lens: [usize; 2]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 2> for ToyAffine<'a> {
+    const ID: BuiltinId = BuiltinId::Toy;
+
     fn rules() -> &'static [&'static MergeRule] {
         RULES
     }
@@ -229,4 +231,36 @@ fn zip_refuses_each_mismatched_pair_naming_both_arguments() {
         .expect("a call that fits");
     let zip = rt.stats().api("zip").expect("zip");
     assert_eq!((zip.calls, zip.hits), (1, 1));
+}
+
+/// A row call of a built-in is told from a group's by its [`BuiltinId`] alone
+/// (`Group::continued_alike_builtin`), so two built-ins with one ID and different rules would
+/// merge into each other: every built-in with scope methods has an ID of its own and its own
+/// rules (red with `Zip`'s ID given to `ZipRows`, say). A built-in left out here is one the
+/// enum's distinct discriminants still cover, unless it reuses another's variant.
+#[test]
+fn scope_call_ids_tell_the_rules_apart() {
+    use super::element_wise::Call;
+    use super::{conj, fft, fftshift, magnitude, power, window, zip, zip_rows};
+    fn id_and_rules<'a, const N: usize, B: ScopeCall<'a, N>>() -> (BuiltinId, *const ()) {
+        (B::ID, B::rules().as_ptr().cast())
+    }
+    let all = [
+        id_and_rules::<2, fft::Fft<'_>>(),
+        id_and_rules::<2, fftshift::Fftshift<'_>>(),
+        id_and_rules::<3, window::Window<'_>>(),
+        id_and_rules::<3, zip::Zip<'_>>(),
+        id_and_rules::<3, zip_rows::ZipRows<'_>>(),
+        id_and_rules::<2, Call<'_, conj::Conj>>(),
+        id_and_rules::<2, Call<'_, magnitude::Magnitude>>(),
+        id_and_rules::<2, Call<'_, power::Power>>(),
+        id_and_rules::<2, ToyAffine<'_>>(),
+    ];
+    for (i, (id, rules)) in all.iter().enumerate() {
+        assert_ne!(*id as u8, 0, "{id:?}: 0 is no built-in's");
+        for (other, other_rules) in &all[i + 1..] {
+            assert_ne!(id, other, "two built-ins are {id:?}");
+            assert_ne!(rules, other_rules, "{id:?} and {other:?} share their rules");
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! `window`: every row of `input` times a real `window`. Its declaration is `apis::window`.
 
-use super::{call, elements, same_len, whole_rows, Builtin, ScopeCall};
+use super::{call, elements, same_len, whole_rows, Builtin, BuiltinId, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Result, Target};
@@ -38,6 +38,8 @@ fn check_lens(target: Target, [input, window, out]: [usize; 3]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 3> for Window<'a> {
+    const ID: BuiltinId = BuiltinId::Window;
+
     fn rules() -> &'static [&'static MergeRule] {
         RULES
     }

@@ -1,7 +1,7 @@
 //! `zip`: `out = a op b`, element-wise. Its declaration is `apis::zip`.
 
 use super::zip_rows;
-use super::{call, elements, same_len, Builtin, ScopeCall};
+use super::{call, elements, same_len, Builtin, BuiltinId, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Error, Result, Target, ZipOp};
@@ -56,6 +56,8 @@ fn check_lens(target: Target, lens: [usize; 3]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 3> for Zip<'a> {
+    const ID: BuiltinId = BuiltinId::Zip;
+
     fn rules() -> &'static [&'static MergeRule] {
         RULES
     }

@@ -2,7 +2,7 @@
 //! is `apis::zip_rows`; a merged `zip` whose `b` is shared runs as one too.
 
 use super::zip::{self, zip_op};
-use super::{call, elements, same_len, whole_rows, Builtin, ScopeCall};
+use super::{call, elements, same_len, whole_rows, Builtin, BuiltinId, ScopeCall};
 use crate::apis;
 use crate::data::{HeteSlice, HeteSliceMut};
 use crate::hal::{Device, Result, Target, ZipOp};
@@ -38,6 +38,8 @@ fn check_lens(target: Target, [a, row, out]: [usize; 3]) -> Result<()> {
 }
 
 impl<'a> ScopeCall<'a, 3> for ZipRows<'a> {
+    const ID: BuiltinId = BuiltinId::ZipRows;
+
     fn rules() -> &'static [&'static MergeRule] {
         RULES
     }
