@@ -365,8 +365,9 @@ const MAGNITUDE_F32_MIN: f32 = 1.0e-15;
 ///
 /// As an integer compare: `r` is non-negative or NaN, and non-negative floats order as their
 /// bits do, so `r` lies in `[MAGNITUDE_F32_MIN, ∞)` iff its bits less the bound's fall below
-/// the width of that range (a NaN's bits, or a smaller `r`'s wrapped around, do not). Used per
-/// element only in the second pass; the first tests a whole block at once (`magnitude_block`).
+/// the width of that range (a NaN's bits, with or without the sign bit, or a smaller `r`'s
+/// wrapped around, do not). Used per element only in the second pass; the first tests a whole
+/// block at once (`magnitude_block`).
 #[inline(always)]
 fn f32_magnitude_is_exact(r: f32) -> bool {
     const LOW: u32 = MAGNITUDE_F32_MIN.to_bits();
@@ -472,15 +473,17 @@ fn magnitude_block(input: &[C32], out: &mut [f32]) {
 /// and the NaN is in that lane's sum, which the fold carries (a sum of finite `r` stays
 /// finite: at most `4 · MAGNITUDE_BLOCK` of them, each under `sqrt(f32::MAX)`).
 ///
-/// Compared as integers: both are non-negative or NaN, and such floats order as their bits
-/// do, with every NaN above infinity. So a lane is out of range iff `lo`'s bits fall below
-/// the bound's or `sum`'s reach infinity's (a NaN `lo` passes here, and its lane's sum, which
-/// the NaN reached too, fails). An OR of the failures over the lanes, with no early exit, so
+/// Float compares, one each a vector: `lo < MAGNITUDE_F32_MIN`, and `!(sum <= f32::MAX)`,
+/// which an infinite sum and every NaN pass. They were integer compares of the bits as
+/// signed, which read a NaN with the sign bit set (as x86 makes them itself, for `0.0 / 0.0`
+/// or `∞ - ∞`) as negative: a block whose NaN had taken a tiny result's place as its lane's
+/// least then passed, and the tiny result kept its f32 zero. (`sum < ∞` the compiler turns
+/// into three instructions.) An OR of the failures over the lanes, with no early exit, so
 /// that the compiler may keep it to vector compares.
 #[inline(always)]
+// `!(sum <= f32::MAX)` is meant to be true for a NaN, which `partial_cmp` would spell longer.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
 fn magnitude_lanes_in_range(lo: &[f32; MAGNITUDE_LANES], sum: &[f32; MAGNITUDE_LANES]) -> bool {
-    const LOW: i32 = MAGNITUDE_F32_MIN.to_bits() as i32;
-    const INF: i32 = f32::INFINITY.to_bits() as i32;
     const FOLD: usize = 4;
     const _: () = assert!(
         MAGNITUDE_LANES == 4 * FOLD,
@@ -494,8 +497,7 @@ fn magnitude_lanes_in_range(lo: &[f32; MAGNITUDE_LANES], sum: &[f32; MAGNITUDE_L
             least(lo[k + 2 * FOLD], lo[k + 3 * FOLD]),
         );
         let sum = (sum[k] + sum[k + FOLD]) + (sum[k + 2 * FOLD] + sum[k + 3 * FOLD]);
-        let (lo, sum) = (lo.to_bits() as i32, sum.to_bits() as i32);
-        out_of_range |= i32::from(lo < LOW) | i32::from(sum >= INF);
+        out_of_range |= i32::from(lo < MAGNITUDE_F32_MIN) | i32::from(!(sum <= f32::MAX));
     }
     out_of_range == 0
 }
@@ -1109,6 +1111,34 @@ mod tests {
             assert!(
                 (f64::from(out[tiny_lane]) - 5e-23).abs() <= 1e-29,
                 "{at:?}: {out:?}"
+            );
+            assert!(out[nan].is_nan(), "{at:?}");
+        }
+    }
+
+    /// The NaNs that x86 makes itself (`0.0 / 0.0`, `inf - inf`) have the sign bit set. Such a
+    /// NaN after a tiny result in the same lane takes its place as the lane's least, so only
+    /// the lane's sum, NaN too, can send the block to the redo; compared as signed integers
+    /// (as it once was) that sum read as negative, and the tiny result kept its f32 zero.
+    #[test]
+    fn magnitude_negative_nan_does_not_hide_a_tiny_result_in_its_lane() {
+        let negative_nan = f32::from_bits(0xffc0_0000);
+        assert!(negative_nan.is_nan() && negative_nan.is_sign_negative());
+        for (tiny, nan) in [
+            (1, 1 + MAGNITUDE_LANES),
+            (5, 5 + 8 * MAGNITUDE_LANES),
+            (0, 64),
+        ] {
+            let mut x = vec![C32::new(3.0, 4.0); MAGNITUDE_BLOCK];
+            x[tiny] = C32::new(1e-30, 0.0);
+            x[nan] = C32::new(negative_nan, 1.0);
+            let mut out = vec![0.0f32; x.len()];
+            magnitude(&x, &mut out);
+            let at = (tiny, nan);
+            assert!(
+                (f64::from(out[tiny]) - 1e-30).abs() <= 1e-36,
+                "{at:?}: {}",
+                out[tiny]
             );
             assert!(out[nan].is_nan(), "{at:?}");
         }
