@@ -377,8 +377,9 @@ const MAGNITUDE_F32_MIN: f32 = 1.0e-15;
 ///
 /// As an integer compare: `r` is non-negative or NaN, and non-negative floats order as their
 /// bits do, so `r` lies in `[MAGNITUDE_F32_MIN, ∞)` iff its bits less the bound's fall below
-/// the width of that range (a NaN's bits, or a smaller `r`'s wrapped around, do not). Used per
-/// element only in the second pass; the first tests a whole block at once (`magnitude_block`).
+/// the width of that range (a NaN's bits, with or without the sign bit, or a smaller `r`'s
+/// wrapped around, do not). Used per element only in the second pass; the first tests a whole
+/// block at once (`magnitude_block`).
 #[inline(always)]
 fn f32_magnitude_is_exact(r: f32) -> bool {
     const LOW: u32 = MAGNITUDE_F32_MIN.to_bits();
@@ -392,44 +393,56 @@ fn f64_magnitude(x: C32) -> f32 {
     (re * re + im * im).sqrt() as f32
 }
 
-/// Elements `magnitude` computes side by side: one loop step fills four SSE vectors (two
-/// AVX ones), which spreads the loop's counter and branch over 16 results.
+/// Results `magnitude` computes side by side, each lane with its own range accumulators:
+/// four SSE vectors (two AVX ones).
 const MAGNITUDE_LANES: usize = 16;
 
-/// Elements whose range `magnitude` tests at once. Large enough that the test (a compare of
-/// each lane's accumulators, about two dozen instructions) is a tenth of an instruction per
-/// element; small enough that a block holding one exact zero, which fails the test, costs
-/// only its own re-test (`magnitude_redo`): with 4,096-element blocks, data with a zero every
-/// few thousand samples took three times the plain loop's instructions.
+/// Elements one loop step of `magnitude` computes: two results a lane, which spreads the
+/// loop's counter and branch over 32 results (0.09 instructions a result; over 16, 0.19).
+const MAGNITUDE_STEP: usize = 2 * MAGNITUDE_LANES;
+
+/// Elements whose range `magnitude` tests at once. Large enough that the test (a fold and a
+/// compare of the lanes' accumulators, about twenty instructions) is a few hundredths of an
+/// instruction per element; small enough that the redo of a lane that fails it, as one exact
+/// zero makes it (`magnitude_redo`), walks only `MAGNITUDE_BLOCK / MAGNITUDE_LANES` results.
 const MAGNITUDE_BLOCK: usize = 512;
 
-/// One step of the first pass over `MAGNITUDE_LANES` elements: `r` in f32, and per lane the
-/// least `r` seen (`lo`) and the sum of all (`sum`).
+/// One step of the first pass over `MAGNITUDE_STEP` elements: `r` in f32, and per lane the
+/// least `r` seen (`lo`) and the sum of all (`sum`). Element `i` of the step is in lane
+/// `i % MAGNITUDE_LANES`, which the redo relies on to find a lane's results.
 ///
 /// The range test is those two per lane, one `minps` and one `addps` a vector: the least
 /// catches an `r` below `MAGNITUDE_F32_MIN` (underflow, or zero); the sum catches an infinite
 /// `r` (an f32 overflow) and a NaN, since a sum of finite `r` cannot overflow (each is at most
-/// `sqrt(f32::MAX)` ≈ 1.8e19, and a lane sums `MAGNITUDE_BLOCK / MAGNITUDE_LANES` of them).
+/// `sqrt(f32::MAX)` ≈ 1.8e19, and a lane sums at most a block's worth of them).
 /// `lo` is written `lo < r ? lo : r`, the operand order of `minps`, so it stays in its
 /// register; a NaN `r` may then replace or be dropped from `lo`, which does not matter because
 /// the sum has it. Lane arrays rather than folded scalars: LLVM vectorises these (a float
-/// min or sum folded over a slice it does not, since that would reorder the fold).
+/// min or sum folded over a slice it does not, since that would reorder the fold). The two
+/// halves of the step as two loops over the lanes: written as one loop over the step's
+/// elements with lane `k % MAGNITUDE_LANES`, it was not vectorised at all (20 instructions a
+/// result).
 #[inline(always)]
 fn magnitude_lanes(
-    x: &[C32; MAGNITUDE_LANES],
-    out: &mut [f32; MAGNITUDE_LANES],
+    x: &[C32; MAGNITUDE_STEP],
+    out: &mut [f32; MAGNITUDE_STEP],
     lo: &mut [f32; MAGNITUDE_LANES],
     sum: &mut [f32; MAGNITUDE_LANES],
 ) {
-    for k in 0..MAGNITUDE_LANES {
-        let r = (x[k].re * x[k].re + x[k].im * x[k].im).sqrt();
-        lo[k] = if lo[k] < r { lo[k] } else { r };
-        sum[k] += r;
-        out[k] = r;
+    for (x, out) in x
+        .chunks_exact(MAGNITUDE_LANES)
+        .zip(out.chunks_exact_mut(MAGNITUDE_LANES))
+    {
+        for k in 0..MAGNITUDE_LANES {
+            let r = (x[k].re * x[k].re + x[k].im * x[k].im).sqrt();
+            lo[k] = if lo[k] < r { lo[k] } else { r };
+            sum[k] += r;
+            out[k] = r;
+        }
     }
 }
 
-/// `input` and `out` in whole steps of `MAGNITUDE_LANES` elements, as arrays (which the
+/// `input` and `out` in whole steps of `MAGNITUDE_STEP` elements, as arrays (which the
 /// compiler keeps in line and vectorises), and the rest of each, taken one by one. (`as_chunks`
 /// would say this in a line, but is newer than the workspace's minimum Rust.)
 #[inline(always)]
@@ -438,24 +451,33 @@ fn magnitude_steps<'i, 'o>(
     input: &'i [C32],
     out: &'o mut [f32],
 ) -> (
-    impl Iterator<Item = (&'i [C32; MAGNITUDE_LANES], &'o mut [f32; MAGNITUDE_LANES])>,
+    impl Iterator<Item = (&'i [C32; MAGNITUDE_STEP], &'o mut [f32; MAGNITUDE_STEP])>,
     &'i [C32],
     &'o mut [f32],
 ) {
-    let whole = input.len().min(out.len()) / MAGNITUDE_LANES * MAGNITUDE_LANES;
+    let whole = input.len().min(out.len()) / MAGNITUDE_STEP * MAGNITUDE_STEP;
     let (input_steps, x_rest) = input.split_at(whole);
     let (out_steps, o_rest) = out.split_at_mut(whole);
-    // Exact chunks have `MAGNITUDE_LANES` elements, so both conversions succeed (and the
+    // Exact chunks have `MAGNITUDE_STEP` elements, so both conversions succeed (and the
     // check compiles away).
-    let steps = (input_steps.chunks_exact(MAGNITUDE_LANES))
-        .zip(out_steps.chunks_exact_mut(MAGNITUDE_LANES))
+    let steps = (input_steps.chunks_exact(MAGNITUDE_STEP))
+        .zip(out_steps.chunks_exact_mut(MAGNITUDE_STEP))
         .filter_map(|(x, o)| Some((x.try_into().ok()?, o.try_into().ok()?)));
     (steps, x_rest, o_rest)
 }
 
 /// `magnitude` over one block of at most `MAGNITUDE_BLOCK` elements: the f32 pass with its
 /// block-wide range test, then, only if the test failed, the f64 redo of the elements out of
-/// range.
+/// range. The rest of a block that is not whole steps (only a call's last block) goes into
+/// lane 0.
+///
+/// What the redo gets of the lanes is one array built here, the lane's least where its sum
+/// is finite and 0 where not, so that a lane failed iff its entry is below the bound. Not the
+/// accumulators themselves: their address, passed to the call, kept them in memory all
+/// through the hot loop (stored and reloaded every block, about 0.03 instructions a result),
+/// and a bitmask of the failed lanes, built here, came out of the compiler as about 130
+/// scalar instructions a failed block, where this is a dozen vector ones.
+#[inline(always)]
 fn magnitude_block(input: &[C32], out: &mut [f32]) {
     let mut lo = [f32::INFINITY; MAGNITUDE_LANES];
     let mut sum = [0.0f32; MAGNITUDE_LANES];
@@ -470,29 +492,34 @@ fn magnitude_block(input: &[C32], out: &mut [f32]) {
         *o = r;
     }
     if !magnitude_lanes_in_range(&lo, &sum) {
-        magnitude_redo(input, out);
+        let mut least = [0.0f32; MAGNITUDE_LANES];
+        for ((least, &lo), &sum) in least.iter_mut().zip(&lo).zip(&sum) {
+            *least = if sum <= f32::MAX { lo } else { 0.0 };
+        }
+        magnitude_redo(input, out, &least);
     }
 }
 
-/// Whether a block's lane accumulators say every result is in range: each lane's least `r`
-/// at least `MAGNITUDE_F32_MIN` and its sum finite (not infinite, not NaN).
+/// Whether a block's lane accumulators say every result is in range: each lane's least at
+/// least `MAGNITUDE_F32_MIN` and its sum finite (not infinite, not NaN).
 ///
 /// The lanes fold to one vector's worth first (the least of four lanes, the sum of four), so
 /// the test is three `minps`, three `addps` and one vector's compares rather than four
-/// vectors' (about 50 instructions a block, a tenth of an instruction per result). Folding
-/// keeps the answer: a least below the bound stays the least unless a NaN takes its place,
-/// and the NaN is in that lane's sum, which the fold carries (a sum of finite `r` stays
-/// finite: at most `4 · MAGNITUDE_BLOCK` of them, each under `sqrt(f32::MAX)`).
+/// vectors'. Folding keeps the answer: a least below the bound stays the least unless a NaN
+/// takes its place, and the NaN is in that lane's sum, which the fold carries (a sum of finite
+/// `r` stays finite: at most `MAGNITUDE_BLOCK` of them, each under `sqrt(f32::MAX)`).
 ///
-/// Compared as integers: both are non-negative or NaN, and such floats order as their bits
-/// do, with every NaN above infinity. So a lane is out of range iff `lo`'s bits fall below
-/// the bound's or `sum`'s reach infinity's (a NaN `lo` passes here, and its lane's sum, which
-/// the NaN reached too, fails). An OR of the failures over the lanes, with no early exit, so
+/// Float compares, one each a vector: `lo < MAGNITUDE_F32_MIN`, and `!(sum <= f32::MAX)`,
+/// which an infinite sum and every NaN pass. They were integer compares of the bits as
+/// signed, which read a NaN with the sign bit set (as x86 makes them itself, for `0.0 / 0.0`
+/// or `∞ - ∞`) as negative: a block whose NaN had taken a tiny result's place as its lane's
+/// least then passed, and the tiny result kept its f32 zero. (`sum < ∞` the compiler turns
+/// into three instructions.) An OR of the failures over the lanes, with no early exit, so
 /// that the compiler may keep it to vector compares.
 #[inline(always)]
+// `!(sum <= f32::MAX)` is meant to be true for a NaN, which `partial_cmp` would spell longer.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
 fn magnitude_lanes_in_range(lo: &[f32; MAGNITUDE_LANES], sum: &[f32; MAGNITUDE_LANES]) -> bool {
-    const LOW: i32 = MAGNITUDE_F32_MIN.to_bits() as i32;
-    const INF: i32 = f32::INFINITY.to_bits() as i32;
     const FOLD: usize = 4;
     const _: () = assert!(
         MAGNITUDE_LANES == 4 * FOLD,
@@ -506,27 +533,39 @@ fn magnitude_lanes_in_range(lo: &[f32; MAGNITUDE_LANES], sum: &[f32; MAGNITUDE_L
             least(lo[k + 2 * FOLD], lo[k + 3 * FOLD]),
         );
         let sum = (sum[k] + sum[k + FOLD]) + (sum[k + 2 * FOLD] + sum[k + 3 * FOLD]);
-        let (lo, sum) = (lo.to_bits() as i32, sum.to_bits() as i32);
-        out_of_range |= i32::from(lo < LOW) | i32::from(sum >= INF);
+        out_of_range |= i32::from(lo < MAGNITUDE_F32_MIN) | i32::from(!(sum <= f32::MAX));
     }
     out_of_range == 0
 }
 
-/// The second pass of a block that failed its range test: each step of `MAGNITUDE_LANES`
-/// results is tested at once (the block test's compares, on the results themselves), and only
-/// a step with a result out of range is redone element by element in f64. A block fails for
-/// one exact zero, common in padded data, and this keeps its cost to a re-test rather than a
-/// scalar pass. Whole steps as arrays, as in the first pass: over `chunks_mut` the compiler
-/// left the iteration out of line, about six instructions a result.
+/// The second pass of a block that failed its range test: only the lanes that failed are
+/// walked, one result a step for each half of the step, and only a result out of range
+/// (`f32_magnitude_is_exact`) is redone in f64; `least` is the lanes' least where their sum
+/// is finite, 0 where not (`magnitude_block`). A block fails for one exact zero, common in
+/// padded data (an f32 zero may be an underflow), and the zero fails one lane of sixteen:
+/// walking that lane alone, with the call, costs a failed block about 300 instructions where
+/// a re-test of the whole block cost about 1,000. The zero itself is redone, which is exact
+/// (0 in f64 too) and cheaper than telling it from an underflow. The rest of a block that is
+/// not whole steps, folded into lane 0, is walked whatever failed (a call's last block only).
 #[cold]
-fn magnitude_redo(input: &[C32], out: &mut [f32]) {
-    let (steps, x_rest, o_rest) = magnitude_steps(input, out);
-    for (x, o) in steps {
-        // A result is its own least and its own sum: the block test, per result.
-        if !magnitude_lanes_in_range(o, o) {
-            magnitude_redo_elements(x, o);
+fn magnitude_redo(input: &[C32], out: &mut [f32], least: &[f32; MAGNITUDE_LANES]) {
+    let mut failed = 0u32;
+    for (k, &least) in least.iter().enumerate() {
+        failed |= if least < MAGNITUDE_F32_MIN { 1 << k } else { 0 };
+    }
+    while failed != 0 {
+        let k = failed.trailing_zeros() as usize % MAGNITUDE_LANES;
+        failed &= failed - 1;
+        let (steps, _, _) = magnitude_steps(input, out);
+        for (x, o) in steps {
+            for at in (k..MAGNITUDE_STEP).step_by(MAGNITUDE_LANES) {
+                if !f32_magnitude_is_exact(o[at]) {
+                    o[at] = f64_magnitude(x[at]);
+                }
+            }
         }
     }
+    let (_, x_rest, o_rest) = magnitude_steps(input, out);
     magnitude_redo_elements(x_rest, o_rest);
 }
 
@@ -546,19 +585,31 @@ fn magnitude_redo_elements(input: &[C32], out: &mut [f32]) {
 /// So each block of `MAGNITUDE_BLOCK` elements is computed that way, with a range test of the
 /// whole block that costs two vector instructions per four elements (`magnitude_lanes`); only
 /// a block that fails it (an overflow, a near-underflow or zero, a NaN or infinity) takes a
-/// second pass that redoes its elements out of range in f64. In instructions the whole is
-/// 1.05x the plain f32 loop, which has no range test and no redo, on data without exact
-/// zeros, and 1.15x with a zero every few thousand samples (callgrind, docs/design.md).
+/// second pass that redoes its elements out of range in f64, walking only the lanes that
+/// failed. In instructions the whole is 0.97x the plain f32 loop, which has no range test and
+/// no redo, on data without exact zeros, and 1.01x with a zero every few thousand samples
+/// (callgrind, docs/design.md): the step of 32 results saves on the loop's counter about what
+/// the test costs.
 pub fn magnitude(input: &[C32], out: &mut [f32]) {
     debug_assert_eq!(input.len(), out.len(), "magnitude: lengths differ");
     elementwise(out, |start, out| {
         let input = tail(input, start);
-        for (out, input) in out
-            .chunks_mut(MAGNITUDE_BLOCK)
-            .zip(input.chunks(MAGNITUDE_BLOCK))
-        {
-            magnitude_block(input, out);
+        let whole = input.len().min(out.len()) / MAGNITUDE_BLOCK * MAGNITUDE_BLOCK;
+        let (input, x_rest) = input.split_at(whole);
+        let (out, o_rest) = out.split_at_mut(whole);
+        // Whole blocks as arrays: a block's length is then a constant, its steps a loop of
+        // known count with the accumulators in registers and no rest to fold in.
+        let blocks = (input.chunks_exact(MAGNITUDE_BLOCK))
+            .zip(out.chunks_exact_mut(MAGNITUDE_BLOCK))
+            .filter_map(|(x, o)| {
+                let x: &[C32; MAGNITUDE_BLOCK] = x.try_into().ok()?;
+                let o: &mut [f32; MAGNITUDE_BLOCK] = o.try_into().ok()?;
+                Some((x, o))
+            });
+        for (x, o) in blocks {
+            magnitude_block(x, o);
         }
+        magnitude_block(x_rest, o_rest);
     });
 }
 
@@ -1121,6 +1172,78 @@ mod tests {
             assert!(
                 (f64::from(out[tiny_lane]) - 5e-23).abs() <= 1e-29,
                 "{at:?}: {out:?}"
+            );
+            assert!(out[nan].is_nan(), "{at:?}");
+        }
+    }
+
+    /// A block fails its test for an exact zero as for an underflow, and its redo walks only
+    /// the lanes that failed: an out-of-range result (tiny, underflowing, subnormal or
+    /// overflowing) must come out as `hypot` gives it in every lane and in either half of a
+    /// step, whether exact zeros share its lane, sit in other lanes or in the short last
+    /// block's rest; the zeros stay 0 and every other result is untouched.
+    #[test]
+    fn magnitude_redoes_each_failed_lane_beside_exact_zeros() {
+        // A whole block, then a short one of one step and a rest.
+        let len = MAGNITUDE_BLOCK + MAGNITUDE_STEP + 7;
+        // The same lane as zero 3, in the other half of its step; another lane; the rest.
+        let zeros = [3, 3 + MAGNITUDE_LANES, 200, MAGNITUDE_BLOCK + 3, len - 2];
+        let outliers = [
+            C32::new(1e-30, 0.0),    // square sum 0 in f32, as for a zero
+            C32::new(3e-23, -4e-23), // a subnormal square sum
+            C32::new(0.0, -1e-40),   // a subnormal component
+            C32::new(3e30, 4e30),    // a square sum that overflows
+        ];
+        for at in (0..len).filter(|i| !zeros.contains(i)) {
+            let mut x = vec![C32::new(3.0, 4.0); len];
+            for &z in &zeros {
+                x[z] = C32::new(0.0, -0.0);
+            }
+            x[at] = outliers[at % outliers.len()];
+            let mut out = vec![f32::NAN; len];
+            magnitude(&x, &mut out);
+            let want = f64::from(x[at].re).hypot(f64::from(x[at].im));
+            let tolerance = (1e-6 * want).max(f64::from(f32::from_bits(1)));
+            assert!(
+                (f64::from(out[at]) - want).abs() <= tolerance,
+                "[{at}] |{}| = {}, want {want}",
+                x[at],
+                out[at]
+            );
+            for (i, &o) in out.iter().enumerate().filter(|&(i, _)| i != at) {
+                let want = if zeros.contains(&i) { 0.0 } else { 5.0 };
+                assert_eq!(
+                    o.to_bits(),
+                    f32::to_bits(want),
+                    "[{i}] with {at} out of range"
+                );
+            }
+        }
+    }
+
+    /// The NaNs that x86 makes itself (`0.0 / 0.0`, `inf - inf`) have the sign bit set. Such a
+    /// NaN after a tiny result in the same lane takes its place as the lane's least, so only
+    /// the lane's sum, NaN too, can send the block to the redo; compared as signed integers
+    /// (as it once was) that sum read as negative, and the tiny result kept its f32 zero.
+    #[test]
+    fn magnitude_negative_nan_does_not_hide_a_tiny_result_in_its_lane() {
+        let negative_nan = f32::from_bits(0xffc0_0000);
+        assert!(negative_nan.is_nan() && negative_nan.is_sign_negative());
+        for (tiny, nan) in [
+            (1, 1 + MAGNITUDE_LANES),
+            (5, 5 + 4 * MAGNITUDE_STEP),
+            (0, 64),
+        ] {
+            let mut x = vec![C32::new(3.0, 4.0); MAGNITUDE_BLOCK];
+            x[tiny] = C32::new(1e-30, 0.0);
+            x[nan] = C32::new(negative_nan, 1.0);
+            let mut out = vec![0.0f32; x.len()];
+            magnitude(&x, &mut out);
+            let at = (tiny, nan);
+            assert!(
+                (f64::from(out[tiny]) - 1e-30).abs() <= 1e-36,
+                "{at:?}: {}",
+                out[tiny]
             );
             assert!(out[nan].is_nan(), "{at:?}");
         }
