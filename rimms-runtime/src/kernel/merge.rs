@@ -465,7 +465,9 @@ impl<'a> Group<'a> {
         <&[KernelArg<'a>; N]>::try_from(&self.first[..]).is_ok_and(|first| check(first).is_ok())
     }
 
-    /// Its rules, as its first call gave them.
+    /// Its rules, as its first call gave them: for debug builds' check that a built-in's ID
+    /// stands for its rules (`Scope::builtin`).
+    #[cfg(debug_assertions)]
     pub(crate) fn rules(&self) -> &'static [&'static MergeRule] {
         self.rules
     }
