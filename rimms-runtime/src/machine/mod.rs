@@ -65,6 +65,9 @@ pub(crate) struct DeviceEntry {
     forms: Forms,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
     memory: Option<DeviceMemoryRef>,
+    /// Its backend's [`Backend::reports_completion`], asked once: a call on a device that
+    /// reports nothing skips the call to `completion`.
+    reports_completion: bool,
     backend: Box<dyn Backend>,
 }
 
@@ -80,6 +83,7 @@ impl DeviceEntry {
             reaches: SpaceSet::EMPTY,
             forms: backend.arg_forms(),
             memory,
+            reports_completion: backend.reports_completion(),
             backend,
         }
     }
@@ -110,6 +114,12 @@ impl DeviceEntry {
     /// Its space's memory where the CPU cannot address it.
     pub(crate) fn memory(&self) -> Option<&DeviceMemoryRef> {
         self.memory.as_ref()
+    }
+
+    /// Whether its backend's `completion` can report anything but success.
+    #[inline(always)]
+    pub(crate) fn reports_completion(&self) -> bool {
+        self.reports_completion
     }
 
     #[inline(always)]
