@@ -51,6 +51,7 @@ impl Runtime {
     }
 
     /// `out = a op b`, element-wise.
+    #[inline(always)]
     pub fn zip(
         &self,
         device: impl Into<Target>,
