@@ -16,13 +16,22 @@ use crate::hal::{During, Error, Result};
 use bytemuck::Pod;
 use std::any::Any;
 
+/// What holds a device's driver handle (the device table's entry, whose backend offers it):
+/// what [`KernelCtx::device_handle`] asks.
+pub(crate) trait HandleSource: Sync {
+    /// The backend's handle, if it offers one.
+    fn handle(&self) -> Option<&(dyn Any + Send + Sync)>;
+}
+
 /// Handed to implementations that declare a `ctx: &KernelCtx` first parameter: the device the
 /// call runs on, its backend's handle (a driver, or the host backends' FFT plans), and the way
 /// into device memory for the call's own arguments. It names no backend's type: what a
 /// backend keeps for its kernels it hands them through the handle.
 pub struct KernelCtx<'a> {
     pub(crate) device: Device,
-    pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
+    /// Where its backend's handle is found, asked only when a kernel asks for it: most
+    /// kernels never do, and a call of one is a dyn call on every call's path.
+    pub(crate) handle: &'a dyn HandleSource,
     /// The device's memory, where the CPU cannot address it.
     pub(crate) memory: Option<&'a dyn DeviceMemory>,
 }
@@ -37,7 +46,7 @@ impl KernelCtx<'_> {
     /// implementations use it: a driver reaches all of its device's memory, which a user's
     /// kernel must not. The host backends hand their FFT plans this way.
     pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
-        self.handle.and_then(|h| h.downcast_ref::<T>())
+        self.handle.handle().and_then(|h| h.downcast_ref::<T>())
     }
 
     fn memory(&self) -> Result<&dyn DeviceMemory> {

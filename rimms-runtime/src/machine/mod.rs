@@ -14,6 +14,8 @@ pub(crate) mod queues;
 use crate::backend::fpga::FpgaParts;
 use crate::backend::Backend;
 use crate::data::BufferMemorySystem;
+use crate::hal::registry::{registry, Registry};
+use crate::hal::HandleSource;
 use crate::hal::{Device, DeviceKind, DeviceMemoryRef, Forms, SpaceId, SpaceSet};
 use crate::hal::{Error, Result};
 use crate::sched::Scheduler;
@@ -128,6 +130,13 @@ impl DeviceEntry {
     }
 }
 
+/// A kernel's context asks the entry for its backend's handle only when the kernel asks.
+impl HandleSource for DeviceEntry {
+    fn handle(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.backend.handle()
+    }
+}
+
 /// The devices, stored kind by kind in `Device` order, so that finding one is an index.
 pub(crate) struct DeviceTable {
     entries: Vec<DeviceEntry>,
@@ -186,6 +195,9 @@ pub(crate) struct Shared {
     scheduler: Scheduler,
     /// The workers of scoped calls.
     queues: DeviceQueues,
+    /// The registry of APIs and implementations (`hal::registry::registry`), kept here so
+    /// that a call finds it with a load rather than a call into its `OnceLock`.
+    registry: &'static Registry,
     /// The `rimms memstat` page, if published; dropping it stops its thread.
     stats_page: Option<Publisher>,
     /// The FPGA board (and emulator) behind `fpga(n)` devices, dropped with the runtime; the
@@ -212,6 +224,7 @@ impl Shared {
     pub(crate) fn new(parts: SharedParts) -> Shared {
         Shared {
             queues: DeviceQueues::new(parts.devices.entries.len()),
+            registry: registry(),
             mode: parts.mode,
             merge_calls: parts.merge_calls,
             devices: parts.devices,
@@ -232,6 +245,12 @@ impl Shared {
     /// The devices, in the order `Runtime::devices` lists them.
     pub(crate) fn devices(&self) -> impl Iterator<Item = Device> + '_ {
         self.devices.devices()
+    }
+
+    /// The registry of APIs and implementations.
+    #[inline(always)]
+    pub(crate) fn registry(&self) -> &'static Registry {
+        self.registry
     }
 
     /// Tracked or baseline.
