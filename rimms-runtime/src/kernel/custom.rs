@@ -205,3 +205,64 @@ fn not_the_signature(api: &ApiDecl, device: Device) -> Error {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hal::registry::{ApiRegistration, KernelImpl};
+    use crate::hal::DeviceKind;
+    use crate::HeteData;
+    use std::cell::Cell;
+
+    /// An API whose CPU implementation was registered by hand with another signature than the
+    /// one its callers are compiled against.
+    static MISMATCHED: ApiDecl = ApiDecl::new("mismatched");
+
+    type Registered = fn(&KernelCtx<'_>, u32) -> Result<()>;
+    type Expected = fn(&KernelCtx<'_>, &[u32]) -> Result<()>;
+
+    fn registered(_: &KernelCtx<'_>, _: u32) -> Result<()> {
+        Ok(())
+    }
+
+    static REGISTERED: Registered = registered;
+
+    inventory::submit! { ApiRegistration(&MISMATCHED) }
+    inventory::submit! {
+        KernelImpl {
+            api: &MISMATCHED,
+            device: DeviceKind::Cpu,
+            form: ArgForm::Host,
+            func: &REGISTERED,
+            accepts: None,
+        }
+    }
+
+    /// The implementation is checked against the caller's signature for its form (here the
+    /// host form, whose signature differs; the device form's is the registered one) before
+    /// the kernel is reached: the call fails, naming the mismatch, and runs nothing.
+    #[test]
+    fn an_implementation_of_another_signature_fails_the_call_before_it_runs() {
+        let rt = crate::runtime::small_test_runtime();
+        let x = HeteData::from_slice(&rt, &[1u32; 4]).expect("x");
+        let ran = Cell::new(false);
+        let err = call_registered::<1, Expected, Registered>(
+            &rt,
+            Device::Cpu.into(),
+            &MISMATCHED,
+            [KernelArg::read("x", &x)],
+            |_, _, _| Ok(()),
+            |_, _| {
+                ran.set(true);
+                Ok(())
+            },
+        )
+        .expect_err("the registered implementation has another signature");
+        assert!(
+            err.to_string()
+                .contains("does not have the API's signature"),
+            "{err}"
+        );
+        assert!(!ran.get());
+    }
+}
