@@ -169,9 +169,14 @@ impl DeviceTable {
     fn position(&self, device: Device) -> Result<usize> {
         // Devices are stored kind by kind in `Device` order, so an instance is its kind's
         // first position plus its number.
-        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
+        let (kind, instance) = (device.kind(), device.instance());
+        let position = self.first_of_kind[kind.index()] + usize::from(instance);
         match self.entries.get(position) {
-            Some(entry) if entry.device == device => Ok(position),
+            // Kind and number compared rather than the `Device`s: the derived `==` branched on
+            // the variant a second time, a jump table on every call's path.
+            Some(entry) if entry.device.kind() == kind && entry.device.instance() == instance => {
+                Ok(position)
+            }
             _ => Err(Error::NoDevice {
                 device,
                 available: self.devices().collect(),
