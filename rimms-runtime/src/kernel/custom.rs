@@ -169,11 +169,7 @@ pub fn call_registered<const N: usize, H: Any, D: Any>(
         return Err(not_the_signature(api, device));
     };
     launch(rt.shared(), entry, Api::of(api), &args, |dev, ptrs| {
-        let ctx = KernelCtx {
-            device,
-            handle: dev,
-            memory: dev.memory().map(|m| &**m),
-        };
+        let ctx = KernelCtx { device, parts: dev };
         let placed = match implementation {
             // SAFETY: a host-form implementation is found only for a device that runs host
             // code (`Registry::registered`), whose spaces are host-addressable; `launch` acquired

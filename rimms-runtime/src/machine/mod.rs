@@ -15,8 +15,8 @@ use crate::backend::fpga::FpgaParts;
 use crate::backend::Backend;
 use crate::data::BufferMemorySystem;
 use crate::hal::registry::{registry, Registry};
-use crate::hal::HandleSource;
-use crate::hal::{Device, DeviceKind, DeviceMemoryRef, Forms, SpaceId, SpaceSet};
+use crate::hal::DeviceParts;
+use crate::hal::{Device, DeviceKind, DeviceMemory, DeviceMemoryRef, Forms, SpaceId, SpaceSet};
 use crate::hal::{Error, Result};
 use crate::sched::Scheduler;
 use crate::stats::page::Publisher;
@@ -113,11 +113,6 @@ impl DeviceEntry {
         self.forms
     }
 
-    /// Its space's memory where the CPU cannot address it.
-    pub(crate) fn memory(&self) -> Option<&DeviceMemoryRef> {
-        self.memory.as_ref()
-    }
-
     /// Whether its backend's `completion` can report anything but success.
     #[inline(always)]
     pub(crate) fn reports_completion(&self) -> bool {
@@ -130,10 +125,15 @@ impl DeviceEntry {
     }
 }
 
-/// A kernel's context asks the entry for its backend's handle only when the kernel asks.
-impl HandleSource for DeviceEntry {
+/// A kernel's context asks the entry for its backend's handle and its memory only when the
+/// kernel asks.
+impl DeviceParts for DeviceEntry {
     fn handle(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
         self.backend.handle()
+    }
+
+    fn memory(&self) -> Option<&dyn DeviceMemory> {
+        self.memory.as_deref()
     }
 }
 
