@@ -91,9 +91,8 @@ fn caller_fn(
     // Everything the expansion names itself has mixed-site hygiene: no user token can refer
     // to it or shadow it.
     let hidden = |name: &str| Ident::new(name, Span::mixed_site());
-    let (ctx, implementation, placed, f) = (
+    let (ctx, placed, f) = (
         hidden("__rimms_ctx"),
-        hidden("__rimms_impl"),
         hidden("__rimms_args"),
         hidden("__rimms_f"),
     );
@@ -171,12 +170,13 @@ fn caller_fn(
         ),
         Caller::Fixed(device) => (quote!(), device),
     };
+    let arity = proc_macro2::Literal::usize_unsuffixed(bound.len());
     quote! {
         #(#attrs)*
         #[allow(clippy::too_many_arguments)]
         #vis fn #name(#rt: &#rimms::Runtime, #device_param #(#inputs),*) -> #rimms::Result<()> {
             #(#value_checks)*
-            #rimms::__private::call_registered(
+            #rimms::__private::call_registered::<#arity, #host, #device>(
                 #rt,
                 ::core::convert::Into::<#rimms::Target>::into(#target),
                 #name::DECL,
@@ -187,17 +187,16 @@ fn caller_fn(
                     let #f = #rimms::__private::check_as::<#accepts>(#check)?;
                     #f(#dev, #(#accepts_args),*)
                 },
-                // Each argument is cast to the element type named here, checked; written ones
-                // come from `&mut` views, which the borrow checker keeps apart from every
-                // other argument.
-                move |#ctx, #implementation, #placed| match #placed {
-                    #rimms::__private::FormArgs::Host([#(#bound),*]) => {
-                        let #f = #rimms::__private::downcast::<#host>(#implementation, #name::DECL, #ctx)?;
+                // The implementation comes as the signature named here (checked by
+                // `call_registered`). Each argument is cast to the element type named here,
+                // checked; written ones come from `&mut` views, which the borrow checker keeps
+                // apart from every other argument.
+                move |#ctx, #placed| match #placed {
+                    #rimms::__private::FormArgs::Host(#f, [#(#bound),*]) => {
                         #f(#(#call_args),*)#propagate;
                         ::core::result::Result::Ok(())
                     }
-                    #rimms::__private::FormArgs::Device([#(#bound),*]) => {
-                        let #f = #rimms::__private::downcast::<#device>(#implementation, #name::DECL, #ctx)?;
+                    #rimms::__private::FormArgs::Device(#f, [#(#bound),*]) => {
                         #f(#(#device_call_args),*)#propagate;
                         ::core::result::Result::Ok(())
                     }

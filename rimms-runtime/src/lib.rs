@@ -59,8 +59,8 @@ pub mod __private {
         LOOP_CHUNK,
     };
     pub use crate::kernel::{
-        arg_elements, call_registered, check_as, downcast, ApiDecl, ApiRegistration, ApiSpec,
-        DevArg, FormArgs, KernelImpl,
+        arg_elements, call_registered, check_as, ApiDecl, ApiRegistration, ApiSpec, DevArg,
+        FormArgs, KernelImpl,
     };
     pub use inventory;
 

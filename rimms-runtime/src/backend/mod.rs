@@ -95,6 +95,12 @@ pub(crate) trait Backend: Send + Sync {
     /// Reports how the kernel that just ran ended: where a real device reads its status
     /// registers or stream error, and where a sim device injects a fault.
     fn completion(&self) -> Result<(), BackendError>;
+    /// Whether [`Backend::completion`] can report anything but success. A backend whose
+    /// kernels are done when their call returns and cannot fault after it (the CPU) says no,
+    /// and dispatch does not ask (read once, when the runtime is built).
+    fn reports_completion(&self) -> bool {
+        true
+    }
 }
 
 /// A kernel's refusal of lengths its host kernel cannot take ([`host_kernels::shape`]), as the

@@ -16,15 +16,24 @@ use crate::hal::{During, Error, Result};
 use bytemuck::Pod;
 use std::any::Any;
 
+/// Where a kernel's context finds its device's parts (the device table's entry): asked only
+/// when a kernel asks for them ([`KernelCtx::device_handle`], a device slice's access), since
+/// most kernels never do and finding them was work on every call's path.
+pub(crate) trait DeviceParts: Sync {
+    /// The backend's handle, if it offers one.
+    fn handle(&self) -> Option<&(dyn Any + Send + Sync)>;
+    /// The device's memory, where the CPU cannot address it.
+    fn memory(&self) -> Option<&dyn DeviceMemory>;
+}
+
 /// Handed to implementations that declare a `ctx: &KernelCtx` first parameter: the device the
 /// call runs on, its backend's handle (a driver, or the host backends' FFT plans), and the way
 /// into device memory for the call's own arguments. It names no backend's type: what a
 /// backend keeps for its kernels it hands them through the handle.
 pub struct KernelCtx<'a> {
     pub(crate) device: Device,
-    pub(crate) handle: Option<&'a (dyn Any + Send + Sync)>,
-    /// The device's memory, where the CPU cannot address it.
-    pub(crate) memory: Option<&'a dyn DeviceMemory>,
+    /// Its backend's handle and its memory, where the CPU cannot address it.
+    pub(crate) parts: &'a dyn DeviceParts,
 }
 
 impl KernelCtx<'_> {
@@ -37,11 +46,11 @@ impl KernelCtx<'_> {
     /// implementations use it: a driver reaches all of its device's memory, which a user's
     /// kernel must not. The host backends hand their FFT plans this way.
     pub(crate) fn device_handle<T: Any>(&self) -> Option<&T> {
-        self.handle.and_then(|h| h.downcast_ref::<T>())
+        self.parts.handle().and_then(|h| h.downcast_ref::<T>())
     }
 
     fn memory(&self) -> Result<&dyn DeviceMemory> {
-        self.memory.ok_or_else(|| {
+        self.parts.memory().ok_or_else(|| {
             self.failed(BackendError::Invalid(
                 "the device has no device memory".to_string(),
             ))

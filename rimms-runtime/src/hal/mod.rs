@@ -30,6 +30,7 @@ pub use access::Access;
 pub use backend_error::BackendError;
 #[cfg(feature = "fpga")]
 pub use backend_error::FpgaFault;
+pub(crate) use ctx::DeviceParts;
 pub use ctx::{DeviceCtx, KernelCtx, Refusal};
 pub use dev_slice::{DevSlice, DevSliceMut};
 pub(crate) use device::Forms;

@@ -9,14 +9,14 @@ use super::choose::choose_device;
 use super::device_args::{DevArg, FormArgs};
 use super::dispatch::{launch, KernelArg};
 use super::host_args::{host_args, HostArg};
-use super::registry::{registry, ApiDecl};
+use super::registry::ApiDecl;
 use super::{Api, DeviceCtx, KernelCtx, Refusal};
 use crate::coherence::Access;
 use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
 use crate::hal::BackendError;
 use crate::hal::SpaceId;
 use crate::hal::Target;
-use crate::hal::{ArgForm, Device};
+use crate::hal::{ArgForm, Device, During};
 use crate::hal::{Error, Result};
 use crate::machine::Runtime;
 use bytemuck::Pod;
@@ -124,15 +124,15 @@ fn host_body_on_device(api: &ApiDecl, device: Device) -> Error {
 /// implementation's `accepts` check (a `fn` of the API's `Accepts` type behind `dyn Any`) about
 /// this call, given the device and the arguments: the scheduler passes over devices that
 /// refuse, and a named device that refuses fails the call before anything moves. `run` gets the
-/// kernel context, the implementation (a `fn` pointer of the API's signature behind `dyn Any`)
-/// and the arguments.
-pub fn call_registered<const N: usize>(
+/// kernel context, and the implementation (a `fn` pointer of the API's signature: `H` taking
+/// slices, `D` device slices) with the arguments in its form.
+pub fn call_registered<const N: usize, H: Any, D: Any>(
     rt: &Runtime,
     target: Target,
     api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
     accepts: impl Fn(&DeviceCtx<'_>, Check, &[KernelArg<'_>; N]) -> std::result::Result<(), Refusal>,
-    run: impl FnOnce(&KernelCtx<'_>, &'static (dyn Any + Send + Sync), FormArgs<'_, N>) -> Result<()>,
+    run: impl FnOnce(&KernelCtx<'_>, FormArgs<'_, N, H, D>) -> Result<()>,
 ) -> Result<()> {
     let index = api.index();
     let (entry, chosen) = choose_device(
@@ -143,11 +143,12 @@ pub fn call_registered<const N: usize>(
         |entry| accepts::ask(entry, index, |dev, check| accepts(dev, check, &args)).is_ok(),
     )?;
     let device = entry.device();
-    let Some(registered) = registry().registered(index, device.kind(), entry.forms()) else {
+    let registry = rt.shared().registry();
+    let Some(registered) = registry.registered(index, device.kind(), entry.forms()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.into(),
-            available: registry().describe(index),
+            available: registry.describe(index),
         });
     };
     // A device the scheduler picked has passed the check; one the caller named is asked now.
@@ -155,39 +156,109 @@ pub fn call_registered<const N: usize>(
         accepts(&DeviceCtx::of(entry), check, &args)
             .map_err(|why| accepts::refused(api.name(), device, why))?;
     }
-    let (implementation, form) = (registered.func, registered.form);
+    // The implementation as the signature the caller was compiled against, before anything
+    // moves (and out of the kernel's closure, whose arguments it would otherwise keep on the
+    // stack across the `dyn Any` call). The macros check signatures at compile time, so a
+    // mismatch means two APIs were registered under one declaration by hand.
+    let func = registered.func;
+    let implementation = match registered.form {
+        ArgForm::Host => func.downcast_ref::<H>().map(Typed::Host),
+        ArgForm::Device => func.downcast_ref::<D>().map(Typed::Device),
+    };
+    let Some(implementation) = implementation else {
+        return Err(not_the_signature(api, device));
+    };
     launch(rt.shared(), entry, Api::of(api), &args, |dev, ptrs| {
-        let ctx = KernelCtx {
-            device,
-            handle: dev.backend().handle(),
-            memory: dev.memory().map(|m| &**m),
-        };
-        let placed = match form {
+        let ctx = KernelCtx { device, parts: dev };
+        let placed = match implementation {
             // SAFETY: a host-form implementation is found only for a device that runs host
             // code (`Registry::registered`), whose spaces are host-addressable; `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.
-            ArgForm::Host => FormArgs::Host(unsafe { host_args(ptrs) }),
-            ArgForm::Device => FormArgs::Device(ptrs.map(DevArg::new)),
+            Typed::Host(f) => FormArgs::Host(f, unsafe { host_args(ptrs) }),
+            Typed::Device(f) => FormArgs::Device(f, ptrs.map(DevArg::new)),
         };
-        run(&ctx, implementation, placed)
+        run(&ctx, placed)
     })
 }
 
-/// The registered implementation as the signature the caller was compiled against. The
-/// macros check signatures at compile time, so a mismatch here means two APIs were registered
-/// under one declaration by hand.
-pub fn downcast<F: Any>(
-    implementation: &'static (dyn Any + Send + Sync),
-    api: &ApiDecl,
-    ctx: &KernelCtx<'_>,
-) -> Result<&'static F> {
-    implementation.downcast_ref::<F>().ok_or_else(|| {
-        ctx.error(
-            api.name(),
-            BackendError::Invalid(
-                "the registered implementation does not have the API's signature".to_string(),
-            ),
+/// A registered implementation as one of its API's two signatures.
+#[derive(Clone, Copy)]
+enum Typed<H: 'static, D: 'static> {
+    Host(&'static H),
+    Device(&'static D),
+}
+
+#[cold]
+fn not_the_signature(api: &ApiDecl, device: Device) -> Error {
+    Error::from_backend(
+        During::Kernel {
+            api: api.name(),
+            device,
+        },
+        BackendError::Invalid(
+            "the registered implementation does not have the API's signature".to_string(),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hal::registry::{ApiRegistration, KernelImpl};
+    use crate::hal::DeviceKind;
+    use crate::HeteData;
+    use std::cell::Cell;
+
+    /// An API whose CPU implementation was registered by hand with another signature than the
+    /// one its callers are compiled against.
+    static MISMATCHED: ApiDecl = ApiDecl::new("mismatched");
+
+    type Registered = fn(&KernelCtx<'_>, u32) -> Result<()>;
+    type Expected = fn(&KernelCtx<'_>, &[u32]) -> Result<()>;
+
+    fn registered(_: &KernelCtx<'_>, _: u32) -> Result<()> {
+        Ok(())
+    }
+
+    static REGISTERED: Registered = registered;
+
+    inventory::submit! { ApiRegistration(&MISMATCHED) }
+    inventory::submit! {
+        KernelImpl {
+            api: &MISMATCHED,
+            device: DeviceKind::Cpu,
+            form: ArgForm::Host,
+            func: &REGISTERED,
+            accepts: None,
+        }
+    }
+
+    /// The implementation is checked against the caller's signature for its form (here the
+    /// host form, whose signature differs; the device form's is the registered one) before
+    /// the kernel is reached: the call fails, naming the mismatch, and runs nothing.
+    #[test]
+    fn an_implementation_of_another_signature_fails_the_call_before_it_runs() {
+        let rt = crate::runtime::small_test_runtime();
+        let x = HeteData::from_slice(&rt, &[1u32; 4]).expect("x");
+        let ran = Cell::new(false);
+        let err = call_registered::<1, Expected, Registered>(
+            &rt,
+            Device::Cpu.into(),
+            &MISMATCHED,
+            [KernelArg::read("x", &x)],
+            |_, _, _| Ok(()),
+            |_, _| {
+                ran.set(true);
+                Ok(())
+            },
         )
-    })
+        .expect_err("the registered implementation has another signature");
+        assert!(
+            err.to_string()
+                .contains("does not have the API's signature"),
+            "{err}"
+        );
+        assert!(!ran.get());
+    }
 }

@@ -65,10 +65,12 @@ impl<'k> DevArg<'k> {
     }
 }
 
-/// A call's arguments as the device it runs on addresses them.
-pub enum FormArgs<'k, const N: usize> {
+/// A call's registered implementation, as the signature its caller was compiled against, and
+/// its arguments as the device it runs on addresses them: `H` is the API's signature taking
+/// slices, `D` the one taking device slices.
+pub enum FormArgs<'k, const N: usize, H: 'static, D: 'static> {
     /// In host-addressable memory: the implementation takes slices.
-    Host([HostArg<'k>; N]),
+    Host(&'static H, [HostArg<'k>; N]),
     /// In device memory: the implementation takes device slices.
-    Device([DevArg<'k>; N]),
+    Device(&'static D, [DevArg<'k>; N]),
 }

@@ -14,7 +14,9 @@ pub(crate) mod queues;
 use crate::backend::fpga::FpgaParts;
 use crate::backend::Backend;
 use crate::data::BufferMemorySystem;
-use crate::hal::{Device, DeviceKind, DeviceMemoryRef, Forms, SpaceId, SpaceSet};
+use crate::hal::registry::{registry, Registry};
+use crate::hal::DeviceParts;
+use crate::hal::{Device, DeviceKind, DeviceMemory, DeviceMemoryRef, Forms, SpaceId, SpaceSet};
 use crate::hal::{Error, Result};
 use crate::sched::Scheduler;
 use crate::stats::page::Publisher;
@@ -65,6 +67,9 @@ pub(crate) struct DeviceEntry {
     forms: Forms,
     /// Its space's memory where the CPU cannot address it, for its kernels' context.
     memory: Option<DeviceMemoryRef>,
+    /// Its backend's [`Backend::reports_completion`], asked once: a call on a device that
+    /// reports nothing skips the call to `completion`.
+    reports_completion: bool,
     backend: Box<dyn Backend>,
 }
 
@@ -80,6 +85,7 @@ impl DeviceEntry {
             reaches: SpaceSet::EMPTY,
             forms: backend.arg_forms(),
             memory,
+            reports_completion: backend.reports_completion(),
             backend,
         }
     }
@@ -107,14 +113,27 @@ impl DeviceEntry {
         self.forms
     }
 
-    /// Its space's memory where the CPU cannot address it.
-    pub(crate) fn memory(&self) -> Option<&DeviceMemoryRef> {
-        self.memory.as_ref()
+    /// Whether its backend's `completion` can report anything but success.
+    #[inline(always)]
+    pub(crate) fn reports_completion(&self) -> bool {
+        self.reports_completion
     }
 
     #[inline(always)]
     pub(crate) fn backend(&self) -> &dyn Backend {
         &*self.backend
+    }
+}
+
+/// A kernel's context asks the entry for its backend's handle and its memory only when the
+/// kernel asks.
+impl DeviceParts for DeviceEntry {
+    fn handle(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.backend.handle()
+    }
+
+    fn memory(&self) -> Option<&dyn DeviceMemory> {
+        self.memory.as_deref()
     }
 }
 
@@ -150,9 +169,14 @@ impl DeviceTable {
     fn position(&self, device: Device) -> Result<usize> {
         // Devices are stored kind by kind in `Device` order, so an instance is its kind's
         // first position plus its number.
-        let position = self.first_of_kind[device.kind().index()] + usize::from(device.instance());
+        let (kind, instance) = (device.kind(), device.instance());
+        let position = self.first_of_kind[kind.index()] + usize::from(instance);
         match self.entries.get(position) {
-            Some(entry) if entry.device == device => Ok(position),
+            // Kind and number compared rather than the `Device`s: the derived `==` branched on
+            // the variant a second time, a jump table on every call's path.
+            Some(entry) if entry.device.kind() == kind && entry.device.instance() == instance => {
+                Ok(position)
+            }
             _ => Err(Error::NoDevice {
                 device,
                 available: self.devices().collect(),
@@ -176,6 +200,9 @@ pub(crate) struct Shared {
     scheduler: Scheduler,
     /// The workers of scoped calls.
     queues: DeviceQueues,
+    /// The registry of APIs and implementations (`hal::registry::registry`), kept here so
+    /// that a call finds it with a load rather than a call into its `OnceLock`.
+    registry: &'static Registry,
     /// The `rimms memstat` page, if published; dropping it stops its thread.
     stats_page: Option<Publisher>,
     /// The FPGA board (and emulator) behind `fpga(n)` devices, dropped with the runtime; the
@@ -202,6 +229,7 @@ impl Shared {
     pub(crate) fn new(parts: SharedParts) -> Shared {
         Shared {
             queues: DeviceQueues::new(parts.devices.entries.len()),
+            registry: registry(),
             mode: parts.mode,
             merge_calls: parts.merge_calls,
             devices: parts.devices,
@@ -222,6 +250,12 @@ impl Shared {
     /// The devices, in the order `Runtime::devices` lists them.
     pub(crate) fn devices(&self) -> impl Iterator<Item = Device> + '_ {
         self.devices.devices()
+    }
+
+    /// The registry of APIs and implementations.
+    #[inline(always)]
+    pub(crate) fn registry(&self) -> &'static Registry {
+        self.registry
     }
 
     /// Tracked or baseline.

@@ -4,6 +4,10 @@
 //! call. Each built-in's checks and call live in its home, `kernel/builtins/<name>.rs`. The
 //! row-wise ones go through `call_rows`, which on a simulated device behind a timed link may
 //! run the call in parts, so that its copies overlap its work (`kernel::ahead`).
+//!
+//! Each method is inlined into its caller (`#[inline(always)]`): it is a shape check and a
+//! forward, and its own frame was 28 of the 562 instructions of a 1-element `zip`
+//! (`benches/per_call_instructions.rs`).
 
 use super::Runtime;
 use crate::data::{Input, Output};
@@ -17,6 +21,7 @@ use num_complex::Complex32 as C32;
 
 impl Runtime {
     /// FFT of every row of `points` elements of `input` into `output` (inverse scaled by 1/N).
+    #[inline(always)]
     pub fn fft(
         &self,
         device: impl Into<Target>,
@@ -39,6 +44,7 @@ impl Runtime {
     }
 
     /// FFT of every row of `points` elements of `data`, in place.
+    #[inline(always)]
     pub fn fft_in_place(
         &self,
         device: impl Into<Target>,
@@ -51,6 +57,7 @@ impl Runtime {
     }
 
     /// `out = a op b`, element-wise.
+    #[inline(always)]
     pub fn zip(
         &self,
         device: impl Into<Target>,
@@ -64,6 +71,7 @@ impl Runtime {
     }
 
     /// `out = conj(input)`.
+    #[inline(always)]
     pub fn conj(
         &self,
         device: impl Into<Target>,
@@ -74,6 +82,7 @@ impl Runtime {
     }
 
     /// `out = |input|`.
+    #[inline(always)]
     pub fn magnitude(
         &self,
         device: impl Into<Target>,
@@ -97,6 +106,7 @@ impl Runtime {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline(always)]
     pub fn power(
         &self,
         device: impl Into<Target>,
@@ -125,6 +135,7 @@ impl Runtime {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline(always)]
     pub fn window(
         &self,
         device: impl Into<Target>,
@@ -154,6 +165,7 @@ impl Runtime {
     /// # Ok(())
     /// # }
     /// ```
+    #[inline(always)]
     pub fn zip_rows(
         &self,
         device: impl Into<Target>,
@@ -167,6 +179,7 @@ impl Runtime {
     }
 
     /// Swaps the halves of every row of `row_len` elements (numpy's `fftshift` per row).
+    #[inline(always)]
     pub fn fftshift(
         &self,
         device: impl Into<Target>,
@@ -187,6 +200,7 @@ impl Runtime {
     }
 
     /// `out` (cols × rows) = transpose of `input` (rows × cols), both row-major.
+    #[inline(always)]
     pub fn transpose(
         &self,
         device: impl Into<Target>,
@@ -209,6 +223,7 @@ impl Runtime {
     }
 
     /// `data *= factor`, in place.
+    #[inline(always)]
     pub fn scale(
         &self,
         device: impl Into<Target>,
@@ -221,6 +236,7 @@ impl Runtime {
 
     /// `c` (m × n) = `a` (m × k) · `b` (k × n), complex, row-major.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn gemm(
         &self,
         device: impl Into<Target>,

@@ -52,6 +52,11 @@ impl Backend for CpuBackend {
         // Host kernels validate their shapes before they run and cannot fail after.
         Ok(())
     }
+
+    /// Never: see [`CpuBackend::completion`].
+    fn reports_completion(&self) -> bool {
+        false
+    }
 }
 
 /// The host implementations of the built-in APIs, registered for the CPU and for sim devices
