@@ -626,6 +626,9 @@ fn reset_then_rs_at_once_never_leaves_the_reset_bit_stuck() {
         r.write32(MM2S_DMACR, DMACR_RESET).unwrap();
         r.write32(S2MM_DMACR, DMACR_START).unwrap();
         r.write32(MM2S_DMACR, DMACR_START).unwrap();
+        // Writes are posted and a read waits for them: the reset starts when the emulator
+        // handles the first, which a loaded machine may delay past a sleep begun before it.
+        r.read32(MM2S_DMACR).unwrap();
         std::thread::sleep(Duration::from_millis(1));
         emu.settle();
         for cr in [MM2S_DMACR, S2MM_DMACR] {
