@@ -106,7 +106,7 @@ pub(crate) fn launch_host<const N: usize>(
         // SAFETY: `launch` acquired every argument for this call in a space of a
         // host-executor device (checked just above), and the buffers stay borrowed through
         // `args` for the call; see `host_args` for why written ones are exclusive.
-        body(unsafe { host_args(ptrs) })
+        body(unsafe { host_args(*ptrs) })
     })
 }
 
@@ -175,7 +175,7 @@ pub fn call_registered<const N: usize, H: Any, D: Any>(
             // code (`Registry::registered`), whose spaces are host-addressable; `launch` acquired
             // every argument there for this call, and the buffers stay borrowed through
             // `args`; see `host_args` for why written ones are exclusive.
-            Typed::Host(f) => FormArgs::Host(f, unsafe { host_args(ptrs) }),
+            Typed::Host(f) => FormArgs::Host(f, unsafe { host_args(*ptrs) }),
             Typed::Device(f) => FormArgs::Device(f, ptrs.map(DevArg::new)),
         };
         run(&ctx, placed)
