@@ -204,6 +204,29 @@ fn an_absent_device_is_named_with_those_present() {
     assert_unchanged(&rt, &before);
 }
 
+/// The device table keeps a kind's devices together, so an absent device's place can hold a
+/// device of a later kind: here `sim1`'s place is the FPGA's first core. The call must still
+/// be refused by name, not run there.
+#[cfg(feature = "fpga-emulator")]
+#[test]
+fn an_absent_device_is_refused_where_its_place_holds_another_kind() {
+    let rt = Runtime::builder()
+        .sim(SimConfig::default())
+        .fpga(rimms::FpgaSource::Emulated(
+            rimms::FpgaSource::default_layout(),
+        ))
+        .build()
+        .expect("runtime");
+    let x = HeteData::from_slice(&rt, &signal(64, 7)).expect("x");
+    let mut y = HeteData::alloc(&rt, 64).expect("y");
+    let before = rt.stats();
+    match rt.conj(Device::Sim(1), &x, &mut y) {
+        Err(Error::NoDevice { device, .. }) => assert_eq!(device, Device::Sim(1)),
+        other => panic!("want sim1 refused as absent, got {other:?}"),
+    }
+    assert_unchanged(&rt, &before);
+}
+
 #[test]
 fn exhausting_a_pool_names_the_space_and_changes_nothing() {
     let rt = runtime_with(SimConfig {
