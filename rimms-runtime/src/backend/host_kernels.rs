@@ -1132,6 +1132,33 @@ mod tests {
         assert!(picks.iter().any(|&i| i >= len - 5));
     }
 
+    /// One out-of-range result alone in a block, at every position of a step (so in each of
+    /// the sixteen lanes, in both halves of the step) and of a later step: each lane's least
+    /// and sum must reach the block's range test through the fold, or that lane's huge result
+    /// comes out infinite and its tiny one 0 (red where the fold skips lanes 8 to 11 of the
+    /// least or of the sum). The expected values are 5·10ᵏ (3-4-5), to the inputs' rounding.
+    #[test]
+    fn magnitude_redoes_a_lone_outlier_in_every_lane() {
+        let ordinary = Rng::new(31).vec(MAGNITUDE_BLOCK);
+        let positions = (0..MAGNITUDE_STEP).chain(5 * MAGNITUDE_STEP..6 * MAGNITUDE_STEP);
+        for at in positions {
+            for (outlier, want) in [
+                (C32::new(3e30, -4e30), 5e30f64),
+                (C32::new(-3e-25, 4e-25), 5e-25),
+            ] {
+                let mut x = ordinary.clone();
+                x[at] = outlier;
+                let mut out = vec![f32::NAN; x.len()];
+                magnitude(&x, &mut out);
+                let got = f64::from(out[at]);
+                assert!(
+                    (got - want).abs() <= 1e-6 * want,
+                    "|{outlier}| at {at} = {got}, want {want}"
+                );
+            }
+        }
+    }
+
     /// A NaN component gives a NaN, an infinite one infinity, wherever in a block it is.
     #[test]
     fn magnitude_of_nan_and_infinity() {
