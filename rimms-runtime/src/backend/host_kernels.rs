@@ -437,12 +437,18 @@ fn magnitude_lanes(
         .zip(out.chunks_exact_mut(MAGNITUDE_LANES))
     {
         for k in 0..MAGNITUDE_LANES {
-            let r = (x[k].re * x[k].re + x[k].im * x[k].im).sqrt();
-            lo[k] = if lo[k] < r { lo[k] } else { r };
-            sum[k] += r;
-            out[k] = r;
+            out[k] = magnitude_accumulated(x[k], &mut lo[k], &mut sum[k]);
         }
     }
+}
+
+/// `|x|` in f32, folded into its lane's least and sum for the block's range test.
+#[inline(always)]
+fn magnitude_accumulated(x: C32, lo: &mut f32, sum: &mut f32) -> f32 {
+    let r = (x.re * x.re + x.im * x.im).sqrt();
+    *lo = if *lo < r { *lo } else { r };
+    *sum += r;
+    r
 }
 
 /// `input` and `out` in whole steps of `MAGNITUDE_STEP` elements, as arrays (which the
@@ -488,11 +494,8 @@ fn magnitude_block(input: &[C32], out: &mut [f32]) {
     for (x, o) in steps {
         magnitude_lanes(x, o, &mut lo, &mut sum);
     }
-    for (o, x) in o_rest.iter_mut().zip(x_rest) {
-        let r = (x.re * x.re + x.im * x.im).sqrt();
-        lo[0] = if lo[0] < r { lo[0] } else { r };
-        sum[0] += r;
-        *o = r;
+    for (o, &x) in o_rest.iter_mut().zip(x_rest) {
+        *o = magnitude_accumulated(x, &mut lo[0], &mut sum[0]);
     }
     if !magnitude_lanes_in_range(&lo, &sum) {
         let mut least = [0.0f32; MAGNITUDE_LANES];
