@@ -277,11 +277,11 @@ impl Part {
     }
 }
 
-/// The most managed arguments of a group that may turn `lean` (its expected next member is
+/// The most managed arguments of a group that may turn lean (its expected next member is
 /// kept in an array of this many): a group of calls with more joins the general way only.
 pub(crate) const LEAN_ARGS: usize = 4;
 
-/// What argument `i` of the next member of a `lean` group that continues it alike is: on the
+/// What argument `i` of the next member of a lean group that continues it alike is: on the
 /// first call's buffer with its access and hint, starting at `start`, the first call's `len`
 /// long. Each member that joins alike moves `start` on by `step` (the length for a `Concat`
 /// argument, 0 for a `Same` one).
@@ -365,11 +365,12 @@ pub(crate) struct Group<'a> {
     /// row call must match is then one number, compared at once
     /// ([`Group::continued_alike_builtin`]).
     key: u32,
-    /// While `lean`: the next member that continues the group alike, argument by argument
-    /// (the first `arity`), derived from the first call's arguments, the last stored member's
-    /// spans and the `alike` members after it when the general join turns the group lean,
-    /// and moved on by each member that joins alike ([`Group::push_alike`]). Meaningless
-    /// while not `lean`; only the general join sets `lean`, and it sets this too.
+    /// While the group is lean (`key` not 0): the next member that continues the group
+    /// alike, argument by argument (the first `arity`), derived from the first call's
+    /// arguments, the last stored member's spans and the `alike` members after it when the
+    /// general join turns the group lean, and moved on by each member that joins alike
+    /// ([`Group::push_alike`]). Meaningless while not lean; only the general join sets `key`,
+    /// and it sets this too.
     next: [Expected; LEAN_ARGS],
 }
 
@@ -484,7 +485,7 @@ impl<'a> Group<'a> {
         if k < stored {
             return self.spans[k * n + i];
         }
-        // A member that joined alike (`alike` is 0 unless the group is `lean`, which it stays,
+        // A member that joined alike (`alike` is 0 unless the group is lean, which it stays,
         // under the one rule that holds): it follows the last stored member `k - stored + 1`
         // places on, every member between of the first call's lengths.
         let last = self.spans[(stored - 1) * n + i];
@@ -573,7 +574,7 @@ impl<'a> Group<'a> {
     ///
     /// A row call of a per-row stage asks it (128 or 256 a frame): the answer must cost
     /// little. Its yes is a strict special case of the general rule check (`holds`): the
-    /// group is `lean` (its members joined under exactly this rule and write no buffer
+    /// group is lean (its members joined under exactly this rule and write no buffer
     /// another argument uses), so comparing each argument's buffer, access and hint with the
     /// first call's (which every member shares) and its start with where the last member's
     /// ended (for a `Same` argument, the first's view) is what the rule asks, and the merged
