@@ -526,6 +526,16 @@ fn check_rows(len: usize, row_len: usize) -> Result<()> {
     Ok(())
 }
 
+/// The start and length of each consecutive piece of `chunk` (non-zero) elements of `len`,
+/// the last maybe shorter. Counted up front from a range, so that collecting the views is
+/// one exactly sized allocation filled in a tight loop (`step_by` pushed them one by one).
+fn pieces(len: usize, chunk: usize) -> impl ExactSizeIterator<Item = (usize, usize)> {
+    (0..len.div_ceil(chunk)).map(move |i| {
+        let start = i * chunk;
+        (start, chunk.min(len - start))
+    })
+}
+
 fn check_chunk(len: usize, chunk: usize) -> Result<()> {
     if chunk == 0 {
         return Err(Error::BadPieces {
@@ -601,9 +611,8 @@ impl<'a, T: Pod> HeteSlice<'a, T> {
     /// Read-only views of consecutive pieces of `chunk` elements (the last may be shorter).
     pub fn chunks(&self, chunk: usize) -> Result<Vec<HeteSlice<'a, T>>> {
         check_chunk(self.len, chunk)?;
-        Ok((0..self.len)
-            .step_by(chunk)
-            .map(|s| HeteSlice::new(self.raw, self.start + s, chunk.min(self.len - s)))
+        Ok(pieces(self.len, chunk)
+            .map(|(s, len)| HeteSlice::new(self.raw, self.start + s, len))
             .collect())
     }
 
@@ -818,9 +827,8 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
                 self.check_boundary(s)?;
             }
         }
-        Ok((0..self.len)
-            .step_by(chunk)
-            .map(|s| HeteSliceMut::new(self.raw, self.start + s, chunk.min(self.len - s)))
+        Ok(pieces(self.len, chunk)
+            .map(|(s, len)| HeteSliceMut::new(self.raw, self.start + s, len))
             .collect())
     }
 
@@ -993,6 +1001,25 @@ mod tests {
     use crate::backend::sim::SimConfig;
     use crate::Runtime;
     use num_complex::Complex32;
+
+    /// The pieces views are cut into, against the plain walk: every `chunk`-th start, the
+    /// last piece what is left.
+    #[test]
+    fn pieces_are_every_chunk_and_the_rest() {
+        for len in 0..40 {
+            for chunk in 1..12 {
+                let mut want = Vec::new();
+                let mut start = 0;
+                while start < len {
+                    want.push((start, chunk.min(len - start)));
+                    start += chunk;
+                }
+                let got: Vec<_> = pieces(len, chunk).collect();
+                assert_eq!(got, want, "{len} elements in pieces of {chunk}");
+                assert_eq!(pieces(len, chunk).len(), want.len());
+            }
+        }
+    }
 
     /// Copies made ahead that a write makes stale before any read, or whose buffer is freed
     /// while they are on the link (under Miri in CI): the write waits for the copy and wastes
