@@ -9,7 +9,7 @@
 use std::fmt;
 
 /// A device that runs kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug)]
 pub enum Device {
     /// The host CPU (always present).
     Cpu,
@@ -38,6 +38,24 @@ impl Device {
             Device::Cpu => 0,
             Device::Sim(n) | Device::Fpga(n) | Device::Gpu(n) => n,
         }
+    }
+}
+
+/// Kind, then number: the derived comparison matched on the kind to reach the number, a jump
+/// table in every row call that looks up its device's group, where these are two comparisons
+/// without a branch between them (a number is read as 0 for the CPU, which has none).
+impl PartialEq for Device {
+    #[inline]
+    fn eq(&self, other: &Device) -> bool {
+        self.kind() == other.kind() && self.instance() == other.instance()
+    }
+}
+
+impl Eq for Device {}
+
+impl std::hash::Hash for Device {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.kind(), self.instance()).hash(state);
     }
 }
 
@@ -195,5 +213,35 @@ mod tests {
         .map(Device::to_string)
         .collect();
         assert_eq!(shown, ["cpu", "sim3", "fpga0", "gpu12"]);
+    }
+
+    /// `==` and hashing agree with the plain definition: the same variant with the same
+    /// number (the CPU has none).
+    #[test]
+    fn devices_are_equal_exactly_when_variant_and_number_are() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |d: Device| {
+            let mut h = DefaultHasher::new();
+            d.hash(&mut h);
+            h.finish()
+        };
+        let mut all = vec![Device::Cpu];
+        for n in [0, 1, 2, 255] {
+            all.extend([Device::Sim(n), Device::Fpga(n), Device::Gpu(n)]);
+        }
+        for &a in &all {
+            for &b in &all {
+                let same = match (a, b) {
+                    (Device::Cpu, Device::Cpu) => true,
+                    (Device::Sim(x), Device::Sim(y))
+                    | (Device::Fpga(x), Device::Fpga(y))
+                    | (Device::Gpu(x), Device::Gpu(y)) => x == y,
+                    _ => false,
+                };
+                assert_eq!(a == b, same, "{a} == {b}");
+                assert_eq!(hash(a) == hash(b), same, "hashes of {a} and {b}");
+            }
+        }
     }
 }
