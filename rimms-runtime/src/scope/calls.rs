@@ -204,7 +204,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // Through `black_box`: the call's fields are stored for the out of line call only on
         // this way, not before the check above (moved as they are, they were). Its parameters
         // are worked out again there, so that here they stay constants where the call's are.
+        // Its error comes boxed, a pointer in a register: the 96-byte `Result` it returned was
+        // written to the caller's frame on both ways and read back after, even where the
+        // call joined alike and the result is a constant `Ok`.
         self.builtin_apart(device, std::hint::black_box(call))
+            .map_err(|e| *e)
     }
 
     /// How many calls submitted to this scope so far joined their device's group the cheapest
@@ -226,12 +230,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &'scope self,
         device: Device,
         call: B,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), Box<Error>> {
         let shared = self.rt.shared();
         let params = call.params();
         let args = call.args();
         B::check_args(device.into(), params, &args)?;
-        self.submit_call_apart(
+        Ok(self.submit_call_apart(
             device,
             B::rules(),
             params,
@@ -239,7 +243,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             B::ID as u8,
             |args| B::check_call_on(shared, device, params, args),
             |args| B::check_group_on(shared, device, params, args),
-        )
+        )?)
     }
 
     /// [`Scope::call`] with the checks a call must pass on `device`: `call_checks`, which may
