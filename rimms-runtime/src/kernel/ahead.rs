@@ -186,11 +186,40 @@ pub(crate) fn cuts_calls_on(
     }
     let position = shared.position(device).ok()?;
     let entry = &shared.device_entries()[position];
-    let link = shared.memory().timed_link(entry.space())?;
     let bytes = parts
         .iter()
         .fold(0, |all: usize, p| all.saturating_add(p.len));
-    long_enough_to_cut(&link, bytes).then_some((position, link))
+    // The short calls of a frame stop here, on one comparison (`least_bytes_to_cut`).
+    if bytes < entry.cuts_from()? {
+        return None;
+    }
+    let link = shared.memory().timed_link(entry.space())?;
+    Some((position, link))
+}
+
+/// The least bytes a call must move over `link`, if any, for [`long_enough_to_cut`] to hold:
+/// worked out once per device when the runtime is built (`DeviceEntry::cuts_from`), so a
+/// direct call on a sim device compares its bytes with it instead of working the link's
+/// cost out in floating point. A search, not the inverse formula, so that the two agree to
+/// the byte: the test holds of every count from this one up, the cost growing with the bytes.
+pub(crate) fn least_bytes_to_cut(link: &LinkModel) -> Option<usize> {
+    if !long_enough_to_cut(link, usize::MAX) {
+        return None;
+    }
+    // `long_enough_to_cut(hi)` holds and, where `lo < hi`, `long_enough_to_cut(lo)` does not.
+    let (mut lo, mut hi) = (0, usize::MAX);
+    if long_enough_to_cut(link, 0) {
+        return Some(0);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if long_enough_to_cut(link, mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
 }
 
 /// Whether copies of `bytes` over `link` are long enough to hide behind a cut call: nothing
@@ -323,7 +352,44 @@ fn copy_ahead(entry: &DeviceEntry, a: &KernelArg<'_>, bytes: Range<usize>) {
 
 #[cfg(test)]
 mod tests {
-    use super::members;
+    use super::{least_bytes_to_cut, long_enough_to_cut, members};
+    use crate::LinkModel;
+    use std::time::Duration;
+
+    /// The threshold a device keeps is where the link's cost test turns: it holds there and
+    /// above, not just below, for links from a slow one to one with no latency at all.
+    #[test]
+    fn the_least_bytes_to_cut_are_where_the_cost_test_turns() {
+        for (latency_ns, bytes_per_second) in [
+            (1_000, 1e9),
+            (2_500, 12.5e9),
+            (1, 3.0),
+            (40_000, 1e6),
+            (0, 1e9),
+            (1_000, 0.0),
+        ] {
+            let link = LinkModel {
+                latency: Duration::from_nanos(latency_ns),
+                bytes_per_second,
+            };
+            match least_bytes_to_cut(&link) {
+                Some(from) => {
+                    assert!(long_enough_to_cut(&link, from), "{link:?} at {from}");
+                    for bytes in [from.saturating_add(1), from.saturating_mul(2), usize::MAX] {
+                        assert!(long_enough_to_cut(&link, bytes), "{link:?} at {bytes}");
+                    }
+                    if from > 0 {
+                        assert!(!long_enough_to_cut(&link, from - 1), "{link:?} at {from}");
+                    }
+                }
+                None => {
+                    for bytes in [0, 1 << 20, 1 << 40, usize::MAX] {
+                        assert!(!long_enough_to_cut(&link, bytes), "{link:?} at {bytes}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn pieces_cover_every_call_once_in_order() {

@@ -29,6 +29,7 @@ pub use crate::hal::{
 };
 pub use crate::hal::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
 pub use accepts::{arg_elements, check_as, Check};
+pub(crate) use ahead::least_bytes_to_cut;
 pub use api::Api;
 pub(crate) use capabilities::of_devices as capabilities_of;
 pub use capabilities::{Capabilities, ZipSupport, FFT_PROBE_MAX_LOG2, ZIP_PROBE_MAX};

@@ -70,6 +70,10 @@ pub(crate) struct DeviceEntry {
     /// Its backend's [`Backend::reports_completion`], asked once: a call on a device that
     /// reports nothing skips the call to `completion`.
     reports_completion: bool,
+    /// The least bytes a direct call here must move to be cut into parts whose copies hide
+    /// behind its work (`kernel::ahead`); `None` where no call is (its copies take no
+    /// modelled time, or never enough).
+    cuts_from: Option<usize>,
     backend: Box<dyn Backend>,
 }
 
@@ -78,6 +82,7 @@ impl DeviceEntry {
         backend: Box<dyn Backend>,
         space: SpaceId,
         memory: Option<DeviceMemoryRef>,
+        cuts_from: Option<usize>,
     ) -> Self {
         DeviceEntry {
             device: backend.device(),
@@ -86,6 +91,7 @@ impl DeviceEntry {
             forms: backend.arg_forms(),
             memory,
             reports_completion: backend.reports_completion(),
+            cuts_from,
             backend,
         }
     }
@@ -117,6 +123,12 @@ impl DeviceEntry {
     #[inline(always)]
     pub(crate) fn reports_completion(&self) -> bool {
         self.reports_completion
+    }
+
+    /// The least bytes a direct call here must move to be cut, if any can be.
+    #[inline(always)]
+    pub(crate) fn cuts_from(&self) -> Option<usize> {
+        self.cuts_from
     }
 
     #[inline(always)]

@@ -400,7 +400,10 @@ impl RuntimeBuilder {
                 },
             };
             let memory = spaces[space.index()].memory().cloned();
-            devices.push(DeviceEntry::new(backend, space, memory));
+            let cuts_from = spaces[space.index()]
+                .timed_link()
+                .and_then(|link| crate::kernel::least_bytes_to_cut(&link));
+            devices.push(DeviceEntry::new(backend, space, memory, cuts_from));
         }
         Ok((spaces, devices))
     }

@@ -87,6 +87,13 @@ impl<H> SpaceEntry<H> {
         }
     }
 
+    /// [`MemorySystem::timed_link`] of this space.
+    pub(crate) fn timed_link(&self) -> Option<LinkModel> {
+        (self.simulate && !self.virtual_clock)
+            .then_some(self.link)
+            .flatten()
+    }
+
     /// Copies over the link take the modelled time (a simulated device).
     #[must_use]
     pub(crate) fn simulated(mut self, on: bool) -> Self {
@@ -379,10 +386,7 @@ impl<H> MemorySystem<H> {
     /// simulated link not on the virtual clock): only such a copy can overlap compute here,
     /// since every other copy is complete when it returns.
     pub(crate) fn timed_link(&self, space: SpaceId) -> Option<LinkModel> {
-        let entry = self.spaces.get(space.index())?;
-        (entry.simulate && !entry.virtual_clock)
-            .then_some(entry.link)
-            .flatten()
+        self.spaces.get(space.index())?.timed_link()
     }
 
     /// The model copies between `space` and the host are ranked by: measured if calibrated,
