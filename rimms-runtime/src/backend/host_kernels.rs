@@ -214,10 +214,21 @@ where
     if out.len() <= chunk_len {
         body(0, out);
     } else {
-        out.par_chunks_mut(chunk_len)
-            .enumerate()
-            .for_each(|(i, chunk)| body(i * rows_per_task, chunk));
+        par_row_chunks(out, chunk_len, rows_per_task, body);
     }
+}
+
+/// [`for_row_chunks`]' rayon tasks, out of line: inlined, their set-up (the closure's
+/// captures stored for the tasks) ran before the length test, on every short call too.
+#[inline(never)]
+fn par_row_chunks<U, F>(out: &mut [U], chunk_len: usize, rows_per_task: usize, body: F)
+where
+    U: Send,
+    F: Fn(usize, &mut [U]) + Sync,
+{
+    out.par_chunks_mut(chunk_len)
+        .enumerate()
+        .for_each(|(i, chunk)| body(i * rows_per_task, chunk));
 }
 
 /// Rows per task so that a task gets at least `grain` units of work at `work_per_row` each.
