@@ -206,11 +206,12 @@ pub(crate) fn least_bytes_to_cut(link: &LinkModel) -> Option<usize> {
     if !long_enough_to_cut(link, usize::MAX) {
         return None;
     }
-    // `long_enough_to_cut(hi)` holds and, where `lo < hi`, `long_enough_to_cut(lo)` does not.
-    let (mut lo, mut hi) = (0, usize::MAX);
     if long_enough_to_cut(link, 0) {
         return Some(0);
     }
+    // The test holds at `hi` and not at `lo`, so the least count where it holds is in
+    // `lo + 1..=hi`.
+    let (mut lo, mut hi) = (0, usize::MAX);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if long_enough_to_cut(link, mid) {
