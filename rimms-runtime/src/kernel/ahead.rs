@@ -353,9 +353,55 @@ fn copy_ahead(entry: &DeviceEntry, a: &KernelArg<'_>, bytes: Range<usize>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{least_bytes_to_cut, long_enough_to_cut, members};
-    use crate::LinkModel;
+    use super::{cuts_calls_on, least_bytes_to_cut, long_enough_to_cut, members, Part};
+    use crate::backend::sim::SimConfig;
+    use crate::coherence::Access;
+    use crate::hal::Device;
+    use crate::{LinkModel, Runtime};
     use std::time::Duration;
+
+    /// A direct call on a sim card behind a timed link is taken to be cut exactly where the
+    /// bytes of all its arguments pass the link's cost test, a byte either side of the
+    /// device's threshold included; on the CPU, whose copies take no time, never.
+    #[test]
+    fn a_direct_call_is_cut_exactly_where_its_bytes_pass_the_cost_test() {
+        let link = LinkModel {
+            latency: Duration::from_micros(10),
+            bytes_per_second: 20e6,
+        };
+        let rt = Runtime::builder()
+            .sim(SimConfig {
+                link,
+                simulate_link: true,
+                ..SimConfig::default()
+            })
+            .prefetch(true)
+            .build()
+            .expect("runtime");
+        let shared = rt.shared();
+        let from = least_bytes_to_cut(&link).expect("a slow link cuts long calls");
+        let part = |len| Part {
+            raw: std::ptr::null(),
+            start: 0,
+            len,
+            access: Access::Read,
+            at: None,
+        };
+        for bytes in [0, 1, from / 2, from - 1, from, from + 1, 2 * from] {
+            let parts = [part(bytes / 2), part(bytes - bytes / 2)];
+            let cut = cuts_calls_on(shared, Device::Sim(0), &parts);
+            assert_eq!(
+                cut.is_some(),
+                long_enough_to_cut(&link, bytes),
+                "{bytes} bytes, the threshold {from}"
+            );
+            if let Some((position, on)) = cut {
+                assert_eq!(shared.device_entries()[position].device(), Device::Sim(0));
+                assert_eq!(on, link);
+            }
+        }
+        assert_eq!(cuts_calls_on(shared, Device::Cpu, &[part(2 * from)]), None);
+    }
 
     /// The threshold a device keeps is where the link's cost test turns: it holds there and
     /// above, not just below, for links from a slow one to one with no latency at all.
