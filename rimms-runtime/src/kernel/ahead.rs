@@ -169,18 +169,14 @@ pub(crate) fn start_pieces(
     pieces
 }
 
-/// Where a direct call on `device` with arguments `parts` may be cut into parts: its
-/// position and its timed link, if copies ahead and merging are on, the device sits behind a
-/// link whose copies take time (a simulated one), and all the call's bytes together would be
-/// long enough to hide behind its pieces ([`long_enough_to_cut`]). Asked before the call is
-/// taken apart, so that other calls, the short ones of a frame included, run as they came:
-/// through the API's dispatch, not a merge rule's.
+/// Where a direct call on `device` with arguments `parts` may be cut into parts: the device's
+/// position, if copies ahead and merging are on, the device sits behind a link whose copies
+/// take time (a simulated one), and all the call's bytes together would be long enough to
+/// hide behind its pieces (its `DeviceEntry::cuts_from`, [`least_bytes_to_cut`] of that
+/// link). Asked before the call is taken apart, so that other calls, the short ones of a
+/// frame included, run as they came: through the API's dispatch, not a merge rule's.
 #[inline]
-pub(crate) fn cuts_calls_on(
-    shared: &Shared,
-    device: Device,
-    parts: &[Part],
-) -> Option<(usize, LinkModel)> {
+pub(crate) fn cuts_calls_on(shared: &Shared, device: Device, parts: &[Part]) -> Option<usize> {
     if !shared.prefetches() || !shared.merges_calls() {
         return None;
     }
@@ -189,18 +185,16 @@ pub(crate) fn cuts_calls_on(
     let bytes = parts
         .iter()
         .fold(0, |all: usize, p| all.saturating_add(p.len));
-    // The short calls of a frame stop here, on one comparison (`least_bytes_to_cut`).
-    if bytes < entry.cuts_from()? {
-        return None;
-    }
-    let link = shared.memory().timed_link(entry.space())?;
-    Some((position, link))
+    // The short calls of a frame stop here, on one comparison; a device without a timed
+    // link has no threshold.
+    (bytes >= entry.cuts_from()?).then_some(position)
 }
 
 /// The least bytes a call must move over `link`, if any, for [`long_enough_to_cut`] to hold:
 /// worked out once per device when the runtime is built (`DeviceEntry::cuts_from`), so a
-/// direct call on a sim device compares its bytes with it instead of working the link's
-/// cost out in floating point. A search, not the inverse formula, so that the two agree to
+/// direct call on a sim device compares its bytes with it, at submission and again for the
+/// bytes that cross (`direct_group`), instead of working the link's cost out in floating
+/// point. A search, not the inverse formula, so that the two agree to
 /// the byte: the test holds of every count from this one up, the cost growing with the bytes.
 pub(crate) fn least_bytes_to_cut(link: &LinkModel) -> Option<usize> {
     if !long_enough_to_cut(link, usize::MAX) {
@@ -241,14 +235,14 @@ fn long_enough_to_cut(link: &LinkModel, bytes: usize) -> bool {
 #[inline(never)]
 pub(crate) fn run_direct<'a, const N: usize, B: ScopeCall<'a, N>>(
     rt: &Runtime,
-    (position, link): (usize, LinkModel),
+    position: usize,
     plain: &MergeRule,
     call: B,
 ) -> Result<()> {
     let shared = rt.shared();
     let entry = &shared.device_entries()[position];
     let (params, args) = (call.params(), call.args());
-    match direct_group::<N, B>(shared, entry, position, &link, params, &args) {
+    match direct_group::<N, B>(shared, entry, position, params, &args) {
         Some(group) => group.run(rt, true),
         None => merge::run_whole(rt, entry.device(), plain, params, args),
     }
@@ -263,7 +257,6 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
     shared: &Shared,
     entry: &DeviceEntry,
     position: usize,
-    link: &LinkModel,
     params: merge::Params,
     args: &[KernelArg<'a>; N],
 ) -> Option<Group<'a>> {
@@ -285,7 +278,7 @@ fn direct_group<'a, const N: usize, B: ScopeCall<'a, N>>(
         })
         .map(|a| a.len)
         .sum();
-    if !long_enough_to_cut(link, crossing) {
+    if entry.cuts_from().is_none_or(|from| crossing < from) {
         return None;
     }
     let joins = B::rules().first()?.joins;
@@ -395,9 +388,10 @@ mod tests {
                 long_enough_to_cut(&link, bytes),
                 "{bytes} bytes, the threshold {from}"
             );
-            if let Some((position, on)) = cut {
-                assert_eq!(shared.device_entries()[position].device(), Device::Sim(0));
-                assert_eq!(on, link);
+            if let Some(position) = cut {
+                let entry = &shared.device_entries()[position];
+                assert_eq!(entry.device(), Device::Sim(0));
+                assert_eq!(entry.cuts_from(), Some(from), "the threshold is its link's");
             }
         }
         assert_eq!(cuts_calls_on(shared, Device::Cpu, &[part(2 * from)]), None);

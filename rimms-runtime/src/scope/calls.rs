@@ -214,8 +214,8 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// How many calls submitted to this scope so far joined their device's group the cheapest
     /// way: told by their views alone, as the next step of the group's held calls, without
     /// asking any rule (and, through a built-in's method, without building their arguments:
-    /// [`Scope::builtin`]). A loop of row calls should have all but its first two here. For tests and benches that check a loop stays
-    /// on that path; not part of the stable API.
+    /// [`Scope::builtin`]). A loop of row calls should have all but its first two here. For
+    /// tests and benches that check a loop stays on that path; not part of the stable API.
     #[doc(hidden)]
     pub fn joined_alike(&self) -> usize {
         self.calls.lock().joined_alike

@@ -206,8 +206,8 @@ fn call_rows_on_sim<'a, const N: usize, B: ScopeCall<'a, N>>(
     call: B,
 ) -> Result<()> {
     if let Some(plain) = B::rules().first() {
-        if let Some(place) = ahead::cuts_calls_on(rt.shared(), device, &call.parts()) {
-            return ahead::run_direct(rt, place, plain, call);
+        if let Some(position) = ahead::cuts_calls_on(rt.shared(), device, &call.parts()) {
+            return ahead::run_direct(rt, position, plain, call);
         }
     }
     call.run(rt, Target::On(device))
