@@ -41,6 +41,7 @@ fn declaration(rimms: &TokenStream, vis: &Visibility, sig: &Signature) -> TokenS
     let accepts = signature::accepts_fn_type(sig, rimms);
     let modes = sig.buffers().map(|b| b.mode.tokens(rimms));
     let decl = Ident::new("DECL", Span::mixed_site());
+    let implementations = Ident::new("IMPLEMENTATIONS", Span::mixed_site());
     quote! {
         #[doc = #doc]
         #[allow(non_camel_case_types)]
@@ -52,6 +53,9 @@ fn declaration(rimms: &TokenStream, vis: &Visibility, sig: &Signature) -> TokenS
             #rimms::__private::inventory::submit! {
                 #rimms::__private::ApiRegistration(&#decl)
             }
+
+            static #implementations: #rimms::__private::TypedImpls<#host, #device> =
+                #rimms::__private::TypedImpls::new(&#decl);
 
             impl #name {
                 /// The API's declaration.
@@ -65,6 +69,9 @@ fn declaration(rimms: &TokenStream, vis: &Visibility, sig: &Signature) -> TokenS
                 const MODES: &'static [#rimms::__private::Access] = &[#(#modes),*];
                 fn decl() -> &'static #rimms::__private::ApiDecl {
                     &#decl
+                }
+                fn implementations() -> &'static #rimms::__private::TypedImpls<#host, #device> {
+                    &#implementations
                 }
             }
         };
@@ -80,8 +87,6 @@ fn caller_fn(
     caller: Caller,
 ) -> TokenStream {
     let name = &sig.name;
-    let host = signature::fn_pointer_type(sig, ArgForm::Host, rimms);
-    let device = signature::fn_pointer_type(sig, ArgForm::Device, rimms);
     // An implementation that can fail returns the runtime's `Result`; its error becomes the
     // call's.
     let propagate = match sig.output {
@@ -176,10 +181,9 @@ fn caller_fn(
         #[allow(clippy::too_many_arguments)]
         #vis fn #name(#rt: &#rimms::Runtime, #device_param #(#inputs),*) -> #rimms::Result<()> {
             #(#value_checks)*
-            #rimms::__private::call_registered::<#arity, #host, #device>(
+            #rimms::__private::call_registered::<#arity, #name>(
                 #rt,
                 ::core::convert::Into::<#rimms::Target>::into(#target),
-                #name::DECL,
                 [#(#kernel_args),*],
                 // The implementation's limits, asked before anything moves (values are plain
                 // data, so each ask copies them).

@@ -60,7 +60,7 @@ pub mod __private {
     };
     pub use crate::kernel::{
         arg_elements, call_registered, check_as, ApiDecl, ApiRegistration, ApiSpec, DevArg,
-        FormArgs, KernelImpl,
+        FormArgs, KernelImpl, TypedImpls,
     };
     pub use inventory;
 

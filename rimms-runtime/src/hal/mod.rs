@@ -42,7 +42,7 @@ pub(crate) use error::During;
 pub use error::{Error, Result};
 pub use fragment_rule::{DeviceGrain, FragmentRule};
 pub use ops::{FftDirection, ZipOp};
-pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
+pub use registry::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl, TypedImpls};
 pub use space_id::{SpaceId, SpaceName};
 pub use space_set::{SpaceSet, MAX_SPACES};
 pub use value::{assert_kernel_value, KernelValue};

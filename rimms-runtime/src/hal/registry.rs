@@ -122,6 +122,81 @@ pub trait ApiSpec {
     const MODES: &'static [Access];
     /// The declaration.
     fn decl() -> &'static ApiDecl;
+    /// The API's implementations as its two signatures (one static per API, beside the
+    /// declaration): what a call looks its implementation up in.
+    fn implementations() -> &'static TypedImpls<Self::Signature, Self::DeviceSignature>;
+}
+
+/// One API's registered implementations as the signatures its callers are compiled against:
+/// the registry's slots of the API, each implementation downcast once, on the API's first
+/// call. A call then finds its implementation with a load, where a downcast per call was a
+/// `type_id` call through the `dyn Any` and a 16-byte compare (`benches/per_call_instructions.rs`).
+/// The macros make one per API, beside its declaration ([`ApiSpec::implementations`]).
+pub struct TypedImpls<H: 'static, D: 'static> {
+    decl: &'static ApiDecl,
+    slots: OnceLock<[Option<TypedImpl<H, D>>; SLOTS]>,
+}
+
+/// A registered implementation as its API's signature for its form.
+pub(crate) struct TypedImpl<H: 'static, D: 'static> {
+    /// The implementation, or `None` where it was registered with another signature than the
+    /// API's (by hand: the macros check signatures at compile time).
+    pub func: Option<Typed<H, D>>,
+    /// Its check ([`KernelImpl::accepts`]).
+    pub accepts: Option<&'static (dyn Any + Send + Sync)>,
+}
+
+/// An implementation as one of its API's two signatures: what dispatch hands its arguments in.
+pub(crate) enum Typed<H: 'static, D: 'static> {
+    Host(&'static H),
+    Device(&'static D),
+}
+
+// By hand: derived, they would ask `H: Clone` and `D: Clone` of the references' targets.
+impl<H, D> Clone for Typed<H, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<H, D> Copy for Typed<H, D> {}
+
+impl<H: Any, D: Any> TypedImpls<H, D> {
+    /// The implementations of `decl`, looked up on first use.
+    pub const fn new(decl: &'static ApiDecl) -> Self {
+        TypedImpls {
+            decl,
+            slots: OnceLock::new(),
+        }
+    }
+
+    /// The declaration.
+    #[inline]
+    pub(crate) fn decl(&self) -> &'static ApiDecl {
+        self.decl
+    }
+
+    /// The implementation a `kind` device taking `forms` runs, as [`Registry::registered`]
+    /// finds it.
+    #[inline]
+    pub(crate) fn registered(&self, kind: DeviceKind, forms: Forms) -> Option<&TypedImpl<H, D>> {
+        pick(self.slots.get_or_init(|| self.downcast()), kind, forms)
+    }
+
+    #[cold]
+    fn downcast(&self) -> [Option<TypedImpl<H, D>>; SLOTS] {
+        let registered = registry().impls.get(self.decl.index());
+        std::array::from_fn(|slot| {
+            let r = registered?[slot]?;
+            let func = match r.form {
+                ArgForm::Host => r.func.downcast_ref::<H>().map(Typed::Host),
+                ArgForm::Device => r.func.downcast_ref::<D>().map(Typed::Device),
+            };
+            Some(TypedImpl {
+                func,
+                accepts: r.accepts,
+            })
+        })
+    }
 }
 
 /// The registry, read once from inventory.
@@ -136,6 +211,18 @@ const SLOTS: usize = DeviceKind::COUNT * ArgForm::COUNT;
 
 fn slot(kind: DeviceKind, form: ArgForm) -> usize {
     kind.index() * ArgForm::COUNT + form.index()
+}
+
+/// The slot a `kind` device taking `forms` runs: the first of `forms` that has one. A
+/// reference, not a copy: this is on every call's path.
+#[inline]
+fn pick<T>(slots: &[Option<T>; SLOTS], kind: DeviceKind, forms: Forms) -> Option<&T> {
+    match forms {
+        Forms::Only(form) => slots[slot(kind, form)].as_ref(),
+        Forms::DeviceThenHost => slots[slot(kind, ArgForm::Device)]
+            .as_ref()
+            .or(slots[slot(kind, ArgForm::Host)].as_ref()),
+    }
 }
 
 pub(crate) fn registry() -> &'static Registry {
@@ -208,14 +295,7 @@ impl Registry {
         kind: DeviceKind,
         forms: Forms,
     ) -> Option<&Registered> {
-        let slots = self.impls.get(index)?;
-        // A reference, not a copy: this is on every call's path.
-        match forms {
-            Forms::Only(form) => slots[slot(kind, form)].as_ref(),
-            Forms::DeviceThenHost => slots[slot(kind, ArgForm::Device)]
-                .as_ref()
-                .or(slots[slot(kind, ArgForm::Host)].as_ref()),
-        }
+        pick(self.impls.get(index)?, kind, forms)
     }
 
     /// The kinds (and forms) that implement API number `index`, for error messages:

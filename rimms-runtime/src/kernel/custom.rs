@@ -9,18 +9,17 @@ use super::choose::choose_device;
 use super::device_args::{DevArg, FormArgs};
 use super::dispatch::{launch, KernelArg};
 use super::host_args::{host_args, HostArg};
-use super::registry::ApiDecl;
-use super::{Api, DeviceCtx, KernelCtx, Refusal};
+use super::registry::{ApiDecl, Typed};
+use super::{Api, ApiSpec, DeviceCtx, KernelCtx, Refusal};
 use crate::coherence::Access;
 use crate::data::{HeteSlice, HeteSliceMut, Input, Output};
 use crate::hal::BackendError;
 use crate::hal::SpaceId;
 use crate::hal::Target;
-use crate::hal::{ArgForm, Device, During};
+use crate::hal::{Device, During};
 use crate::hal::{Error, Result};
 use crate::machine::Runtime;
 use bytemuck::Pod;
-use std::any::Any;
 
 impl<'a> KernelArg<'a> {
     /// An argument the kernel only reads.
@@ -119,36 +118,37 @@ fn host_body_on_device(api: &ApiDecl, device: Device) -> Error {
     }
 }
 
-/// Calls the implementation of `api` registered for the kind of the device `target` names, or
-/// the scheduler picks: what `#[rimms::api]` functions expand to. `accepts` asks an
+/// Calls the implementation of API `A` registered for the kind of the device `target` names,
+/// or the scheduler picks: what `#[rimms::api]` functions expand to. `accepts` asks an
 /// implementation's `accepts` check (a `fn` of the API's `Accepts` type behind `dyn Any`) about
 /// this call, given the device and the arguments: the scheduler passes over devices that
 /// refuse, and a named device that refuses fails the call before anything moves. `run` gets the
-/// kernel context, and the implementation (a `fn` pointer of the API's signature: `H` taking
-/// slices, `D` device slices) with the arguments in its form.
-pub fn call_registered<const N: usize, H: Any, D: Any>(
+/// kernel context, and the implementation (a `fn` pointer of the API's signature: taking
+/// slices, or its device form taking device slices) with the arguments in its form.
+pub fn call_registered<const N: usize, A: ApiSpec>(
     rt: &Runtime,
     target: Target,
-    api: &'static ApiDecl,
     args: [KernelArg<'_>; N],
     accepts: impl Fn(&DeviceCtx<'_>, Check, &[KernelArg<'_>; N]) -> std::result::Result<(), Refusal>,
-    run: impl FnOnce(&KernelCtx<'_>, FormArgs<'_, N, H, D>) -> Result<()>,
+    run: impl FnOnce(&KernelCtx<'_>, FormArgs<'_, N, A::Signature, A::DeviceSignature>) -> Result<()>,
 ) -> Result<()> {
-    let index = api.index();
+    let implementations = A::implementations();
+    let api = implementations.decl();
+    // The API's index is asked where it is needed, not kept from here: a call on a named
+    // device needs it only for its count, at the end, which loads it again anyway.
     let (entry, chosen) = choose_device(
         rt.shared(),
         target,
         Api::of(api),
         || &args,
-        |entry| accepts::ask(entry, index, |dev, check| accepts(dev, check, &args)).is_ok(),
+        |entry| accepts::ask(entry, api.index(), |dev, check| accepts(dev, check, &args)).is_ok(),
     )?;
     let device = entry.device();
-    let registry = rt.shared().registry();
-    let Some(registered) = registry.registered(index, device.kind(), entry.forms()) else {
+    let Some(registered) = implementations.registered(device.kind(), entry.forms()) else {
         return Err(Error::NoImplementation {
             api: api.name(),
             device: device.into(),
-            available: registry.describe(index),
+            available: rt.shared().registry().describe(api.index()),
         });
     };
     // A device the scheduler picked has passed the check; one the caller named is asked now.
@@ -156,37 +156,25 @@ pub fn call_registered<const N: usize, H: Any, D: Any>(
         accepts(&DeviceCtx::of(entry), check, &args)
             .map_err(|why| accepts::refused(api.name(), device, why))?;
     }
-    // The implementation as the signature the caller was compiled against, before anything
-    // moves (and out of the kernel's closure, whose arguments it would otherwise keep on the
-    // stack across the `dyn Any` call). The macros check signatures at compile time, so a
-    // mismatch means two APIs were registered under one declaration by hand.
-    let func = registered.func;
-    let implementation = match registered.form {
-        ArgForm::Host => func.downcast_ref::<H>().map(Typed::Host),
-        ArgForm::Device => func.downcast_ref::<D>().map(Typed::Device),
-    };
-    let Some(implementation) = implementation else {
+    // The implementation as the signature the caller was compiled against, checked before
+    // anything moves. The macros check signatures at compile time, so a mismatch means two APIs
+    // were registered under one declaration by hand.
+    let Some(implementation) = registered.func else {
         return Err(not_the_signature(api, device));
     };
     launch(rt.shared(), entry, Api::of(api), &args, |dev, ptrs| {
         let ctx = KernelCtx { device, parts: dev };
         let placed = match implementation {
             // SAFETY: a host-form implementation is found only for a device that runs host
-            // code (`Registry::registered`), whose spaces are host-addressable; `launch` acquired
-            // every argument there for this call, and the buffers stay borrowed through
-            // `args`; see `host_args` for why written ones are exclusive.
+            // code (`TypedImpls::registered`, which picks as `Registry::registered` does),
+            // whose spaces are host-addressable; `launch` acquired every argument there for
+            // this call, and the buffers stay borrowed through `args`; see `host_args` for why
+            // written ones are exclusive.
             Typed::Host(f) => FormArgs::Host(f, unsafe { host_args(*ptrs) }),
             Typed::Device(f) => FormArgs::Device(f, ptrs.map(DevArg::new)),
         };
         run(&ctx, placed)
     })
-}
-
-/// A registered implementation as one of its API's two signatures.
-#[derive(Clone, Copy)]
-enum Typed<H: 'static, D: 'static> {
-    Host(&'static H),
-    Device(&'static D),
 }
 
 #[cold]
@@ -205,8 +193,8 @@ fn not_the_signature(api: &ApiDecl, device: Device) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hal::registry::{ApiRegistration, KernelImpl};
-    use crate::hal::DeviceKind;
+    use crate::hal::registry::{ApiRegistration, KernelImpl, TypedImpls};
+    use crate::hal::{ArgForm, DeviceKind};
     use crate::HeteData;
     use std::cell::Cell;
 
@@ -222,6 +210,24 @@ mod tests {
     }
 
     static REGISTERED: Registered = registered;
+
+    /// The API as its callers are compiled against it.
+    enum Mismatched {}
+
+    static IMPLEMENTATIONS: TypedImpls<Expected, Registered> = TypedImpls::new(&MISMATCHED);
+
+    impl ApiSpec for Mismatched {
+        type Signature = Expected;
+        type DeviceSignature = Registered;
+        type Accepts = fn(&DeviceCtx<'_>, usize) -> std::result::Result<(), Refusal>;
+        const MODES: &'static [Access] = &[Access::Read];
+        fn decl() -> &'static ApiDecl {
+            &MISMATCHED
+        }
+        fn implementations() -> &'static TypedImpls<Expected, Registered> {
+            &IMPLEMENTATIONS
+        }
+    }
 
     inventory::submit! { ApiRegistration(&MISMATCHED) }
     inventory::submit! {
@@ -242,10 +248,9 @@ mod tests {
         let rt = crate::runtime::small_test_runtime();
         let x = HeteData::from_slice(&rt, &[1u32; 4]).expect("x");
         let ran = Cell::new(false);
-        let err = call_registered::<1, Expected, Registered>(
+        let err = call_registered::<1, Mismatched>(
             &rt,
             Device::Cpu.into(),
-            &MISMATCHED,
             [KernelArg::read("x", &x)],
             |_, _, _| Ok(()),
             |_, _| {

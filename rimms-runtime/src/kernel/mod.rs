@@ -27,7 +27,7 @@ pub use crate::hal::{
     assert_kernel_value, ArgForm, DevSlice, DevSliceMut, DeviceCtx, FftDirection, KernelCtx,
     KernelValue, Refusal, ZipOp,
 };
-pub use crate::hal::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl};
+pub use crate::hal::{ApiDecl, ApiRegistration, ApiSpec, KernelImpl, TypedImpls};
 pub use accepts::{arg_elements, check_as, Check};
 pub(crate) use ahead::least_bytes_to_cut;
 pub use api::Api;
