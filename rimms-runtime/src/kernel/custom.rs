@@ -171,7 +171,7 @@ pub fn call_registered<const N: usize, A: ApiSpec>(
             // this call, and the buffers stay borrowed through `args`; see `host_args` for why
             // written ones are exclusive.
             Typed::Host(f) => FormArgs::Host(f, unsafe { host_args(*ptrs) }),
-            Typed::Device(f) => FormArgs::Device(f, ptrs.map(DevArg::new)),
+            Typed::Device(f) => FormArgs::Device(f, DevArg::all(*ptrs)),
         };
         run(&ctx, placed)
     })

@@ -18,15 +18,25 @@ use std::marker::PhantomData;
 /// turns into a [`DevSlice`] or [`DevSliceMut`]. Not `Copy`: one argument becomes one slice.
 pub struct DevArg<'k> {
     arg: ArgPtr,
+    /// Its index in the call: an error names the argument by it (see `arg_names`).
+    position: u8,
     _call: PhantomData<&'k ()>,
 }
 
 impl<'k> DevArg<'k> {
-    pub(crate) fn new(arg: ArgPtr) -> Self {
-        DevArg {
-            arg,
-            _call: PhantomData,
-        }
+    /// A call's arguments in order.
+    pub(crate) fn all<const N: usize>(ptrs: [ArgPtr; N]) -> [DevArg<'k>; N] {
+        let mut position = 0u8;
+        ptrs.map(|arg| {
+            let this = position;
+            // At most a handful, so the count fits.
+            position = position.wrapping_add(1);
+            DevArg {
+                arg,
+                position: this,
+                _call: PhantomData,
+            }
+        })
     }
 
     /// The argument's length in elements of `T`, checked to be a whole number of them at an
@@ -41,7 +51,7 @@ impl<'k> DevArg<'k> {
             return Ok(self.arg.len / size);
         };
         Err(Error::ArgumentType {
-            arg: by_position(self.arg.position),
+            arg: by_position(self.position),
             type_name: std::any::type_name::<T>(),
             why,
         })
@@ -56,7 +66,7 @@ impl<'k> DevArg<'k> {
     pub fn into_dev_slice_mut<T>(self) -> Result<DevSliceMut<'k, T>> {
         if !self.arg.writes {
             return Err(Error::ArgumentType {
-                arg: by_position(self.arg.position),
+                arg: by_position(self.position),
                 type_name: std::any::type_name::<T>(),
                 why: "the call only reads it, so it cannot be taken as a written device slice",
             });

@@ -33,14 +33,13 @@ pub struct KernelArg<'a> {
 
 /// Where the kernel finds an argument: `len` bytes at `ptr` in the space it was acquired in (a
 /// host pointer, or a device address that is never dereferenced), and whether the call writes
-/// it.
+/// it. Its position in the call, which an error names it by, is its index in the call's
+/// array: stored here, it was a store per argument on every call for the error path alone.
 #[derive(Clone, Copy)]
 pub(crate) struct ArgPtr {
     pub ptr: *mut u8,
     pub len: usize,
     pub writes: bool,
-    /// Its index in the call: an error names the argument by it (see `arg_names`).
-    pub position: u8,
 }
 
 /// Runs `body` on the device `entry` describes with `args` acquired there. `body` gets
@@ -247,14 +246,12 @@ fn arg_ptrs<const N: usize>(
         ptr: std::ptr::null_mut(),
         len: 0,
         writes: false,
-        position: 0,
     }; N];
     for (i, (ptr, arg)) in ptrs.iter_mut().zip(args).enumerate() {
         *ptr = ArgPtr {
             ptr: arg.raw.ptr_in(space_of(i), arg.start),
             len: arg.len,
             writes: arg.access.writes(),
-            position: i as u8,
         };
     }
     ptrs
@@ -601,7 +598,6 @@ fn baseline<const N: usize>(
             ptr: temps.blocks[i].ptr(),
             len: args[i].len,
             writes: args[i].access.writes(),
-            position: i as u8,
         });
         timed(shared.memory().timeline(), entry, api, || {
             body(entry, &ptrs)
