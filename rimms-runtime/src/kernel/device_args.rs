@@ -29,7 +29,7 @@ impl<'k> DevArg<'k> {
         let mut position = 0u8;
         ptrs.map(|arg| {
             let this = position;
-            // At most a handful, so the count fits.
+            // At most `MAX_ARGS` (32) arguments, so the count fits.
             position = position.wrapping_add(1);
             DevArg {
                 arg,
@@ -83,4 +83,32 @@ pub enum FormArgs<'k, const N: usize, H: 'static, D: 'static> {
     Host(&'static H, [HostArg<'k>; N]),
     /// In device memory: the implementation takes device slices.
     Device(&'static D, [DevArg<'k>; N]),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device argument's errors name it by its index in the call.
+    #[test]
+    fn each_argument_is_named_by_its_index() {
+        let ptr = |len, writes| ArgPtr {
+            ptr: std::ptr::without_provenance_mut(0x1000),
+            len,
+            writes,
+        };
+        let [a, b, c] = DevArg::all([ptr(8, true), ptr(8, false), ptr(6, true)]);
+        assert_eq!(a.into_dev_slice_mut::<u32>().map(|s| s.len()).ok(), Some(2));
+        let named = |err: Error| match err {
+            Error::ArgumentType { arg, .. } => arg,
+            other => panic!("{other}"),
+        };
+        let err = b
+            .into_dev_slice_mut::<u32>()
+            .map(drop)
+            .expect_err("read only");
+        assert_eq!(named(err), "argument 1");
+        let err = c.into_dev_slice::<u32>().map(drop).expect_err("6 bytes");
+        assert_eq!(named(err), "argument 2");
+    }
 }

@@ -120,7 +120,7 @@ pub(crate) unsafe fn host_args<'k, const N: usize>(ptrs: [ArgPtr; N]) -> [HostAr
     let mut position = 0u8;
     ptrs.map(|p| {
         let this = position;
-        // The call's arguments in order: at most a handful, so the count fits.
+        // The call's arguments in order: at most `MAX_ARGS` (32), so the count fits.
         position = position.wrapping_add(1);
         let position = this;
         HostArg(if p.writes {
@@ -150,6 +150,39 @@ mod tests {
         assert_eq!(
             std::mem::size_of::<ArgPtr>(),
             3 * std::mem::size_of::<usize>()
+        );
+    }
+
+    /// The position an argument's errors name is its index in the call.
+    #[test]
+    fn each_argument_gets_its_index_as_its_position() {
+        let (mut a, mut b, mut c) = ([0u8; 4], [0u8; 8], [0u8; 3]);
+        let ptr = |bytes: &mut [u8], writes| ArgPtr {
+            ptr: bytes.as_mut_ptr(),
+            len: bytes.len(),
+            writes,
+        };
+        let ptrs = [ptr(&mut a, false), ptr(&mut b, true), ptr(&mut c, false)];
+        // SAFETY: three distinct live arrays, each reached through its argument alone.
+        let args = unsafe { host_args(ptrs) };
+        let seen: Vec<(usize, bool)> = args
+            .iter()
+            .map(|arg| (arg.position(), arg.is_written()))
+            .collect();
+        assert_eq!(seen, [(0, false), (1, true), (2, false)]);
+        let [_, _, c] = args;
+        let err = c
+            .into_slice::<u16>()
+            .expect_err("3 bytes are not whole u16s");
+        assert!(
+            matches!(
+                err,
+                Error::ArgumentType {
+                    arg: "argument 2",
+                    ..
+                }
+            ),
+            "{err}"
         );
     }
 
