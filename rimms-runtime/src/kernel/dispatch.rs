@@ -113,17 +113,16 @@ fn resident_call<const N: usize>(
     body: impl FnOnce(&DeviceEntry, &[ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
     let space = entry.space();
-    let spaces = [space; N];
     let ptrs = arg_ptrs(args, |_| space);
     // The arms return `Ok(())` afresh rather than the outcome: an `Error` is 96 bytes, and a
     // moved outcome was copied whole on the way out, Ok or not.
-    match run_kernel(shared, entry, api, args, &spaces, ptrs, body) {
+    match run_kernel(shared, entry, api, args, Spaces::All(space), ptrs, body) {
         Ok(()) => {
             shared.calls().record_call(api.index(), true);
             Ok(())
         }
         Err(e) => {
-            record_writes(entry, api, args, &spaces, 0, false);
+            record_writes(entry, api, args, &[space; N], 0, false);
             shared.calls().record_call(api.index(), true);
             Err(e)
         }
@@ -192,7 +191,7 @@ fn tracked_general<const N: usize>(
     // A hit is a call for which nothing moved or was filled.
     let hit = missing == 0 || !acquire_missing(api, args, &spaces, pins.mask, &mut missing)?;
     let ptrs = arg_ptrs(args, |i| spaces[i]);
-    let outcome = run_kernel(shared, entry, api, args, &spaces, ptrs, body);
+    let outcome = run_kernel(shared, entry, api, args, Spaces::Each(&spaces), ptrs, body);
     // A resident write leaves the state exactly as it is (see `coherence::resident`), so a
     // call that found everything in place and succeeded has nothing to record.
     let next = if missing != 0 || outcome.is_err() {
@@ -218,7 +217,7 @@ fn run_kernel<const N: usize>(
     entry: &DeviceEntry,
     api: Api,
     args: &[KernelArg<'_>; N],
-    spaces: &[SpaceId; N],
+    spaces: Spaces<'_, N>,
     ptrs: [ArgPtr; N],
     body: impl FnOnce(&DeviceEntry, &[ArgPtr; N]) -> Result<()>,
 ) -> Result<()> {
@@ -507,13 +506,31 @@ fn give_up_others<const N: usize>(
 /// only while the kernel unwinds (the normal path forgets it).
 struct FailOnUnwind<'s, 'a, const N: usize> {
     args: &'s [KernelArg<'a>; N],
-    spaces: &'s [SpaceId; N],
+    spaces: Spaces<'s, N>,
+}
+
+/// Where each argument of a call was used: one space for all of them (a resident call, which
+/// then builds no array on its path), or one each.
+#[derive(Clone, Copy)]
+enum Spaces<'s, const N: usize> {
+    All(SpaceId),
+    Each(&'s [SpaceId; N]),
+}
+
+impl<const N: usize> Spaces<'_, N> {
+    fn of(self, i: usize) -> SpaceId {
+        match self {
+            Spaces::All(space) => space,
+            Spaces::Each(spaces) => spaces[i],
+        }
+    }
 }
 
 impl<const N: usize> Drop for FailOnUnwind<'_, '_, N> {
     #[cold]
     fn drop(&mut self) {
-        for (arg, &space) in self.args.iter().zip(self.spaces) {
+        for (i, arg) in self.args.iter().enumerate() {
+            let space = self.spaces.of(i);
             if arg.access.writes() {
                 arg.raw.mark_failed(arg.start, arg.len, space);
             }
