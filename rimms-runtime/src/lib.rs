@@ -34,8 +34,8 @@ pub use backend::fpga::FpgaSource;
 pub use backend::sim::SimConfig;
 pub use coherence::{Access, FragmentState};
 pub use data::{
-    HeteData, HeteSlice, HeteSliceMut, Input, Output, Prefetch, Seal, SecureKey,
-    DEFAULT_FRAGMENT_BYTES, SECURE_KEY_BYTES,
+    HeteData, HeteSlice, HeteSliceMut, Input, Output, Prefetch, ScopeInput, ScopeOutput, Seal,
+    SecureKey, DEFAULT_FRAGMENT_BYTES, SECURE_KEY_BYTES,
 };
 pub use hal::BackendError;
 pub use hal::{

@@ -281,3 +281,46 @@ fn a_row_loop_in_the_programs_crate_joins_the_fast_way() {
         "FFT then ZIP by rows",
     );
 }
+
+/// Row views handed to scope calls by value, made one by one as the loop walks them
+/// (`iter_rows`, `iter_rows_mut`), join their groups as borrowed ones do and give each row's
+/// DFT, on a sim card whose copies in and out they share.
+#[test]
+fn rows_handed_over_by_value_merge_and_match_a_direct_dft() {
+    let rt = cpu_and_two_sims();
+    let x = signal(ROW * ROWS, 13);
+    let input = HeteData::from_slice(&rt, &x).unwrap();
+    let mut output = HeteData::<Complex32>::alloc(&rt, ROW * ROWS).unwrap();
+    output.fragment(ROW * 8).unwrap();
+    let joined = rt
+        .scope(|s| {
+            let rows = input.iter_rows(ROW)?.zip(output.iter_rows_mut(ROW)?);
+            assert_eq!(rows.len(), ROWS);
+            for (row, out) in rows {
+                s.fft(Device::Sim(0), FftDirection::Forward, ROW, row, out)?;
+            }
+            Ok::<_, Error>(s.joined_alike())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(joined, ROWS - 2, "row FFTs that joined the fast way");
+    assert_close(
+        &output.to_vec().unwrap(),
+        &dft_rows(&x, ROW, false),
+        PASSES,
+        "rows by value",
+    );
+    let fft = rt
+        .stats()
+        .apis
+        .into_iter()
+        .find(|a| a.name == "fft")
+        .unwrap();
+    assert_eq!(
+        (fft.merged, fft.merged_into, fft.calls),
+        (ROWS as u64, 1, 1)
+    );
+    // A row length that does not divide the buffer is refused before a view is made.
+    let err = output.iter_rows_mut(ROW + 1).map(drop).unwrap_err();
+    assert!(matches!(err, Error::BadPieces { .. }), "{err}");
+}

@@ -366,8 +366,42 @@ impl<T: Pod> HeteData<T> {
 
     /// Mutable views of the rows of a row-major matrix with rows of `row_len` elements.
     pub fn rows_mut(&mut self, row_len: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
+        Ok(self.iter_rows_mut(row_len)?.collect())
+    }
+
+    /// The views of [`Self::rows`] one by one, collected nowhere: a per-row loop of scope
+    /// calls hands each to its call by value.
+    pub fn iter_rows(
+        &self,
+        row_len: usize,
+    ) -> Result<impl ExactSizeIterator<Item = HeteSlice<'_, T>>> {
+        self.as_slice().iter_rows(row_len)
+    }
+
+    /// The views of [`Self::rows_mut`] one by one, collected nowhere.
+    ///
+    /// ```
+    /// # use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime};
+    /// # fn main() -> rimms_runtime::Result<()> {
+    /// let rt = Runtime::new()?;
+    /// let x = HeteData::from_slice(&rt, &vec![Complex32::new(1.0, 0.0); 8 * 512])?;
+    /// let mut y = HeteData::<Complex32>::alloc(&rt, 8 * 512)?;
+    /// rt.scope(|s| {
+    ///     for (row, out) in x.iter_rows(512)?.zip(y.iter_rows_mut(512)?) {
+    ///         s.fft(Device::Cpu, FftDirection::Forward, 512, row, out)?;
+    ///     }
+    ///     Ok::<(), rimms_runtime::Error>(())
+    /// })??;
+    /// assert_eq!(y.host()?[7 * 512].re, 512.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn iter_rows_mut(
+        &mut self,
+        row_len: usize,
+    ) -> Result<impl ExactSizeIterator<Item = HeteSliceMut<'_, T>>> {
         check_rows(self.len, row_len)?;
-        self.chunks_mut(row_len)
+        self.whole_mut().into_iter_chunks_mut(row_len)
     }
 
     /// Two mutable views, `..mid` and `mid..`; `mid` must fall on a fragment boundary.
@@ -610,16 +644,31 @@ impl<'a, T: Pod> HeteSlice<'a, T> {
 
     /// Read-only views of consecutive pieces of `chunk` elements (the last may be shorter).
     pub fn chunks(&self, chunk: usize) -> Result<Vec<HeteSlice<'a, T>>> {
+        Ok(self.iter_chunks(chunk)?.collect())
+    }
+
+    /// The views of [`Self::chunks`] one by one, collected nowhere.
+    pub fn iter_chunks(
+        &self,
+        chunk: usize,
+    ) -> Result<impl ExactSizeIterator<Item = HeteSlice<'a, T>> + use<'a, T>> {
         check_chunk(self.len, chunk)?;
-        Ok(pieces(self.len, chunk)
-            .map(|(s, len)| HeteSlice::new(self.raw, self.start + s, len))
-            .collect())
+        let (raw, start) = (self.raw, self.start);
+        Ok(pieces(self.len, chunk).map(move |(s, len)| HeteSlice::new(raw, start + s, len)))
     }
 
     /// Read-only views of rows of `row_len` elements.
     pub fn rows(&self, row_len: usize) -> Result<Vec<HeteSlice<'a, T>>> {
+        Ok(self.iter_rows(row_len)?.collect())
+    }
+
+    /// The views of [`Self::rows`] one by one, collected nowhere.
+    pub fn iter_rows(
+        &self,
+        row_len: usize,
+    ) -> Result<impl ExactSizeIterator<Item = HeteSlice<'a, T>> + use<'a, T>> {
         check_rows(self.len, row_len)?;
-        self.chunks(row_len)
+        self.iter_chunks(row_len)
     }
 }
 
@@ -815,6 +864,16 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
     }
 
     fn into_chunks_mut(self, chunk: usize) -> Result<Vec<HeteSliceMut<'a, T>>> {
+        Ok(self.into_iter_chunks_mut(chunk)?.collect())
+    }
+
+    /// The views of [`Self::chunks_mut`], made one by one as the iterator is walked. Each
+    /// piece is made once, and the iterator is not `Clone` (its type is opaque), so no two
+    /// views it gives share an element.
+    fn into_iter_chunks_mut(
+        self,
+        chunk: usize,
+    ) -> Result<impl ExactSizeIterator<Item = HeteSliceMut<'a, T>>> {
         check_chunk(self.len, chunk)?;
         // Every boundary `chunk`, `2 chunk`, … inside the view lies on a fragment boundary
         // when the first does and a chunk is whole fragments: one test for all the rows of a
@@ -827,15 +886,22 @@ impl<'a, T: Pod> HeteSliceMut<'a, T> {
                 self.check_boundary(s)?;
             }
         }
-        Ok(pieces(self.len, chunk)
-            .map(|(s, len)| HeteSliceMut::new(self.raw, self.start + s, len))
-            .collect())
+        let (raw, start) = (self.raw, self.start);
+        Ok(pieces(self.len, chunk).map(move |(s, len)| HeteSliceMut::new(raw, start + s, len)))
     }
 
     /// Mutable views of rows of `row_len` elements.
     pub fn rows_mut(&mut self, row_len: usize) -> Result<Vec<HeteSliceMut<'_, T>>> {
+        Ok(self.iter_rows_mut(row_len)?.collect())
+    }
+
+    /// The views of [`Self::rows_mut`] one by one, collected nowhere.
+    pub fn iter_rows_mut(
+        &mut self,
+        row_len: usize,
+    ) -> Result<impl ExactSizeIterator<Item = HeteSliceMut<'_, T>>> {
         check_rows(self.len, row_len)?;
-        self.chunks_mut(row_len)
+        self.reborrow().into_iter_chunks_mut(row_len)
     }
 
     /// Makes this view's contents zero, as [`HeteData::reset`] does for the whole buffer: the
@@ -939,6 +1005,48 @@ pub trait Input<T: Pod> {
 pub trait Output<T: Pod> {
     /// The range the kernel writes.
     fn output(&mut self) -> HeteSliceMut<'_, T>;
+}
+
+/// What a scope call holds until its scope closes: something a kernel can read, borrowed for
+/// `'a` (`&x`, `&row`), or a view that lives for `'a` itself, by value (a row from
+/// [`HeteData::iter_rows`]), so that a per-row loop needs no vector of views that outlives the
+/// scope.
+pub trait ScopeInput<'a, T: Pod> {
+    /// The range the kernel reads, for `'a`.
+    fn scope_input(self) -> HeteSlice<'a, T>;
+}
+
+/// What a scope call holds until its scope closes and writes: something a kernel can write,
+/// borrowed mutably for `'a`, or a mutable view that lives for `'a`, by value (a row from
+/// [`HeteData::iter_rows_mut`]).
+pub trait ScopeOutput<'a, T: Pod> {
+    /// The range the kernel writes, for `'a`.
+    fn scope_output(self) -> HeteSliceMut<'a, T>;
+}
+
+impl<'a, T: Pod, I: Input<T> + ?Sized> ScopeInput<'a, T> for &'a I {
+    #[inline(always)]
+    fn scope_input(self) -> HeteSlice<'a, T> {
+        self.input()
+    }
+}
+impl<'a, T: Pod> ScopeInput<'a, T> for HeteSlice<'a, T> {
+    #[inline(always)]
+    fn scope_input(self) -> HeteSlice<'a, T> {
+        self
+    }
+}
+impl<'a, T: Pod, O: Output<T> + ?Sized> ScopeOutput<'a, T> for &'a mut O {
+    #[inline(always)]
+    fn scope_output(self) -> HeteSliceMut<'a, T> {
+        self.output()
+    }
+}
+impl<'a, T: Pod> ScopeOutput<'a, T> for HeteSliceMut<'a, T> {
+    #[inline(always)]
+    fn scope_output(self) -> HeteSliceMut<'a, T> {
+        self
+    }
 }
 
 impl<T: Pod> Input<T> for HeteData<T> {

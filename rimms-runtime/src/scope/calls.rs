@@ -4,7 +4,7 @@
 //! holding them back is invisible to the rest of the program.
 
 use super::Scope;
-use crate::data::{Input, Output};
+use crate::data::{ScopeInput, ScopeOutput};
 use crate::hal::Device;
 use crate::hal::{Error, Result};
 use crate::hal::{FftDirection, ZipOp};
@@ -413,6 +413,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// `input` into `output`, on `device`. Consecutive calls over following rows merge into one
     /// batched FFT.
     ///
+    /// The scope holds the views until it closes, so each is borrowed for the scope (`&x`,
+    /// `&mut out`) or is a view that lives that long, by value ([`ScopeInput`],
+    /// [`ScopeOutput`]): the rows of [`HeteData::iter_rows`](crate::HeteData::iter_rows) and
+    /// [`HeteData::iter_rows_mut`](crate::HeteData::iter_rows_mut) need no vector that
+    /// outlives the scope. The other scope calls take their views the same way.
+    ///
     /// ```
     /// # use rimms_runtime::{Complex32, Device, FftDirection, HeteData, Runtime, SimConfig};
     /// # fn main() -> rimms_runtime::Result<()> {
@@ -439,10 +445,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         device: Device,
         dir: FftDirection,
         points: usize,
-        input: &'scope impl Input<C32>,
-        output: &'scope mut impl Output<C32>,
+        input: impl ScopeInput<'scope, C32>,
+        output: impl ScopeOutput<'scope, C32>,
     ) -> Result<()> {
-        let (input, output) = (input.input(), output.output());
+        let (input, output) = (input.scope_input(), output.scope_output());
         self.builtin(
             device,
             Fft {
@@ -462,11 +468,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &'scope self,
         device: Device,
         op: ZipOp,
-        a: &'scope impl Input<C32>,
-        b: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<C32>,
+        a: impl ScopeInput<'scope, C32>,
+        b: impl ScopeInput<'scope, C32>,
+        out: impl ScopeOutput<'scope, C32>,
     ) -> Result<()> {
-        let (a, b, out) = (a.input(), b.input(), out.output());
+        let (a, b, out) = (a.scope_input(), b.scope_input(), out.scope_output());
         self.builtin(device, Zip { op, a, b, out })
     }
 
@@ -476,11 +482,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &'scope self,
         device: Device,
         op: ZipOp,
-        a: &'scope impl Input<C32>,
-        row: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<C32>,
+        a: impl ScopeInput<'scope, C32>,
+        row: impl ScopeInput<'scope, C32>,
+        out: impl ScopeOutput<'scope, C32>,
     ) -> Result<()> {
-        let (a, row, out) = (a.input(), row.input(), out.output());
+        let (a, row, out) = (a.scope_input(), row.scope_input(), out.scope_output());
         self.builtin(device, ZipRows { op, a, row, out })
     }
 
@@ -489,11 +495,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn window(
         &'scope self,
         device: Device,
-        input: &'scope impl Input<C32>,
-        window: &'scope impl Input<f32>,
-        out: &'scope mut impl Output<C32>,
+        input: impl ScopeInput<'scope, C32>,
+        window: impl ScopeInput<'scope, f32>,
+        out: impl ScopeOutput<'scope, C32>,
     ) -> Result<()> {
-        let (input, window, out) = (input.input(), window.input(), out.output());
+        let (input, window, out) = (
+            input.scope_input(),
+            window.scope_input(),
+            out.scope_output(),
+        );
         self.builtin(device, Window { input, window, out })
     }
 
@@ -503,10 +513,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         &'scope self,
         device: Device,
         row_len: usize,
-        input: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<C32>,
+        input: impl ScopeInput<'scope, C32>,
+        out: impl ScopeOutput<'scope, C32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, out) = (input.scope_input(), out.scope_output());
         self.builtin(
             device,
             Fftshift {
@@ -522,10 +532,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn conj(
         &'scope self,
         device: Device,
-        input: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<C32>,
+        input: impl ScopeInput<'scope, C32>,
+        out: impl ScopeOutput<'scope, C32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, out) = (input.scope_input(), out.scope_output());
         self.builtin(device, element_wise::Call::<Conj>::new(input, out))
     }
 
@@ -534,10 +544,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn magnitude(
         &'scope self,
         device: Device,
-        input: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<f32>,
+        input: impl ScopeInput<'scope, C32>,
+        out: impl ScopeOutput<'scope, f32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, out) = (input.scope_input(), out.scope_output());
         self.builtin(device, element_wise::Call::<Magnitude>::new(input, out))
     }
 
@@ -546,10 +556,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn power(
         &'scope self,
         device: Device,
-        input: &'scope impl Input<C32>,
-        out: &'scope mut impl Output<f32>,
+        input: impl ScopeInput<'scope, C32>,
+        out: impl ScopeOutput<'scope, f32>,
     ) -> Result<()> {
-        let (input, out) = (input.input(), out.output());
+        let (input, out) = (input.scope_input(), out.scope_output());
         self.builtin(device, element_wise::Call::<Power>::new(input, out))
     }
 }
@@ -671,7 +681,7 @@ mod tests {
                 ];
                 s.call(Device::Cpu, fft_rules, params, args)?;
             }
-            third_row = Some(s.fft(Device::Cpu, FftDirection::Forward, 3, &rows[2], out2));
+            third_row = Some(s.fft(Device::Cpu, FftDirection::Forward, 3, rows[2], out2));
             Ok::<(), Error>(())
         });
         assert!(
