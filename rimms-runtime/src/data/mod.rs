@@ -1129,6 +1129,113 @@ mod tests {
         }
     }
 
+    /// Every way of cutting a buffer or a view into pieces, collected or one by one, read or
+    /// written, gives the pieces of the plain walk: every `chunk`-th start from the view's own,
+    /// the last piece what is left.
+    #[test]
+    fn every_cut_gives_the_plain_walks_pieces() {
+        let rt = crate::runtime::small_test_runtime();
+        let mut x = HeteData::<u32>::alloc(&rt, 96).expect("x");
+        // 4 elements a fragment, so that every cut below falls on a fragment boundary.
+        x.fragment(16).expect("fragments");
+        let walk = |from: usize, len: usize, chunk: usize| {
+            let mut want = Vec::new();
+            let mut start = 0;
+            while start < len {
+                want.push((from + start, chunk.min(len - start)));
+                start += chunk;
+            }
+            want
+        };
+        let of = |offset, len| (offset, len);
+        for chunk in [4, 8, 12, 32, 96] {
+            let want = walk(0, 96, chunk);
+            let read: Vec<_> = x
+                .chunks(chunk)
+                .expect("chunks")
+                .iter()
+                .map(|v| of(v.offset(), v.len()))
+                .collect();
+            assert_eq!(read, want, "chunks({chunk})");
+            let rows: Vec<_> = x
+                .iter_rows(chunk)
+                .expect("rows")
+                .map(|v| of(v.offset(), v.len()))
+                .collect();
+            assert_eq!(rows, want, "iter_rows({chunk})");
+            let rows: Vec<_> = x
+                .rows(chunk)
+                .expect("rows")
+                .iter()
+                .map(|v| of(v.offset(), v.len()))
+                .collect();
+            assert_eq!(rows, want, "rows({chunk})");
+            let written: Vec<_> = x
+                .chunks_mut(chunk)
+                .expect("chunks_mut")
+                .iter()
+                .map(|v| of(v.offset(), v.len()))
+                .collect();
+            assert_eq!(written, want, "chunks_mut({chunk})");
+            let rows: Vec<_> = x
+                .iter_rows_mut(chunk)
+                .expect("rows")
+                .map(|v| of(v.offset(), v.len()))
+                .collect();
+            assert_eq!(rows, want, "iter_rows_mut({chunk})");
+            let rows: Vec<_> = x
+                .rows_mut(chunk)
+                .expect("rows")
+                .iter()
+                .map(|v| of(v.offset(), v.len()))
+                .collect();
+            assert_eq!(rows, want, "rows_mut({chunk})");
+        }
+        // Views of a view start from its own offset; the last piece may be shorter.
+        let tail = x.slice(8..).expect("tail");
+        let read: Vec<_> = tail
+            .iter_chunks(12)
+            .expect("chunks")
+            .map(|v| of(v.offset(), v.len()))
+            .collect();
+        assert_eq!(read, walk(8, 88, 12));
+        let read: Vec<_> = tail
+            .chunks(12)
+            .expect("chunks")
+            .iter()
+            .map(|v| of(v.offset(), v.len()))
+            .collect();
+        assert_eq!(read, walk(8, 88, 12));
+        let read: Vec<_> = tail
+            .rows(8)
+            .expect("rows")
+            .iter()
+            .map(|v| of(v.offset(), v.len()))
+            .collect();
+        assert_eq!(read, walk(8, 88, 8));
+        let mut tail = x.slice_mut(8..).expect("tail");
+        let written: Vec<_> = tail
+            .chunks_mut(12)
+            .expect("chunks")
+            .iter()
+            .map(|v| of(v.offset(), v.len()))
+            .collect();
+        assert_eq!(written, walk(8, 88, 12));
+        let written: Vec<_> = tail
+            .iter_rows_mut(8)
+            .expect("rows")
+            .map(|v| of(v.offset(), v.len()))
+            .collect();
+        assert_eq!(written, walk(8, 88, 8));
+        let written: Vec<_> = tail
+            .rows_mut(8)
+            .expect("rows")
+            .iter()
+            .map(|v| of(v.offset(), v.len()))
+            .collect();
+        assert_eq!(written, walk(8, 88, 8));
+    }
+
     /// Copies made ahead that a write makes stale before any read, or whose buffer is freed
     /// while they are on the link (under Miri in CI): the write waits for the copy and wastes
     /// it, the free wastes the other, and the bytes written are what the host reads.
