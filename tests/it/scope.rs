@@ -324,3 +324,125 @@ fn rows_handed_over_by_value_merge_and_match_a_direct_dft() {
     let err = output.iter_rows_mut(ROW + 1).map(drop).unwrap_err();
     assert!(matches!(err, Error::BadPieces { .. }), "{err}");
 }
+
+/// Every element-wise and per-row built-in a scope takes, called row by row with the rows
+/// handed over by value, gives what a plain loop over the elements gives, on the CPU and on a
+/// sim card: `zip_rows`, `window`, `fftshift`, `conj`, `magnitude` and `power` (the FFT and
+/// the ZIP are above).
+#[test]
+fn every_scope_builtin_by_rows_matches_a_plain_loop() {
+    const N: usize = 64;
+    const R: usize = 6;
+    let rt = cpu_and_two_sims();
+    let x = signal(N * R, 21);
+    let filter = signal(N, 22);
+    let taper: Vec<f32> = (0..N).map(|j| j as f32 / N as f32 - 0.25).collect();
+    let input = HeteData::from_slice(&rt, &x).unwrap();
+    let row = HeteData::from_slice(&rt, &filter).unwrap();
+    let window = HeteData::from_slice(&rt, &taper).unwrap();
+    // Row-sized fragments, so that every row of an output is a view of its own.
+    let complex = || {
+        let mut d = HeteData::<Complex32>::alloc(&rt, N * R).unwrap();
+        d.fragment(N * 8).unwrap();
+        d
+    };
+    let real = || {
+        let mut d = HeteData::<f32>::alloc(&rt, N * R).unwrap();
+        d.fragment(N * 4).unwrap();
+        d
+    };
+    // The plain loops, in f64.
+    let wide = |z: Complex32| (f64::from(z.re), f64::from(z.im));
+    let mul_conj = |(a, b): (f64, f64), (c, d): (f64, f64)| (a * c + b * d, b * c - a * d);
+    let want_zip: Vec<_> = (0..N * R)
+        .map(|i| mul_conj(wide(x[i]), wide(filter[i % N])))
+        .collect();
+    let want_window: Vec<_> = (0..N * R)
+        .map(|i| {
+            let (re, im) = wide(x[i]);
+            let w = f64::from(taper[i % N]);
+            (re * w, im * w)
+        })
+        .collect();
+    let want_shift: Vec<_> = (0..N * R)
+        .map(|i| wide(x[i / N * N + (i % N + N / 2) % N]))
+        .collect();
+    let want_conj: Vec<_> = x.iter().map(|&z| (wide(z).0, -wide(z).1)).collect();
+    let want_power: Vec<f64> = x
+        .iter()
+        .map(|&z| wide(z).0.powi(2) + wide(z).1.powi(2))
+        .collect();
+    let want_magnitude: Vec<f64> = want_power.iter().map(|p| p.sqrt()).collect();
+    let close_real = |got: &[f32], want: &[f64], what: &str| {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let err = (f64::from(g) - w).abs();
+            assert!(
+                err <= 4.0 * f64::from(f32::EPSILON) * w.abs().max(1.0),
+                "{what}[{i}]: {g} against {w}"
+            );
+        }
+    };
+    for device in [Device::Cpu, Device::Sim(0)] {
+        let (mut zipped, mut windowed, mut shifted, mut conj) =
+            (complex(), complex(), complex(), complex());
+        let (mut magnitude, mut power) = (real(), real());
+        rt.scope(|s| {
+            for (a, out) in input.iter_rows(N)?.zip(zipped.iter_rows_mut(N)?) {
+                s.zip_rows(device, ZipOp::MulConj, a, &row, out)?;
+            }
+            for (a, out) in input.iter_rows(N)?.zip(windowed.iter_rows_mut(N)?) {
+                s.window(device, a, &window, out)?;
+            }
+            for (a, out) in input.iter_rows(N)?.zip(shifted.iter_rows_mut(N)?) {
+                s.fftshift(device, N, a, out)?;
+            }
+            for (a, out) in input.iter_rows(N)?.zip(conj.iter_rows_mut(N)?) {
+                s.conj(device, a, out)?;
+            }
+            for (a, out) in input.iter_rows(N)?.zip(magnitude.iter_rows_mut(N)?) {
+                s.magnitude(device, a, out)?;
+            }
+            for (a, out) in input.iter_rows(N)?.zip(power.iter_rows_mut(N)?) {
+                s.power(device, a, out)?;
+            }
+            Ok::<(), Error>(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_close(
+            &zipped.to_vec().unwrap(),
+            &want_zip,
+            2,
+            &format!("zip_rows on {device}"),
+        );
+        assert_close(
+            &windowed.to_vec().unwrap(),
+            &want_window,
+            1,
+            &format!("window on {device}"),
+        );
+        assert_close(
+            &shifted.to_vec().unwrap(),
+            &want_shift,
+            1,
+            &format!("fftshift on {device}"),
+        );
+        assert_close(
+            &conj.to_vec().unwrap(),
+            &want_conj,
+            1,
+            &format!("conj on {device}"),
+        );
+        close_real(
+            &magnitude.to_vec().unwrap(),
+            &want_magnitude,
+            &format!("magnitude on {device}"),
+        );
+        close_real(
+            &power.to_vec().unwrap(),
+            &want_power,
+            &format!("power on {device}"),
+        );
+    }
+}
