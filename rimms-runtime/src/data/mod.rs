@@ -1147,93 +1147,36 @@ mod tests {
             }
             want
         };
-        let of = |offset, len| (offset, len);
+        // Each view's offset and length, from a vector of views or an iterator of them (read
+        // or written views, which share no trait).
+        macro_rules! cut {
+            ($views:expr) => {
+                $views
+                    .expect("a cut")
+                    .into_iter()
+                    .map(|v| (v.offset(), v.len()))
+                    .collect::<Vec<_>>()
+            };
+        }
         for chunk in [4, 8, 12, 32, 96] {
             let want = walk(0, 96, chunk);
-            let read: Vec<_> = x
-                .chunks(chunk)
-                .expect("chunks")
-                .iter()
-                .map(|v| of(v.offset(), v.len()))
-                .collect();
-            assert_eq!(read, want, "chunks({chunk})");
-            let rows: Vec<_> = x
-                .iter_rows(chunk)
-                .expect("rows")
-                .map(|v| of(v.offset(), v.len()))
-                .collect();
-            assert_eq!(rows, want, "iter_rows({chunk})");
-            let rows: Vec<_> = x
-                .rows(chunk)
-                .expect("rows")
-                .iter()
-                .map(|v| of(v.offset(), v.len()))
-                .collect();
-            assert_eq!(rows, want, "rows({chunk})");
-            let written: Vec<_> = x
-                .chunks_mut(chunk)
-                .expect("chunks_mut")
-                .iter()
-                .map(|v| of(v.offset(), v.len()))
-                .collect();
-            assert_eq!(written, want, "chunks_mut({chunk})");
-            let rows: Vec<_> = x
-                .iter_rows_mut(chunk)
-                .expect("rows")
-                .map(|v| of(v.offset(), v.len()))
-                .collect();
-            assert_eq!(rows, want, "iter_rows_mut({chunk})");
-            let rows: Vec<_> = x
-                .rows_mut(chunk)
-                .expect("rows")
-                .iter()
-                .map(|v| of(v.offset(), v.len()))
-                .collect();
-            assert_eq!(rows, want, "rows_mut({chunk})");
+            assert_eq!(cut!(x.chunks(chunk)), want, "chunks({chunk})");
+            assert_eq!(cut!(x.rows(chunk)), want, "rows({chunk})");
+            assert_eq!(cut!(x.iter_rows(chunk)), want, "iter_rows({chunk})");
+            assert_eq!(cut!(x.chunks_mut(chunk)), want, "chunks_mut({chunk})");
+            assert_eq!(cut!(x.rows_mut(chunk)), want, "rows_mut({chunk})");
+            assert_eq!(cut!(x.iter_rows_mut(chunk)), want, "iter_rows_mut({chunk})");
         }
         // Views of a view start from its own offset; the last piece may be shorter.
         let tail = x.slice(8..).expect("tail");
-        let read: Vec<_> = tail
-            .iter_chunks(12)
-            .expect("chunks")
-            .map(|v| of(v.offset(), v.len()))
-            .collect();
-        assert_eq!(read, walk(8, 88, 12));
-        let read: Vec<_> = tail
-            .chunks(12)
-            .expect("chunks")
-            .iter()
-            .map(|v| of(v.offset(), v.len()))
-            .collect();
-        assert_eq!(read, walk(8, 88, 12));
-        let read: Vec<_> = tail
-            .rows(8)
-            .expect("rows")
-            .iter()
-            .map(|v| of(v.offset(), v.len()))
-            .collect();
-        assert_eq!(read, walk(8, 88, 8));
+        assert_eq!(cut!(tail.chunks(12)), walk(8, 88, 12));
+        assert_eq!(cut!(tail.iter_chunks(12)), walk(8, 88, 12));
+        assert_eq!(cut!(tail.rows(8)), walk(8, 88, 8));
+        assert_eq!(cut!(tail.iter_rows(8)), walk(8, 88, 8));
         let mut tail = x.slice_mut(8..).expect("tail");
-        let written: Vec<_> = tail
-            .chunks_mut(12)
-            .expect("chunks")
-            .iter()
-            .map(|v| of(v.offset(), v.len()))
-            .collect();
-        assert_eq!(written, walk(8, 88, 12));
-        let written: Vec<_> = tail
-            .iter_rows_mut(8)
-            .expect("rows")
-            .map(|v| of(v.offset(), v.len()))
-            .collect();
-        assert_eq!(written, walk(8, 88, 8));
-        let written: Vec<_> = tail
-            .rows_mut(8)
-            .expect("rows")
-            .iter()
-            .map(|v| of(v.offset(), v.len()))
-            .collect();
-        assert_eq!(written, walk(8, 88, 8));
+        assert_eq!(cut!(tail.chunks_mut(12)), walk(8, 88, 12));
+        assert_eq!(cut!(tail.rows_mut(8)), walk(8, 88, 8));
+        assert_eq!(cut!(tail.iter_rows_mut(8)), walk(8, 88, 8));
     }
 
     /// Copies made ahead that a write makes stale before any read, or whose buffer is freed
