@@ -24,10 +24,12 @@
 //! itself. No runtime lock is held while a job runs, beyond the device's turn.
 
 mod calls;
+mod dangling;
 
 use crate::hal::{Device, Error, Result};
 use crate::machine::queues::{self, DeviceQueues, Job, Spin};
 use crate::machine::Runtime;
+use dangling::MaybeDangling;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -401,8 +403,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let (rt, state) = (self.rt, Arc::clone(&self.state));
         // On the virtual clock the job starts no earlier than this thread stands now.
         let sent = crate::vclock::mark();
+        // The job and the runtime it gets are the borrows that end with the scope: the closure
+        // holds them where they are not protected for its whole call (see `dangling`), since
+        // it still runs after `finish`, which lets the scope end.
+        let borrowed = MaybeDangling::new((job, rt));
         let run = move || {
             let strand = crate::vclock::strand(sent);
+            let (job, rt) = borrowed.into_inner();
             state.record(catch_unwind(AssertUnwindSafe(|| job(rt))));
             state.ended.fetch_max(strand.end().ns(), Ordering::AcqRel);
             // Last, after the job and everything it borrowed are gone.
