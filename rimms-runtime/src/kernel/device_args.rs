@@ -26,14 +26,14 @@ pub struct DevArg<'k> {
 impl<'k> DevArg<'k> {
     /// A call's arguments in order.
     pub(crate) fn all<const N: usize>(ptrs: [ArgPtr; N]) -> [DevArg<'k>; N] {
-        let mut position = 0u8;
+        let mut next = 0u8;
         ptrs.map(|arg| {
-            let this = position;
+            let position = next;
             // At most `MAX_ARGS` (32) arguments, so the count fits.
-            position = position.wrapping_add(1);
+            next = next.wrapping_add(1);
             DevArg {
                 arg,
-                position: this,
+                position,
                 _call: PhantomData,
             }
         })

@@ -117,12 +117,11 @@ fn read_only<T>(position: u8) -> Error {
 /// apart from every other view, and which cover whole fragments, so no other mutable view
 /// shares their bytes), and `KernelArg` is not `Copy`, so one view cannot become two arguments.
 pub(crate) unsafe fn host_args<'k, const N: usize>(ptrs: [ArgPtr; N]) -> [HostArg<'k>; N] {
-    let mut position = 0u8;
+    let mut next = 0u8;
     ptrs.map(|p| {
-        let this = position;
+        let position = next;
         // The call's arguments in order: at most `MAX_ARGS` (32), so the count fits.
-        position = position.wrapping_add(1);
-        let position = this;
+        next = next.wrapping_add(1);
         HostArg(if p.writes {
             // SAFETY: exclusive for 'k and inside one live block, per this function's contract.
             let bytes = unsafe { std::slice::from_raw_parts_mut(p.ptr, p.len) };
