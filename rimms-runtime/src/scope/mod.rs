@@ -86,6 +86,10 @@ struct ScopeState {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// On the virtual clock: the latest point where a job of the scope ended.
     ended: AtomicU64,
+    /// Tests only: what a job's thread runs after the job's `finish`, before its closure
+    /// returns, the window in which the scope may end under it (see `dangling`).
+    #[cfg(test)]
+    after_finish: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// A ticket per device position of the first 64 (see `ScopeState::last`).
@@ -414,6 +418,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             state.ended.fetch_max(strand.end().ns(), Ordering::AcqRel);
             // Last, after the job and everything it borrowed are gone.
             state.finish();
+            #[cfg(test)]
+            if let Some(after_finish) = lock(&state.after_finish).take() {
+                after_finish();
+            }
         };
         let run: Box<dyn FnOnce() + Send + 'scope> = Box::new(run);
         // SAFETY: `Runtime::scope` waits until every submitted job has called `finish`, which
@@ -483,6 +491,40 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A job's closure still runs after its `finish` has let the scope end, so it may hold
+    /// nothing that the aliasing rules keep valid until it returns (`dangling`). Here the job
+    /// borrows the scope's `Scope` itself, as a merged group's job does, and its thread is
+    /// parked after `finish` until the scope has returned and freed that `Scope`. Miri (Tree
+    /// Borrows) reports that deallocation as undefined behaviour when the closure holds the
+    /// job as a plain capture (it did, before `MaybeDangling`); CI runs this test under Miri.
+    #[test]
+    fn a_scope_may_end_while_its_finished_job_returns() {
+        finishes("a job parked after its finish", || {
+            let rt = runtime();
+            let (started, job_started) = channel::<usize>();
+            let (returned, scope_returned) = channel::<()>();
+            rt.scope(|s| {
+                *lock(&s.state.after_finish) = Some(Box::new(move || {
+                    scope_returned.recv().expect("the scope returns");
+                }));
+                s.spawn_on(Device::Sim(0), move |_| {
+                    started
+                        .send(std::ptr::from_ref(s) as usize)
+                        .expect("receiver");
+                    Ok(())
+                });
+                // The job starts on sim0's worker: this thread, blocked here, cannot take the
+                // idle device's turn as it would once the body returned.
+                let job_saw = job_started.recv().expect("the job starts");
+                assert_eq!(job_saw, std::ptr::from_ref(s) as usize, "the job's scope");
+            })
+            .expect("scope");
+            // The scope has returned and its `Scope` is gone: only now does the job's
+            // closure return.
+            returned.send(()).expect("the job's thread waits");
+        });
     }
 
     /// A scope whose job is queued on a device no worker serves (its worker is not started)
