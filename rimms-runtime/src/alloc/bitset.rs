@@ -49,32 +49,6 @@ fn scan(words: &[u64], from: usize, limit: usize, invert: bool) -> usize {
     }
 }
 
-/// First bit of the run of set bits that ends just before `at` (`at` itself if bit `at - 1`
-/// is clear or `at == 0`). `at` must not exceed `words.len() * 64`.
-#[inline]
-pub(super) fn run_start(words: &[u64], at: usize) -> usize {
-    let mut w = at / 64;
-    let low = at % 64;
-    // Clear bits strictly below `at` in word `w`; when `low == 0` there are none to look at
-    // in this word (and `w` may be one past the end, so it is not read).
-    let mut zeros = if low == 0 {
-        0
-    } else {
-        !words[w] & ((1u64 << low) - 1)
-    };
-    loop {
-        if zeros != 0 {
-            // One past the highest clear bit.
-            return w * 64 + 64 - zeros.leading_zeros() as usize;
-        }
-        if w == 0 {
-            return 0;
-        }
-        w -= 1;
-        zeros = !words[w];
-    }
-}
-
 /// Start of the first run of at least `n` set bits (`n >= 1`), or `Err(longest)` with the
 /// length of the longest run seen, which is then the longest run of all (every run was
 /// shorter than `n`, and each was measured up to its end).
@@ -265,8 +239,8 @@ mod tests {
         }
     }
 
-    /// `run_start` and `next_zero` against walking bit by bit, at every position of patterns
-    /// whose runs start and end inside words, on word boundaries and across them.
+    /// `next_zero` against walking bit by bit, at every position of patterns whose runs start
+    /// and end inside words, on word boundaries and across them.
     #[test]
     fn run_ends_match_a_walk_bit_by_bit() {
         let bit = |words: &[u64], i: usize| words[i / 64] >> (i % 64) & 1 == 1;
@@ -279,11 +253,6 @@ mod tests {
         ];
         for words in patterns {
             for at in 0..=192 {
-                let mut start = at;
-                while start > 0 && bit(&words, start - 1) {
-                    start -= 1;
-                }
-                assert_eq!(run_start(&words, at), start, "run_start({words:x?}, {at})");
                 let end = (at..192).find(|&i| !bit(&words, i)).unwrap_or(192);
                 assert_eq!(
                     next_zero(&words, at, 192),
@@ -322,11 +291,6 @@ mod tests {
         assert_eq!(next_one(&[0, 0, 1], 8, 120), 120);
         assert_eq!(next_zero(&words, 5, 192), 128);
         assert_eq!(next_zero(&words, 5, 100), 100);
-        assert_eq!(run_start(&words, 128), 5);
-        assert_eq!(run_start(&words, 3), 1);
-        assert_eq!(run_start(&words, 1), 1);
-        assert_eq!(run_start(&words, 0), 0);
-        assert_eq!(run_start(&[u64::MAX], 64), 0);
         assert_eq!(find_run(&words, 2), Ok(1));
         assert_eq!(find_run(&words, 3), Ok(5));
         assert_eq!(find_run(&words, 123), Ok(5));

@@ -19,108 +19,58 @@
 //! and its cost grows with the pool. NF keeps the per-call cost flat:
 //!
 //! - **Cache-line nodes.** Units are grouped in nodes of 512; a node's free map is 512 bits,
-//!   exactly one 64-byte cache line (`#[repr(C, align(64))]`). Finding or checking a run
-//!   inside a node touches one line, and nodes never share a line, so a node is the natural
-//!   unit of both search and of per-node bookkeeping. The per-node header (free count, the
-//!   node's length, which map words have a free unit, whether its filed runs are stale)
-//!   lives in a separate dense array of 6-byte entries: the last resort reads headers of
-//!   many nodes but the maps of few, so keeping headers apart packs ten of them in a line
-//!   instead of one. (Owner or LRU fields the design mentions would go
-//!   there too, without touching the maps.)
-//! - **A summary level.** Two hierarchical bitsets over the nodes ("has room", "fully free"),
-//!   each with upper levels of one bit per non-zero word below. Finding the next node with
-//!   room, or the next fully free node, is a trailing-zero count per level: two levels cover
-//!   4,096 nodes (2 M units), three cover 262,144 nodes (128 M units), so the lookup is O(1)
-//!   in practice and never walks the node array.
-//! - **A roving next-fit cursor for single units.** A single unit comes from the node of the
-//!   last allocation while it has room. In a frame loop that allocates and frees the same
-//!   sizes, that node usually has room for the next one, so its header answers without the
-//!   summary and its map is already in cache.
-//! - **An index of free runs by size class (what TLSF has).** Every free run of `2..512`
-//!   units inside a node is filed under the class of its length (`classes.rs`: TLSF's power
-//!   of two and four linear subdivisions of it; the 36 classes fit one word), as one bit at
-//!   its first unit in that class's `Levels` over the pool's units, with each class's lowest
-//!   run kept beside it. The node's map serves as TLSF's boundary tags: a run's ends are a
-//!   trailing- or leading-zero count away, so no tag array is kept. A request of `2..512`
-//!   units takes the lowest of: the lowest run of the classes whose every length fits (a
-//!   minimum over at most 36 numbers), the lowest whole free node, and the first run of the
-//!   request's own class that is long enough (measured, and only below the others). That
-//!   is first fit by address, found without walking nodes or searching maps run by run.
-//!   Lowest address, not TLSF's good fit: NF keeps runs inside nodes, and requests of a node
-//!   or more need whole free nodes or runs across node boundaries, which packing towards
-//!   unit 0 leaves (`benches/alloc_rivals.rs`, fragmenting workload: good fit by class
-//!   refused 683 requests, this none, like TLSF).
-//!   What it does not buy yet is speed on that workload. The search is cheap, and the take
-//!   and free around it are leaner than they were (a take starts at a run head whose length
-//!   the search measured, and moves the run in place when its rest stays in its class; a
-//!   free inside one node checks and sets its bits a word mask at a time; a stale node
-//!   refiles only the runs near its changed bits), but each is still a few `Levels` updates,
-//!   map scans for the run ends and a minimum over the classes, where TLSF unlinks and links
-//!   a list node. Callgrind, `random_sizes` (the report's 200,000 steps plus one timed run of
-//!   20,000), `alloc` + `free`: NF 131.2 M instructions (184.8 M before the trimmed take and
-//!   free, 145.8 M before `bitset::for_each_mask` stopped branching per word), TLSF
-//!   17.0 M, the offset allocator 47.6 M. Per multi-unit request NF spends a few hundred
-//!   instructions each taking, finding (about 115 of them the minimum over classes) and
-//!   freeing a run, spread over the classes' sparse `Levels`, the map scans for run ends
-//!   and the per-word masks, so it stays about 7.7x TLSF's instructions (issue 29).
-//! - **Single units do not refile runs.** They change one bit and mark the node *stale*
-//!   (once, until a multi-unit request refiles it), keeping a copy of the map as the index
-//!   knew it, so a frame loop of single-unit pairs pays nothing for the index: refiling on
-//!   every pair made those pairs three to six times slower. The next multi-unit request
-//!   refiles only the runs that touch a bit that changed since (a run whose bits and
-//!   bounding clear bits did not change is the same run), not the whole node as it did
-//!   before (unfiling every class the node had held and rescanning its map).
+//!   exactly one 64-byte cache line (`#[repr(C, align(64))]`). The maps say which units are
+//!   free: a free is validated against them (every unit of the range allocated, or nothing
+//!   changes), and a free run's neighbours are free or not by one bit each.
+//! - **An index of the free runs (TLSF's, beside the pool).** Every maximal run of free units,
+//!   across node boundaries, sits in a list by its size class (`runs.rs`: one class per length
+//!   below 16, then 16 per power of two), two bitmaps say which classes have runs, and each
+//!   run's length is written at its first unit and its first unit at its last (boundary tags),
+//!   so a free joins its neighbours without a search. Unlike TLSF, the tags live in arrays
+//!   beside the pool, not in headers inside it: a GPU's or an FPGA's memory cannot hold them.
+//!   A request takes the head of the first run of the least class whose every length fits it
+//!   (good fit), and only when no such class has a run does it walk its own class's list, so
+//!   a request is refused only when no free run fits it.
+//! - **The single units freed last, kept back.** A freed single unit is kept (up to 16) rather
+//!   than filed, and the next single-unit request takes the one kept last: a frame loop that
+//!   frees and allocates single units pays neither the index nor its tags, and gets back a
+//!   unit whose node is likely still in cache. A request that finds no run files the kept
+//!   units first and asks again, so keeping them never refuses a request. This is what the
+//!   seed design's roving next-fit cursor was for, at less cost: with the cursor, a pair
+//!   marked its node and paid for it in the next multi-unit request.
 //!
-//! Per request size: one unit takes the lowest free unit of the cursor's node (or of the
-//! next node with room, from the summary), found with a trailing-zero count of the header's
-//! word mask and one of the word. `2..512` units take a run inside one node from the run
-//! index as above, after refiling stale nodes. `512` or more units look for the first run of
-//! fully free nodes in the "fully free" summary. A free validates the whole range first (in
-//! bounds, every unit allocated), then sets bits, updates counts and refiles the runs it
-//! joins (a free inside one node, the common case, with one mask per word for both), touching the summaries only when a node becomes empty, non-empty, fully free or no
-//! longer fully free. If neither search finds a run, a last resort looks for the first run
-//! across node boundaries: a free tail, fully free nodes, a free head, read from the headers
-//! and the edge words of partly used nodes; so a request that fits anywhere is granted.
+//! Before the index, NF kept runs inside nodes, found them first fit by address through a
+//! class index of its own over the units (36 sparse bitsets), and took requests of a node or
+//! more from whole free nodes; that took 7.7 times TLSF's instructions on random sizes
+//! (`docs/design.md`, "NF against TLSF"). The index above takes half the time there (750
+//! against 1,550 µs on this machine), and fragments less than TLSF; single units cost about
+//! what they did (faster on an empty pool, up to 12 % slower on a large one).
 //!
-//! The run index costs memory beside the maps: 36 bits per unit in the classes' sets (4.5
-//! bytes per unit, 0.1 % of a 4 KiB unit), allocated zeroed, so the pages of classes that
-//! never hold a run are never touched, and one bit per unit for the stale nodes' copies of
-//! their maps.
-//!
-//! A single-unit alloc + free pair is about a hundred instructions whatever the pool size,
-//! with no allocation and no loop over nodes; the benchmark's `per_op` group shows it flat
-//! from 1 Ki to 1 Mi units, while the bitset's grows with the pool and its occupancy.
+//! The index costs 16 bytes per unit beside the maps (the tags: 0.4 % of a 4 KiB unit),
+//! allocated zeroed, so the pages of a large pool's tags are touched only where runs end. A
+//! pool holds at most [`MAX_UNITS`] units, since the tags keep units in 32 bits.
 //!
 //! # Where NF places a run, and when it refuses
 //!
-//! NF refuses exactly when the bitset does: `alloc(units)` returns `None` iff `units == 0` or
-//! no run of `units` contiguous free units exists. Where it places a run:
+//! `alloc(units)` returns `None` iff `units == 0` or no run of `units` contiguous free units
+//! exists, as the bitset. Where it places a run:
 //!
-//! - `1 <= units < 512`: inside one node whenever some node holds `units` contiguous free
-//!   units inside itself (for more than one unit, at the lowest such run that the run index
-//!   offers: see above);
-//! - `units >= 512`: from a node boundary over whole free nodes whenever there is a node `s`
-//!   with `s * 512 + units <= capacity` such that the `ceil(units / 512)` nodes `s, s + 1, ...`
-//!   are all fully free (every unit of each, up to `capacity`, free), at the first such `s`.
-//!   It marks exactly `units` units, so the tail of its last node stays usable by smaller
-//!   requests;
-//! - otherwise (the *node rule* above finds nothing): at the first run of `units` free units
-//!   in the pool, which then crosses node boundaries.
+//! - one unit: the single unit freed last, while some are kept;
+//! - otherwise: the first unit of a free run of the least size class whose every length is at
+//!   least `units`, the run filed last of that class; if no run has such a class, a run of
+//!   `units`' own class at least that long, the one filed last; and if none, the same once the
+//!   kept units are filed. Runs are those not cut by kept units; a run is filed anew when it
+//!   is cut from another or joined with its neighbours.
 //!
-//! Before the last resort and first fit for runs, NF refused the third case outright and
-//! placed runs next fit: on a random-size workload at 70 % occupancy it refused over a
-//! quarter of the requests, where the bitset, TLSF and the offset allocator refused none
-//! (`cargo bench -p rimms-runtime --bench alloc_rivals` prints that workload). Both
-//! allocators report [`UnitAllocator::largest_free_run`] as the true longest free run of the
-//! pool, which is now also the largest request NF grants.
+//! Both allocators report [`UnitAllocator::largest_free_run`] as the true longest free run of
+//! the pool, kept units included, which is also the largest request NF grants.
 
 mod bitset;
-mod classes;
-mod levels;
 mod nf;
+mod runs;
 
 pub use bitset::BitsetAllocator;
-pub use nf::NfAllocator;
+pub use nf::{NfAllocator, MAX_UNITS};
 
 /// Why a free was refused. A refused free changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

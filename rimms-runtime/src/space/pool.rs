@@ -3,7 +3,7 @@
 
 use super::region::Region;
 use super::SpaceName;
-use crate::alloc::{NfAllocator, UnitAllocator};
+use crate::alloc::{NfAllocator, UnitAllocator, MAX_UNITS};
 use crate::hal::{Error, Result};
 use std::sync::Mutex;
 
@@ -68,6 +68,9 @@ impl Pool {
         match bytes / granule {
             0 => Err(Error::Config(format!(
                 "pool of space {name} must hold at least one granule of {granule} bytes, got {bytes} bytes"
+            ))),
+            granules if granules > MAX_UNITS => Err(Error::Config(format!(
+                "pool of space {name} would hold {granules} granules of {granule} bytes, more than the {MAX_UNITS} a pool can index: use a larger granule"
             ))),
             granules => Ok(granules),
         }

@@ -4,9 +4,10 @@
 //! frees on an allocator and on the model and checks, after every step, that they agree:
 //! returned runs are in bounds, free in the model and exactly as long as asked; an alloc is
 //! refused exactly when no free run of its size exists (both allocators), and NF places a run
-//! where its documented rule says (inside a node or on whole nodes where the node rule fits,
-//! else at the first fit; evaluated on the model); a refused alloc or an invalid free changes
-//! nothing; `free_units` and `largest_free_run` match. Each sequence ends by freeing
+//! where its documented rule says (the single unit freed last, while it keeps some; else the
+//! head of a free run of the least size class that fits, among the runs it has filed, and only
+//! when none fits, after filing the units it kept; evaluated on the model, which mirrors which
+//! units NF keeps); a refused alloc or an invalid free changes nothing; `free_units` and `largest_free_run` match. Each sequence ends by freeing
 //! everything and checking the pool can be filled again, whole and unit by unit.
 //!
 //! Cases: `RIMMS_PROPTEST_CASES` (default 2000).
@@ -73,7 +74,9 @@ fn config() -> ProptestConfig {
 }
 
 /// The model: one bool per unit, true = free.
-struct Model(Vec<bool>);
+/// One bool per unit (true = free), and NF's kept single units (free, not filed), the last
+/// kept last (empty for the bitset).
+struct Model(Vec<bool>, Vec<usize>);
 
 impl Model {
     fn free_units(&self) -> usize {
@@ -89,18 +92,6 @@ impl Model {
 
     fn longest_run(&self) -> usize {
         longest_run(&self.0)
-    }
-
-    /// Start of the first run of `n >= 1` free units, by a plain walk over the units.
-    fn first_fit(&self, n: usize) -> Option<usize> {
-        let mut run = 0;
-        for (u, &free) in self.0.iter().enumerate() {
-            run = if free { run + 1 } else { 0 };
-            if run == n {
-                return Some(u + 1 - n);
-            }
-        }
-        None
     }
 
     /// What a free of `start..start + units` must return.
@@ -148,72 +139,144 @@ fn longest_run(units: &[bool]) -> usize {
     best
 }
 
-fn all_free(units: &[bool]) -> bool {
-    let mut i = 0;
-    while i < units.len() {
-        if !units[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
 /// The bitset's rule: refuse iff no run of `n` free units exists.
 fn bitset_refuses(m: &Model, n: usize) -> bool {
     n == 0 || longest_run(&m.0) < n
 }
 
-/// NF's node rule (see `rimms_runtime::alloc`): whether its fast searches find a run, i.e.
-/// for `n < 512` some node holds a run of `n` inside itself; for `n >= 512` there is a node
-/// `s` with `s * 512 + n <= capacity` whose `ceil(n / 512)` nodes from `s` on are all fully
-/// free.
-fn nf_node_rule_fits(m: &Model, n: usize) -> bool {
-    let cap = m.0.len();
-    if n == 0 {
-        return false;
+/// NF's size class of a run of `len >= 1` units (see `rimms_runtime::alloc`): one per length
+/// below 16, then 16 of equal width per power of two. Ordered as the lengths they hold.
+fn nf_class(len: usize) -> (usize, usize) {
+    if len < 16 {
+        return (0, len);
     }
-    if n < NODE {
-        return m.0.chunks(NODE).any(|node| longest_run(node) >= n);
-    }
-    let whole = |j: usize| all_free(&m.0[j * NODE..cap.min((j + 1) * NODE)]);
-    let k = n.div_ceil(NODE);
-    (0..cap.div_ceil(NODE)).any(|s| s * NODE + n <= cap && (s..s + k).all(whole))
+    let p = (usize::BITS - 1 - len.leading_zeros()) as usize;
+    let width = 1 << (p - 4);
+    (p - 3, (len - (1 << p)) / width)
 }
 
-/// Where NF may place `n` units, given the pool before the call: where the node rule fits,
-/// inside one node (`n < 512`) or from a node boundary; otherwise only at the first free
-/// run of `n` (its last resort crosses node boundaries).
-fn nf_shape(m: &Model, start: usize, n: usize) -> bool {
-    if !nf_node_rule_fits(m, n) {
-        return Some(start) == m.first_fit(n);
-    }
-    if n < NODE {
-        start / NODE == (start + n - 1) / NODE
+/// The shortest length of class `c`.
+fn nf_class_min((level, sub): (usize, usize)) -> usize {
+    if level == 0 {
+        sub
     } else {
-        start % NODE == 0
+        let p = level + 3;
+        (1 << p) + sub * (1 << (p - 4))
     }
 }
 
-fn any_shape(_: &Model, _: usize, _: usize) -> bool {
-    true
+/// The maximal runs of units NF has filed (free and not kept), as (start, length).
+fn nf_filed_runs(m: &Model) -> Vec<(usize, usize)> {
+    let mut filed = m.0.clone();
+    for &u in &m.1 {
+        filed[u] = false;
+    }
+    let mut runs = Vec::new();
+    let mut u = 0;
+    while u < filed.len() {
+        let start = u;
+        while u < filed.len() && filed[u] {
+            u += 1;
+        }
+        if u > start {
+            runs.push((start, u - start));
+        }
+        u += 1;
+    }
+    runs
+}
+
+/// Where NF may place `n` units among its filed runs: the heads of the runs of the least
+/// class whose every length is at least `n`; if no run has such a class, the heads of the
+/// runs of `n`'s own class that are long enough.
+fn nf_good_fit(m: &Model, n: usize) -> Vec<usize> {
+    let runs = nf_filed_runs(m);
+    let fits = |len: usize| nf_class_min(nf_class(len)) >= n;
+    let heads = |keep: &dyn Fn(usize) -> bool| -> Vec<usize> {
+        runs.iter()
+            .filter(|&&(_, len)| keep(len))
+            .map(|&(s, _)| s)
+            .collect()
+    };
+    match runs
+        .iter()
+        .filter(|&&(_, len)| fits(len))
+        .map(|&(_, len)| nf_class(len))
+        .min()
+    {
+        Some(least) => heads(&|len| nf_class(len) == least),
+        None => heads(&|len| nf_class(len) == nf_class(n) && len >= n),
+    }
+}
+
+/// NF's placement, checked against the pool before the call, and its kept units updated: a
+/// single unit comes from the kept ones while there are some (the last kept); otherwise good
+/// fit among the filed runs, and only where none fits, good fit again once every kept unit is
+/// filed (a request of more units than are free is refused at once, keeping them).
+fn nf_placed(m: &mut Model, n: usize, got: Option<usize>) -> Result<(), String> {
+    if n == 1 && !m.1.is_empty() {
+        let want = m.1.pop();
+        return (got == want).then_some(()).ok_or(format!(
+            "alloc(1) = {got:?}, not the unit kept last, {want:?}"
+        ));
+    }
+    if n == 0 || n > m.free_units() {
+        return Ok(());
+    }
+    let mut allowed = nf_good_fit(m, n);
+    if allowed.is_empty() && !m.1.is_empty() {
+        m.1.clear();
+        allowed = nf_good_fit(m, n);
+    }
+    match got {
+        Some(start) if !allowed.contains(&start) => Err(format!(
+            "alloc({n}) = {start}, not the head of a run of the least class that fits: {allowed:?}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// NF keeps a freed single unit while it keeps fewer than 16.
+fn nf_freed(m: &mut Model, start: usize, units: usize) {
+    if units == 1 && m.1.len() < 16 {
+        m.1.push(start);
+    }
 }
 
 struct Rules {
     refuses: fn(&Model, usize) -> bool,
-    /// Checked against the pool as it was before the allocation.
-    shape: fn(&Model, usize, usize) -> bool,
+    /// Checks where `n` units went (`None`: refused) against the pool as it was before the
+    /// call, and updates what the model mirrors of the allocator's choices.
+    placed: fn(&mut Model, usize, Option<usize>) -> Result<(), String>,
+    /// Records a free of `start..start + units` in what the model mirrors.
+    freed: fn(&mut Model, usize, usize),
 }
 
 const BITSET: Rules = Rules {
     refuses: bitset_refuses,
-    shape: any_shape,
+    placed: |_, _, _| Ok(()),
+    freed: |_, _, _| {},
 };
 /// NF refuses exactly as the bitset does; it differs in where it places runs.
 const NF: Rules = Rules {
     refuses: bitset_refuses,
-    shape: nf_shape,
+    placed: nf_placed,
+    freed: nf_freed,
 };
+
+/// Frees `start..start + units` on both, a free the model says is valid.
+fn free_checked<A: UnitAllocator>(
+    a: &mut A,
+    m: &mut Model,
+    rules: &Rules,
+    start: usize,
+    units: usize,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(a.free(start, units), Ok(()), "free({}, {})", start, units);
+    m.set(start, units, true);
+    (rules.freed)(m, start, units);
+    Ok(())
+}
 
 fn agree<A: UnitAllocator>(a: &A, m: &Model, step: &str) -> Result<(), TestCaseError> {
     prop_assert_eq!(a.capacity(), m.0.len(), "capacity after {}", step);
@@ -235,7 +298,11 @@ fn alloc_checked<A: UnitAllocator>(
     n: usize,
 ) -> Result<Option<usize>, TestCaseError> {
     let refuse = (rules.refuses)(m, n);
-    match a.alloc(n) {
+    let got = a.alloc(n);
+    if let Err(why) = (rules.placed)(m, n, got) {
+        prop_assert!(false, "{}", why);
+    }
+    match got {
         None => {
             prop_assert!(refuse, "alloc({}) refused, but the rule says it fits", n);
             Ok(None)
@@ -252,12 +319,6 @@ fn alloc_checked<A: UnitAllocator>(
             prop_assert!(
                 m.0[start..start + n].iter().all(|&f| f),
                 "alloc({}) = {} overlaps allocated units",
-                n,
-                start
-            );
-            prop_assert!(
-                (rules.shape)(m, start, n),
-                "alloc({}) = {} has a shape the rule forbids",
                 n,
                 start
             );
@@ -285,7 +346,7 @@ fn invalid_free<A: UnitAllocator>(
 /// The generic driver: runs `ops` on a pool of `cap` units and on the model.
 fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(), TestCaseError> {
     let mut a = A::with_capacity(cap);
-    let mut m = Model(vec![true; cap]);
+    let mut m = Model(vec![true; cap], Vec::new());
     let mut live: Vec<(usize, usize)> = Vec::new();
     let mut freed: Vec<(usize, usize)> = Vec::new();
     agree(&a, &m, "with_capacity")?;
@@ -298,8 +359,7 @@ fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(
             }
             Op::Free(k) if !live.is_empty() => {
                 let (s, n) = live.swap_remove(k % live.len());
-                prop_assert_eq!(a.free(s, n), Ok(()), "free({}, {})", s, n);
-                m.set(s, n, true);
+                free_checked(&mut a, &mut m, rules, s, n)?;
                 freed.push((s, n));
             }
             Op::DoubleFree(k) if !freed.is_empty() => {
@@ -322,19 +382,23 @@ fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(
 
     // Reuse: free everything, take the whole pool in one run, then unit by unit.
     for (s, n) in live.drain(..) {
-        prop_assert_eq!(a.free(s, n), Ok(()), "final free({}, {})", s, n);
-        m.set(s, n, true);
+        free_checked(&mut a, &mut m, rules, s, n)?;
     }
     agree(&a, &m, "freeing everything")?;
     prop_assert_eq!(a.free_units(), cap);
-    prop_assert_eq!(a.alloc(cap), Some(0), "the whole empty pool in one run");
+    let whole = alloc_checked(&mut a, &mut m, rules, cap)?;
+    prop_assert_eq!(whole, Some(0), "the whole empty pool in one run");
     prop_assert_eq!(a.free_units(), 0);
-    prop_assert_eq!(a.alloc(1), None);
-    prop_assert_eq!(a.free(0, cap), Ok(()));
-    // While units are free a single unit always fits (both rules agree), so only the result
-    // is checked here: the rule's O(capacity) evaluation per unit would make this quadratic.
+    prop_assert_eq!(alloc_checked(&mut a, &mut m, rules, 1)?, None);
+    free_checked(&mut a, &mut m, rules, 0, cap)?;
+    // While units are free a single unit always fits (both rules agree), so past NF's kept
+    // units (which come back first, the last kept first) only the result is checked here:
+    // the rule's O(capacity) evaluation per unit would make this quadratic.
     for _ in 0..cap {
         let got = a.alloc(1);
+        if let Some(kept) = m.1.pop() {
+            prop_assert_eq!(got, Some(kept), "the unit kept last comes back first");
+        }
         prop_assert!(
             got.is_some_and(|u| u < cap && m.0[u]),
             "single units until the pool is full: got {:?}",
@@ -347,9 +411,8 @@ fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(
     prop_assert_eq!(a.alloc(1), None);
     agree(&a, &m, "filling unit by unit")?;
     for u in 0..cap {
-        prop_assert_eq!(a.free(u, 1), Ok(()));
+        free_checked(&mut a, &mut m, rules, u, 1)?;
     }
-    m.set(0, cap, true);
     agree(&a, &m, "freeing unit by unit")?;
     Ok(())
 }
@@ -366,7 +429,7 @@ fn fragmented_nf(
     let nodes = cap.div_ceil(NODE);
     let len = |node: usize| (cap - node * NODE).min(NODE);
     let mut a = NfAllocator::with_capacity(cap);
-    let mut m = Model(vec![true; cap]);
+    let mut m = Model(vec![true; cap], Vec::new());
     // Take every node in turn, then free and retake node `cursor` to leave the cursor there.
     for node in 0..nodes {
         prop_assert_eq!(
@@ -375,8 +438,7 @@ fn fragmented_nf(
         );
     }
     let c = cursor % nodes;
-    prop_assert_eq!(a.free(c * NODE, len(c)), Ok(()));
-    m.set(c * NODE, len(c), true);
+    free_checked(&mut a, &mut m, &NF, c * NODE, len(c))?;
     prop_assert_eq!(alloc_checked(&mut a, &mut m, &NF, len(c))?, Some(c * NODE));
     for node in 0..nodes {
         let base = node * NODE;
@@ -389,8 +451,7 @@ fn fragmented_nf(
         };
         for (off, n) in pieces {
             if n > 0 {
-                prop_assert_eq!(a.free(base + off, n), Ok(()));
-                m.set(base + off, n, true);
+                free_checked(&mut a, &mut m, &NF, base + off, n)?;
             }
         }
     }
@@ -438,7 +499,7 @@ proptest! {
     ) {
         let cap = (nodes * NODE).saturating_sub(tail).max(1);
         let mut a = NfAllocator::with_capacity(cap);
-        let mut m = Model(vec![true; cap]);
+        let mut m = Model(vec![true; cap], Vec::new());
         let mut live = Vec::new();
         for &n in &cuts {
             if let Some(start) = alloc_checked(&mut a, &mut m, &NF, n)? {
@@ -451,8 +512,7 @@ proptest! {
             if keep[i % keep.len()] {
                 kept.push((s, n));
             } else {
-                prop_assert_eq!(a.free(s, n), Ok(()));
-                m.set(s, n, true);
+                free_checked(&mut a, &mut m, &NF, s, n)?;
             }
         }
         agree(&a, &m, "cutting the nodes")?;
@@ -462,8 +522,7 @@ proptest! {
             // Now and then give a kept run back, so that runs merge between requests.
             if i % 3 == 2 {
                 if let Some((s, n)) = kept.pop() {
-                    prop_assert_eq!(a.free(s, n), Ok(()));
-                    m.set(s, n, true);
+                    free_checked(&mut a, &mut m, &NF, s, n)?;
                 }
             }
         }
@@ -520,14 +579,37 @@ mod the_model_catches_bugs {
 
     #[test]
     fn first_fit_breaks_the_nf_rule() {
-        // Units 500..524 are one free run across the node boundary: the bitset hands it out,
-        // which NF's rule forbids.
-        let ops = [Op::Alloc(500), Op::Alloc(24)];
+        // Free runs 0..500, 501..601 and 602..1024: 50 units go to the run of 100, the least
+        // class that fits, where the bitset's first fit takes the run of 500 below it.
+        let ops = [
+            Op::Alloc(500),
+            Op::Alloc(1),
+            Op::Alloc(100),
+            Op::Alloc(1),
+            Op::Free(0),
+            Op::Free(2),
+            Op::Alloc(50),
+        ];
         assert!(exercise::<BitsetAllocator>(1024, &ops, &NF).is_err());
         assert!(exercise::<NfAllocator>(1024, &ops, &NF).is_ok());
     }
 
-    /// NF as it was before its last resort: refuses a run that crosses node boundaries.
+    #[test]
+    fn a_single_unit_other_than_the_one_freed_last_breaks_the_nf_rule() {
+        // Units 0 and then 1 freed: NF hands 1 out next, the bitset's first fit 0.
+        let ops = [
+            Op::Alloc(1),
+            Op::Alloc(1),
+            Op::Alloc(1),
+            Op::Free(0),
+            Op::Free(1),
+            Op::Alloc(1),
+        ];
+        assert!(exercise::<BitsetAllocator>(8, &ops, &NF).is_err());
+        assert!(exercise::<NfAllocator>(8, &ops, &NF).is_ok());
+    }
+
+    /// An NF that refuses every run that crosses a node boundary.
     struct NodeRuleOnly(NfAllocator);
 
     impl UnitAllocator for NodeRuleOnly {

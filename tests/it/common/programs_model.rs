@@ -16,8 +16,8 @@
 //!
 //! Eviction, as the model has it: each buffer is stamped per space with a clock that every
 //! acquire advances and that a call finding its argument in place copies without advancing.
-//! A sim's pool is a bitmap of granules handed out first fit (what the NF allocator does in a
-//! pool of one node, under 512 granules). An acquire into a sim whose pool has no room for the
+//! A sim's pool hands its granules out as the NF allocator does (`PoolModel`, worked out
+//! plainly from its documented rule). An acquire into a sim whose pool has no room for the
 //! block evicts the blocks of the buffers not used by the current call, oldest stamp first
 //! (ties: the older buffer), trying again after each, unless even evicting all of them would
 //! not free enough. A block is the whole buffer where that fits; otherwise a window of the
@@ -207,6 +207,152 @@ struct ModelBuf {
     live: bool,
 }
 
+/// A sim's pool as the NF allocator (`rimms_runtime::alloc`) hands its granules out, worked
+/// out plainly: single granules freed last are kept back (at most 16, the last kept given out
+/// first); a request takes the head of a free run of the least size class whose every length
+/// fits it, the run filed last among them, else of a run of its own class long enough, among
+/// the runs not cut by kept granules; and only when none fits are the kept granules filed,
+/// the last kept first, and the search made again.
+#[derive(Clone, Debug, Default)]
+struct PoolModel {
+    taken: Vec<bool>,
+    /// Free single granules kept back from the runs, the last kept last.
+    kept: Vec<usize>,
+    /// At the first granule of each free run: when it was last filed (a run cut from another,
+    /// or joined with its neighbours, is filed anew).
+    filed_at: Vec<u64>,
+    clock: u64,
+}
+
+/// NF's size class of a run of `len >= 1` granules: one per length below 16, then 16 of equal
+/// width per power of two; ordered as the lengths they hold.
+fn nf_class(len: usize) -> (usize, usize) {
+    if len < 16 {
+        return (0, len);
+    }
+    let p = (usize::BITS - 1 - len.leading_zeros()) as usize;
+    (p - 3, (len - (1 << p)) / (1 << (p - 4)))
+}
+
+/// The shortest length of class `c`.
+fn nf_class_min((level, sub): (usize, usize)) -> usize {
+    if level == 0 {
+        sub
+    } else {
+        (1 << (level + 3)) + sub * (1 << (level - 1))
+    }
+}
+
+impl PoolModel {
+    fn new(granules: usize) -> PoolModel {
+        PoolModel {
+            taken: vec![false; granules],
+            filed_at: vec![0; granules],
+            ..PoolModel::default()
+        }
+    }
+
+    /// Free granules, the kept ones included.
+    fn free_count(&self) -> usize {
+        self.taken.iter().filter(|&&t| !t).count()
+    }
+
+    fn filed(&self, g: usize) -> bool {
+        !self.taken[g] && !self.kept.contains(&g)
+    }
+
+    /// The maximal runs of filed granules, as (first, length).
+    fn runs(&self) -> Vec<(usize, usize)> {
+        let mut runs = Vec::new();
+        let mut g = 0;
+        while g < self.taken.len() {
+            let first = g;
+            while g < self.taken.len() && self.filed(g) {
+                g += 1;
+            }
+            if g > first {
+                runs.push((first, g - first));
+            }
+            g += 1;
+        }
+        runs
+    }
+
+    /// The run a request of `n` granules takes the head of, if one fits.
+    fn pick(&self, n: usize) -> Option<(usize, usize)> {
+        let runs = self.runs();
+        let latest = |keep: &dyn Fn(usize) -> bool| {
+            runs.iter()
+                .filter(|&&(_, len)| keep(len))
+                .max_by_key(|&&(first, _)| self.filed_at[first])
+                .copied()
+        };
+        let least = runs
+            .iter()
+            .map(|&(_, len)| nf_class(len))
+            .filter(|&c| nf_class_min(c) >= n)
+            .min();
+        match least {
+            Some(least) => latest(&|len| nf_class(len) == least),
+            None => latest(&|len| nf_class(len) == nf_class(n) && len >= n),
+        }
+    }
+
+    fn alloc(&mut self, n: usize) -> Option<usize> {
+        if n == 1 {
+            if let Some(g) = self.kept.pop() {
+                self.taken[g] = true;
+                return Some(g);
+            }
+        }
+        if n > self.free_count() {
+            return None;
+        }
+        let (first, len) = match self.pick(n) {
+            Some(run) => run,
+            None if self.kept.is_empty() => return None,
+            None => {
+                while let Some(g) = self.kept.pop() {
+                    self.release(g, 1);
+                }
+                self.pick(n)?
+            }
+        };
+        self.taken[first..first + n].fill(true);
+        if len > n {
+            self.file(first + n);
+        }
+        Some(first)
+    }
+
+    fn free(&mut self, first: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if n == 1 && self.kept.len() < 16 {
+            self.taken[first] = false;
+            self.kept.push(first);
+            return;
+        }
+        self.release(first, n);
+    }
+
+    /// Files `first..first + n` free, joined with the filed runs beside it.
+    fn release(&mut self, first: usize, n: usize) {
+        self.taken[first..first + n].fill(false);
+        let mut head = first;
+        while head > 0 && self.filed(head - 1) {
+            head -= 1;
+        }
+        self.file(head);
+    }
+
+    fn file(&mut self, first: usize) {
+        self.clock += 1;
+        self.filed_at[first] = self.clock;
+    }
+}
+
 /// A block of a buffer: granules `first..first + granules` of its sim's pool, holding bytes
 /// `start..end` of the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,8 +384,8 @@ struct Model {
     links: BTreeMap<(usize, usize), (u64, u64)>,
     /// Each sim's pool; `None`: room for everything.
     pools: Option<Pools>,
-    /// Per space, which pool granules are taken.
-    taken: [Vec<bool>; 3],
+    /// Per space, its pool's granules.
+    pool: [PoolModel; 3],
     /// The clock of least-recent use.
     clock: u64,
     /// The buffers the call being modelled uses, once per argument: never evicted while it
@@ -407,7 +553,7 @@ impl Model {
             }
         };
         if self.pinned.iter().filter(|&&p| p == buf).count() > 1 {
-            let free = self.taken[space].iter().filter(|&&t| !t).count();
+            let free = self.pool[space].free_count();
             self.fragmented = free * pools.granule >= need.len();
             return false;
         }
@@ -513,9 +659,10 @@ impl Model {
             return false;
         }
         self.evict_outside(buf, space, frags);
-        let taken = &mut self.taken[space];
-        taken[w.first..w.first + keep.start].fill(false);
-        taken[w.first + keep.end..w.first + w.granules].fill(false);
+        // As the pool cuts a block down: its head, then its tail, each a free of its own.
+        let pool = &mut self.pool[space];
+        pool.free(w.first, keep.start);
+        pool.free(w.first + keep.end, w.granules - keep.end);
         self.bufs[buf].block[space] = Some(Win {
             first: w.first + keep.start,
             granules: keep.len(),
@@ -533,7 +680,7 @@ impl Model {
     fn alloc_evicting(&mut self, buf: usize, space: usize, bytes: usize) -> Option<usize> {
         let pools = self.pools.expect("a limited pool");
         let granules = bytes.div_ceil(pools.granule).max(1);
-        if let Some(first) = self.take_first_fit(space, granules) {
+        if let Some(first) = self.pool[space].alloc(granules) {
             return Some(first);
         }
         let mut victims: Vec<usize> = (0..self.bufs.len())
@@ -551,35 +698,26 @@ impl Model {
                     .granules
             })
             .sum();
-        let free = self.taken[space].iter().filter(|&&t| !t).count();
+        let free = self.pool[space].free_count();
         if free + evictable < granules {
             self.fragmented = false;
             return None;
         }
         for v in victims {
             self.evict(v, space);
-            if let Some(first) = self.take_first_fit(space, granules) {
+            if let Some(first) = self.pool[space].alloc(granules) {
                 return Some(first);
             }
         }
-        let free = self.taken[space].iter().filter(|&&t| !t).count();
+        let free = self.pool[space].free_count();
         self.fragmented = free >= granules;
         None
-    }
-
-    /// The lowest run of `granules` free granules in `space`'s pool, taken.
-    fn take_first_fit(&mut self, space: usize, granules: usize) -> Option<usize> {
-        let taken = &mut self.taken[space];
-        let first = (0..=taken.len().checked_sub(granules)?)
-            .find(|&f| taken[f..f + granules].iter().all(|&t| !t))?;
-        taken[first..first + granules].fill(true);
-        Some(first)
     }
 
     /// Gives a block's granules back to its pool.
     fn release(&mut self, space: usize, win: Win) {
         if space != 0 && self.pools.is_some() {
-            self.taken[space][win.first..win.first + win.granules].fill(false);
+            self.pool[space].free(win.first, win.granules);
         }
     }
 
@@ -1159,9 +1297,9 @@ pub fn check_program(
     pools: Option<Pools>,
 ) -> Result<Totals, TestCaseError> {
     let rt = runtime(host_mapped, pools);
-    let taken = |space: usize| match pools {
-        Some(p) if space != 0 => vec![false; p.granules],
-        _ => Vec::new(),
+    let pool = |space: usize| match pools {
+        Some(p) if space != 0 => PoolModel::new(p.granules),
+        _ => PoolModel::default(),
     };
     let mut state = State {
         rt: rt.clone(),
@@ -1169,7 +1307,7 @@ pub fn check_program(
         model: Model {
             host_mapped,
             pools,
-            taken: std::array::from_fn(taken),
+            pool: std::array::from_fn(pool),
             ..Model::default()
         },
     };

@@ -1,0 +1,305 @@
+//! NF's index of free runs: every maximal run of free units in the pool, in TLSF's size-class
+//! lists, with its length written at its first unit and its first unit at its last.
+//!
+//! TLSF finds a fitting free block in O(1) because its free blocks sit in lists by size class,
+//! two bitmaps say which lists are non-empty, and each block's length is written at its ends
+//! (boundary tags), so a free merges with its neighbours without a search. This is the same,
+//! with two differences that device pools need:
+//!
+//! - **The tags live beside the pool**, in two arrays indexed by unit, not in headers inside
+//!   the memory managed: a GPU's or an FPGA's pool cannot hold the allocator's bookkeeping.
+//!   Both arrays start zeroed, so the pages of a large pool's tags are touched only where runs
+//!   end.
+//! - **Which units are free is not the index's business**: NF's node maps say it (a run's
+//!   neighbours are free or not by one bit each), and the index only files the runs NF hands
+//!   it. It never needs to find a run's ends by scanning.
+//!
+//! Classes follow TLSF's two levels: lengths below 16 have a class each, and above, each power
+//! of two is cut into 16 classes, so a class spans at most a sixteenth of its lengths. A
+//! request takes the first run of the least class whose every length fits it (good fit, as
+//! TLSF); only when no such class has a run does it walk the list of its own class, whose runs
+//! may be shorter or longer, so that a request is refused only when no free run fits it.
+
+/// Classes per power of two, as a shift: 16.
+const SUB_BITS: u32 = 4;
+const SUBS: usize = 1 << SUB_BITS;
+/// First levels: lengths below 16 (level 0), then one per power of two up to 2^31.
+const LEVELS: usize = 32 - SUB_BITS as usize + 1;
+
+/// The class of a run of `len` units (`1 <= len < 2^32`): its first and second level.
+#[inline(always)]
+fn class_of(len: usize) -> (usize, usize) {
+    if len < SUBS {
+        (0, len)
+    } else {
+        // `len >= 16`, so its power of two `p >= SUB_BITS`.
+        let p = usize::BITS - 1 - len.leading_zeros();
+        (
+            (p - SUB_BITS + 1) as usize,
+            (len >> (p - SUB_BITS)) & (SUBS - 1),
+        )
+    }
+}
+
+/// The least class whose every length is at least `n` (`1 <= n < 2^32`): `n` rounded up to
+/// the next class boundary.
+#[inline(always)]
+fn fitting_class(n: usize) -> (usize, usize) {
+    if n < SUBS {
+        (0, n)
+    } else {
+        let p = usize::BITS - 1 - n.leading_zeros();
+        class_of(n + (1 << (p - SUB_BITS)) - 1)
+    }
+}
+
+/// A free run's tag at its first unit: its length and its neighbours in its class's list,
+/// each as a unit plus one (0: none), so that a zeroed array is a valid empty one.
+#[derive(Clone, Copy, Default)]
+struct StartTag {
+    len: u32,
+    next: u32,
+    prev: u32,
+}
+
+/// The free runs of a pool of fewer than 2^32 units, by class.
+#[derive(Clone)]
+pub(super) struct FreeRuns {
+    /// Bit `f`: some class of level `f` has a run.
+    levels: u32,
+    /// Per level, bit `s`: class `(f, s)` has a run.
+    classes: [u32; LEVELS],
+    /// The first run of each class's list, as a unit plus one (0: empty).
+    first: [[u32; SUBS]; LEVELS],
+    /// At each free run's first unit.
+    starts: Vec<StartTag>,
+    /// At each free run's last unit: its first unit.
+    ends: Vec<u32>,
+}
+
+impl FreeRuns {
+    /// An index over `units` units (fewer than 2^32), holding no run.
+    pub(super) fn new(units: usize) -> FreeRuns {
+        debug_assert!(u32::try_from(units).is_ok(), "a pool of under 2^32 units");
+        FreeRuns {
+            levels: 0,
+            classes: [0; LEVELS],
+            first: [[0; SUBS]; LEVELS],
+            starts: vec![StartTag::default(); units],
+            ends: vec![0; units],
+        }
+    }
+
+    /// Files the free run `start..start + len` (`len >= 1`), at the head of its class's list.
+    #[inline(always)]
+    pub(super) fn insert(&mut self, start: usize, len: usize) {
+        let (f, s) = class_of(len);
+        let next = self.first[f][s];
+        // Pools have fewer than 2^32 units (`new`), so units and lengths fit a u32.
+        self.starts[start] = StartTag {
+            len: len as u32,
+            next,
+            prev: 0,
+        };
+        if next != 0 {
+            self.starts[next as usize - 1].prev = start as u32 + 1;
+        }
+        self.first[f][s] = start as u32 + 1;
+        self.classes[f] |= 1 << s;
+        self.levels |= 1 << f;
+        self.ends[start + len - 1] = start as u32;
+    }
+
+    /// Takes out the free run that starts at `start` (filed by [`FreeRuns::insert`]) and
+    /// returns its length.
+    #[inline(always)]
+    pub(super) fn remove(&mut self, start: usize) -> usize {
+        let StartTag { len, next, prev } = self.starts[start];
+        if prev != 0 {
+            self.starts[prev as usize - 1].next = next;
+        } else {
+            let (f, s) = class_of(len as usize);
+            self.first[f][s] = next;
+            if next == 0 {
+                self.classes[f] &= !(1 << s);
+                if self.classes[f] == 0 {
+                    self.levels &= !(1 << f);
+                }
+            }
+        }
+        if next != 0 {
+            self.starts[next as usize - 1].prev = prev;
+        }
+        len as usize
+    }
+
+    /// The first unit of the free run that ends at unit `last`.
+    #[inline(always)]
+    pub(super) fn start_of_run_ending_at(&self, last: usize) -> usize {
+        self.ends[last] as usize
+    }
+
+    /// The first unit of a free run of at least `n` units (`1 <= n < 2^32`), or `None` if
+    /// there is none: the first run of the least non-empty class whose every length fits,
+    /// else the first run long enough in `n`'s own class.
+    #[inline(always)]
+    pub(super) fn fit(&self, n: usize) -> Option<usize> {
+        let (f, s) = fitting_class(n);
+        // `f < LEVELS <= 32` and `s < 16`: the shifts are in range.
+        let here = self.classes.get(f).map_or(0, |c| c & (u32::MAX << s));
+        let (f, s) = if here != 0 {
+            (f, here.trailing_zeros() as usize)
+        } else {
+            let above = self.levels & u32::MAX.checked_shl(f as u32 + 1).unwrap_or(0);
+            if above == 0 {
+                return self.in_own_class(n);
+            }
+            let f = above.trailing_zeros() as usize;
+            (f, self.classes[f].trailing_zeros() as usize)
+        };
+        Some(self.first[f][s] as usize - 1)
+    }
+
+    /// The first run of at least `n` units in the class of `n` itself, by walking its list:
+    /// the classes [`FreeRuns::fit`] looks at first skip it when it also holds shorter runs.
+    #[cold]
+    fn in_own_class(&self, n: usize) -> Option<usize> {
+        let (f, s) = class_of(n);
+        let mut at = self.first[f][s];
+        while at != 0 {
+            let tag = self.starts[at as usize - 1];
+            if tag.len as usize >= n {
+                return Some(at as usize - 1);
+            }
+            at = tag.next;
+        }
+        None
+    }
+
+    /// The length of the longest run filed (0 for none): the longest run of the highest
+    /// non-empty class, found by walking that class's list.
+    pub(super) fn longest(&self) -> usize {
+        if self.levels == 0 {
+            return 0;
+        }
+        let f = (u32::BITS - 1 - self.levels.leading_zeros()) as usize;
+        let s = (u32::BITS - 1 - self.classes[f].leading_zeros()) as usize;
+        let mut longest = 0;
+        let mut at = self.first[f][s];
+        while at != 0 {
+            let tag = self.starts[at as usize - 1];
+            longest = longest.max(tag.len as usize);
+            at = tag.next;
+        }
+        longest
+    }
+
+    /// Every run filed, as (first unit, length), sorted; checks every list's links, tags and
+    /// bitmaps on the way.
+    #[cfg(test)]
+    pub(super) fn all(&self) -> Vec<(usize, usize)> {
+        let mut runs = Vec::new();
+        for f in 0..LEVELS {
+            for s in 0..SUBS {
+                let mut at = self.first[f][s];
+                assert_eq!(at != 0, self.classes[f] >> s & 1 == 1, "class ({f}, {s})");
+                let mut prev = 0;
+                while at != 0 {
+                    let tag = self.starts[at as usize - 1];
+                    let (start, len) = (at as usize - 1, tag.len as usize);
+                    assert_eq!(class_of(len), (f, s), "run {start} of {len} in its class");
+                    assert_eq!(tag.prev, prev, "run {start}: back link");
+                    assert_eq!(
+                        self.ends[start + len - 1] as usize,
+                        start,
+                        "run {start}: end tag"
+                    );
+                    runs.push((start, len));
+                    prev = at;
+                    at = tag.next;
+                }
+            }
+            assert_eq!(self.levels >> f & 1 == 1, self.classes[f] != 0, "level {f}");
+        }
+        runs.sort_unstable();
+        runs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length lies in a class whose bounds hold it, classes grow with length, and each
+    /// spans at most a sixteenth of its least length; `fitting_class(n)` is the least class
+    /// of lengths all at least `n`: checked length by length against bounds worked out here.
+    #[test]
+    fn classes_partition_lengths_and_fitting_rounds_up() {
+        let mut least = std::collections::BTreeMap::new();
+        let mut prev = (0, 0);
+        for len in 1..=5000usize {
+            let c = class_of(len);
+            assert!(c >= prev, "{len}");
+            least.entry(c).or_insert(len);
+            if len >= SUBS {
+                let span = len - least[&c];
+                assert!(span < least[&c] / SUBS, "{len}: class {c:?} spans too much");
+            } else {
+                assert_eq!(c, (0, len), "lengths below 16 have a class each");
+            }
+            prev = c;
+        }
+        for n in 1..=4000usize {
+            let want = *least
+                .iter()
+                .find(|&(_, &l)| l >= n)
+                .map(|(c, _)| c)
+                .expect("a class above");
+            assert_eq!(fitting_class(n), want, "{n}");
+        }
+        assert_eq!(class_of(u32::MAX as usize).0, LEVELS - 1);
+    }
+
+    /// Good fit by class, the own class walked only when nothing above fits, the longest run,
+    /// and the tags and lists after inserts and removals.
+    #[test]
+    fn fit_takes_the_least_class_that_fits_then_walks_its_own() {
+        let mut r = FreeRuns::new(10_000);
+        assert_eq!((r.fit(1), r.longest()), (None, 0));
+        // From 32 up a class holds two lengths or more: 40 and 41 share one.
+        assert_eq!(class_of(40), class_of(41));
+        r.insert(100, 40);
+        r.insert(5000, 300);
+        r.insert(200, 41);
+        r.insert(3000, 1);
+        assert_eq!(r.all(), [(100, 40), (200, 41), (3000, 1), (5000, 300)]);
+        assert_eq!(r.fit(1), Some(3000));
+        // The least class with a run above 2's: that of 40 and 41, whose head is the latest.
+        assert_eq!(r.fit(2), Some(200));
+        assert_eq!(r.fit(40), Some(200));
+        // 41 rounds up past its own class, to the 300.
+        assert_eq!(r.fit(41), Some(5000));
+        assert_eq!(r.fit(300), Some(5000));
+        assert_eq!(r.fit(301), None);
+        assert_eq!(r.longest(), 300);
+        assert_eq!(r.remove(5000), 300);
+        // Nothing above: the own class is walked, and its run of 41 found.
+        assert_eq!(r.fit(41), Some(200));
+        assert_eq!(r.longest(), 41);
+        assert_eq!(r.start_of_run_ending_at(139), 100);
+        assert_eq!(r.remove(200), 41);
+        assert_eq!(r.fit(41), None);
+        assert_eq!(r.fit(40), Some(100));
+        assert_eq!(r.longest(), 40);
+        // A removal from the middle of a list keeps its links.
+        r.insert(7000, 40);
+        r.insert(8000, 41);
+        assert_eq!(r.remove(7000), 40);
+        assert_eq!(r.all(), [(100, 40), (3000, 1), (8000, 41)]);
+        assert_eq!(r.fit(41), Some(8000));
+        r.remove(3000);
+        r.remove(100);
+        r.remove(8000);
+        assert_eq!((r.all(), r.longest(), r.fit(1)), (vec![], 0, None));
+    }
+}
