@@ -38,8 +38,7 @@ declare -A tests_of=(
     [rimms-runtime/src/coherence/mod.rs]="--test-package rimms-runtime -- --lib"
     [rimms-runtime/src/alloc/nf.rs]="--test-package rimms-runtime -- --lib --test it alloc"
     [rimms-runtime/src/alloc/bitset.rs]="--test-package rimms-runtime -- --lib --test it alloc"
-    [rimms-runtime/src/alloc/levels.rs]="--test-package rimms-runtime -- --lib --test it alloc"
-    [rimms-runtime/src/alloc/classes.rs]="--test-package rimms-runtime -- --lib --test it alloc"
+    [rimms-runtime/src/alloc/runs.rs]="--test-package rimms-runtime -- --lib --test it alloc"
     [rimms-runtime/src/host_loop.rs]="--test-package rimms-runtime --test-package rimms --cargo-arg=--lib --cargo-arg=--test=it -- -- host_loop macros soundness reductions"
     [rimms-macros/src/parallel_for/analysis.rs]="--test-package rimms-macros -- --lib"
 )
@@ -47,8 +46,7 @@ order=(
     rimms-runtime/src/coherence/mod.rs
     rimms-runtime/src/alloc/nf.rs
     rimms-runtime/src/alloc/bitset.rs
-    rimms-runtime/src/alloc/levels.rs
-    rimms-runtime/src/alloc/classes.rs
+    rimms-runtime/src/alloc/runs.rs
     rimms-runtime/src/host_loop.rs
     rimms-macros/src/parallel_for/analysis.rs
 )
