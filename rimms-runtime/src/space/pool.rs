@@ -216,3 +216,28 @@ impl Pool {
         guard.1.high_water = guard.1.in_use;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hal::SpaceId;
+
+    /// A pool of more granules than NF's tags can index is refused before anything is
+    /// reserved, naming the space and the granules; one of exactly as many is not (its
+    /// reservation may still fail, on a machine without that much address space).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_pool_of_more_granules_than_nf_indexes_is_a_config_error() {
+        let name = SpaceName::new(SpaceId(1), "big");
+        let too_many = (MAX_UNITS + 1) * 4096;
+        match Pool::new(&name, too_many, 4096) {
+            Err(Error::Config(message)) => {
+                assert!(message.contains("space big"), "{message}");
+                assert!(message.contains(&format!("{}", MAX_UNITS + 1)), "{message}");
+            }
+            Err(other) => panic!("a config error, not {other}"),
+            Ok(_) => panic!("a pool of {} granules was made", MAX_UNITS + 1),
+        }
+        assert!(Pool::granules(&name, MAX_UNITS * 4096, 4096).is_ok());
+    }
+}
