@@ -235,9 +235,12 @@ mod tests {
     /// of lengths all at least `n`: checked length by length against bounds worked out here.
     #[test]
     fn classes_partition_lengths_and_fitting_rounds_up() {
+        // Past the first levels every level is cut alike; Miri, which runs this test too,
+        // checks fewer of them.
+        let top: usize = if cfg!(miri) { 700 } else { 5000 };
         let mut least = std::collections::BTreeMap::new();
         let mut prev = (0, 0);
-        for len in 1..=5000usize {
+        for len in 1..=top {
             let c = class_of(len);
             assert!(c >= prev, "{len}");
             least.entry(c).or_insert(len);
@@ -249,7 +252,7 @@ mod tests {
             }
             prev = c;
         }
-        for n in 1..=4000usize {
+        for n in 1..=top * 4 / 5 {
             let want = *least
                 .iter()
                 .find(|&(_, &l)| l >= n)
