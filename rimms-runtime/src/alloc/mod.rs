@@ -47,8 +47,8 @@
 //! what they did (faster on an empty pool, up to 12 % slower on a large one).
 //!
 //! The index costs 16 bytes per unit beside the maps (the tags: 0.4 % of a 4 KiB unit),
-//! allocated zeroed, so the pages of a large pool's tags are touched only where runs end. A
-//! pool holds at most [`MAX_UNITS`] units, since the tags keep units in 32 bits.
+//! written once, zeroed, when the pool is made. A pool holds at most [`MAX_UNITS`] units,
+//! since the tags keep units in 32 bits.
 //!
 //! # Where NF places a run, and when it refuses
 //!

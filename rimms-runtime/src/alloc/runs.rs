@@ -8,8 +8,7 @@
 //!
 //! - **The tags live beside the pool**, in two arrays indexed by unit, not in headers inside
 //!   the memory managed: a GPU's or an FPGA's pool cannot hold the allocator's bookkeeping.
-//!   Both arrays start zeroed, so the pages of a large pool's tags are touched only where runs
-//!   end.
+//!   Both start zeroed: zero is "no run" in every field.
 //! - **Which units are free is not the index's business**: NF's node maps say it (a run's
 //!   neighbours are free or not by one bit each), and the index only files the runs NF hands
 //!   it. It never needs to find a run's ends by scanning.
