@@ -8,7 +8,8 @@
 //!
 //! - **The tags live beside the pool**, in two arrays indexed by unit, not in headers inside
 //!   the memory managed: a GPU's or an FPGA's pool cannot hold the allocator's bookkeeping.
-//!   Both start zeroed: zero is "no run" in every field.
+//!   Both start zeroed: in a start tag zero is "none" in every field, and an end tag is read
+//!   only at a run's last unit, which its insertion wrote.
 //! - **Which units are free is not the index's business**: NF's node maps say it (a run's
 //!   neighbours are free or not by one bit each), and the index only files the runs NF hands
 //!   it. It never needs to find a run's ends by scanning.
