@@ -109,13 +109,19 @@ impl NfAllocator {
         if self.kept_len == 0 {
             return None;
         }
-        while self.kept_len > 0 {
-            self.kept_len -= 1;
-            let unit = self.kept[self.kept_len] as usize;
-            self.kept_bits[unit / 64] &= !(1 << (unit % 64));
+        while let Some(unit) = self.take_kept() {
             self.release(unit, 1);
         }
         self.runs.fit(units)
+    }
+
+    /// The single unit kept last, no longer kept (still counted free).
+    #[inline(always)]
+    fn take_kept(&mut self) -> Option<usize> {
+        self.kept_len = self.kept_len.checked_sub(1)?;
+        let unit = self.kept[self.kept_len] as usize;
+        self.kept_bits[unit / 64] &= !(1 << (unit % 64));
+        Some(unit)
     }
 
     /// The first unit of `start..start + units` that is not allocated (free in the maps, or
@@ -153,13 +159,12 @@ impl UnitAllocator for NfAllocator {
 
     #[inline]
     fn alloc(&mut self, units: usize) -> Option<usize> {
-        if units == 1 && self.kept_len > 0 {
+        if units == 1 {
             // The single unit freed last: its node's map is likely still in cache.
-            self.kept_len -= 1;
-            let unit = self.kept[self.kept_len] as usize;
-            self.kept_bits[unit / 64] &= !(1 << (unit % 64));
-            self.free -= 1;
-            return Some(unit);
+            if let Some(unit) = self.take_kept() {
+                self.free -= 1;
+                return Some(unit);
+            }
         }
         if units == 0 || units > self.free {
             return None;
