@@ -84,6 +84,20 @@ pub(super) fn find_run(words: &[u64], n: usize) -> Result<usize, usize> {
 /// the mask of the overlapped bits.
 #[inline]
 pub(super) fn for_each_mask(start: usize, len: usize, mut f: impl FnMut(usize, u64)) {
+    for_each_mask_while(start, len, |w, m| {
+        f(w, m);
+        true
+    });
+}
+
+/// [`for_each_mask`] while `f` returns true: the word for which it returned false, if any (no
+/// later word is visited).
+#[inline]
+pub(super) fn for_each_mask_while(
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, u64) -> bool,
+) -> Option<usize> {
     let last_bit = start + len - 1;
     let (first, last) = (start / 64, last_bit / 64);
     // The masks of the first and last words, worked out once: the loop below then has no
@@ -92,14 +106,17 @@ pub(super) fn for_each_mask(start: usize, len: usize, mut f: impl FnMut(usize, u
     let head = u64::MAX << (start % 64);
     let tail = u64::MAX >> (63 - last_bit % 64);
     if first == last {
-        f(first, head & tail);
-        return;
+        return (!f(first, head & tail)).then_some(first);
     }
-    f(first, head);
+    if !f(first, head) {
+        return Some(first);
+    }
     for w in first + 1..last {
-        f(w, u64::MAX);
+        if !f(w, u64::MAX) {
+            return Some(w);
+        }
     }
-    f(last, tail);
+    (!f(last, tail)).then_some(last)
 }
 
 /// First set bit in `start..start + len`, if any.

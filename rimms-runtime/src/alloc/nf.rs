@@ -1,7 +1,7 @@
 //! The node–fragment (NF) allocator. The design and its refusal rule are described in the
 //! [module documentation](super).
 
-use super::bitset::{first_one_in, for_each_mask, longest_run};
+use super::bitset::{first_one_in, for_each_mask, for_each_mask_while, longest_run};
 use super::runs::FreeRuns;
 use super::{check_range, FreeError, UnitAllocator};
 
@@ -90,6 +90,16 @@ impl NfAllocator {
     /// as free, joined with the free runs on either side.
     #[inline(always)]
     fn release(&mut self, start: usize, units: usize) {
+        let words = self.words_mut();
+        for_each_mask(start, units, |w, m| words[w] |= m);
+        self.file_joined(start, units);
+    }
+
+    /// Files `start..start + units`, set free in the maps already, as a run joined with the
+    /// free runs on either side (whose bits lie outside it, so setting it first changes
+    /// nothing here).
+    #[inline(always)]
+    fn file_joined(&mut self, start: usize, units: usize) {
         let end = start + units;
         let mut first = start;
         if start > 0 && self.is_filed_free(start - 1) {
@@ -100,8 +110,6 @@ impl NfAllocator {
         if end < self.capacity && self.is_filed_free(end) {
             last_end = end + self.runs.remove(end);
         }
-        let words = self.words_mut();
-        for_each_mask(start, units, |w, m| words[w] |= m);
         self.runs.insert(first, last_end - first);
     }
 
@@ -147,19 +155,41 @@ impl NfAllocator {
     /// out of line for the same reason as [`NfAllocator::alloc_run`].
     #[inline(never)]
     fn free_run(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
-        let (words, kept) = (self.words(), &self.kept_bits);
-        let mut not_allocated = 0;
-        for_each_mask(start, units, |w, m| {
-            not_allocated |= (words[w] | kept[w]) & m
+        // Checked and set in one pass over the words: a word is set only when every unit of
+        // the range in it is allocated (neither filed nor kept).
+        let kept = &self.kept_bits;
+        let words: &mut [u64] = bytemuck::cast_slice_mut(&mut self.maps);
+        let refused_at = for_each_mask_while(start, units, |w, m| {
+            let allocated = (words[w] | kept[w]) & m == 0;
+            if allocated {
+                words[w] |= m;
+            }
+            allocated
         });
-        if not_allocated != 0 {
-            // Set only by a unit in range, so one is found.
-            let unit = self.first_not_allocated(start, units).unwrap_or(start);
-            return Err(FreeError::NotAllocated { unit });
+        if let Some(word) = refused_at {
+            return Err(self.refuse_free(start, units, word));
         }
         self.free += units;
-        self.release(start, units);
+        self.file_joined(start, units);
         Ok(())
+    }
+
+    /// Undoes what [`NfAllocator::free_run`] set before the word at which it found a unit of
+    /// `start..start + units` not allocated, and names the first such unit. The words before
+    /// that one passed the check, so the range's bits in them were clear: clearing them again
+    /// leaves the maps as they were.
+    #[cold]
+    #[inline(never)]
+    fn refuse_free(&mut self, start: usize, units: usize, word: usize) -> FreeError {
+        let words = self.words_mut();
+        for_each_mask(start, units, |w, m| {
+            if w < word {
+                words[w] &= !m;
+            }
+        });
+        // The word refused holds such a unit, so one is found.
+        let unit = self.first_not_allocated(start, units).unwrap_or(start);
+        FreeError::NotAllocated { unit }
     }
 
     /// The first unit of `start..start + units` that is not allocated (free in the maps, or
@@ -478,6 +508,32 @@ mod tests {
         a.free(y, 3).unwrap();
         a.free(x, 600).unwrap();
         assert_eq!(a.free_units(), 1100);
+        check(&a);
+    }
+
+    /// A free refused at a later word than its first (its head allocated, a unit further on
+    /// free) leaves the words it checked first as they were: nothing of the head is filed,
+    /// counted or handed out twice.
+    #[test]
+    fn a_free_refused_words_into_its_range_changes_nothing() {
+        let mut a = NfAllocator::with_capacity(1024);
+        assert_eq!(a.alloc(300), Some(0));
+        a.free(150, 10).expect("free");
+        for (start, units, unit) in [(0, 300, 150), (10, 290, 150), (64, 100, 150)] {
+            assert_eq!(
+                a.free(start, units),
+                Err(FreeError::NotAllocated { unit }),
+                "{start}+{units}"
+            );
+            assert_eq!(a.free_units(), 1024 - 290);
+            check(&a);
+        }
+        // 0..150 is still allocated: freeing it works once, and a request for 150 gets it.
+        assert_eq!(a.free(0, 150), Ok(()));
+        check(&a);
+        assert_eq!(a.alloc(160), Some(0));
+        assert_eq!(a.free(0, 150), Ok(()));
+        assert_eq!(a.free(0, 150), Err(FreeError::NotAllocated { unit: 0 }));
         check(&a);
     }
 
