@@ -528,7 +528,8 @@ mod tests {
             assert_eq!(a.free_units(), 1024 - 290);
             check(&a);
         }
-        // 0..150 is still allocated: freeing it works once, and a request for 150 gets it.
+        // 0..150 is still allocated: freeing it works, and it joins the 10 units beside it
+        // into the run a request for 160 gets; then it frees once more, and only once.
         assert_eq!(a.free(0, 150), Ok(()));
         check(&a);
         assert_eq!(a.alloc(160), Some(0));
