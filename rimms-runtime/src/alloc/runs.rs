@@ -71,7 +71,9 @@ pub(super) struct FreeRuns {
     classes: [u32; LEVELS],
     /// The first run of each class's list, as a unit plus one (0: empty).
     first: [[u32; SUBS]; LEVELS],
-    /// At each free run's first unit.
+    /// At each free run's first unit plus one, the form the links take; slot 0 is scratch,
+    /// written where a link is 0 (none) and never read, so that linking a run to a neighbour
+    /// that may not exist needs no branch.
     starts: Vec<StartTag>,
     /// At each free run's last unit: its first unit.
     ends: Vec<u32>,
@@ -85,7 +87,7 @@ impl FreeRuns {
             levels: 0,
             classes: [0; LEVELS],
             first: [[0; SUBS]; LEVELS],
-            starts: vec![StartTag::default(); units],
+            starts: vec![StartTag::default(); units + 1],
             ends: vec![0; units],
         }
     }
@@ -96,14 +98,13 @@ impl FreeRuns {
         let (f, s) = class_of(len);
         let next = self.first[f][s];
         // Pools have fewer than 2^32 units (`new`), so units and lengths fit a u32.
-        self.starts[start] = StartTag {
+        self.starts[start + 1] = StartTag {
             len: len as u32,
             next,
             prev: 0,
         };
-        if next != 0 {
-            self.starts[next as usize - 1].prev = start as u32 + 1;
-        }
+        // With no next run (`next == 0`) this writes the scratch slot: no branch to mispredict.
+        self.starts[next as usize].prev = start as u32 + 1;
         self.first[f][s] = start as u32 + 1;
         self.classes[f] |= 1 << s;
         self.levels |= 1 << f;
@@ -114,9 +115,9 @@ impl FreeRuns {
     /// returns its length.
     #[inline(always)]
     pub(super) fn remove(&mut self, start: usize) -> usize {
-        let StartTag { len, next, prev } = self.starts[start];
+        let StartTag { len, next, prev } = self.starts[start + 1];
         if prev != 0 {
-            self.starts[prev as usize - 1].next = next;
+            self.starts[prev as usize].next = next;
         } else {
             let (f, s) = class_of(len as usize);
             self.first[f][s] = next;
@@ -127,9 +128,7 @@ impl FreeRuns {
                 }
             }
         }
-        if next != 0 {
-            self.starts[next as usize - 1].prev = prev;
-        }
+        self.starts[next as usize].prev = prev;
         len as usize
     }
 
@@ -167,7 +166,7 @@ impl FreeRuns {
         let (f, s) = class_of(n);
         let mut at = self.first[f][s];
         while at != 0 {
-            let tag = self.starts[at as usize - 1];
+            let tag = self.starts[at as usize];
             if tag.len as usize >= n {
                 return Some(at as usize - 1);
             }
@@ -187,7 +186,7 @@ impl FreeRuns {
         let mut longest = 0;
         let mut at = self.first[f][s];
         while at != 0 {
-            let tag = self.starts[at as usize - 1];
+            let tag = self.starts[at as usize];
             longest = longest.max(tag.len as usize);
             at = tag.next;
         }
@@ -205,7 +204,7 @@ impl FreeRuns {
                 assert_eq!(at != 0, self.classes[f] >> s & 1 == 1, "class ({f}, {s})");
                 let mut prev = 0;
                 while at != 0 {
-                    let tag = self.starts[at as usize - 1];
+                    let tag = self.starts[at as usize];
                     let (start, len) = (at as usize - 1, tag.len as usize);
                     assert_eq!(class_of(len), (f, s), "run {start} of {len} in its class");
                     assert_eq!(tag.prev, prev, "run {start}: back link");
