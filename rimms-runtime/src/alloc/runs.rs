@@ -120,12 +120,10 @@ impl FreeRuns {
         } else {
             let (f, s) = class_of(len as usize);
             self.first[f][s] = next;
-            if next == 0 {
-                self.classes[f] &= !(1 << s);
-                if self.classes[f] == 0 {
-                    self.levels &= !(1 << f);
-                }
-            }
+            // The class's bit cleared where its list is now empty, and the level's where its
+            // classes are, by value: a branch on it goes both ways on mixed sizes.
+            self.classes[f] &= !(u32::from(next == 0) << s);
+            self.levels &= !(u32::from(self.classes[f] == 0) << f);
         }
         self.starts[next as usize].prev = prev;
         len as usize
