@@ -21,7 +21,7 @@
 
 use divan::counter::ItemsCount;
 use divan::{black_box, Bencher};
-use rimms_runtime::alloc::{BitsetAllocator, NfAllocator, UnitAllocator};
+use rimms_runtime::alloc::{BitsetAllocator, NfAllocator};
 
 /// Alloc + free pairs per iteration.
 const OPS: usize = 8192;
@@ -34,14 +34,16 @@ fn main() {
 mod xorshift;
 use xorshift::XorShift;
 
+#[path = "common/fill.rs"]
+mod fill;
+use fill::FillWithUnits;
+
 /// A pool of `capacity` units with `occupancy_pct` % of them allocated as single units at
 /// scattered positions, the live units, and the unit each of the next [`OPS`] pairs frees.
-fn setup<A: UnitAllocator + Clone>(capacity: usize, occupancy_pct: usize) -> (A, Vec<usize>) {
+fn setup<A: FillWithUnits + Clone>(capacity: usize, occupancy_pct: usize) -> (A, Vec<usize>) {
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ capacity as u64);
     let mut a = A::with_capacity(capacity);
-    // Allocate everything as one run, then free single units of it: both allocators accept a
-    // free of any fully allocated range, and this avoids a quadratic fill for the bitset.
-    assert_eq!(a.alloc(capacity), Some(0));
+    a.fill_with_units(capacity);
     let mut units: Vec<usize> = (0..capacity).collect();
     let to_free = capacity - capacity * occupancy_pct / 100;
     // Partial Fisher–Yates: the first `to_free` entries become a uniform random subset.
@@ -66,7 +68,7 @@ fn setup<A: UnitAllocator + Clone>(capacity: usize, occupancy_pct: usize) -> (A,
     (a, victims)
 }
 
-fn run<A: UnitAllocator + Clone>(bencher: Bencher, capacity: usize, occupancy_pct: usize) {
+fn run<A: FillWithUnits + Clone>(bencher: Bencher, capacity: usize, occupancy_pct: usize) {
     let (pool, victims) = setup::<A>(capacity, occupancy_pct);
     bencher
         .counter(ItemsCount::new(OPS))
@@ -83,12 +85,12 @@ fn run<A: UnitAllocator + Clone>(bencher: Bencher, capacity: usize, occupancy_pc
 
 /// 8,192 units (32 MiB of 4 KiB fragments) at 0, 50 and 90 % occupancy.
 #[divan::bench(types = [NfAllocator, BitsetAllocator], args = [0, 50, 90])]
-fn churn<A: UnitAllocator + Clone>(bencher: Bencher, occupancy_pct: usize) {
+fn churn<A: FillWithUnits + Clone>(bencher: Bencher, occupancy_pct: usize) {
     run::<A>(bencher, 8192, occupancy_pct);
 }
 
 /// Pools of 1 Ki, 64 Ki and 1 Mi units at 50 % occupancy.
 #[divan::bench(types = [NfAllocator, BitsetAllocator], args = [1024, 65_536, 1_048_576])]
-fn per_op<A: UnitAllocator + Clone>(bencher: Bencher, capacity: usize) {
+fn per_op<A: FillWithUnits + Clone>(bencher: Bencher, capacity: usize) {
     run::<A>(bencher, capacity, 50);
 }

@@ -24,7 +24,7 @@
 //! asks for `32 u − 16` bytes (its 16-byte header fills the rest of the granules).
 
 use divan::{black_box, Bencher};
-use rimms_runtime::alloc::{BitsetAllocator, NfAllocator, UnitAllocator};
+use rimms_runtime::alloc::{BitsetAllocator, NfAllocator};
 use std::alloc::Layout;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
@@ -39,6 +39,10 @@ const OPS: usize = 4096;
 
 #[path = "common/xorshift.rs"]
 mod xorshift;
+
+#[path = "common/fill.rs"]
+mod fill;
+use fill::FillWithUnits;
 use xorshift::XorShift;
 
 /// One allocator as the driver sees it: runs of units in, a handle out, the handle back.
@@ -58,7 +62,7 @@ trait Pool {
 /// NF or the bitset; the handle is (start, units).
 struct Units<A>(A);
 
-impl<A: UnitAllocator> Pool for Units<A> {
+impl<A: FillWithUnits> Pool for Units<A> {
     type Handle = (u32, u32);
 
     fn new(capacity: usize) -> Self {
@@ -76,10 +80,8 @@ impl<A: UnitAllocator> Pool for Units<A> {
         black_box(freed.is_ok());
     }
 
-    /// One run of everything, then single-unit handles into it: both allocators free any fully
-    /// allocated range, and a unit-by-unit fill would be quadratic for the bitset.
     fn fill_with_units(&mut self, capacity: usize) -> Vec<(u32, u32)> {
-        assert_eq!(self.0.alloc(capacity), Some(0));
+        self.0.fill_with_units(capacity);
         (0..capacity as u32).map(|u| (u, 1)).collect()
     }
 }

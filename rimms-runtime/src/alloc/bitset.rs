@@ -1,4 +1,4 @@
-//! The flat bitmap baseline, and the bit-run primitives both allocators share.
+//! The flat bitmap baseline and its bit-run primitives.
 //!
 //! [`BitsetAllocator`] is what a straightforward implementation looks like: one bit per unit
 //! and a first-fit scan from unit 0. It is kept honest (the scan skips fully allocated words
@@ -8,7 +8,8 @@
 //! Convention everywhere in `alloc`: a set bit means *free*. Bits past the end of the pool are
 //! kept clear, so every scan stops at the pool's end without a separate bounds check.
 
-use super::{check_range, FreeError, UnitAllocator};
+use super::{check_keep, check_range, FreeError, UnitAllocator};
+use std::ops::Range;
 
 /// Index of the first set bit in `from..limit`, or `limit` if there is none.
 ///
@@ -84,39 +85,20 @@ pub(super) fn find_run(words: &[u64], n: usize) -> Result<usize, usize> {
 /// the mask of the overlapped bits.
 #[inline]
 pub(super) fn for_each_mask(start: usize, len: usize, mut f: impl FnMut(usize, u64)) {
-    for_each_mask_while(start, len, |w, m| {
-        f(w, m);
-        true
-    });
-}
-
-/// [`for_each_mask`] while `f` returns true: the word for which it returned false, if any (no
-/// later word is visited).
-#[inline]
-pub(super) fn for_each_mask_while(
-    start: usize,
-    len: usize,
-    mut f: impl FnMut(usize, u64) -> bool,
-) -> Option<usize> {
     let last_bit = start + len - 1;
     let (first, last) = (start / 64, last_bit / 64);
     // The masks of the first and last words, worked out once: the loop below then has no
-    // per-word branch on where the word lies (which cost NF's multi-unit takes and frees
-    // about 60 instructions each on the fragmenting workload).
+    // per-word branch on where the word lies.
     let head = u64::MAX << (start % 64);
     let tail = u64::MAX >> (63 - last_bit % 64);
     if first == last {
-        return (!f(first, head & tail)).then_some(first);
+        return f(first, head & tail);
     }
-    if !f(first, head) {
-        return Some(first);
-    }
+    f(first, head);
     for w in first + 1..last {
-        if !f(w, u64::MAX) {
-            return Some(w);
-        }
+        f(w, u64::MAX);
     }
-    (!f(last, tail)).then_some(last)
+    f(last, tail);
 }
 
 /// First set bit in `start..start + len`, if any.
@@ -170,6 +152,25 @@ impl std::fmt::Debug for BitsetAllocator {
     }
 }
 
+impl BitsetAllocator {
+    /// Refuses `start..start + units` unless it is in the pool and wholly allocated.
+    #[inline]
+    fn check_allocated(&self, start: usize, units: usize) -> Result<(), FreeError> {
+        check_range(start, units, self.capacity)?;
+        match first_one_in(&self.words, start, units) {
+            Some(unit) => Err(FreeError::NotAllocated { unit }),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets `start..start + units` (in the pool, allocated) free.
+    #[inline]
+    fn set_free(&mut self, start: usize, units: usize) {
+        for_each_mask(start, units, |w, m| self.words[w] |= m);
+        self.free += units;
+    }
+}
+
 impl UnitAllocator for BitsetAllocator {
     fn with_capacity(capacity: usize) -> Self {
         let mut words = vec![u64::MAX; capacity.div_ceil(64)];
@@ -200,12 +201,19 @@ impl UnitAllocator for BitsetAllocator {
 
     #[inline]
     fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
-        check_range(start, units, self.capacity)?;
-        if let Some(unit) = first_one_in(&self.words, start, units) {
-            return Err(FreeError::NotAllocated { unit });
+        self.check_allocated(start, units)?;
+        self.set_free(start, units);
+        Ok(())
+    }
+
+    fn shrink(&mut self, start: usize, units: usize, keep: Range<usize>) -> Result<(), FreeError> {
+        self.check_allocated(start, units)?;
+        check_keep(start, units, &keep)?;
+        for (first, len) in [(start, keep.start), (start + keep.end, units - keep.end)] {
+            if len > 0 {
+                self.set_free(first, len);
+            }
         }
-        for_each_mask(start, units, |w, m| self.words[w] |= m);
-        self.free += units;
         Ok(())
     }
 

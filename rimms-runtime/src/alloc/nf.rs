@@ -1,15 +1,12 @@
 //! The node–fragment (NF) allocator. The design and its refusal rule are described in the
 //! [module documentation](super).
 
-use super::bitset::{first_one_in, for_each_mask, for_each_mask_while, longest_run};
 use super::runs::FreeRuns;
-use super::{check_range, FreeError, UnitAllocator};
+use super::{check_keep, check_range, FreeError, UnitAllocator};
+use std::ops::Range;
 
-/// Units per node: one 64-byte cache line of free bits.
-const NODE_UNITS: usize = 512;
-const NODE_WORDS: usize = NODE_UNITS / 64;
-
-/// The most units a pool may have: the run index keeps units and lengths in 32 bits.
+/// The most units a pool may have: the run index and the tags keep units and lengths in 32
+/// bits.
 pub const MAX_UNITS: usize = u32::MAX as usize;
 
 /// Single units freed and kept back from the run index for the next single-unit requests.
@@ -18,30 +15,22 @@ pub const MAX_UNITS: usize = u32::MAX as usize;
 /// more it granted far less, the kept units cutting the runs they would have joined).
 const KEPT: usize = 16;
 
-/// A node's free map, set = free. Aligned to a cache line so that a node's whole map is one
-/// line and no two nodes share one.
-#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C, align(64))]
-struct NodeMap([u64; NODE_WORDS]);
-
-/// NF: node maps for which units are free, an index of the free runs, and the single units
-/// freed last.
+/// NF: the runs handed out, tagged, an index of the free runs, and the single units freed
+/// last.
 #[derive(Clone)]
 pub struct NfAllocator {
     capacity: usize,
     /// Units free, the kept ones included.
     free: usize,
-    /// Set = free and filed in `runs`; bits past `capacity` stay clear. A kept unit's bit is
-    /// clear, as if allocated, so that no run is filed through it.
-    maps: Vec<NodeMap>,
-    /// Every maximal run of set bits in `maps`.
+    /// At the first unit of each run handed out (and not freed), its length; 0 at every other
+    /// unit. A free or a shrink is valid iff it names such a run exactly.
+    held: Vec<u32>,
+    /// Every maximal run of free units that are not kept.
     runs: FreeRuns,
     /// Single units freed and not yet filed, the last freed last: a single-unit request takes
     /// the last one back (`kept[..kept_len]`).
     kept: [u32; KEPT],
     kept_len: usize,
-    /// Set for each kept unit, so that freeing one again is refused.
-    kept_bits: Vec<u64>,
 }
 
 impl std::fmt::Debug for NfAllocator {
@@ -49,91 +38,60 @@ impl std::fmt::Debug for NfAllocator {
         f.debug_struct("NfAllocator")
             .field("capacity", &self.capacity)
             .field("free_units", &self.free)
-            .field("nodes", &self.maps.len())
             .field("kept", &self.kept_len)
             .finish_non_exhaustive()
     }
 }
 
 impl NfAllocator {
-    // Inline across crates too: called, they cost a single-unit free a fifth of its
-    // instructions (`benches/alloc_rivals.rs` is such a caller).
+    /// Hands out the head `units` of the run `start..start + len` (at least that long), just
+    /// taken out of the index, filing the rest.
     #[inline(always)]
-    fn words(&self) -> &[u64] {
-        bytemuck::cast_slice(&self.maps)
-    }
-
-    #[inline(always)]
-    fn words_mut(&mut self) -> &mut [u64] {
-        bytemuck::cast_slice_mut(&mut self.maps)
-    }
-
-    #[inline(always)]
-    fn is_filed_free(&self, unit: usize) -> bool {
-        self.words()[unit / 64] >> (unit % 64) & 1 == 1
-    }
-
-    /// Allocates `units` units of the free run that starts at `start` (at least that long):
-    /// its head, filing the rest.
-    #[inline(always)]
-    fn take(&mut self, start: usize, units: usize) {
-        let len = self.runs.remove(start);
+    fn take(&mut self, start: usize, len: usize, units: usize) {
         if len > units {
             self.runs.insert(start + units, len - units);
         }
-        let words = self.words_mut();
-        for_each_mask(start, units, |w, m| words[w] &= !m);
+        // `units <= len <= MAX_UNITS`: it fits a u32.
+        self.held[start] = units as u32;
         self.free -= units;
     }
 
-    /// Files `start..start + units` (allocated or kept until now, and counted free already)
-    /// as free, joined with the free runs on either side.
-    #[inline(always)]
-    fn release(&mut self, start: usize, units: usize) {
-        let words = self.words_mut();
-        for_each_mask(start, units, |w, m| words[w] |= m);
-        self.file_joined(start, units);
-    }
-
-    /// Files `start..start + units`, set free in the maps already, as a run joined with the
-    /// free runs on either side (whose bits lie outside it, so setting it first changes
-    /// nothing here).
+    /// Files `start..start + units` (free, neither kept nor filed) as a run joined with the
+    /// filed runs on either side.
     #[inline(always)]
     fn file_joined(&mut self, start: usize, units: usize) {
         let end = start + units;
         let mut first = start;
-        if start > 0 && self.is_filed_free(start - 1) {
-            first = self.runs.start_of_run_ending_at(start - 1);
-            self.runs.remove(first);
+        if let Some(before) = self.runs.run_ending_before(start) {
+            self.runs.remove(before);
+            first = before;
         }
-        let mut last_end = end;
-        if end < self.capacity && self.is_filed_free(end) {
-            last_end = end + self.runs.remove(end);
+        let after = self.runs.run_starting_at(end);
+        if after != 0 {
+            self.runs.remove(end);
         }
-        self.runs.insert(first, last_end - first);
+        self.runs.insert(first, end + after - first);
     }
 
     /// A run of `units` found only once the kept single units are filed: they are, and the
     /// index asked again, so that a request is refused only when no run fits it.
     #[cold]
     #[inline(never)]
-    fn fit_after_filing_kept(&mut self, units: usize) -> Option<usize> {
+    fn fit_after_filing_kept(&mut self, units: usize) -> Option<(usize, usize)> {
         if self.kept_len == 0 {
             return None;
         }
         while let Some(unit) = self.take_kept() {
-            self.release(unit, 1);
+            self.file_joined(unit, 1);
         }
-        self.runs.fit(units)
+        self.runs.take_fit(units)
     }
 
     /// The single unit kept last, no longer kept (still counted free).
     #[inline(always)]
     fn take_kept(&mut self) -> Option<usize> {
         self.kept_len = self.kept_len.checked_sub(1)?;
-        let unit = self.kept[self.kept_len] as usize;
-        self.kept_bits[unit / 64] &= !(1 << (unit % 64));
-        Some(unit)
+        Some(self.kept[self.kept_len] as usize)
     }
 
     /// A request that no kept unit serves, out of line so that the single-unit fast path in
@@ -143,63 +101,47 @@ impl NfAllocator {
         if units == 0 || units > self.free {
             return None;
         }
-        let start = match self.runs.fit(units) {
-            Some(start) => start,
+        let (start, len) = match self.runs.take_fit(units) {
+            Some(run) => run,
             None => self.fit_after_filing_kept(units)?,
         };
-        self.take(start, units);
+        self.take(start, len, units);
         Some(start)
     }
 
-    /// A free in range that is not kept back (more than one unit, or no room to keep it),
+    /// Whether `start..start + units` is a run handed out: its first unit's tag says so.
+    /// Zero units never are (0 is no run's length), nor a range past the pool (`start` has no
+    /// tag, and a run in the pool ends in it).
+    #[inline(always)]
+    fn is_run(&self, start: usize, units: usize) -> bool {
+        self.held
+            .get(start)
+            .is_some_and(|&len| len as usize == units)
+            && units != 0
+    }
+
+    /// Why a free or shrink of `start..start + units`, which [`NfAllocator::is_run`] refused,
+    /// is refused: out of line, as only a caller's mistake gets here.
+    #[cold]
+    #[inline(never)]
+    fn not_a_run(&self, start: usize, units: usize) -> FreeError {
+        if let Err(e) = check_range(start, units, self.capacity) {
+            return e;
+        }
+        // In range, so `start < capacity`, the tags' length.
+        let allocated = Some(self.held[start] as usize).filter(|&len| len != 0);
+        FreeError::NotARun {
+            start,
+            units,
+            allocated,
+        }
+    }
+
+    /// Files a run freed that is not kept back (more than one unit, or no room to keep it),
     /// out of line for the same reason as [`NfAllocator::alloc_run`].
     #[inline(never)]
-    fn free_run(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
-        // Checked and set in one pass over the words: a word is set only when every unit of
-        // the range in it is allocated (neither filed nor kept).
-        let kept = &self.kept_bits;
-        let words: &mut [u64] = bytemuck::cast_slice_mut(&mut self.maps);
-        let refused_at = for_each_mask_while(start, units, |w, m| {
-            let allocated = (words[w] | kept[w]) & m == 0;
-            if allocated {
-                words[w] |= m;
-            }
-            allocated
-        });
-        if let Some(word) = refused_at {
-            return Err(self.refuse_free(start, units, word));
-        }
-        self.free += units;
+    fn free_run(&mut self, start: usize, units: usize) {
         self.file_joined(start, units);
-        Ok(())
-    }
-
-    /// Undoes what [`NfAllocator::free_run`] set before the word at which it found a unit of
-    /// `start..start + units` not allocated, and names the first such unit. The words before
-    /// that one passed the check, so the range's bits in them were clear: clearing them again
-    /// leaves the maps as they were.
-    #[cold]
-    #[inline(never)]
-    fn refuse_free(&mut self, start: usize, units: usize, word: usize) -> FreeError {
-        let words = self.words_mut();
-        for_each_mask(start, units, |w, m| {
-            if w < word {
-                words[w] &= !m;
-            }
-        });
-        // The word refused holds such a unit, so one is found.
-        let unit = self.first_not_allocated(start, units).unwrap_or(start);
-        FreeError::NotAllocated { unit }
-    }
-
-    /// The first unit of `start..start + units` that is not allocated (free in the maps, or
-    /// kept), if any. Out of line: only a refused free needs the unit.
-    #[cold]
-    #[inline(never)]
-    fn first_not_allocated(&self, start: usize, units: usize) -> Option<usize> {
-        let filed = first_one_in(self.words(), start, units);
-        let kept = first_one_in(&self.kept_bits, start, units);
-        filed.into_iter().chain(kept).min()
     }
 }
 
@@ -207,19 +149,15 @@ impl UnitAllocator for NfAllocator {
     /// A pool of `capacity` units, at most [`MAX_UNITS`]: a larger one is cut to that.
     fn with_capacity(capacity: usize) -> Self {
         let capacity = capacity.min(MAX_UNITS);
-        let nodes = capacity.div_ceil(NODE_UNITS);
         let mut a = Self {
             capacity,
             free: capacity,
-            maps: vec![NodeMap::default(); nodes],
+            held: vec![0; capacity],
             runs: FreeRuns::new(capacity),
             kept: [0; KEPT],
             kept_len: 0,
-            kept_bits: vec![0; nodes * NODE_WORDS],
         };
         if capacity > 0 {
-            let words = a.words_mut();
-            for_each_mask(0, capacity, |w, m| words[w] |= m);
             a.runs.insert(0, capacity);
         }
         a
@@ -228,8 +166,9 @@ impl UnitAllocator for NfAllocator {
     #[inline]
     fn alloc(&mut self, units: usize) -> Option<usize> {
         if units == 1 {
-            // The single unit freed last: its node's map is likely still in cache.
+            // The single unit freed last: its tags are likely still in cache.
             if let Some(unit) = self.take_kept() {
+                self.held[unit] = 1;
                 self.free -= 1;
                 return Some(unit);
             }
@@ -239,19 +178,38 @@ impl UnitAllocator for NfAllocator {
 
     #[inline]
     fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
-        check_range(start, units, self.capacity)?;
+        if !self.is_run(start, units) {
+            return Err(self.not_a_run(start, units));
+        }
+        self.held[start] = 0;
+        self.free += units;
         if units != 1 || self.kept_len == KEPT {
-            return self.free_run(start, units);
+            self.free_run(start, units);
+            return Ok(());
         }
-        let (w, bit) = (start / 64, 1 << (start % 64));
-        if (self.words()[w] | self.kept_bits[w]) & bit != 0 {
-            return Err(FreeError::NotAllocated { unit: start });
-        }
-        self.free += 1;
         // `start < capacity <= MAX_UNITS`: it fits a u32.
         self.kept[self.kept_len] = start as u32;
         self.kept_len += 1;
-        self.kept_bits[w] |= bit;
+        Ok(())
+    }
+
+    fn shrink(&mut self, start: usize, units: usize, keep: Range<usize>) -> Result<(), FreeError> {
+        if !self.is_run(start, units) {
+            return Err(self.not_a_run(start, units));
+        }
+        check_keep(start, units, &keep)?;
+        self.held[start] = 0;
+        // `keep.len() <= units`, a run's length: it fits a u32.
+        self.held[start + keep.start] = keep.len() as u32;
+        self.free += units - keep.len();
+        // The parts freed lie beside the run kept, which is not filed: each joins only the
+        // filed run on its other side.
+        if keep.start > 0 {
+            self.file_joined(start, keep.start);
+        }
+        if keep.end < units {
+            self.file_joined(start + keep.end, units - keep.end);
+        }
         Ok(())
     }
 
@@ -264,12 +222,36 @@ impl UnitAllocator for NfAllocator {
     }
 
     fn largest_free_run(&self) -> usize {
-        if self.kept_len == 0 {
-            return self.runs.longest();
+        let filed = self.runs.longest();
+        let kept = &self.kept[..self.kept_len];
+        // Kept units cut the runs they lie between: the free runs through them are the kept
+        // units and the filed runs beside them, laid end to end.
+        let mut parts = Vec::with_capacity(3 * kept.len());
+        for &unit in kept {
+            let unit = unit as usize;
+            parts.push((unit, unit + 1));
+            if let Some(before) = self.runs.run_ending_before(unit) {
+                parts.push((before, unit));
+            }
+            let after = self.runs.run_starting_at(unit + 1);
+            if after != 0 {
+                parts.push((unit + 1, unit + 1 + after));
+            }
         }
-        // Kept units may join filed runs: the maps and the kept units laid end to end are the
-        // pool's bitmap of free units.
-        longest_run(self.words().iter().zip(&self.kept_bits).map(|(f, k)| f | k))
+        parts.sort_unstable();
+        let mut longest = filed;
+        let mut joined: Option<(usize, usize)> = None;
+        for (start, end) in parts {
+            joined = match joined {
+                Some((first, last)) if start <= last => Some((first, last.max(end))),
+                Some((first, last)) => {
+                    longest = longest.max(last - first);
+                    Some((start, end))
+                }
+                None => Some((start, end)),
+            };
+        }
+        joined.map_or(longest, |(first, last)| longest.max(last - first))
     }
 }
 
@@ -277,46 +259,55 @@ impl UnitAllocator for NfAllocator {
 mod tests {
     use super::*;
 
-    /// Checks the run index against a scan of the maps, and the kept units and counts.
+    /// Checks the allocator's state against what it must be, worked out from its parts
+    /// independently: the runs handed out (by their tags), the kept units and the filed runs
+    /// partition the pool; no two filed runs touch (each is maximal among the units not kept);
+    /// the index's lists and tags are whole (`FreeRuns::all`); and the free count is the
+    /// filed and kept units.
     fn check(a: &NfAllocator) {
-        let words = a.words();
-        // Read off the words directly: Miri runs these checks after every step of the
-        // property test, and a bit through `is_filed_free` costs it a cast of every map.
-        let filed_free = |unit: usize| words[unit / 64] >> (unit % 64) & 1 == 1;
-        let kept = &a.kept[..a.kept_len];
-        for &unit in kept {
-            let unit = unit as usize;
-            assert!(unit < a.capacity, "kept unit {unit} in the pool");
-            assert!(!filed_free(unit), "kept unit {unit} not filed");
-            assert_eq!(a.kept_bits[unit / 64] >> (unit % 64) & 1, 1, "{unit}");
+        #[derive(Clone, Copy, PartialEq, Debug)]
+        enum Unit {
+            Unseen,
+            Held,
+            Kept,
+            Filed,
         }
-        let kept_bits: u32 = a.kept_bits.iter().map(|w| w.count_ones()).sum();
-        assert_eq!(kept_bits as usize, a.kept_len, "one bit per kept unit");
-        for unit in a.capacity..words.len() * 64 {
-            assert!(!filed_free(unit), "unit {unit} past the end is never free");
-        }
-        let filed: u32 = words.iter().map(|w| w.count_ones()).sum();
-        assert_eq!(filed as usize + a.kept_len, a.free, "free units");
-        // Every maximal run of filed units, as (first unit, length), found bit by bit.
-        let mut scanned = Vec::new();
-        let mut unit = 0;
-        while unit < a.capacity {
-            let len = (unit..a.capacity).take_while(|&u| filed_free(u)).count();
-            if len > 0 {
-                scanned.push((unit, len));
+        let mut units = vec![Unit::Unseen; a.capacity];
+        let mut claim = |start: usize, len: usize, what: Unit| {
+            assert!(
+                start + len <= a.capacity,
+                "{what:?} {start}+{len} past the pool"
+            );
+            for u in &mut units[start..start + len] {
+                assert_eq!(*u, Unit::Unseen, "{what:?} {start}+{len} overlaps");
+                *u = what;
             }
-            unit += len.max(1);
+        };
+        // Read off by index: Miri runs these checks after every step of the property test.
+        for (start, &len) in a.held.iter().enumerate() {
+            if len != 0 {
+                claim(start, len as usize, Unit::Held);
+            }
         }
-        assert_eq!(a.runs.all(), scanned, "the run index against a scan");
+        for &unit in &a.kept[..a.kept_len] {
+            claim(unit as usize, 1, Unit::Kept);
+        }
+        let runs = a.runs.all();
+        for &(start, len) in &runs {
+            claim(start, len, Unit::Filed);
+        }
+        assert!(!units.contains(&Unit::Unseen), "every unit accounted for");
+        for pair in runs.windows(2) {
+            assert!(
+                pair[0].0 + pair[0].1 < pair[1].0,
+                "filed runs {pair:?} touch"
+            );
+        }
+        let filed: usize = runs.iter().map(|&(_, len)| len).sum();
+        assert_eq!(filed + a.kept_len, a.free, "free units");
     }
 
-    #[test]
-    fn node_map_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<NodeMap>(), 64);
-        assert_eq!(std::mem::align_of::<NodeMap>(), 64);
-    }
-
-    /// A free joins the free runs on either side into one run, across node boundaries too.
+    /// A free joins the filed runs on either side into one run.
     #[test]
     fn a_free_joins_its_free_neighbours_into_one_run() {
         let mut a = NfAllocator::with_capacity(2048);
@@ -330,7 +321,6 @@ mod tests {
         a.free(y, 100).expect("free");
         assert_eq!(a.runs.all(), [(0, 300), (700, 1348)]);
         check(&a);
-        // 300..700 crosses the boundary at 512: the whole pool is one run again.
         a.free(w, 400).expect("free");
         assert_eq!(a.runs.all(), [(0, 2048)]);
         check(&a);
@@ -364,10 +354,21 @@ mod tests {
         }
         // The first `KEPT` are kept, the next one is filed.
         assert_eq!((a.kept_len, a.runs.all()), (KEPT, vec![(KEPT, 1)]));
-        assert_eq!(a.free(3, 1), Err(FreeError::NotAllocated { unit: 3 }));
-        assert_eq!(a.free(20, 4), Ok(()));
-        assert_eq!(a.free(17, 6), Err(FreeError::NotAllocated { unit: 20 }));
-        assert_eq!(a.free(2, 30), Err(FreeError::NotAllocated { unit: 2 }));
+        let not_a_run = |start, units, allocated| {
+            Err(FreeError::NotARun {
+                start,
+                units,
+                allocated,
+            })
+        };
+        assert_eq!(a.free(3, 1), not_a_run(3, 1, None));
+        for unit in 20..24 {
+            assert_eq!(a.free(unit, 1), Ok(()));
+        }
+        // Filed one by one, joined into one run.
+        assert_eq!(a.runs.all(), [(KEPT, 1), (20, 4)]);
+        assert_eq!(a.free(17, 6), not_a_run(17, 6, Some(1)));
+        assert_eq!(a.free(2, 30), not_a_run(2, 30, None));
         check(&a);
         assert_eq!(a.alloc(1), Some(KEPT - 1));
         assert_eq!(a.alloc(1), Some(KEPT - 2));
@@ -384,11 +385,13 @@ mod tests {
         check(&a);
     }
 
-    /// The longest free run counts kept units with the filed runs beside them.
+    /// The longest free run counts kept units with the filed runs beside them, on both sides
+    /// and through a filed run between two kept units.
     #[test]
     fn the_longest_run_counts_kept_units() {
         let mut a = NfAllocator::with_capacity(100);
-        assert_eq!(a.alloc(100), Some(0));
+        let grants = [49, 1, 10, 1, 5, 1, 33].map(|n| a.alloc(n).expect("fits"));
+        assert_eq!(grants, [0, 49, 50, 60, 61, 66, 67]);
         a.free(50, 10).expect("free");
         assert_eq!(a.largest_free_run(), 10);
         // A kept unit on each side: 12 contiguous free units, 10 of them filed.
@@ -396,23 +399,29 @@ mod tests {
         a.free(60, 1).expect("free");
         assert_eq!(a.kept_len, 2);
         assert_eq!(a.largest_free_run(), 12);
-        assert_eq!(a.alloc(12), Some(49));
+        // Then 5 filed and one more kept past the second: 49..67, 18 units.
+        a.free(61, 5).expect("free");
+        a.free(66, 1).expect("free");
+        assert_eq!(a.largest_free_run(), 18);
+        check(&a);
+        assert_eq!(a.alloc(18), Some(49));
         check(&a);
     }
 
     #[test]
-    fn debug_shows_capacity_free_units_nodes_and_kept_units() {
+    fn debug_shows_capacity_free_units_and_kept_units() {
         let mut a = NfAllocator::with_capacity(700);
-        assert_eq!(a.alloc(10), Some(0));
-        a.free(3, 1).expect("free");
+        assert_eq!(a.alloc(9), Some(0));
+        assert_eq!(a.alloc(1), Some(9));
+        a.free(9, 1).expect("free");
         assert_eq!(
             format!("{a:?}"),
-            "NfAllocator { capacity: 700, free_units: 691, nodes: 2, kept: 1, .. }"
+            "NfAllocator { capacity: 700, free_units: 691, kept: 1, .. }"
         );
     }
 
     #[test]
-    fn capacity_not_a_multiple_of_512() {
+    fn the_last_run_ends_at_the_pool_end() {
         let mut a = NfAllocator::with_capacity(700);
         check(&a);
         assert_eq!(a.largest_free_run(), 700);
@@ -420,7 +429,6 @@ mod tests {
         assert_eq!(a.alloc(600), Some(0));
         check(&a);
         assert_eq!(a.free_units(), 100);
-        // The rest of the partial last node stays usable, and nothing past it.
         assert_eq!(a.alloc(100), Some(600));
         assert_eq!(a.alloc(1), None);
         check(&a);
@@ -452,36 +460,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn runs_of_513_span_two_nodes() {
-        let mut a = NfAllocator::with_capacity(2048);
-        assert_eq!(a.alloc(513), Some(0));
-        assert_eq!(a.alloc(1024), Some(513));
-        assert_eq!(a.alloc(512), None);
-        assert_eq!(a.alloc(511), Some(1537));
-        assert_eq!(a.free_units(), 0);
-        check(&a);
-        a.free(0, 513).unwrap();
-        check(&a);
-        assert_eq!(a.free(0, 513), Err(FreeError::NotAllocated { unit: 0 }));
-        assert_eq!(a.alloc(513), Some(0));
-    }
-
-    #[test]
-    fn runs_cross_words_inside_a_node() {
-        let mut a = NfAllocator::with_capacity(512);
-        assert_eq!(a.alloc(60), Some(0));
-        assert_eq!(a.alloc(10), Some(60));
-        assert_eq!(a.alloc(200), Some(70));
-        check(&a);
-        a.free(60, 10).unwrap();
-        assert_eq!(a.free(55, 10), Err(FreeError::NotAllocated { unit: 60 }));
-        // 60..70 (10 units) is too short for 11; 270..512 is next.
-        assert_eq!(a.alloc(11), Some(270));
-        assert_eq!(a.alloc(10), Some(60));
-        check(&a);
-    }
-
+    /// A free must name a run handed out exactly: its first unit and its length. Anything
+    /// else is refused, naming the run that starts there if one does, and changes nothing.
     #[test]
     fn invalid_frees_change_nothing() {
         let mut a = NfAllocator::with_capacity(1100);
@@ -489,10 +469,19 @@ mod tests {
         // The head of what is left, right after `x`.
         let y = a.alloc(3).unwrap();
         assert_eq!((x, y), (0, 600));
-        assert_eq!(
-            a.free(x + 590, 20),
-            Err(FreeError::NotAllocated { unit: 603 })
-        );
+        let not_a_run = |start, units, allocated| {
+            Err(FreeError::NotARun {
+                start,
+                units,
+                allocated,
+            })
+        };
+        // Inside a run, across two, shorter or longer than the run, and in free units.
+        assert_eq!(a.free(x + 590, 20), not_a_run(590, 20, None));
+        assert_eq!(a.free(x, 603), not_a_run(0, 603, Some(600)));
+        assert_eq!(a.free(x, 599), not_a_run(0, 599, Some(600)));
+        assert_eq!(a.free(y, 4), not_a_run(600, 4, Some(3)));
+        assert_eq!(a.free(1099, 1), not_a_run(1099, 1, None));
         assert_eq!(
             a.free(1099, 2),
             Err(FreeError::OutOfRange {
@@ -501,46 +490,65 @@ mod tests {
                 capacity: 1100
             })
         );
+        assert_eq!(a.free(x, 0), Err(FreeError::ZeroUnits { start: 0 }));
         assert_eq!(a.free(5, 0), Err(FreeError::ZeroUnits { start: 5 }));
-        assert_eq!(a.free(1099, 1), Err(FreeError::NotAllocated { unit: 1099 }));
         assert_eq!(a.free_units(), 1100 - 603);
         check(&a);
         a.free(y, 3).unwrap();
+        assert_eq!(a.free(y, 3), not_a_run(600, 3, None), "freed twice");
         a.free(x, 600).unwrap();
         assert_eq!(a.free_units(), 1100);
         check(&a);
     }
 
-    /// A free refused at a later word than its first (its head allocated, a unit further on
-    /// free) leaves the words it checked first as they were: nothing of the head is filed,
-    /// counted or handed out twice.
+    /// A shrink frees the parts of a run outside what it keeps, each joined with the filed
+    /// run beside it; the part kept is then the run, freed or shrunk as such, and the old run
+    /// is no longer one. A shrink refused changes nothing.
     #[test]
-    fn a_free_refused_words_into_its_range_changes_nothing() {
-        let mut a = NfAllocator::with_capacity(1024);
-        assert_eq!(a.alloc(300), Some(0));
-        a.free(150, 10).expect("free");
-        for (start, units, unit) in [(0, 300, 150), (10, 290, 150), (64, 100, 150)] {
-            assert_eq!(
-                a.free(start, units),
-                Err(FreeError::NotAllocated { unit }),
-                "{start}+{units}"
-            );
-            assert_eq!(a.free_units(), 1024 - 290);
-            check(&a);
-        }
-        // 0..150 is still allocated: freeing it works, and it joins the 10 units beside it
-        // into the run a request for 160 gets; then it frees once more, and only once.
-        assert_eq!(a.free(0, 150), Ok(()));
+    fn a_shrink_frees_the_parts_outside_keep() {
+        let mut a = NfAllocator::with_capacity(1000);
+        let [x, y, z] = [100, 300, 100].map(|n| a.alloc(n).expect("fits"));
+        assert_eq!([x, y, z], [0, 100, 400]);
+        a.free(x, 100).expect("free");
+        let keep_outside = |keep| {
+            Err(FreeError::KeepOutside {
+                start: 100,
+                units: 300,
+                keep,
+            })
+        };
+        assert_eq!(a.shrink(y, 300, 5..5), keep_outside(5..5));
+        assert_eq!(a.shrink(y, 300, 5..301), keep_outside(5..301));
+        assert_eq!(
+            a.shrink(y, 299, 5..6),
+            Err(FreeError::NotARun {
+                start: 100,
+                units: 299,
+                allocated: Some(300)
+            })
+        );
+        assert_eq!(a.free_units(), 600);
         check(&a);
-        assert_eq!(a.alloc(160), Some(0));
-        assert_eq!(a.free(0, 150), Ok(()));
-        assert_eq!(a.free(0, 150), Err(FreeError::NotAllocated { unit: 0 }));
+        // Keep 150..350: 100..150 joins the free 0..100, 350..400 stays apart (400 is held).
+        assert_eq!(a.shrink(y, 300, 50..250), Ok(()));
+        assert_eq!(a.free_units(), 700);
+        assert_eq!(a.runs.all(), [(0, 150), (350, 50), (500, 500)]);
+        check(&a);
+        assert!(a.free(y, 300).is_err(), "the old run is gone");
+        // The tail only, then the head only, then the rest freed.
+        assert_eq!(a.shrink(150, 200, 0..199), Ok(()));
+        assert_eq!(a.runs.all(), [(0, 150), (349, 51), (500, 500)]);
+        assert_eq!(a.shrink(150, 199, 1..199), Ok(()));
+        assert_eq!(a.runs.all(), [(0, 151), (349, 51), (500, 500)]);
+        check(&a);
+        assert_eq!(a.free(151, 198), Ok(()));
+        a.free(z, 100).expect("free");
+        assert_eq!(a.runs.all(), [(0, 1000)]);
         check(&a);
     }
 
-    /// Frees of one unit at and just past the pool's end, for pools whose last node is whole
-    /// and pools whose last node is partial (there the node's map has bits past the end, which
-    /// must never become free). Expected results follow from the bounds alone.
+    /// Frees of one unit at and just past the pool's end: out of range past it, not a run
+    /// where none was handed out, and the pool's last unit handed out and freed as any other.
     #[test]
     fn boundary_frees_at_the_pool_end() {
         for cap in [1, 200, 511, 512, 513, 700, 1024, 1100, 1536] {
@@ -552,10 +560,13 @@ mod tests {
                 })
             };
             let mut a = NfAllocator::with_capacity(cap);
-            // All free: the last unit is not allocated, the ones past the end do not exist.
             assert_eq!(
                 a.free(cap - 1, 1),
-                Err(FreeError::NotAllocated { unit: cap - 1 }),
+                Err(FreeError::NotARun {
+                    start: cap - 1,
+                    units: 1,
+                    allocated: None
+                }),
                 "cap {cap}"
             );
             assert_eq!(a.free(cap, 1), out_of_range(cap, 1), "cap {cap}");
@@ -565,42 +576,45 @@ mod tests {
             assert_eq!(a.free_units(), cap, "cap {cap}");
             check(&a);
 
-            // Full: the last unit frees, the ones past it still do not exist, and no refused
-            // free left a unit behind that a later alloc could hand out.
             assert_eq!(a.alloc(cap), Some(0), "cap {cap}");
             assert_eq!(a.free(cap, 1), out_of_range(cap, 1), "cap {cap}");
-            assert_eq!(a.free(cap + 1, 1), out_of_range(cap + 1, 1), "cap {cap}");
-            // Multi-unit frees take their own path: past the end, and straddling it.
             assert_eq!(a.free(cap + 1, 2), out_of_range(cap + 1, 2), "cap {cap}");
-            assert_eq!(a.free(cap - 1, 2), out_of_range(cap - 1, 2), "cap {cap}");
-            assert_eq!(
-                a.alloc(1),
-                None,
-                "cap {cap}: a unit past the end was handed out"
-            );
-            assert_eq!(a.free_units(), 0, "cap {cap}");
-            assert_eq!(a.free(cap - 1, 1), Ok(()), "cap {cap}");
-            assert_eq!(a.free_units(), 1, "cap {cap}");
-            assert_eq!(a.alloc(1), Some(cap - 1), "cap {cap}");
+            assert_eq!(a.free(0, cap + 1), out_of_range(0, cap + 1), "cap {cap}");
             assert_eq!(a.alloc(1), None, "cap {cap}");
-            check(&a);
-            assert_eq!(a.free(0, cap), Ok(()), "cap {cap}");
+            if cap > 1 {
+                // The last unit alone freed, handed out and freed again.
+                assert_eq!(a.shrink(0, cap, 0..cap - 1), Ok(()), "cap {cap}");
+                assert_eq!(a.free_units(), 1, "cap {cap}");
+                assert_eq!(a.alloc(1), Some(cap - 1), "cap {cap}");
+                assert_eq!(a.alloc(1), None, "cap {cap}");
+                check(&a);
+                assert_eq!(a.free(cap - 1, 1), Ok(()), "cap {cap}");
+                assert_eq!(a.free(0, cap - 1), Ok(()), "cap {cap}");
+            } else {
+                assert_eq!(a.free(0, 1), Ok(()), "cap {cap}");
+            }
             assert_eq!(a.largest_free_run(), cap, "cap {cap}");
             check(&a);
         }
     }
 
-    /// Past 512 nodes a node index and a unit index overlap in range, so single-unit frees
-    /// that confused them would land in the wrong node instead of failing a bounds check.
+    /// Single-unit frees in a pool far larger than any run: the tags are per unit.
     #[test]
-    #[cfg_attr(miri, ignore = "a pool of 600 nodes is slow under Miri")]
-    fn single_unit_frees_in_a_pool_of_more_than_512_nodes() {
-        let cap = 600 * NODE_UNITS;
+    #[cfg_attr(miri, ignore = "a pool of 300 Ki units is slow under Miri")]
+    fn single_unit_frees_in_a_large_pool() {
+        let cap = 600 * 512;
         let mut a = NfAllocator::with_capacity(cap);
         let units: Vec<usize> = (0..3).map(|_| a.alloc(1).unwrap()).collect();
         assert_eq!(units, [0, 1, 2]);
         assert_eq!(a.free(1, 1), Ok(()));
-        assert_eq!(a.free(1, 1), Err(FreeError::NotAllocated { unit: 1 }));
+        assert_eq!(
+            a.free(1, 1),
+            Err(FreeError::NotARun {
+                start: 1,
+                units: 1,
+                allocated: None
+            })
+        );
         assert_eq!(a.free_units(), cap - 2);
         check(&a);
         // The unit freed last is the one handed out next.
@@ -620,14 +634,14 @@ mod tests {
         assert_eq!(a.alloc(600), None);
         assert_eq!(a.largest_free_run(), 0);
         assert!(a.free(0, 1).is_err());
+        assert!(a.shrink(0, 1, 0..1).is_err());
     }
 
-    /// The run index under random programs of allocs and frees against a plain model (one
-    /// bool per unit): every grant lies in the pool, is free in the model and is disjoint from
-    /// every live grant; every refusal is one the model agrees no run fits; and after each
-    /// step `check` compares the index with a scan of the maps. Single units are drawn often,
-    /// since they are kept back from the index and filed when a request needs them, and so
-    /// are sizes that cut and join runs inside nodes and across their boundaries.
+    /// The allocator under random programs of allocs, frees and shrinks against a plain model
+    /// (one bool per unit): every grant lies in the pool, is free in the model and is disjoint
+    /// from every live grant; every refusal is one the model agrees no run fits; and after
+    /// each step `check` accounts for every unit. Single units are drawn often, since they are
+    /// kept back from the index and filed when a request needs them.
     mod run_index {
         use super::*;
         use proptest::prelude::*;
@@ -637,15 +651,20 @@ mod tests {
             Alloc(usize),
             /// Free the live grant at this index, modulo the number live.
             Free(usize),
+            /// Shrink the live grant at this index to the part between these two fractions
+            /// (in 1/256ths of its length; skipped where that part is empty).
+            Shrink(usize, u8, u8),
         }
 
         fn step() -> impl Strategy<Value = Step> {
             prop_oneof![
                 3 => Just(Step::Alloc(1)),
                 3 => (2..=40usize).prop_map(Step::Alloc),
-                2 => (2..NODE_UNITS).prop_map(Step::Alloc),
-                1 => (NODE_UNITS..=3 * NODE_UNITS).prop_map(Step::Alloc),
+                2 => (2..512usize).prop_map(Step::Alloc),
+                1 => (512..=1536usize).prop_map(Step::Alloc),
                 6 => any::<usize>().prop_map(Step::Free),
+                2 => (any::<usize>(), any::<u8>(), any::<u8>())
+                    .prop_map(|(i, a, b)| Step::Shrink(i, a, b)),
             ]
         }
 
@@ -669,8 +688,8 @@ mod tests {
             #![proptest_config(config())]
 
             #[test]
-            fn grants_are_disjoint_in_bounds_and_the_index_matches_a_scan(
-                cap in prop_oneof![1..=3000usize, (1..=6usize).prop_map(|k| k * NODE_UNITS)],
+            fn grants_are_disjoint_in_bounds_and_every_unit_is_accounted_for(
+                cap in prop_oneof![1..=3000usize, (1..=6usize).prop_map(|k| k * 512)],
                 steps in prop::collection::vec(step(), 1..120),
             ) {
                 let mut a = NfAllocator::with_capacity(cap);
@@ -700,9 +719,24 @@ mod tests {
                             prop_assert_eq!(a.free(start, n), Ok(()));
                             free[start..start + n].fill(true);
                         }
-                        Step::Free(_) => {}
+                        Step::Shrink(i, from, to) if !live.is_empty() => {
+                            let k = i % live.len();
+                            let (start, n) = live[k];
+                            let cut = |f: u8| n * usize::from(f) / 256;
+                            let keep = cut(from.min(to))..cut(from.max(to)).max(1);
+                            if keep.is_empty() {
+                                continue;
+                            }
+                            prop_assert_eq!(a.shrink(start, n, keep.clone()), Ok(()));
+                            free[start..start + keep.start].fill(true);
+                            free[start + keep.end..start + n].fill(true);
+                            live[k] = (start + keep.start, keep.len());
+                        }
+                        Step::Free(_) | Step::Shrink(..) => {}
                     }
                     prop_assert_eq!(a.free_units(), free.iter().filter(|&&f| f).count());
+                    let longest = free.split(|&f| !f).map(<[bool]>::len).max().unwrap_or(0);
+                    prop_assert_eq!(a.largest_free_run(), longest);
                     check(&a);
                 }
             }

@@ -10,9 +10,10 @@
 //!   the memory managed: a GPU's or an FPGA's pool cannot hold the allocator's bookkeeping.
 //!   Both start zeroed: in a start tag zero is "none" in every field, and an end tag is read
 //!   only at a run's last unit, which its insertion wrote.
-//! - **Which units are free is not the index's business**: NF's node maps say it (a run's
-//!   neighbours are free or not by one bit each), and the index only files the runs NF hands
-//!   it. It never needs to find a run's ends by scanning.
+//! - **The tags say where filed runs start and end, and nothing else does**: a tag is cleared
+//!   when its run leaves the index, so a unit starts a filed run iff its start tag has a
+//!   length, and ends one iff its end tag names a start. A free asks the tags beside it
+//!   whether its neighbours are filed runs to join, in O(1) and with no map of free units.
 //!
 //! Classes follow TLSF's two levels: lengths below 16 have a class each, and above, each power
 //! of two is cut into 16 classes, so a class spans at most a sixteenth of its lengths. A
@@ -42,7 +43,9 @@ fn class_of(len: usize) -> (usize, usize) {
 /// number of bits of `len >> SUB_BITS`).
 #[inline(always)]
 fn level(len: usize) -> usize {
-    (usize::BITS - (len >> SUB_BITS).leading_zeros()) as usize
+    // The place of the leading one, with lengths below 16 placed as 15: never of zero, so
+    // LLVM needs no test for it (`leading_zeros` of `len >> 4` took one on every call).
+    (len | (SUBS - 1)).ilog2() as usize - (SUB_BITS as usize - 1)
 }
 
 /// The least class whose every length is at least `n` (`1 <= n < 2^32`): `n` rounded up to
@@ -70,11 +73,13 @@ pub(super) struct FreeRuns {
     classes: [u32; LEVELS],
     /// The first run of each class's list, as a unit plus one (0: empty).
     first: [[u32; SUBS]; LEVELS],
-    /// At each free run's first unit plus one, the form the links take; slot 0 is scratch,
-    /// written where a link is 0 (none) and never read, so that linking a run to a neighbour
-    /// that may not exist needs no branch.
+    /// At each free run's first unit plus one, the form the links take (`len` 0: no run starts
+    /// there); slot 0 is scratch, written where a link is 0 (none) and never read, so that
+    /// linking a run to a neighbour that may not exist needs no branch. One slot past the
+    /// pool's units stays zero, so that the unit after the last starts no run, with no branch.
     starts: Vec<StartTag>,
-    /// At each free run's last unit: its first unit.
+    /// At each free run's last unit plus one: its first unit plus one (0: no run ends there).
+    /// Slot 0 stays 0, so that the unit before unit 0 ends no run, with no branch.
     ends: Vec<u32>,
 }
 
@@ -86,8 +91,8 @@ impl FreeRuns {
             levels: 0,
             classes: [0; LEVELS],
             first: [[0; SUBS]; LEVELS],
-            starts: vec![StartTag::default(); units + 1],
-            ends: vec![0; units],
+            starts: vec![StartTag::default(); units + 2],
+            ends: vec![0; units + 1],
         }
     }
 
@@ -107,7 +112,7 @@ impl FreeRuns {
         self.first[f][s] = start as u32 + 1;
         self.classes[f] |= 1 << s;
         self.levels |= 1 << f;
-        self.ends[start + len - 1] = start as u32;
+        self.ends[start + len] = start as u32 + 1;
     }
 
     /// Takes out the free run that starts at `start` (filed by [`FreeRuns::insert`]) and
@@ -115,45 +120,93 @@ impl FreeRuns {
     #[inline(always)]
     pub(super) fn remove(&mut self, start: usize) -> usize {
         let StartTag { len, next, prev } = self.starts[start + 1];
+        self.clear_tags(start, len as usize);
         if prev != 0 {
             self.starts[prev as usize].next = next;
+            self.starts[next as usize].prev = prev;
         } else {
             let (f, s) = class_of(len as usize);
-            self.first[f][s] = next;
-            // The class's bit cleared where its list is now empty, and the level's where its
-            // classes are, by value: a branch on it goes both ways on mixed sizes.
-            self.classes[f] &= !(u32::from(next == 0) << s);
-            self.levels &= !(u32::from(self.classes[f] == 0) << f);
+            self.unlink_head(f, s, next);
         }
-        self.starts[next as usize].prev = prev;
         len as usize
     }
 
-    /// The first unit of the free run that ends at unit `last`.
+    /// Takes out a free run of at least `n` units (`1 <= n < 2^32`) and returns its first unit
+    /// and its length, or `None` if there is none: the first run of the least non-empty class
+    /// whose every length fits, else the first run long enough in `n`'s own class. The first
+    /// heads its list, so it is taken off with no search for its class or its neighbours.
     #[inline(always)]
-    pub(super) fn start_of_run_ending_at(&self, last: usize) -> usize {
-        self.ends[last] as usize
+    pub(super) fn take_fit(&mut self, n: usize) -> Option<(usize, usize)> {
+        let Some((f, s)) = self.least_fitting_class(n) else {
+            let start = self.in_own_class(n)?;
+            return Some((start, self.remove(start)));
+        };
+        let at = self.first[f][s] as usize;
+        let StartTag { len, next, .. } = self.starts[at];
+        self.clear_tags(at - 1, len as usize);
+        self.unlink_head(f, s, next);
+        Some((at - 1, len as usize))
     }
 
-    /// The first unit of a free run of at least `n` units (`1 <= n < 2^32`), or `None` if
-    /// there is none: the first run of the least non-empty class whose every length fits,
-    /// else the first run long enough in `n`'s own class.
+    /// Clears the tags of the run `start..start + len`: its units no longer start or end a
+    /// filed run.
     #[inline(always)]
-    pub(super) fn fit(&self, n: usize) -> Option<usize> {
+    fn clear_tags(&mut self, start: usize, len: usize) {
+        self.starts[start + 1].len = 0;
+        self.ends[start + len] = 0;
+    }
+
+    /// Takes the head off class `(f, s)`'s list, `next` (a unit plus one, 0: none) its new
+    /// head.
+    #[inline(always)]
+    fn unlink_head(&mut self, f: usize, s: usize, next: u32) {
+        self.first[f][s] = next;
+        // The class's bit cleared where its list is now empty, and the level's where its
+        // classes are, by value: a branch on it goes both ways on mixed sizes.
+        self.classes[f] &= !(u32::from(next == 0) << s);
+        self.levels &= !(u32::from(self.classes[f] == 0) << f);
+        // With no next run this writes the scratch slot.
+        self.starts[next as usize].prev = 0;
+    }
+
+    /// The first unit of the filed run that ends just before unit `unit` (`unit <= units`),
+    /// if one does.
+    #[inline(always)]
+    pub(super) fn run_ending_before(&self, unit: usize) -> Option<usize> {
+        (self.ends[unit] as usize).checked_sub(1)
+    }
+
+    /// The length of the filed run that starts at unit `unit` (`unit <= units`), 0 if none
+    /// does.
+    #[inline(always)]
+    pub(super) fn run_starting_at(&self, unit: usize) -> usize {
+        self.starts[unit + 1].len as usize
+    }
+
+    /// The first unit of the run [`FreeRuns::take_fit`] would take, leaving it filed.
+    #[cfg(test)]
+    fn fit(&self, n: usize) -> Option<usize> {
+        match self.least_fitting_class(n) {
+            Some((f, s)) => Some(self.first[f][s] as usize - 1),
+            None => self.in_own_class(n),
+        }
+    }
+
+    /// The least non-empty class whose every length is at least `n` (`1 <= n < 2^32`).
+    #[inline(always)]
+    fn least_fitting_class(&self, n: usize) -> Option<(usize, usize)> {
         let (f, s) = fitting_class(n);
         // `f < LEVELS <= 32` and `s < 16`: the shifts are in range.
         let here = self.classes.get(f).map_or(0, |c| c & (u32::MAX << s));
-        let (f, s) = if here != 0 {
-            (f, here.trailing_zeros() as usize)
-        } else {
-            let above = self.levels & u32::MAX.checked_shl(f as u32 + 1).unwrap_or(0);
-            if above == 0 {
-                return self.in_own_class(n);
-            }
-            let f = above.trailing_zeros() as usize;
-            (f, self.classes[f].trailing_zeros() as usize)
-        };
-        Some(self.first[f][s] as usize - 1)
+        if here != 0 {
+            return Some((f, here.trailing_zeros() as usize));
+        }
+        let above = self.levels & u32::MAX.checked_shl(f as u32 + 1).unwrap_or(0);
+        if above == 0 {
+            return None;
+        }
+        let f = above.trailing_zeros() as usize;
+        Some((f, self.classes[f].trailing_zeros() as usize))
     }
 
     /// The first run of at least `n` units in the class of `n` itself, by walking its list:
@@ -206,8 +259,8 @@ impl FreeRuns {
                     assert_eq!(class_of(len), (f, s), "run {start} of {len} in its class");
                     assert_eq!(tag.prev, prev, "run {start}: back link");
                     assert_eq!(
-                        self.ends[start + len - 1] as usize,
-                        start,
+                        self.run_ending_before(start + len),
+                        Some(start),
                         "run {start}: end tag"
                     );
                     runs.push((start, len));
@@ -217,6 +270,14 @@ impl FreeRuns {
             }
             assert_eq!(self.levels >> f & 1 == 1, self.classes[f] != 0, "level {f}");
         }
+        // No tag outside the runs: a unit starts or ends a filed run iff its tag says so.
+        let start_tags = self.starts[1..].iter().filter(|t| t.len != 0).count();
+        let end_tags = self.ends.iter().filter(|&&e| e != 0).count();
+        assert_eq!(
+            (start_tags, end_tags),
+            (runs.len(), runs.len()),
+            "stale tags"
+        );
         runs.sort_unstable();
         runs
     }
@@ -285,8 +346,14 @@ mod tests {
         // Nothing above: the own class is walked, and its run of 41 found.
         assert_eq!(r.fit(41), Some(200));
         assert_eq!(r.longest(), 41);
-        assert_eq!(r.start_of_run_ending_at(139), 100);
+        assert_eq!(r.run_ending_before(140), Some(100));
+        assert_eq!(r.run_starting_at(100), 40);
         assert_eq!(r.remove(200), 41);
+        // A removed run's tags are cleared.
+        assert_eq!(
+            (r.run_ending_before(241), r.run_starting_at(200)),
+            (None, 0)
+        );
         assert_eq!(r.fit(41), None);
         assert_eq!(r.fit(40), Some(100));
         assert_eq!(r.longest(), 40);

@@ -173,19 +173,11 @@ impl Pool {
     pub(crate) fn shrink(&self, block: Block, keep: std::ops::Range<usize>) -> Block {
         let mut guard = self.lock();
         let (alloc, usage) = &mut *guard;
-        for (first, units) in [
-            (block.first, keep.start),
-            (block.first + keep.end, block.granules - keep.end),
-        ] {
-            if units == 0 {
-                continue;
-            }
-            // Parts of a block this pool handed out, freed once: as in `free`, a refusal
-            // would be a runtime bug, logged rather than turned into a panic.
-            match alloc.free(first, units) {
-                Ok(()) => usage.in_use -= units * self.granule,
-                Err(e) => tracing::error!(space = %self.name, error = %e, "pool refused a free"),
-            }
+        // A block this pool handed out, cut down once per cut: as in `free`, a refusal would
+        // be a runtime bug, logged rather than turned into a panic.
+        match alloc.shrink(block.first, block.granules, keep.clone()) {
+            Ok(()) => usage.in_use -= (block.granules - keep.len()) * self.granule,
+            Err(e) => tracing::error!(space = %self.name, error = %e, "pool refused a shrink"),
         }
         Block {
             first: block.first + keep.start,

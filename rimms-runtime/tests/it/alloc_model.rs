@@ -1,13 +1,15 @@
 //! Both unit allocators against a plain model (`Vec<bool>`, true = free).
 //!
-//! One generic driver, [`exercise`], replays a random sequence of allocs, frees and invalid
-//! frees on an allocator and on the model and checks, after every step, that they agree:
+//! One generic driver, [`exercise`], replays a random sequence of allocs, frees, shrinks and
+//! invalid frees on an allocator and on the model and checks, after every step, that they agree:
 //! returned runs are in bounds, free in the model and exactly as long as asked; an alloc is
 //! refused exactly when no free run of its size exists (both allocators), and NF places a run
 //! where its documented rule says (the single unit freed last, while it keeps some; else the
 //! head of a free run of the least size class that fits, among the runs it has filed, and only
 //! when none fits, after filing the units it kept; evaluated on the model, which mirrors which
-//! units NF keeps); a refused alloc or an invalid free changes nothing; `free_units` and `largest_free_run` match. Each sequence ends by freeing
+//! units NF keeps); an invalid free is refused as the allocator's rule says (the bitset takes
+//! any range of allocated units, NF only a run it handed out, exactly); a refused alloc or an
+//! invalid free or shrink changes nothing; `free_units` and `largest_free_run` match. Each sequence ends by freeing
 //! everything and checking the pool can be filled again, whole and unit by unit.
 //!
 //! Cases: `RIMMS_PROPTEST_CASES` (default 2000).
@@ -30,6 +32,12 @@ enum Op {
     /// Free a live allocation grown by one unit at its end (`true`) or start (skipped if that
     /// neighbour is allocated too).
     FreeGrown(usize, bool),
+    /// Shrink the live allocation at this index to the part between these two fractions of
+    /// its length (in 1/256ths; skipped where that part is empty).
+    Shrink(usize, u8, u8),
+    /// Shrink the live allocation at this index to an empty part or one past its end
+    /// (`true`), or a freed allocation (skipped if it is live again): refused.
+    BadShrink(usize, bool),
 }
 
 /// Mostly small requests, some up to a node, a few spanning nodes; whole nodes and runs just
@@ -62,6 +70,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::DoubleFree),
         1 => (0..5200usize, 0..1600usize).prop_map(|(s, u)| Op::FreeRange(s, u)),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(i, end)| Op::FreeGrown(i, end)),
+        2 => (any::<usize>(), any::<u8>(), any::<u8>()).prop_map(|(i, a, b)| Op::Shrink(i, a, b)),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(i, live)| Op::BadShrink(i, live)),
     ]
 }
 
@@ -73,12 +83,16 @@ fn config() -> ProptestConfig {
     ProptestConfig::with_cases(cases)
 }
 
-/// The model: one bool per unit, true = free.
-/// One bool per unit (true = free), and NF's kept single units (free, not filed), the last
-/// kept last (empty for the bitset).
-struct Model(Vec<bool>, Vec<usize>);
+/// One bool per unit (true = free); NF's kept single units (free, not filed), the last kept
+/// last (empty for the bitset); and at the first unit of each run handed out, its length (0
+/// elsewhere).
+struct Model(Vec<bool>, Vec<usize>, Vec<usize>);
 
 impl Model {
+    fn new(cap: usize) -> Model {
+        Model(vec![true; cap], Vec::new(), vec![0; cap])
+    }
+
     fn free_units(&self) -> usize {
         let (mut n, mut i) = (0, 0);
         while i < self.0.len() {
@@ -94,25 +108,42 @@ impl Model {
         longest_run(&self.0)
     }
 
-    /// What a free of `start..start + units` must return.
-    fn expected_free(&self, start: usize, units: usize) -> Result<(), FreeError> {
+    /// Whether a free of `start..start + units` is out of the pool, and how it is refused.
+    fn out_of_range(&self, start: usize, units: usize) -> Result<(), FreeError> {
         let capacity = self.0.len();
         if units == 0 {
             return Err(FreeError::ZeroUnits { start });
         }
-        let end = match start.checked_add(units) {
-            Some(end) if end <= capacity => end,
-            _ => {
-                return Err(FreeError::OutOfRange {
-                    start,
-                    units,
-                    capacity,
-                })
-            }
-        };
-        match (start..end).find(|&u| self.0[u]) {
+        match start.checked_add(units) {
+            Some(end) if end <= capacity => Ok(()),
+            _ => Err(FreeError::OutOfRange {
+                start,
+                units,
+                capacity,
+            }),
+        }
+    }
+
+    /// What the bitset's free of `start..start + units` must return: any range of allocated
+    /// units is freed.
+    fn bitset_free(&self, start: usize, units: usize) -> Result<(), FreeError> {
+        self.out_of_range(start, units)?;
+        match (start..start + units).find(|&u| self.0[u]) {
             Some(unit) => Err(FreeError::NotAllocated { unit }),
             None => Ok(()),
+        }
+    }
+
+    /// What NF's free of `start..start + units` must return: only a run handed out, exactly.
+    fn nf_free(&self, start: usize, units: usize) -> Result<(), FreeError> {
+        self.out_of_range(start, units)?;
+        match self.2[start] {
+            len if len == units => Ok(()),
+            len => Err(FreeError::NotARun {
+                start,
+                units,
+                allocated: (len != 0).then_some(len),
+            }),
         }
     }
 
@@ -245,6 +276,8 @@ fn nf_freed(m: &mut Model, start: usize, units: usize) {
 
 struct Rules {
     refuses: fn(&Model, usize) -> bool,
+    /// What a free of `start..start + units` must return.
+    frees: fn(&Model, usize, usize) -> Result<(), FreeError>,
     /// Checks where `n` units went (`None`: refused) against the pool as it was before the
     /// call, and updates what the model mirrors of the allocator's choices.
     placed: fn(&mut Model, usize, Option<usize>) -> Result<(), String>,
@@ -254,12 +287,14 @@ struct Rules {
 
 const BITSET: Rules = Rules {
     refuses: bitset_refuses,
+    frees: Model::bitset_free,
     placed: |_, _, _| Ok(()),
     freed: |_, _, _| {},
 };
 /// NF refuses exactly as the bitset does; it differs in where it places runs.
 const NF: Rules = Rules {
     refuses: bitset_refuses,
+    frees: Model::nf_free,
     placed: nf_placed,
     freed: nf_freed,
 };
@@ -274,7 +309,32 @@ fn free_checked<A: UnitAllocator>(
 ) -> Result<(), TestCaseError> {
     prop_assert_eq!(a.free(start, units), Ok(()), "free({}, {})", start, units);
     m.set(start, units, true);
+    m.2[start] = 0;
     (rules.freed)(m, start, units);
+    Ok(())
+}
+
+/// Shrinks the run `start..start + units` to `keep` on both, a shrink the model says is valid:
+/// the parts freed are filed, never kept.
+fn shrink_checked<A: UnitAllocator>(
+    a: &mut A,
+    m: &mut Model,
+    start: usize,
+    units: usize,
+    keep: std::ops::Range<usize>,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        a.shrink(start, units, keep.clone()),
+        Ok(()),
+        "shrink({}, {}, {:?})",
+        start,
+        units,
+        keep
+    );
+    m.set(start, keep.start, true);
+    m.set(start + keep.end, units - keep.end, true);
+    m.2[start] = 0;
+    m.2[start + keep.start] = keep.len();
     Ok(())
 }
 
@@ -323,6 +383,7 @@ fn alloc_checked<A: UnitAllocator>(
                 start
             );
             m.set(start, n, false);
+            m.2[start] = n;
             Ok(Some(start))
         }
     }
@@ -332,10 +393,11 @@ fn alloc_checked<A: UnitAllocator>(
 fn invalid_free<A: UnitAllocator>(
     a: &mut A,
     m: &Model,
+    rules: &Rules,
     start: usize,
     units: usize,
 ) -> Result<(), TestCaseError> {
-    let expected = m.expected_free(start, units);
+    let expected = (rules.frees)(m, start, units);
     if expected.is_ok() {
         return Ok(());
     }
@@ -346,7 +408,7 @@ fn invalid_free<A: UnitAllocator>(
 /// The generic driver: runs `ops` on a pool of `cap` units and on the model.
 fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(), TestCaseError> {
     let mut a = A::with_capacity(cap);
-    let mut m = Model(vec![true; cap], Vec::new());
+    let mut m = Model::new(cap);
     let mut live: Vec<(usize, usize)> = Vec::new();
     let mut freed: Vec<(usize, usize)> = Vec::new();
     agree(&a, &m, "with_capacity")?;
@@ -364,15 +426,43 @@ fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(
             }
             Op::DoubleFree(k) if !freed.is_empty() => {
                 let (s, n) = freed[k % freed.len()];
-                invalid_free(&mut a, &m, s, n)?;
+                invalid_free(&mut a, &m, rules, s, n)?;
             }
-            Op::FreeRange(s, n) => invalid_free(&mut a, &m, s, n)?,
+            Op::FreeRange(s, n) => invalid_free(&mut a, &m, rules, s, n)?,
             Op::FreeGrown(k, at_end) if !live.is_empty() => {
                 let (s, n) = live[k % live.len()];
                 if at_end {
-                    invalid_free(&mut a, &m, s, n + 1)?;
+                    invalid_free(&mut a, &m, rules, s, n + 1)?;
                 } else if s > 0 {
-                    invalid_free(&mut a, &m, s - 1, n + 1)?;
+                    invalid_free(&mut a, &m, rules, s - 1, n + 1)?;
+                }
+            }
+            Op::Shrink(k, from, to) if !live.is_empty() => {
+                let k = k % live.len();
+                let (s, n) = live[k];
+                let cut = |f: u8| n * usize::from(f) / 256;
+                let keep = cut(from.min(to))..cut(from.max(to)).max(1);
+                if !keep.is_empty() {
+                    shrink_checked(&mut a, &mut m, s, n, keep.clone())?;
+                    live[k] = (s + keep.start, keep.len());
+                }
+            }
+            Op::BadShrink(k, true) if !live.is_empty() => {
+                let (s, n) = live[k % live.len()];
+                for keep in [n / 2..n / 2, 0..n + 1] {
+                    let want = Err(FreeError::KeepOutside {
+                        start: s,
+                        units: n,
+                        keep: keep.clone(),
+                    });
+                    prop_assert_eq!(a.shrink(s, n, keep), want);
+                }
+            }
+            Op::BadShrink(k, false) if !freed.is_empty() => {
+                let (s, n) = freed[k % freed.len()];
+                let want = (rules.frees)(&m, s, n);
+                if want.is_err() {
+                    prop_assert_eq!(a.shrink(s, n, 0..1), want, "shrink({}, {})", s, n);
                 }
             }
             _ => {}
@@ -406,6 +496,7 @@ fn exercise<A: UnitAllocator>(cap: usize, ops: &[Op], rules: &Rules) -> Result<(
         );
         if let Some(u) = got {
             m.0[u] = false;
+            m.2[u] = 1;
         }
     }
     prop_assert_eq!(a.alloc(1), None);
@@ -429,7 +520,7 @@ fn fragmented_nf(
     let nodes = cap.div_ceil(NODE);
     let len = |node: usize| (cap - node * NODE).min(NODE);
     let mut a = NfAllocator::with_capacity(cap);
-    let mut m = Model(vec![true; cap], Vec::new());
+    let mut m = Model::new(cap);
     // Take every node in turn, then free and retake node `cursor` to leave the cursor there.
     for node in 0..nodes {
         prop_assert_eq!(
@@ -443,16 +534,11 @@ fn fragmented_nf(
     for node in 0..nodes {
         let base = node * NODE;
         let kept = keep[node] % len(node);
-        // Free around the kept unit (or all of a whole node).
-        let pieces = if whole[node] {
-            [(0, len(node)), (0, 0)]
+        // Free all of a whole node, or the node but its kept unit.
+        if whole[node] {
+            free_checked(&mut a, &mut m, &NF, base, len(node))?;
         } else {
-            [(0, kept), (kept + 1, len(node) - kept - 1)]
-        };
-        for (off, n) in pieces {
-            if n > 0 {
-                free_checked(&mut a, &mut m, &NF, base + off, n)?;
-            }
+            shrink_checked(&mut a, &mut m, base, len(node), kept..kept + 1)?;
         }
     }
     agree(&a, &m, "building the layout")?;
@@ -499,7 +585,7 @@ proptest! {
     ) {
         let cap = (nodes * NODE).saturating_sub(tail).max(1);
         let mut a = NfAllocator::with_capacity(cap);
-        let mut m = Model(vec![true; cap], Vec::new());
+        let mut m = Model::new(cap);
         let mut live = Vec::new();
         for &n in &cuts {
             if let Some(start) = alloc_checked(&mut a, &mut m, &NF, n)? {
@@ -559,6 +645,14 @@ mod the_model_catches_bugs {
         }
         fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
             self.0.free(start, units)
+        }
+        fn shrink(
+            &mut self,
+            start: usize,
+            units: usize,
+            keep: std::ops::Range<usize>,
+        ) -> Result<(), FreeError> {
+            self.0.shrink(start, units, keep)
         }
         fn capacity(&self) -> usize {
             self.0.capacity()
@@ -627,6 +721,14 @@ mod the_model_catches_bugs {
         }
         fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
             self.0.free(start, units)
+        }
+        fn shrink(
+            &mut self,
+            start: usize,
+            units: usize,
+            keep: std::ops::Range<usize>,
+        ) -> Result<(), FreeError> {
+            self.0.shrink(start, units, keep)
         }
         fn capacity(&self) -> usize {
             self.0.capacity()

@@ -337,6 +337,17 @@ impl PoolModel {
         self.release(first, n);
     }
 
+    /// Frees the granules of the run `first..first + n` outside `keep` (counted from
+    /// `first`): the head, then the tail, each filed.
+    fn shrink(&mut self, first: usize, n: usize, keep: std::ops::Range<usize>) {
+        if keep.start > 0 {
+            self.release(first, keep.start);
+        }
+        if keep.end < n {
+            self.release(first + keep.end, n - keep.end);
+        }
+    }
+
     /// Files `first..first + n` free, joined with the filed runs beside it.
     fn release(&mut self, first: usize, n: usize) {
         self.taken[first..first + n].fill(false);
@@ -659,10 +670,10 @@ impl Model {
             return false;
         }
         self.evict_outside(buf, space, frags);
-        // As the pool cuts a block down: its head, then its tail, each a free of its own.
+        // As the pool cuts a block down: its head, then its tail, each filed (a shrink never
+        // keeps a single granule back).
         let pool = &mut self.pool[space];
-        pool.free(w.first, keep.start);
-        pool.free(w.first + keep.end, w.granules - keep.end);
+        pool.shrink(w.first, w.granules, keep.clone());
         self.bufs[buf].block[space] = Some(Win {
             first: w.first + keep.start,
             granules: keep.len(),
