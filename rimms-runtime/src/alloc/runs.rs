@@ -4,12 +4,11 @@
 //! TLSF finds a fitting free block in O(1) because its free blocks sit in lists by size class,
 //! two bitmaps say which lists are non-empty, and each block's length is written at its ends
 //! (boundary tags), so a free merges with its neighbours without a search. This is the same,
-//! with two differences that device pools need:
+//! with two differences:
 //!
 //! - **The tags live beside the pool**, in two arrays indexed by unit, not in headers inside
 //!   the memory managed: a GPU's or an FPGA's pool cannot hold the allocator's bookkeeping.
-//!   Both start zeroed: in a start tag zero is "none" in every field, and an end tag is read
-//!   only at a run's last unit, which its insertion wrote.
+//!   Both start zeroed, and zero is "none" in every field.
 //! - **The tags say where filed runs start and end, and nothing else does**: a tag is cleared
 //!   when its run leaves the index, so a unit starts a filed run iff its start tag has a
 //!   length, and ends one iff its end tag names a start. A free asks the tags beside it
