@@ -34,19 +34,19 @@
 //!   bugs would otherwise hand one device's bytes to two buffers, does not, and pays one load.
 //! - **The single units freed last, kept back.** A freed single unit is kept (up to 16) rather
 //!   than filed, and the next single-unit request takes the one kept last: a frame loop that
-//!   frees and allocates single units pays neither the index nor its tags, and gets back a
-//!   unit whose tags are likely still in cache. A request that finds no run files the kept
+//!   frees and allocates single units pays only the unit's run tag, not the index, and gets
+//!   back a unit whose tag is likely still in cache. A request that finds no run files the kept
 //!   units first and asks again, so keeping them never refuses a request. This is what the
 //!   seed design's roving next-fit cursor was for, at less cost.
 //!
 //! NF began as the seed's node table: nodes of 512 units, each with a one-cache-line map of
 //! its free units, which validated a free unit by unit and said whether a run's neighbours
 //! were free. Issue 29's stops (`docs/design.md`, "NF against TLSF and the offset allocator"
-//! and after) moved the search to the index above; the maps were then only the validation of frees, and their passes over
-//! each range were most of what kept NF slower than TLSF on random sizes. The run tags
-//! validate in O(1) and the index's own tags say whether a neighbour is a filed run, so the
-//! maps went (stop 52): NF now takes less time than TLSF on random sizes, as well as on
-//! single units.
+//! and after) moved the search to the index above. The maps were then only the validation of
+//! frees, and their passes over each range were most of what kept NF slower than TLSF on
+//! random sizes. The run tags validate in O(1) and the index's own tags say whether a
+//! neighbour is a filed run, so the maps went (stop 52): NF now takes less time than TLSF on
+//! random sizes, as well as on single units.
 //!
 //! The tags cost 20 bytes per unit (0.5 % of a 4 KiB unit), written once, zeroed, when the
 //! pool is made. A pool holds at most [`MAX_UNITS`] units, since the tags keep units in 32
@@ -130,6 +130,7 @@ pub enum FreeError {
     },
 }
 
+/// The end of [`FreeError::NotARun`]'s message: the length of the run at its start, if any.
 fn run_there(allocated: Option<usize>) -> String {
     allocated.map_or(String::new(), |n| {
         format!(" (the run there is {n} units long)")
