@@ -481,6 +481,15 @@ mod tests {
         assert_eq!(a.free(x, 603), not_a_run(0, 603, Some(600)));
         assert_eq!(a.free(x, 599), not_a_run(0, 599, Some(600)));
         assert_eq!(a.free(y, 4), not_a_run(600, 4, Some(3)));
+        let said = |e: Result<(), FreeError>| e.map_err(|e| e.to_string()).unwrap_err();
+        assert_eq!(
+            said(a.free(y, 4)),
+            "free of units 600..600+4, which is not a run handed out (the run there is 3 units long)"
+        );
+        assert_eq!(
+            said(a.free(y + 1, 2)),
+            "free of units 601..601+2, which is not a run handed out"
+        );
         assert_eq!(a.free(1099, 1), not_a_run(1099, 1, None));
         assert_eq!(
             a.free(1099, 2),
@@ -518,6 +527,10 @@ mod tests {
             })
         };
         assert_eq!(a.shrink(y, 300, 5..5), keep_outside(5..5));
+        assert_eq!(
+            a.shrink(y, 300, 5..5).unwrap_err().to_string(),
+            "shrink of the run at unit 100 (300 units) to its units 5..5, which are not a non-empty part of it"
+        );
         assert_eq!(a.shrink(y, 300, 5..301), keep_outside(5..301));
         assert_eq!(
             a.shrink(y, 299, 5..6),
