@@ -225,19 +225,16 @@ impl UnitAllocator for NfAllocator {
         let filed = self.runs.longest();
         let kept = &self.kept[..self.kept_len];
         // Kept units cut the runs they lie between: the free runs through them are the kept
-        // units and the filed runs beside them, laid end to end.
-        let mut parts = Vec::with_capacity(3 * kept.len());
-        for &unit in kept {
-            let unit = unit as usize;
-            parts.push((unit, unit + 1));
-            if let Some(before) = self.runs.run_ending_before(unit) {
-                parts.push((before, unit));
-            }
-            let after = self.runs.run_starting_at(unit + 1);
-            if after != 0 {
-                parts.push((unit + 1, unit + 1 + after));
-            }
-        }
+        // units and the filed runs beside them, laid end to end. Each part is a kept unit
+        // with the filed runs that end just before it and start just after it.
+        let mut parts: Vec<(usize, usize)> = kept
+            .iter()
+            .map(|&unit| {
+                let unit = unit as usize;
+                let first = self.runs.run_ending_before(unit).unwrap_or(unit);
+                (first, unit + 1 + self.runs.run_starting_at(unit + 1))
+            })
+            .collect();
         parts.sort_unstable();
         let mut longest = filed;
         let mut joined: Option<(usize, usize)> = None;
@@ -642,6 +639,7 @@ mod tests {
     #[test]
     fn empty_pool() {
         let mut a = NfAllocator::with_capacity(0);
+        check(&a);
         assert_eq!(a.alloc(1), None);
         assert_eq!(a.alloc(2), None);
         assert_eq!(a.alloc(600), None);
