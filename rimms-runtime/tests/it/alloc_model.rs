@@ -629,6 +629,32 @@ proptest! {
 mod the_model_catches_bugs {
     use super::*;
 
+    /// The methods a faulty allocator below passes straight to the allocator it wraps.
+    macro_rules! passed_through {
+        () => {
+            fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
+                self.0.free(start, units)
+            }
+            fn shrink(
+                &mut self,
+                start: usize,
+                units: usize,
+                keep: std::ops::Range<usize>,
+            ) -> Result<(), FreeError> {
+                self.0.shrink(start, units, keep)
+            }
+            fn capacity(&self) -> usize {
+                self.0.capacity()
+            }
+            fn free_units(&self) -> usize {
+                self.0.free_units()
+            }
+            fn largest_free_run(&self) -> usize {
+                self.0.largest_free_run()
+            }
+        };
+    }
+
     /// Forgets to mark the second unit of every 2-unit allocation as taken.
     struct Leaky(BitsetAllocator);
 
@@ -643,26 +669,7 @@ mod the_model_catches_bugs {
             }
             Some(start)
         }
-        fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
-            self.0.free(start, units)
-        }
-        fn shrink(
-            &mut self,
-            start: usize,
-            units: usize,
-            keep: std::ops::Range<usize>,
-        ) -> Result<(), FreeError> {
-            self.0.shrink(start, units, keep)
-        }
-        fn capacity(&self) -> usize {
-            self.0.capacity()
-        }
-        fn free_units(&self) -> usize {
-            self.0.free_units()
-        }
-        fn largest_free_run(&self) -> usize {
-            self.0.largest_free_run()
-        }
+        passed_through!();
     }
 
     #[test]
@@ -719,26 +726,7 @@ mod the_model_catches_bugs {
             }
             Some(start)
         }
-        fn free(&mut self, start: usize, units: usize) -> Result<(), FreeError> {
-            self.0.free(start, units)
-        }
-        fn shrink(
-            &mut self,
-            start: usize,
-            units: usize,
-            keep: std::ops::Range<usize>,
-        ) -> Result<(), FreeError> {
-            self.0.shrink(start, units, keep)
-        }
-        fn capacity(&self) -> usize {
-            self.0.capacity()
-        }
-        fn free_units(&self) -> usize {
-            self.0.free_units()
-        }
-        fn largest_free_run(&self) -> usize {
-            self.0.largest_free_run()
-        }
+        passed_through!();
     }
 
     #[test]
