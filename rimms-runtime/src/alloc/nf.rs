@@ -699,6 +699,11 @@ mod tests {
             #![proptest_config(config())]
 
             #[test]
+            #[cfg_attr(
+                miri,
+                ignore = "each step's checks walk the pool unit by unit: minutes under Miri, \
+                          where the unit tests above run NF's paths"
+            )]
             fn grants_are_disjoint_in_bounds_and_every_unit_is_accounted_for(
                 cap in prop_oneof![1..=3000usize, (1..=6usize).prop_map(|k| k * 512)],
                 steps in prop::collection::vec(step(), 1..120),
