@@ -236,19 +236,17 @@ impl UnitAllocator for NfAllocator {
             })
             .collect();
         parts.sort_unstable();
-        let mut longest = filed;
-        let mut joined: Option<(usize, usize)> = None;
+        // In start order, a part that starts at or before the end of the run so far extends it.
+        let (mut longest, mut run) = (filed, (0, 0));
         for (start, end) in parts {
-            joined = match joined {
-                Some((first, last)) if start <= last => Some((first, last.max(end))),
-                Some((first, last)) => {
-                    longest = longest.max(last - first);
-                    Some((start, end))
-                }
-                None => Some((start, end)),
-            };
+            if start > run.1 {
+                run = (start, end);
+            } else {
+                run.1 = run.1.max(end);
+            }
+            longest = longest.max(run.1 - run.0);
         }
-        joined.map_or(longest, |(first, last)| longest.max(last - first))
+        longest
     }
 }
 
